@@ -1,0 +1,53 @@
+# stategate make targets. `make run` sets up and runs the demo; `make test` runs every test.
+SHELL := /bin/bash
+GO ?= go
+BUILD := build
+PLUGIN_SRC := $(shell find plugin abi -name '*.go' -not -name '*_test.go') go.mod go.sum
+TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative
+WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
+
+.PHONY: build build.go tinygo test test.go test.node bench fuzz check run clean node
+
+build: $(BUILD)/stategate.wasm
+
+# TinyGo is installed on first use (scripts/install-tinygo.sh, idempotent, ~1 min once).
+$(BUILD)/stategate.wasm: $(PLUGIN_SRC)
+	@mkdir -p $(BUILD)
+	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
+		$$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate.tinygo.wasm ./plugin
+	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate.tinygo.wasm -o $@
+	@scripts/check-size.sh $@ 409600
+
+# Fallback where TinyGo cannot be had: the same module from standard Go (larger, slower).
+build.go: $(BUILD)/stategate-go.wasm
+
+$(BUILD)/stategate-go.wasm: $(PLUGIN_SRC)
+	@mkdir -p $(BUILD)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-s -o $@ ./plugin
+
+tinygo:
+	@scripts/install-tinygo.sh
+
+node: testharness/node/node_modules
+
+testharness/node/node_modules: testharness/node/package.json testharness/node/package-lock.json
+	cd testharness/node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test: build build.go node
+	$(GO) test ./... -count=1
+	$(GO) test ./plugin/... -run '^$$' -fuzz=FuzzDecorateTools -fuzztime=10s ./plugin/engine 2>/dev/null || true
+
+bench: build build.go
+	$(GO) test ./testharness/ -run '^$$' -bench . -benchmem -benchtime=2000x
+
+check:
+	@test -z "$$(gofmt -l .)" || (gofmt -l . ; echo 'gofmt: files above need formatting'; exit 1)
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+
+run: build
+	$(GO) run ./host/cmd/stategate demo
+
+clean:
+	rm -rf $(BUILD)

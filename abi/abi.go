@@ -1,0 +1,131 @@
+// Package abi is the contract between the stategate plugin and every host that runs it:
+// export names, error and denial codes, the _meta key prefix and the message shapes.
+//
+// The guest, the Go host, the Envoy filter and the documentation all derive from this
+// package; nothing else spells an export name or a code as a string literal.
+//
+// # Notes
+//
+//   - Every export takes one JSON document and answers one JSON document. A document with a
+//     top-level "error" member ({"code","message"}) is a failure; anything else is a result.
+//     The Extism exports always return 0, so that hosts in any language read one shape.
+//   - ABI.md beside this file is the reference for people writing hosts.
+package abi
+
+// Function identifies one engine export.
+type Function uint32
+
+// The engine exports, in ABI order. The numeric values are the function ids of the raw
+// export ExportRawCall and never change.
+const (
+	FuncDecorateTools  Function = 1
+	FuncDecorateResult Function = 2
+	FuncTransition     Function = 3
+	FuncCheckLimits    Function = 4
+	FuncCheckConfig    Function = 5
+)
+
+// Functions lists every Function, in ABI order.
+var Functions = []Function{FuncDecorateTools, FuncDecorateResult, FuncTransition, FuncCheckLimits, FuncCheckConfig}
+
+// Required lists the Functions every build of the plugin must export.
+var Required = []Function{FuncDecorateTools, FuncDecorateResult, FuncTransition, FuncCheckLimits}
+
+// Name returns the Extism export name of f, or "" for an unknown Function.
+func (f Function) Name() string {
+	switch f {
+	case FuncDecorateTools:
+		return "decorate_tools"
+	case FuncDecorateResult:
+		return "decorate_result"
+	case FuncTransition:
+		return "transition"
+	case FuncCheckLimits:
+		return "check_limits"
+	case FuncCheckConfig:
+		return "check_config"
+	}
+	return ""
+}
+
+// FunctionByName returns the Function whose export name is name.
+func FunctionByName(name string) (Function, bool) {
+	for _, f := range Functions {
+		if f.Name() == name {
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+// Raw exports: a zero-copy entry used by the project's own wazero host. Generic Extism hosts
+// ignore them and call the named exports above.
+const (
+	// ExportRawAlloc is `(size i32) -> (ptr i32)`: a guest buffer of size bytes that stays
+	// valid until the next raw call.
+	ExportRawAlloc = "stategate_alloc"
+	// ExportRawCall is `(fn i32, ptr i32, len i32) -> (i64)`: runs Function fn on the input at
+	// ptr and answers (outPtr << 32 | outLen). The output stays valid until the next raw call.
+	ExportRawCall = "stategate_call"
+	// ExportInitialize is the WASI reactor initializer a host calls once after instantiation.
+	ExportInitialize = "_initialize"
+)
+
+// ConfigKey is the Extism manifest config key that holds the stategate configuration.
+const ConfigKey = "config"
+
+// ExtismModule is the import module of the Extism host functions.
+const ExtismModule = "extism:host/env"
+
+// MetaPrefix is the reverse-DNS prefix of every _meta key the gateway adds.
+const MetaPrefix = "dev.stategate/"
+
+// _meta keys the engine and hosts add to results.
+const (
+	MetaError     = MetaPrefix + "error"     // {code, retryable, details} on a denial
+	MetaTruncated = MetaPrefix + "truncated" // {originalBytes, limitBytes, ...} on a cut result
+	MetaWorkflow  = MetaPrefix + "workflow"  // availability of a workflow-bound tool in tools/list
+	MetaDuration  = MetaPrefix + "durationMs"
+)
+
+// Error codes of a failed export call: the "code" of the "error" member.
+const (
+	ErrInvalidJSON   = "INVALID_JSON"   // the input is not one valid JSON document
+	ErrInvalidInput  = "INVALID_INPUT"  // valid JSON of the wrong shape
+	ErrTooDeep       = "TOO_DEEP"       // nesting deeper than MaxDepth
+	ErrInvalidConfig = "INVALID_CONFIG" // the configuration did not validate
+	ErrConfigMissing = "CONFIG_MISSING" // no configuration under ConfigKey
+	ErrUnknownExport = "UNKNOWN_FUNCTION"
+	ErrTruncation    = "TRUNCATION_IMPOSSIBLE" // not even a minimal result fits maxResponseBytes
+)
+
+// Denial codes: the "code" of a refused tools/call, in the result's _meta and in the
+// check_limits answer.
+const (
+	DenyToolNotAvailable = "TOOL_NOT_AVAILABLE"   // the workflow is not in a state that allows the tool
+	DenyArrayTooLarge    = "ARRAY_TOO_LARGE"      // an argument array is over its limit
+	DenyMissingHandle    = "MISSING_STATE_HANDLE" // the state-handle argument is absent or not a string/number
+	DenyToolTimeout      = "TOOL_TIMEOUT"         // the upstream did not answer within timeoutMs (host)
+	DenyGateUnavailable  = "GATE_UNAVAILABLE"     // state could not be read or written (host)
+	DenyTooDeep          = "ARGUMENTS_TOO_DEEP"   // arguments nested deeper than MaxDepth
+)
+
+// Retryable reports whether retrying the identical call, unchanged, can succeed. Only
+// transient faults are retryable: a denied or oversized call fails the same way again.
+func Retryable(code string) bool {
+	switch code {
+	case DenyToolTimeout, DenyGateUnavailable:
+		return true
+	}
+	return false
+}
+
+// Limits shared by every host and the guest.
+const (
+	// MaxDepth is the deepest JSON nesting any export accepts.
+	MaxDepth = 256
+	// MaxNameBytes is the tool-name length up to which glob resolution is memoised.
+	MaxNameBytes = 256
+	// ResolveCacheSize bounds the memoised name resolutions.
+	ResolveCacheSize = 2048
+)

@@ -1,0 +1,215 @@
+// Package engine is the stategate core: pure functions from one JSON document to another,
+// shared by the Wasm plugin, the Envoy filter and the native conformance runs.
+//
+// # Notes
+//
+//   - An Engine is built once per configuration (New) and is safe for concurrent use.
+//   - Every method answers every input: malformed JSON, wrong types, huge or deep documents
+//     come back as an *Error, never as a panic (a panic traps the Wasm guest).
+package engine
+
+import (
+	"strings"
+	"unsafe"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/stategate/stategate/plugin/internal/policy"
+)
+
+// Error is a failed call: a code from abi and a message for people.
+type Error struct {
+	Code    string
+	Message string
+	Details []string // every configuration problem, for INVALID_CONFIG
+}
+
+func (e *Error) Error() string { return strings.ToLower(e.Code) + ": " + e.Message }
+
+// AppendJSON appends {"error":{"code","message"[,"errors"]}}.
+func (e *Error) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"error":{"code":`...)
+	dst = jsonx.AppendString(dst, e.Code)
+	dst = append(dst, `,"message":`...)
+	dst = jsonx.AppendString(dst, e.Message)
+	if len(e.Details) > 0 {
+		dst = append(dst, `,"errors":`...)
+		dst = appendStrings(dst, e.Details)
+	}
+	return append(dst, "}}"...)
+}
+
+// Engine applies one validated configuration.
+type Engine struct {
+	cfg      *config.Config
+	warnings []config.Problem
+	resolver *policy.Resolver
+}
+
+// New validates config and returns an Engine for it. On invalid configuration the error
+// is an *Error with code INVALID_CONFIG listing every problem.
+func New(cfg []byte) (*Engine, error) {
+	if len(strings.TrimSpace(string(cfg))) == 0 {
+		return nil, &Error{Code: abi.ErrConfigMissing, Message: "no configuration under the config key " + `"` + abi.ConfigKey + `"`}
+	}
+	c, problems := config.Parse(cfg)
+	if c == nil {
+		var errs []string
+		for _, p := range problems {
+			if !p.Warning {
+				errs = append(errs, p.String())
+			}
+		}
+		return nil, &Error{Code: abi.ErrInvalidConfig, Message: itoa(len(errs)) + " configuration error(s): " + strings.Join(errs, "; "), Details: errs}
+	}
+	return &Engine{cfg: c, warnings: problems, resolver: policy.New(c)}, nil
+}
+
+// Config returns the validated configuration.
+func (e *Engine) Config() *config.Config { return e.cfg }
+
+// Warnings returns the configuration's warnings.
+func (e *Engine) Warnings() []config.Problem { return e.warnings }
+
+// Call runs fn on in and always answers a JSON document: the result, or an error object.
+func (e *Engine) Call(fn abi.Function, in []byte) []byte {
+	return e.AppendCall(nil, fn, in)
+}
+
+// AppendCall is Call appending to dst.
+func (e *Engine) AppendCall(dst []byte, fn abi.Function, in []byte) []byte {
+	var out []byte
+	var err error
+	switch fn {
+	case abi.FuncDecorateTools:
+		out, err = e.decorateTools(dst, in)
+	case abi.FuncDecorateResult:
+		out, err = e.decorateResult(dst, in)
+	case abi.FuncTransition:
+		out, err = e.transition(dst, in)
+	case abi.FuncCheckLimits:
+		out, err = e.checkLimits(dst, in)
+	case abi.FuncCheckConfig:
+		out, err = e.checkConfig(dst), nil
+	default:
+		err = &Error{Code: abi.ErrUnknownExport, Message: "unknown function id " + itoa(int(fn))}
+	}
+	if err != nil {
+		if ee, ok := err.(*Error); ok {
+			return ee.AppendJSON(dst)
+		}
+		return (&Error{Code: abi.ErrInvalidInput, Message: err.Error()}).AppendJSON(dst)
+	}
+	return out
+}
+
+// DecorateTools rewrites a tools/list response. See ABI.md.
+func (e *Engine) DecorateTools(in []byte) ([]byte, error) { return e.decorateTools(nil, in) }
+
+// DecorateResult inserts the invalidation block into, and truncates, a tools/call response.
+func (e *Engine) DecorateResult(in []byte) ([]byte, error) { return e.decorateResult(nil, in) }
+
+// Transition advances the workflows a successful tools/call is bound to.
+func (e *Engine) Transition(in []byte) ([]byte, error) { return e.transition(nil, in) }
+
+// CheckLimits admits or denies a tools/call before the upstream runs.
+func (e *Engine) CheckLimits(in []byte) ([]byte, error) { return e.checkLimits(nil, in) }
+
+// ConfigError answers every call of a plugin whose configuration is invalid.
+func ConfigError(err error) []byte {
+	if ee, ok := err.(*Error); ok {
+		return ee.AppendJSON(nil)
+	}
+	return (&Error{Code: abi.ErrInvalidConfig, Message: err.Error()}).AppendJSON(nil)
+}
+
+// CheckConfig reports a configuration's validity, errors and warnings without an Engine:
+// {"valid", "errors", "warnings", "workflows":[{"id","fingerprint"}]}.
+func CheckConfig(cfg []byte) []byte {
+	eng, err := New(cfg)
+	if err != nil {
+		var errs []string
+		if ee, ok := err.(*Error); ok {
+			errs = ee.Details
+			if len(errs) == 0 {
+				errs = []string{ee.Message}
+			}
+		}
+		_, problems := config.Parse(cfg)
+		dst := append([]byte(nil), `{"valid":false,"errors":`...)
+		dst = appendStrings(dst, errs)
+		dst = append(dst, `,"warnings":`...)
+		dst = appendStrings(dst, warningStrings(problems))
+		return append(dst, `,"workflows":[]}`...)
+	}
+	return eng.checkConfig(nil)
+}
+
+func (e *Engine) checkConfig(dst []byte) []byte {
+	dst = append(dst, `{"valid":true,"errors":[],"warnings":`...)
+	dst = appendStrings(dst, warningStrings(e.warnings))
+	dst = append(dst, `,"workflows":[`...)
+	for i, w := range e.cfg.Workflows {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"id":`...)
+		dst = jsonx.AppendString(dst, w.ID)
+		dst = append(dst, `,"fingerprint":`...)
+		dst = jsonx.AppendString(dst, w.Fingerprint)
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}"...)
+}
+
+func warningStrings(problems []config.Problem) []string {
+	out := []string{}
+	for _, p := range problems {
+		if p.Warning {
+			out = append(out, p.String())
+		}
+	}
+	return out
+}
+
+func appendStrings(dst []byte, list []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range list {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonx.AppendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+// str views b as a string without copying; the engine never mutates its input.
+func str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,302 @@
+package engine
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/gate"
+	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/stategate/stategate/plugin/internal/limits"
+)
+
+// workflowsOf returns the workflows tool is bound to.
+func (e *Engine) workflowsOf(tool string) ([]config.Ref, []*config.Workflow) {
+	refs := e.cfg.Bindings(tool)
+	wfs := make([]*config.Workflow, 0, len(refs))
+	for _, ref := range refs {
+		wfs = append(wfs, ref.Workflow)
+	}
+	return refs, wfs
+}
+
+// checkLimits: {"tool", "arguments"?, "session"?, "principal"?, "protocolVersion"?,
+// "states"?} -> {"allow":true,"timeoutMs","onTimeout"} | {"allow":false,"code",
+// "retryable","details","result"} | {"needState"}.
+func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
+	r, err := parse(in, true, false)
+	if err != nil {
+		if ee, ok := err.(*Error); ok && ee.Code == abi.ErrTooDeep {
+			// Deep arguments are still a call we can answer: deny it for the model to fix.
+			if tool := toolOfDeep(in); tool != "" {
+				msg := "The arguments of " + tool + " are nested deeper than " + itoa(abi.MaxDepth) + " levels, which the gateway does not accept. Send a flatter structure."
+				return appendDenial(dst, abi.DenyTooDeep, msg, func(d []byte) []byte {
+					d = append(d, `{"tool":`...)
+					d = jsonx.AppendString(d, tool)
+					d = append(d, `,"maxDepth":`...)
+					return append(strconv.AppendInt(d, abi.MaxDepth, 10), '}')
+				}, nil), nil
+			}
+		}
+		return nil, err
+	}
+	refs, wfs := e.workflowsOf(r.tool)
+	l, _ := r.load(wfs)
+	if len(l.need) > 0 {
+		return appendNeedState(dst, l.need), nil
+	}
+	// The gate first: a call that cannot run now is denied whatever its size.
+	for i, ref := range refs {
+		cur := &l.cur[i]
+		switch cur.Status {
+		case gate.KeyMissingHandle, gate.KeyBadHandle:
+			return e.denyHandle(dst, r.tool, ref, cur.Status, l.notices), nil
+		}
+		if !ref.Binding.Allows(cur.State) {
+			return e.denyState(dst, r.tool, ref, cur, l.notices), nil
+		}
+	}
+	maxArray, _, timeoutMs := e.cfg.Limits.For(r.tool)
+	if maxArray > 0 && r.args.Exists() {
+		if v, n := limits.FirstOversizedArray([]byte(r.args.Raw), maxArray); n > 0 {
+			return e.denyArray(dst, r.tool, v, n, maxArray, l.notices), nil
+		}
+	}
+	dst = append(dst, `{"allow":true,"timeoutMs":`...)
+	dst = strconv.AppendInt(dst, int64(timeoutMs), 10)
+	dst = append(dst, `,"onTimeout":`...)
+	dst = appendTimeoutResult(dst, r.tool, timeoutMs)
+	dst = append(dst, ',')
+	dst = appendNotices(dst, l.notices)
+	return append(dst, '}'), nil
+}
+
+func (e *Engine) denyState(dst []byte, tool string, ref config.Ref, cur *gate.Current, notices []gate.Notice) []byte {
+	w := ref.Workflow
+	avail := w.ToolsIn(cur.State)
+	var b strings.Builder
+	b.WriteString("Tool " + tool + " is not available now: workflow " + w.ID)
+	if cur.Handle != "" {
+		b.WriteString(" for " + w.KeyArg + " " + quote(cur.Handle))
+	}
+	b.WriteString(" is in state " + cur.State + ", and " + tool + " needs state ")
+	b.WriteString(strings.Join(ref.Binding.States, " or "))
+	b.WriteString(".")
+	st, _ := w.State(cur.State)
+	switch {
+	case st != nil && st.Final:
+		b.WriteString(" The workflow has finished (" + cur.State + " is a final state).")
+	case len(avail) > 0:
+		b.WriteString(" Available now: " + strings.Join(avail, ", ") + ".")
+	default:
+		b.WriteString(" No tool of this workflow is available in this state.")
+	}
+	return appendDenial(dst, abi.DenyToolNotAvailable, b.String(), func(d []byte) []byte {
+		d = append(d, `{"tool":`...)
+		d = jsonx.AppendString(d, tool)
+		d = append(d, `,"workflow":`...)
+		d = jsonx.AppendString(d, w.ID)
+		d = append(d, `,"state":`...)
+		d = jsonx.AppendString(d, cur.State)
+		d = append(d, `,"allowedStates":`...)
+		d = appendStrings(d, ref.Binding.States)
+		d = append(d, `,"availableTools":`...)
+		d = appendStrings(d, nonNil(avail))
+		return append(d, '}')
+	}, notices)
+}
+
+func (e *Engine) denyHandle(dst []byte, tool string, ref config.Ref, st gate.KeyStatus, notices []gate.Notice) []byte {
+	w := ref.Workflow
+	msg := "Tool " + tool + " needs argument " + w.KeyArg + ", the handle of its " + w.ID + " workflow"
+	if st == gate.KeyBadHandle {
+		msg += ", as a string or a number"
+	}
+	msg += ". Pass the " + w.KeyArg + " you were given when the " + w.ID + " was created."
+	return appendDenial(dst, abi.DenyMissingHandle, msg, func(d []byte) []byte {
+		d = append(d, `{"tool":`...)
+		d = jsonx.AppendString(d, tool)
+		d = append(d, `,"workflow":`...)
+		d = jsonx.AppendString(d, w.ID)
+		d = append(d, `,"argument":`...)
+		d = jsonx.AppendString(d, w.KeyArg)
+		return append(d, '}')
+	}, notices)
+}
+
+func (e *Engine) denyArray(dst []byte, tool string, v limits.Violation, count, limit int, notices []gate.Notice) []byte {
+	path := v.Path
+	if path == "" {
+		path = "(arguments)"
+	}
+	msg := "Argument " + path + " of " + tool + " has " + itoa(v.Actual) + " items; the limit is " + itoa(limit) + "."
+	if count > 1 {
+		msg += " " + itoa(count-1) + " more array(s) are over the limit too."
+	}
+	msg += " Split the work into smaller calls."
+	return appendDenial(dst, abi.DenyArrayTooLarge, msg, func(d []byte) []byte {
+		d = append(d, `{"tool":`...)
+		d = jsonx.AppendString(d, tool)
+		d = append(d, `,"path":`...)
+		d = jsonx.AppendString(d, path)
+		d = append(d, `,"limit":`...)
+		d = strconv.AppendInt(d, int64(limit), 10)
+		d = append(d, `,"actual":`...)
+		d = strconv.AppendInt(d, int64(v.Actual), 10)
+		d = append(d, `,"oversizedArrays":`...)
+		d = strconv.AppendInt(d, int64(count), 10)
+		return append(d, '}')
+	}, notices)
+}
+
+// appendDenial writes {"allow":false,"code","retryable","details","result","notices"}.
+// The result is a ready-to-send tools/call result: isError, the text for the model, and
+// the code and details under _meta.
+func appendDenial(dst []byte, code, text string, details func([]byte) []byte, notices []gate.Notice) []byte {
+	dst = append(dst, `{"allow":false,"code":`...)
+	dst = jsonx.AppendString(dst, code)
+	dst = append(dst, `,"retryable":`...)
+	dst = appendBool(dst, abi.Retryable(code))
+	dst = append(dst, `,"details":`...)
+	mark := len(dst)
+	dst = details(dst)
+	det := string(dst[mark:])
+	dst = append(dst, `,"result":`...)
+	dst = AppendErrorResult(dst, code, text, det)
+	dst = append(dst, ',')
+	dst = appendNotices(dst, notices)
+	return append(dst, '}')
+}
+
+// AppendErrorResult appends a tools/call result that reports a gateway denial or fault:
+// {"content":[{"type":"text","text"}],"isError":true,"_meta":{MetaError:{code,retryable,
+// details}}}. details is raw JSON ("" for none). Hosts use it for the faults they detect
+// themselves (TOOL_TIMEOUT, GATE_UNAVAILABLE), so every denial has one shape.
+func AppendErrorResult(dst []byte, code, text, details string) []byte {
+	dst = append(dst, `{"content":[{"type":"text","text":`...)
+	dst = jsonx.AppendString(dst, text)
+	dst = append(dst, `}],"isError":true,"_meta":{`...)
+	dst = jsonx.AppendString(dst, abi.MetaError)
+	dst = append(dst, `:{"code":`...)
+	dst = jsonx.AppendString(dst, code)
+	dst = append(dst, `,"retryable":`...)
+	dst = appendBool(dst, abi.Retryable(code))
+	if details != "" {
+		dst = append(dst, `,"details":`...)
+		dst = append(dst, details...)
+	}
+	return append(dst, "}}}"...)
+}
+
+func appendTimeoutResult(dst []byte, tool string, timeoutMs int) []byte {
+	text := "Tool " + tool + " did not answer within " + itoa(timeoutMs) + " ms, and the gateway stopped waiting. It may or may not have completed: check its effect before calling it again."
+	det := `{"tool":` + quote(tool) + `,"timeoutMs":` + itoa(timeoutMs) + `}`
+	return AppendErrorResult(dst, abi.DenyToolTimeout, text, det)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// toolOfDeep reads the tool name of an input too deep to validate; gjson skips nested
+// values without recursion.
+func toolOfDeep(in []byte) string {
+	return toolName(in)
+}
+
+// transition: {"tool", "arguments"?, "session"?, "principal"?, "protocolVersion"?,
+// "isError"?, "states"?} -> {"states", "events", "visibleChanged", "notices"} or
+// {"needState"}.
+func (e *Engine) transition(dst []byte, in []byte) ([]byte, error) {
+	r, err := parse(in, true, false)
+	if err != nil {
+		return nil, err
+	}
+	refs, wfs := e.workflowsOf(r.tool)
+	// Only bindings with an event matter, and nothing moves on a failed call.
+	var fire []config.Ref
+	var fwfs []*config.Workflow
+	if !r.isError {
+		for i, ref := range refs {
+			if ref.Binding.Event != "" {
+				fire = append(fire, ref)
+				fwfs = append(fwfs, wfs[i])
+			}
+		}
+	}
+	l, _ := r.load(fwfs)
+	if len(l.need) > 0 {
+		return appendNeedState(dst, l.need), nil
+	}
+	var writes, events []byte
+	nWrites, nEvents := 0, 0
+	visibleChanged := false
+	notices := l.notices
+	for i, ref := range fire {
+		cur := &l.cur[i]
+		w := ref.Workflow
+		from := cur.State
+		to := from
+		outcome := "transitioned"
+		st, _ := w.State(from)
+		switch {
+		case cur.Status != gate.KeyOK:
+			outcome = "unstorable"
+		case st.Final:
+			outcome = "final"
+			notices = append(notices, gate.Notice{Code: gate.NoticeFinal, Workflow: w.ID,
+				Message: "event " + ref.Binding.Event + " ignored: " + from + " is a final state"})
+		default:
+			if next, ok := st.Next(ref.Binding.Event); ok {
+				to = next
+			} else {
+				outcome = "ignored"
+				notices = append(notices, gate.Notice{Code: gate.NoticeIgnored, Workflow: w.ID,
+					Message: "state " + from + " does not handle event " + ref.Binding.Event})
+			}
+		}
+		if nEvents > 0 {
+			events = append(events, ',')
+		}
+		nEvents++
+		events = append(events, `{"workflow":`...)
+		events = jsonx.AppendString(events, w.ID)
+		events = append(events, `,"key":`...)
+		events = jsonx.AppendString(events, cur.Key)
+		events = append(events, `,"event":`...)
+		events = jsonx.AppendString(events, ref.Binding.Event)
+		events = append(events, `,"from":`...)
+		events = jsonx.AppendString(events, from)
+		events = append(events, `,"to":`...)
+		events = jsonx.AppendString(events, to)
+		events = append(events, `,"outcome":`...)
+		events = jsonx.AppendString(events, outcome)
+		events = append(events, '}')
+		if cur.Status != gate.KeyOK || (to == from && !cur.Healed) {
+			continue
+		}
+		if gate.Hides(w, r.eraOf) && !gate.SameTools(w, from, to) {
+			visibleChanged = true
+		}
+		if nWrites > 0 {
+			writes = append(writes, ',')
+		}
+		nWrites++
+		writes = jsonx.AppendString(writes, cur.Key)
+		writes = append(writes, ':')
+		writes = gate.AppendSnapshot(writes, w, to, cur.Seq+1)
+	}
+	dst = append(dst, `{"states":{`...)
+	dst = append(dst, writes...)
+	dst = append(dst, `},"events":[`...)
+	dst = append(dst, events...)
+	dst = append(dst, `],"visibleChanged":`...)
+	dst = appendBool(dst, visibleChanged)
+	dst = append(dst, ',')
+	dst = appendNotices(dst, notices)
+	return append(dst, '}'), nil
+}

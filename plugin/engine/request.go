@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/gate"
+	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// request is the parsed input of any export. Fields views into the input; nothing is
+// copied.
+type request struct {
+	tool       string
+	args       gjson.Result
+	message    gjson.Result
+	knownTools gjson.Result
+	states     gjson.Result
+	isError    bool
+	era        gjson.Result
+	scope      gate.Scope
+	eraOf      gate.Era
+}
+
+// parse validates in and reads the members every export shares. needTool and needMessage
+// say which members are required.
+func parse(in []byte, needTool, needMessage bool) (*request, error) {
+	if err := jsonx.Validate(in, abi.MaxDepth); err != nil {
+		if se, ok := err.(*jsonx.SyntaxError); ok && se.Deep {
+			return nil, &Error{Code: abi.ErrTooDeep, Message: "input " + se.Error()}
+		}
+		return nil, &Error{Code: abi.ErrInvalidJSON, Message: "input is not valid JSON: " + err.Error()}
+	}
+	root := gjson.Parse(str(in))
+	if !root.IsObject() {
+		return nil, &Error{Code: abi.ErrInvalidInput, Message: "input must be a JSON object"}
+	}
+	r := &request{}
+	var bad string
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "tool":
+			if v.Type != gjson.String {
+				bad = "tool must be a string"
+				return false
+			}
+			r.tool = v.Str
+		case "arguments":
+			r.args = v
+		case "message":
+			r.message = v
+		case "knownTools":
+			if !v.IsArray() {
+				bad = "knownTools must be an array of names"
+				return false
+			}
+			r.knownTools = v
+		case "states":
+			if !v.IsObject() && v.Type != gjson.Null {
+				bad = "states must be an object of key: snapshot"
+				return false
+			}
+			r.states = v
+		case "isError":
+			r.isError = v.Type == gjson.True
+		case "session":
+			if v.Type != gjson.String && v.Type != gjson.Null {
+				bad = "session must be a string"
+				return false
+			}
+			r.scope.Session = v.Str
+		case "principal":
+			if v.Type != gjson.String && v.Type != gjson.Null {
+				bad = "principal must be a string"
+				return false
+			}
+			r.scope.Principal = v.Str
+		case "protocolVersion":
+			if v.Type != gjson.String && v.Type != gjson.Null {
+				bad = "protocolVersion must be a string"
+				return false
+			}
+			r.eraOf = gate.EraOf(v.Str)
+		}
+		return true
+	})
+	if bad != "" {
+		return nil, &Error{Code: abi.ErrInvalidInput, Message: bad}
+	}
+	if needTool && r.tool == "" {
+		return nil, &Error{Code: abi.ErrInvalidInput, Message: "tool is required"}
+	}
+	if needMessage && !r.message.IsObject() {
+		return nil, &Error{Code: abi.ErrInvalidInput, Message: "message must be a JSON-RPC response object"}
+	}
+	if r.args.Exists() && !r.args.IsObject() && r.args.Type != gjson.Null {
+		return nil, &Error{Code: abi.ErrInvalidInput, Message: "arguments must be an object"}
+	}
+	r.scope.Args = r.args
+	return r, nil
+}
+
+// loaded is the state of the workflows one request touches.
+type loaded struct {
+	cur     []gate.Current
+	notices []gate.Notice
+	need    []string // keys the host must load first
+}
+
+// load resolves the current state of each workflow in wfs for r. Workflows whose key
+// cannot be derived (no session) run from the initial state and are not stored.
+func (r *request) load(wfs []*config.Workflow) (*loaded, error) {
+	l := &loaded{}
+	for _, w := range wfs {
+		key, handle, st := gate.Key(w, &r.scope)
+		switch st {
+		case gate.KeyNoSession:
+			l.cur = append(l.cur, gate.Current{Workflow: w, State: w.Initial, Status: st})
+			l.notices = append(l.notices, gate.Notice{Code: gate.NoticeNoSession, Workflow: w.ID,
+				Message: "workflow " + quote(w.ID) + " keeps state per session and the request has none; it runs from the initial state and is not stored"})
+			continue
+		case gate.KeyMissingHandle, gate.KeyBadHandle:
+			l.cur = append(l.cur, gate.Current{Workflow: w, State: w.Initial, Status: st})
+			continue
+		}
+		if !r.states.IsObject() {
+			l.need = append(l.need, key)
+			continue
+		}
+		snap := r.states.Get(gjson.Escape(key))
+		if !snap.Exists() {
+			l.need = append(l.need, key)
+			continue
+		}
+		c, n := gate.Load(w, key, snap)
+		c.Handle = handle
+		l.cur = append(l.cur, c)
+		if n != nil {
+			l.notices = append(l.notices, *n)
+		}
+	}
+	return l, nil
+}
+
+func appendNeedState(dst []byte, keys []string) []byte {
+	dst = append(dst, `{"needState":`...)
+	dst = appendStrings(dst, keys)
+	return append(dst, '}')
+}
+
+func appendNotices(dst []byte, notices []gate.Notice) []byte {
+	dst = append(dst, `"notices":[`...)
+	for i, n := range notices {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"code":`...)
+		dst = jsonx.AppendString(dst, n.Code)
+		dst = append(dst, `,"workflow":`...)
+		dst = jsonx.AppendString(dst, n.Workflow)
+		dst = append(dst, `,"message":`...)
+		dst = jsonx.AppendString(dst, n.Message)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func quote(s string) string {
+	return string(jsonx.AppendString(nil, s))
+}
+
+// toolName reads the top-level "tool" string of in without validating the document.
+func toolName(in []byte) string {
+	v := gjson.Get(str(in), "tool")
+	if v.Type != gjson.String {
+		return ""
+	}
+	return v.Str
+}

@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"strconv"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/internal/decorate"
+	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// decorateResult: {"tool", "message", "knownTools"?} -> {"message", "invalidated",
+// "truncated"}.
+func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
+	r, err := parse(in, true, true)
+	if err != nil {
+		return nil, err
+	}
+	msg := r.message.Raw
+	var patterns []string
+	var inserted bool
+	var buf []byte
+	if res := r.message.Get("result"); res.IsObject() && res.Get("isError").Type != gjson.True {
+		if _, p := e.resolver.Resolve(r.tool); p != nil && len(p.Invalidates) > 0 {
+			for _, g := range p.Invalidates {
+				patterns = append(patterns, g.String())
+			}
+			text := decorate.Block(patterns, decorate.SanitizeName(r.tool, e.cfg.Separator))
+			buf, inserted = decorate.InsertBlock(make([]byte, 0, len(msg)+len(text)+64), msg, text)
+			if inserted {
+				msg = str(buf)
+			} else {
+				patterns = nil
+			}
+		}
+	}
+	_, maxResp, _ := e.cfg.Limits.For(r.tool)
+	dst = append(dst, `{"message":`...)
+	var tr *decorate.Truncation
+	if maxResp > 0 {
+		var terr error
+		mark := len(dst)
+		dst, tr, terr = decorate.Truncate(dst, msg, maxResp, inserted)
+		if terr != nil {
+			dst = dst[:mark]
+			return nil, &Error{Code: abi.ErrTruncation, Message: terr.Error()}
+		}
+	} else {
+		dst = append(dst, msg...)
+	}
+	dst = append(dst, `,"invalidated":{"patterns":`...)
+	dst = appendStrings(dst, patterns)
+	dst = append(dst, `,"tools":[`...)
+	if len(patterns) > 0 && r.knownTools.IsArray() {
+		_, p := e.resolver.Resolve(r.tool)
+		first := true
+		r.knownTools.ForEach(func(_, v gjson.Result) bool {
+			if v.Type != gjson.String {
+				return true
+			}
+			for _, g := range p.Invalidates {
+				if g.Match(v.Str) {
+					if !first {
+						dst = append(dst, ',')
+					}
+					first = false
+					dst = jsonx.AppendString(dst, v.Str)
+					break
+				}
+			}
+			return true
+		})
+	}
+	dst = append(dst, "]}"...)
+	dst = append(dst, `,"truncated":`...)
+	if tr == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, `{"originalBytes":`...)
+		dst = strconv.AppendInt(dst, int64(tr.OriginalBytes), 10)
+		dst = append(dst, `,"limitBytes":`...)
+		dst = strconv.AppendInt(dst, int64(tr.LimitBytes), 10)
+		dst = append(dst, `,"droppedItems":`...)
+		dst = strconv.AppendInt(dst, int64(tr.DroppedItems), 10)
+		dst = append(dst, `,"structuredContentDropped":`...)
+		dst = appendBool(dst, tr.DroppedStructuredContent)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}'), nil
+}

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/decorate"
+	"github.com/stategate/stategate/plugin/internal/gate"
+)
+
+// decorateTools: {"message", "session"?, "principal"?, "protocolVersion"?, "states"?} ->
+// {"message", "toolNames", "hidden", "stateDependent", "notices"} or {"needState"}.
+func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
+	r, err := parse(in, false, true)
+	if err != nil {
+		return nil, err
+	}
+	// Only workflows that hide tools need their state at list time.
+	var hiding []*config.Workflow
+	for _, w := range e.cfg.Workflows {
+		if gate.Hides(w, r.eraOf) {
+			hiding = append(hiding, w)
+		}
+	}
+	l, _ := r.load(hiding)
+	if len(l.need) > 0 {
+		return appendNeedState(dst, l.need), nil
+	}
+	state := func(w *config.Workflow) string {
+		for i := range l.cur {
+			if l.cur[i].Workflow == w {
+				return l.cur[i].State
+			}
+		}
+		return w.Initial
+	}
+	var marks []string
+	decide := func(name string) decorate.Decision {
+		cc, _ := e.resolver.Resolve(name)
+		d := decorate.Decision{Cache: cc}
+		refs := e.cfg.Bindings(name)
+		if len(refs) == 0 {
+			return d
+		}
+		marks = marks[:0]
+		for _, ref := range refs {
+			if gate.Hides(ref.Workflow, r.eraOf) {
+				if !ref.Binding.Allows(state(ref.Workflow)) {
+					d.Drop = true
+					return d
+				}
+				continue
+			}
+			marks = append(marks, decorate.Mark(ref.Workflow.ID, ref.Binding.States))
+		}
+		d.Marks = marks
+		return d
+	}
+	dst = append(dst, `{"message":`...)
+	dst, st, _ := decorate.Tools(dst, r.message.Raw, decide)
+	dst = append(dst, `,"toolNames":`...)
+	dst = appendStrings(dst, st.Names)
+	dst = append(dst, `,"hidden":`...)
+	dst = appendStrings(dst, st.Hidden)
+	dst = append(dst, `,"stateDependent":`...)
+	dst = appendBool(dst, len(hiding) > 0)
+	dst = append(dst, ',')
+	dst = appendNotices(dst, l.notices)
+	return append(dst, '}'), nil
+}
+
+func appendBool(dst []byte, b bool) []byte {
+	if b {
+		return append(dst, "true"...)
+	}
+	return append(dst, "false"...)
+}

@@ -1,0 +1,184 @@
+// Package config parses and validates the stategate configuration document.
+//
+// Validation is fail-fast and complete: Parse returns every error at once, each naming its
+// path (`stateSync.policies[2].match: invalid segment "get*"`), and the warnings (shadowed
+// and overlapping policies, unreachable states) beside them.
+package config
+
+import (
+	"github.com/stategate/stategate/plugin/internal/glob"
+)
+
+// CacheControl is the hint a policy attaches to a tool description.
+type CacheControl uint8
+
+// The cache-control values of the configuration.
+const (
+	CacheNone CacheControl = iota
+	CacheNoStore
+	CacheImmutable
+)
+
+// String returns the configuration spelling of c.
+func (c CacheControl) String() string {
+	switch c {
+	case CacheNoStore:
+		return "no-store"
+	case CacheImmutable:
+		return "immutable"
+	}
+	return "none"
+}
+
+// Config is a validated configuration.
+type Config struct {
+	Separator       string
+	Default         CacheControl
+	Policies        []Policy
+	Workflows       []*Workflow
+	Limits          Limits
+	PrincipalHeader string // request header that names the principal; "" when unset
+
+	bindings map[string][]Ref // tool name -> its bindings, in workflow order
+}
+
+// Policy is one entry of stateSync.policies.
+type Policy struct {
+	Match        glob.Pattern
+	CacheControl CacheControl // the policy's own value, or the default when it sets none
+	Invalidates  []glob.Pattern
+}
+
+// KeyKind says where a workflow's state lives.
+type KeyKind uint8
+
+// The key kinds of a workflow.
+const (
+	KeySession  KeyKind = iota // per MCP session
+	KeyArgument                // per state handle: the value of one tool argument
+)
+
+// Workflow is one validated state machine.
+type Workflow struct {
+	ID          string
+	Initial     string
+	Key         KeyKind
+	KeyArg      string // argument name for KeyArgument
+	States      []State
+	Tools       []Binding // in document order
+	Fingerprint string    // hex digest of the canonical definition
+
+	stateIndex map[string]int
+}
+
+// State is one workflow state.
+type State struct {
+	Name  string
+	Final bool
+	On    []Edge // in document order
+}
+
+// Edge is one event-driven transition out of a state.
+type Edge struct {
+	Event  string
+	Target string
+}
+
+// Binding ties a tool to the states of one workflow in which it may run, and to the
+// event its success fires ("" for none).
+type Binding struct {
+	Tool   string
+	States []string
+	Event  string
+}
+
+// Ref points at one binding of a tool.
+type Ref struct {
+	Workflow *Workflow
+	Binding  *Binding
+}
+
+// Limits holds the runtime limits. Zero means unlimited for MaxArraySize and
+// MaxResponseBytes.
+type Limits struct {
+	MaxArraySize     int
+	MaxResponseBytes int
+	TimeoutMs        int
+	Tools            []ToolLimits
+}
+
+// ToolLimits overrides the global limits for tools matching Match; zero fields inherit.
+type ToolLimits struct {
+	Match            glob.Pattern
+	MaxArraySize     int
+	MaxResponseBytes int
+	TimeoutMs        int
+}
+
+// DefaultTimeoutMs is the call timeout when the configuration names none.
+const DefaultTimeoutMs = 30000
+
+// Bindings returns the workflow bindings of tool, in workflow order.
+func (c *Config) Bindings(tool string) []Ref { return c.bindings[tool] }
+
+// State returns the named state and whether it exists.
+func (w *Workflow) State(name string) (*State, bool) {
+	i, ok := w.stateIndex[name]
+	if !ok {
+		return nil, false
+	}
+	return &w.States[i], true
+}
+
+// Next returns the target of event in state, and whether the state handles it.
+func (s *State) Next(event string) (string, bool) {
+	for _, e := range s.On {
+		if e.Event == event {
+			return e.Target, true
+		}
+	}
+	return "", false
+}
+
+// Allows reports whether b permits its tool in state.
+func (b *Binding) Allows(state string) bool {
+	for _, s := range b.States {
+		if s == state {
+			return true
+		}
+	}
+	return false
+}
+
+// ToolsIn returns the tools of w allowed in state, in document order.
+func (w *Workflow) ToolsIn(state string) []string {
+	var out []string
+	for i := range w.Tools {
+		if w.Tools[i].Allows(state) {
+			out = append(out, w.Tools[i].Tool)
+		}
+	}
+	return out
+}
+
+// EffectiveLimits returns the limits that apply to tool.
+func (l *Limits) For(tool string) (maxArray, maxResponse, timeoutMs int) {
+	maxArray, maxResponse, timeoutMs = l.MaxArraySize, l.MaxResponseBytes, l.TimeoutMs
+	for i := range l.Tools {
+		t := &l.Tools[i]
+		if !t.Match.Match(tool) {
+			continue
+		}
+		if t.MaxArraySize != 0 {
+			maxArray = t.MaxArraySize
+		}
+		if t.MaxResponseBytes != 0 {
+			maxResponse = t.MaxResponseBytes
+		}
+		if t.TimeoutMs != 0 {
+			timeoutMs = t.TimeoutMs
+		}
+		break
+	}
+	return
+}

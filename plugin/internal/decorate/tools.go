@@ -1,0 +1,194 @@
+// Package decorate rewrites tools/list and tools/call results: cache-control tags and
+// workflow marks on descriptions, the invalidation block, and visible truncation.
+//
+// Every rewrite splices into the original bytes: what the package does not change is
+// passed through byte for byte, and the work is linear in the size of the message.
+package decorate
+
+import (
+	"strings"
+
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// Decision is what happens to one tool of a tools/list result.
+type Decision struct {
+	Drop  bool
+	Marks []string // workflow marks, e.g. "[Workflow checkout: available only in state payment]"
+	Cache config.CacheControl
+}
+
+// Cache-control tags, as appended to descriptions.
+const (
+	TagNoStore   = "[Cache-Control: no-store]"
+	TagImmutable = "[Cache-Control: immutable]"
+	markPrefix   = "[Workflow "
+)
+
+// Tag returns the description tag of c ("" for none).
+func Tag(c config.CacheControl) string {
+	switch c {
+	case config.CacheNoStore:
+		return TagNoStore
+	case config.CacheImmutable:
+		return TagImmutable
+	}
+	return ""
+}
+
+// ToolsStats reports what Tools did.
+type ToolsStats struct {
+	Names  []string // every tool name of the list, in order
+	Hidden []string
+}
+
+// Tools rewrites the tools/list result inside msg (a JSON-RPC response, valid JSON)
+// and appends the new message to dst. decide is called once per named tool. A message
+// without a result.tools array is appended unchanged, with ok false.
+func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byte, st ToolsStats, ok bool) {
+	tools := gjson.Get(msg, "result.tools")
+	if !tools.IsArray() || tools.Index <= 0 {
+		return append(dst, msg...), st, false
+	}
+	dst = append(dst, msg[:tools.Index]...)
+	dst = append(dst, '[')
+	first := true
+	tools.ForEach(func(_, tool gjson.Result) bool {
+		var name, desc gjson.Result
+		if tool.IsObject() {
+			tool.ForEach(func(k, v gjson.Result) bool {
+				switch k.Str {
+				case "name":
+					name = v
+				case "description":
+					desc = v
+				}
+				return true
+			})
+		}
+		if name.Type != gjson.String {
+			// Not a tool we can name: pass it through untouched.
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(dst, tool.Raw...)
+			return true
+		}
+		st.Names = append(st.Names, name.Str)
+		d := decide(name.Str)
+		if d.Drop {
+			st.Hidden = append(st.Hidden, name.Str)
+			return true
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = appendTool(dst, tool, desc, d)
+		return true
+	})
+	dst = append(dst, ']')
+	dst = append(dst, msg[tools.Index+len(tools.Raw):]...)
+	return dst, st, true
+}
+
+// appendTool appends tool with its description rewritten per d.
+func appendTool(dst []byte, tool, desc gjson.Result, d Decision) []byte {
+	old := ""
+	if desc.Type == gjson.String {
+		old = desc.Str
+	}
+	next := Describe(old, d.Marks, Tag(d.Cache))
+	if desc.Type == gjson.String && next == old {
+		return append(dst, tool.Raw...)
+	}
+	if desc.Exists() && desc.Index > 0 {
+		start := desc.Index - tool.Index
+		if start > 0 && start+len(desc.Raw) <= len(tool.Raw) {
+			dst = append(dst, tool.Raw[:start]...)
+			dst = jsonx.AppendString(dst, next)
+			return append(dst, tool.Raw[start+len(desc.Raw):]...)
+		}
+	}
+	if next == "" {
+		return append(dst, tool.Raw...)
+	}
+	// No description: add one before the closing brace.
+	raw := tool.Raw
+	end := strings.LastIndexByte(raw, '}')
+	if end < 0 {
+		return append(dst, raw...)
+	}
+	body := strings.TrimRight(raw[:end], " \t\r\n")
+	dst = append(dst, raw[:end]...)
+	if !strings.HasSuffix(body, "{") {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"description":`...)
+	dst = jsonx.AppendString(dst, next)
+	return append(dst, raw[end:]...)
+}
+
+// Describe returns description with stategate's trailing tags replaced by marks and tag:
+// idempotent, so a description that already carries tags is never tagged twice.
+func Describe(description string, marks []string, tag string) string {
+	base := StripTags(description)
+	n := len(base)
+	for _, m := range marks {
+		n += len(m) + 1
+	}
+	n += len(tag) + 1
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(base)
+	for _, m := range marks {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(m)
+	}
+	if tag != "" {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(tag)
+	}
+	return b.String()
+}
+
+// StripTags removes trailing cache-control tags and workflow marks from a description.
+func StripTags(d string) string {
+	for {
+		t := strings.TrimRight(d, " ")
+		if !strings.HasSuffix(t, "]") {
+			return d
+		}
+		i := strings.LastIndexByte(t, '[')
+		if i < 0 {
+			return d
+		}
+		tail := t[i:]
+		if tail != TagNoStore && tail != TagImmutable && !strings.HasPrefix(tail, markPrefix) {
+			return d
+		}
+		d = strings.TrimRight(t[:i], " ")
+	}
+}
+
+// Mark renders the availability mark of a tool bound to workflow in states.
+func Mark(workflow string, states []string) string {
+	var b strings.Builder
+	b.WriteString(markPrefix)
+	b.WriteString(workflow)
+	if len(states) == 1 {
+		b.WriteString(": available only in state ")
+	} else {
+		b.WriteString(": available only in states ")
+	}
+	b.WriteString(strings.Join(states, ", "))
+	b.WriteByte(']')
+	return b.String()
+}

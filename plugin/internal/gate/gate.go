@@ -1,0 +1,223 @@
+// Package gate holds the FSM State Gate: where each workflow's state lives (the storage
+// key), how a stored snapshot is read back, and which tools a state allows.
+//
+// # Notes
+//
+//   - The engine derives storage keys, not the hosts, so every host keys state identically.
+//   - Snapshots are JSON: {"workflow","fingerprint","state","seq"}. seq grows by one on every
+//     write, so hosts can compare-and-set on the stored bytes without ABA.
+//   - A snapshot whose fingerprint differs from the current definition keeps its state when
+//     that state still exists (notice STATE_MIGRATED) and otherwise restarts at the initial
+//     state (notice STATE_RESET); a snapshot that does not parse, names another workflow or
+//     names an unknown state restarts at the initial state (notice STATE_RESET).
+package gate
+
+import (
+	"strconv"
+
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// Era is the MCP protocol era of a request.
+type Era uint8
+
+// The protocol eras.
+const (
+	EraSession   Era = iota // 2025-03-26 .. 2025-11-25: initialize handshake, Mcp-Session-Id
+	EraStateless            // 2026-07-28 and later: no session, state handles in arguments
+)
+
+// StatelessSince is the first protocol version of the stateless era.
+const StatelessSince = "2026-07-28"
+
+// EraOf returns the era of a protocol version string ("" means the session era, as a
+// request without MCP-Protocol-Version is read as 2025-03-26).
+func EraOf(protocolVersion string) Era {
+	if len(protocolVersion) == len(StatelessSince) && protocolVersion >= StatelessSince {
+		return EraStateless
+	}
+	return EraSession
+}
+
+// Hides reports whether w's bound tools are hidden outside their states in era (rather
+// than kept and marked): only session-keyed workflows in the session era, since a
+// 2026-07-28 tools/list must not vary with state and a handle-keyed state is not known
+// at list time.
+func Hides(w *config.Workflow, era Era) bool {
+	return era == EraSession && w.Key == config.KeySession
+}
+
+// KeyStatus says whether a storage key could be derived.
+type KeyStatus uint8
+
+// The outcomes of key derivation.
+const (
+	KeyOK            KeyStatus = iota
+	KeyNoSession               // session-keyed workflow, request without a session
+	KeyMissingHandle           // handle-keyed workflow, argument absent
+	KeyBadHandle               // handle argument is neither a string nor a number
+)
+
+// Scope is what a request says about where its state lives.
+type Scope struct {
+	Session   string
+	Principal string
+	Args      gjson.Result // the tool arguments (may not exist)
+}
+
+// Key derives the storage key of w for a request in scope:
+//
+//	stategate/v1/<workflow>/session/<principal>/<session id>
+//	stategate/v1/<workflow>/arg.<name>/<principal>/<handle>
+//
+// with principal and value percent-encoded, so distinct scopes never share a key. The
+// principal scopes every key, so a handle is inert in another principal's hands.
+// Values longer than MaxScopeBytes are refused (KeyBadHandle for a handle, KeyNoSession
+// for a session id or principal) rather than cut or hashed, keeping keys collision-free.
+func Key(w *config.Workflow, s *Scope) (key, handle string, st KeyStatus) {
+	var kind, value string
+	switch w.Key {
+	case config.KeySession:
+		if s.Session == "" || len(s.Session) > MaxScopeBytes {
+			return "", "", KeyNoSession
+		}
+		kind, value = "session", s.Session
+	case config.KeyArgument:
+		v := s.Args.Get(gjson.Escape(w.KeyArg))
+		switch v.Type {
+		case gjson.String:
+			value = v.Str
+		case gjson.Number:
+			value = v.Raw
+		default:
+			if v.Exists() && v.Type != gjson.Null {
+				return "", "", KeyBadHandle
+			}
+			return "", "", KeyMissingHandle
+		}
+		if value == "" {
+			return "", "", KeyMissingHandle
+		}
+		if len(value) > MaxScopeBytes {
+			return "", "", KeyBadHandle
+		}
+		kind, handle = "arg."+w.KeyArg, value
+	}
+	principal := s.Principal
+	if len(principal) > MaxScopeBytes {
+		return "", "", KeyNoSession // cannot be scoped safely: never stored
+	}
+	b := make([]byte, 0, 24+len(w.ID)+len(kind)+3*(len(principal)+len(value)))
+	b = append(b, "stategate/v1/"...)
+	b = append(b, w.ID...)
+	b = append(b, '/')
+	b = escape(b, kind)
+	b = append(b, '/')
+	b = escape(b, principal)
+	b = append(b, '/')
+	b = escape(b, value)
+	return string(b), handle, KeyOK
+}
+
+// MaxScopeBytes bounds a session id, a state handle and a principal in a key.
+const MaxScopeBytes = 512
+
+// escape percent-encodes every byte outside [A-Za-z0-9._-].
+func escape(dst []byte, s string) []byte {
+	const hexDigits = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			dst = append(dst, c)
+			continue
+		}
+		dst = append(dst, '%', hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	return dst
+}
+
+// Notice reports something the host should log or count; it never fails a call.
+type Notice struct {
+	Code     string
+	Workflow string
+	Message  string
+}
+
+// Notice codes.
+const (
+	NoticeMigrated  = "STATE_MIGRATED"
+	NoticeReset     = "STATE_RESET"
+	NoticeNoSession = "NO_SESSION"
+	NoticeIgnored   = "EVENT_IGNORED"
+	NoticeFinal     = "FINAL_STATE"
+)
+
+// Current is a workflow's state as loaded for one request.
+type Current struct {
+	Workflow *config.Workflow
+	Key      string // "" when the state cannot be stored (no session)
+	Handle   string // the state-handle value for handle-keyed workflows
+	State    string
+	Seq      int64
+	Healed   bool // the stored snapshot was migrated or reset and should be rewritten
+	Status   KeyStatus
+}
+
+// Load reads the snapshot stored under a key (snap.Type == gjson.Null or !Exists for
+// none) and returns the current state, with a notice when a rule had to be applied.
+func Load(w *config.Workflow, key string, snap gjson.Result) (Current, *Notice) {
+	c := Current{Workflow: w, Key: key, State: w.Initial}
+	if !snap.Exists() || snap.Type == gjson.Null {
+		return c, nil
+	}
+	if !snap.IsObject() || snap.Get("workflow").Str != w.ID || snap.Get("state").Type != gjson.String {
+		c.Healed = true
+		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
+			Message: "stored snapshot is not a snapshot of workflow " + strconv.Quote(w.ID) + "; restarted at " + strconv.Quote(w.Initial)}
+	}
+	c.Seq = snap.Get("seq").Int()
+	name := snap.Get("state").Str
+	_, known := w.State(name)
+	if snap.Get("fingerprint").Str != w.Fingerprint {
+		c.Healed = true
+		if known {
+			c.State = name
+			return c, &Notice{Code: NoticeMigrated, Workflow: w.ID,
+				Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + "; kept state " + strconv.Quote(name)}
+		}
+		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
+			Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + " names state " + strconv.Quote(name) + ", which no longer exists; restarted at " + strconv.Quote(w.Initial)}
+	}
+	if !known {
+		c.Healed = true
+		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
+			Message: "snapshot names unknown state " + strconv.Quote(name) + " of workflow " + strconv.Quote(w.ID) + "; restarted at " + strconv.Quote(w.Initial)}
+	}
+	c.State = name
+	return c, nil
+}
+
+// AppendSnapshot appends the snapshot of workflow w in state with sequence seq.
+func AppendSnapshot(dst []byte, w *config.Workflow, state string, seq int64) []byte {
+	dst = append(dst, `{"workflow":`...)
+	dst = jsonx.AppendString(dst, w.ID)
+	dst = append(dst, `,"fingerprint":`...)
+	dst = jsonx.AppendString(dst, w.Fingerprint)
+	dst = append(dst, `,"state":`...)
+	dst = jsonx.AppendString(dst, state)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendInt(dst, seq, 10)
+	return append(dst, '}')
+}
+
+// SameTools reports whether states a and b of w allow the same set of tools.
+func SameTools(w *config.Workflow, a, b string) bool {
+	for i := range w.Tools {
+		if w.Tools[i].Allows(a) != w.Tools[i].Allows(b) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,242 @@
+// Package jsonx holds the small JSON pieces the engine needs beyond gjson: an iterative
+// validator with a depth bound (gjson's validator recurses, and a deep document would
+// overflow the guest's fixed stack), and a string encoder.
+package jsonx
+
+import "strconv"
+
+// SyntaxError describes why a document is not valid JSON.
+type SyntaxError struct {
+	Offset int
+	Msg    string
+	Deep   bool // the document nests deeper than the allowed depth
+}
+
+func (e *SyntaxError) Error() string {
+	return e.Msg + " at offset " + strconv.Itoa(e.Offset)
+}
+
+// Validate checks that data is exactly one JSON value (RFC 8259) nested at most maxDepth
+// deep. It never recurses, so any input is safe.
+func Validate(data []byte, maxDepth int) error {
+	// stack holds one byte per open container: '{' or '['. Its length is the depth.
+	var stackBuf [64]byte
+	stack := stackBuf[:0]
+	i := skipWS(data, 0)
+	// expecting: 0 = a value, 1 = after a value
+	for {
+		if i >= len(data) {
+			return &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+		}
+		// parse a value at i
+		switch c := data[i]; {
+		case c == '{' || c == '[':
+			if len(stack) >= maxDepth {
+				return &SyntaxError{Offset: i, Msg: "nesting deeper than " + strconv.Itoa(maxDepth), Deep: true}
+			}
+			stack = append(stack, c)
+			i = skipWS(data, i+1)
+			if i < len(data) && ((c == '{' && data[i] == '}') || (c == '[' && data[i] == ']')) {
+				stack = stack[:len(stack)-1]
+				i++
+				goto afterValue
+			}
+			if c == '{' {
+				var err error
+				if i, err = objectKey(data, i); err != nil {
+					return err
+				}
+			}
+			continue
+		case c == '"':
+			n, err := scanString(data, i)
+			if err != nil {
+				return err
+			}
+			i = n
+		case c == '-' || (c >= '0' && c <= '9'):
+			n, err := scanNumber(data, i)
+			if err != nil {
+				return err
+			}
+			i = n
+		case c == 't':
+			if !hasLit(data, i, "true") {
+				return bad(data, i)
+			}
+			i += 4
+		case c == 'f':
+			if !hasLit(data, i, "false") {
+				return bad(data, i)
+			}
+			i += 5
+		case c == 'n':
+			if !hasLit(data, i, "null") {
+				return bad(data, i)
+			}
+			i += 4
+		default:
+			return bad(data, i)
+		}
+	afterValue:
+		for {
+			i = skipWS(data, i)
+			if len(stack) == 0 {
+				if i != len(data) {
+					return &SyntaxError{Offset: i, Msg: "unexpected data after the top-level value"}
+				}
+				return nil
+			}
+			if i >= len(data) {
+				return &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+			}
+			top := stack[len(stack)-1]
+			switch c := data[i]; {
+			case c == ',':
+				i = skipWS(data, i+1)
+				if top == '{' {
+					var err error
+					if i, err = objectKey(data, i); err != nil {
+						return err
+					}
+				}
+			case (c == '}' && top == '{') || (c == ']' && top == '['):
+				stack = stack[:len(stack)-1]
+				i++
+				continue
+			default:
+				return bad(data, i)
+			}
+			break
+		}
+	}
+}
+
+// objectKey scans `"key" :` at i and returns the offset of the value that follows.
+func objectKey(data []byte, i int) (int, error) {
+	if i >= len(data) {
+		return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+	}
+	if data[i] != '"' {
+		return i, bad(data, i)
+	}
+	n, err := scanString(data, i)
+	if err != nil {
+		return n, err
+	}
+	n = skipWS(data, n)
+	if n >= len(data) {
+		return n, &SyntaxError{Offset: n, Msg: "unexpected end of input"}
+	}
+	if data[n] != ':' {
+		return n, bad(data, n)
+	}
+	return skipWS(data, n+1), nil
+}
+
+func bad(data []byte, i int) error {
+	if i >= len(data) {
+		return &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+	}
+	return &SyntaxError{Offset: i, Msg: "invalid character " + strconv.QuoteRune(rune(data[i]))}
+}
+
+func hasLit(data []byte, i int, lit string) bool {
+	return len(data)-i >= len(lit) && string(data[i:i+len(lit)]) == lit
+}
+
+func skipWS(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanString scans the string starting at the quote at i and returns the offset after it.
+func scanString(data []byte, i int) (int, error) {
+	i++
+	for i < len(data) {
+		c := data[i]
+		switch {
+		case c == '"':
+			return i + 1, nil
+		case c == '\\':
+			if i+1 >= len(data) {
+				return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+			}
+			switch data[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if len(data)-i < 6 {
+					return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+				}
+				for k := i + 2; k < i+6; k++ {
+					if !isHex(data[k]) {
+						return k, &SyntaxError{Offset: k, Msg: "invalid \\u escape"}
+					}
+				}
+				i += 6
+			default:
+				return i, &SyntaxError{Offset: i + 1, Msg: "invalid escape"}
+			}
+		case c < 0x20:
+			return i, &SyntaxError{Offset: i, Msg: "control character in string"}
+		default:
+			i++
+		}
+	}
+	return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func scanNumber(data []byte, i int) (int, error) {
+	if data[i] == '-' {
+		i++
+	}
+	if i >= len(data) {
+		return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+	}
+	switch {
+	case data[i] == '0':
+		i++
+	case data[i] >= '1' && data[i] <= '9':
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+		}
+	default:
+		return i, bad(data, i)
+	}
+	if i < len(data) && data[i] == '.' {
+		i++
+		start := i
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return i, bad(data, i)
+		}
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		start := i
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return i, bad(data, i)
+		}
+	}
+	return i, nil
+}
