@@ -49,13 +49,20 @@ type ToolsStats struct {
 // without a result.tools array is appended unchanged, with ok false.
 func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byte, st ToolsStats, ok bool) {
 	tools := gjson.Get(msg, "result.tools")
-	if !tools.IsArray() || tools.Index <= 0 {
+	end := tools.Index + len(tools.Raw)
+	if !tools.IsArray() || tools.Index <= 0 || end > len(msg) || msg[tools.Index:end] != tools.Raw {
 		return append(dst, msg...), st, false
 	}
-	dst = append(dst, msg[:tools.Index]...)
-	dst = append(dst, '[')
+	// Splice element by element, keeping the original whitespace between the tools; a
+	// dropped tool takes its leading separator with it.
+	dst = append(dst, msg[:tools.Index+1]...) // through '['
+	prev := tools.Index + 1                   // end of the previous element; -1 once offsets are lost
 	first := true
 	tools.ForEach(func(_, tool gjson.Result) bool {
+		start := tool.Index
+		if prev < 0 || start < prev || start+len(tool.Raw) > end || msg[start:start+len(tool.Raw)] != tool.Raw {
+			start, prev = -1, -1 // offsets unknown: separate with bare commas from here on
+		}
 		var name, desc gjson.Result
 		if tool.IsObject() {
 			tool.ForEach(func(k, v gjson.Result) bool {
@@ -68,31 +75,57 @@ func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byt
 				return true
 			})
 		}
-		if name.Type != gjson.String {
-			// Not a tool we can name: pass it through untouched.
-			if !first {
+		keep := true
+		var d Decision
+		if name.Type == gjson.String {
+			st.Names = append(st.Names, name.Str)
+			d = decide(name.Str)
+			if d.Drop {
+				st.Hidden = append(st.Hidden, name.Str)
+				keep = false
+			}
+		}
+		if keep {
+			if start >= 0 {
+				dst = appendGap(dst, msg[prev:start], first)
+			} else if !first {
 				dst = append(dst, ',')
 			}
 			first = false
-			dst = append(dst, tool.Raw...)
-			return true
+			if name.Type == gjson.String {
+				dst = appendTool(dst, tool, desc, d)
+			} else {
+				// Not a tool we can name: pass it through untouched.
+				dst = append(dst, tool.Raw...)
+			}
 		}
-		st.Names = append(st.Names, name.Str)
-		d := decide(name.Str)
-		if d.Drop {
-			st.Hidden = append(st.Hidden, name.Str)
-			return true
+		if start >= 0 {
+			prev = start + len(tool.Raw)
 		}
-		if !first {
-			dst = append(dst, ',')
-		}
-		first = false
-		dst = appendTool(dst, tool, desc, d)
 		return true
 	})
-	dst = append(dst, ']')
-	dst = append(dst, msg[tools.Index+len(tools.Raw):]...)
+	if prev >= 0 && prev <= end-1 {
+		dst = appendGap(dst, msg[prev:end-1], true) // whitespace before ']'
+	}
+	dst = append(dst, msg[end-1:]...)
 	return dst, st, true
+}
+
+// appendGap appends the bytes between two array elements (whitespace and a comma),
+// without the comma when the element that follows is the first one written.
+func appendGap(dst []byte, gap string, first bool) []byte {
+	i := strings.IndexByte(gap, ',')
+	switch {
+	case i < 0 && first:
+		return append(dst, gap...)
+	case i < 0:
+		dst = append(dst, ',')
+		return append(dst, gap...)
+	case first:
+		dst = append(dst, gap[:i]...)
+		return append(dst, gap[i+1:]...)
+	}
+	return append(dst, gap...)
 }
 
 // appendTool appends tool with its description rewritten per d.
@@ -102,8 +135,8 @@ func appendTool(dst []byte, tool, desc gjson.Result, d Decision) []byte {
 		old = desc.Str
 	}
 	next := Describe(old, d.Marks, Tag(d.Cache))
-	if desc.Type == gjson.String && next == old {
-		return append(dst, tool.Raw...)
+	if next == old && (desc.Type == gjson.String || next == "") {
+		return append(dst, tool.Raw...) // nothing to change (or to add)
 	}
 	if desc.Exists() && desc.Index > 0 {
 		start := desc.Index - tool.Index
@@ -134,8 +167,17 @@ func appendTool(dst []byte, tool, desc gjson.Result, d Decision) []byte {
 
 // Describe returns description with stategate's trailing tags replaced by marks and tag:
 // idempotent, so a description that already carries tags is never tagged twice.
+//
+// # Notes
+//
+//   - Whitespace before the appended marks and tag is collapsed to one space, so that
+//     Describe(Describe(d)) == Describe(d) also for descriptions ending in whitespace.
 func Describe(description string, marks []string, tag string) string {
 	base := StripTags(description)
+	if len(marks) == 0 && tag == "" {
+		return base
+	}
+	base = strings.TrimRight(base, space)
 	n := len(base)
 	for _, m := range marks {
 		n += len(m) + 1
@@ -159,10 +201,14 @@ func Describe(description string, marks []string, tag string) string {
 	return b.String()
 }
 
-// StripTags removes trailing cache-control tags and workflow marks from a description.
+// space is the whitespace StripTags and Describe trim around tags.
+const space = " \t\r\n"
+
+// StripTags removes trailing cache-control tags and workflow marks (and the whitespace
+// around them) from a description. A description without them is returned unchanged.
 func StripTags(d string) string {
 	for {
-		t := strings.TrimRight(d, " ")
+		t := strings.TrimRight(d, space)
 		if !strings.HasSuffix(t, "]") {
 			return d
 		}
@@ -174,7 +220,7 @@ func StripTags(d string) string {
 		if tail != TagNoStore && tail != TagImmutable && !strings.HasPrefix(tail, markPrefix) {
 			return d
 		}
-		d = strings.TrimRight(t[:i], " ")
+		d = strings.TrimRight(t[:i], space)
 	}
 }
 

@@ -1,0 +1,649 @@
+package decorate
+
+import (
+	"encoding/json"
+	"math/rand"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/tidwall/gjson"
+)
+
+const markPayment = "[Workflow checkout: available only in state payment]"
+
+// decisions returns a decide function backed by a map; names not in the map get
+// no-store, the sample configuration's default.
+func decisions(m map[string]Decision) func(string) Decision {
+	return func(name string) Decision {
+		if d, ok := m[name]; ok {
+			return d
+		}
+		return Decision{Cache: config.CacheNoStore}
+	}
+}
+
+func wrapTools(tools string) string {
+	return `{"jsonrpc":"2.0","id":1,"result":{"tools":[` + tools + `]}}`
+}
+
+func TestTools(t *testing.T) {
+	noStore := Decision{Cache: config.CacheNoStore}
+	immutable := Decision{Cache: config.CacheImmutable}
+	none := Decision{}
+	tests := []struct {
+		name       string
+		msg        string
+		decide     map[string]Decision
+		want       string
+		wantOK     bool
+		wantNames  []string
+		wantHidden []string
+	}{
+		{
+			name:      "appends no-store tag",
+			msg:       wrapTools(`{"name":"tasks.list","description":"List tasks"}`),
+			decide:    map[string]Decision{"tasks.list": noStore},
+			want:      wrapTools(`{"name":"tasks.list","description":"List tasks [Cache-Control: no-store]"}`),
+			wantOK:    true,
+			wantNames: []string{"tasks.list"},
+		},
+		{
+			name:      "appends immutable tag",
+			msg:       wrapTools(`{"name":"countries.list","description":"Countries"}`),
+			decide:    map[string]Decision{"countries.list": immutable},
+			want:      wrapTools(`{"name":"countries.list","description":"Countries [Cache-Control: immutable]"}`),
+			wantOK:    true,
+			wantNames: []string{"countries.list"},
+		},
+		{
+			name:      "replaces an existing tag instead of doubling it",
+			msg:       wrapTools(`{"name":"a","description":"Do A [Cache-Control: immutable]"}`),
+			decide:    map[string]Decision{"a": noStore},
+			want:      wrapTools(`{"name":"a","description":"Do A [Cache-Control: no-store]"}`),
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:      "keeps an identical existing tag byte for byte",
+			msg:       wrapTools(`{"name":"a", "description" : "Do A [Cache-Control: no-store]" }`),
+			decide:    map[string]Decision{"a": noStore},
+			want:      wrapTools(`{"name":"a", "description" : "Do A [Cache-Control: no-store]" }`),
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:      "missing description becomes the tag alone",
+			msg:       wrapTools(`{"name":"a","inputSchema":{"type":"object"}}`),
+			decide:    map[string]Decision{"a": noStore},
+			want:      wrapTools(`{"name":"a","inputSchema":{"type":"object"},"description":"[Cache-Control: no-store]"}`),
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:      "missing description with whitespace before the brace",
+			msg:       wrapTools("{\"name\":\"a\"\n}"),
+			decide:    map[string]Decision{"a": noStore},
+			want:      wrapTools("{\"name\":\"a\"\n,\"description\":\"[Cache-Control: no-store]\"}"),
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:      "null description becomes the tag alone",
+			msg:       wrapTools(`{"name":"a","description":null}`),
+			decide:    map[string]Decision{"a": noStore},
+			want:      wrapTools(`{"name":"a","description":"[Cache-Control: no-store]"}`),
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:      "null description without a tag is left alone",
+			msg:       wrapTools(`{"name":"a","description":null}`),
+			decide:    map[string]Decision{"a": none},
+			want:      wrapTools(`{"name":"a","description":null}`),
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:      "missing description without a tag is left alone",
+			msg:       wrapTools(`{"name":"a"}`),
+			decide:    map[string]Decision{"a": none},
+			want:      wrapTools(`{"name":"a"}`),
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:      "no cache control strips a stale tag",
+			msg:       wrapTools(`{"name":"a","description":"Do A [Cache-Control: no-store]"}`),
+			decide:    map[string]Decision{"a": none},
+			want:      wrapTools(`{"name":"a","description":"Do A"}`),
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:      "workflow mark goes before the tag",
+			msg:       wrapTools(`{"name":"cart.pay","description":"Pay the cart"}`),
+			decide:    map[string]Decision{"cart.pay": {Cache: config.CacheNoStore, Marks: []string{Mark("checkout", []string{"payment"})}}},
+			want:      wrapTools(`{"name":"cart.pay","description":"Pay the cart ` + markPayment + ` [Cache-Control: no-store]"}`),
+			wantOK:    true,
+			wantNames: []string{"cart.pay"},
+		},
+		{
+			name:      "existing mark and tag are replaced",
+			msg:       wrapTools(`{"name":"cart.pay","description":"Pay ` + markPayment + ` [Cache-Control: immutable]"}`),
+			decide:    map[string]Decision{"cart.pay": {Cache: config.CacheNoStore, Marks: []string{Mark("checkout", []string{"has_items", "payment"})}}},
+			want:      wrapTools(`{"name":"cart.pay","description":"Pay [Workflow checkout: available only in states has_items, payment] [Cache-Control: no-store]"}`),
+			wantOK:    true,
+			wantNames: []string{"cart.pay"},
+		},
+		{
+			name:      "mark without description and without tag",
+			msg:       wrapTools(`{"name":"cart.pay"}`),
+			decide:    map[string]Decision{"cart.pay": {Marks: []string{markPayment}}},
+			want:      wrapTools(`{"name":"cart.pay","description":"` + markPayment + `"}`),
+			wantOK:    true,
+			wantNames: []string{"cart.pay"},
+		},
+		{
+			name:       "drops hidden tools",
+			msg:        wrapTools(`{"name":"a","description":"A"},{"name":"b","description":"B"},{"name":"c","description":"C"}`),
+			decide:     map[string]Decision{"b": {Drop: true}, "a": none, "c": none},
+			want:       wrapTools(`{"name":"a","description":"A"},{"name":"c","description":"C"}`),
+			wantOK:     true,
+			wantNames:  []string{"a", "b", "c"},
+			wantHidden: []string{"b"},
+		},
+		{
+			name:       "drops the first and the last tool",
+			msg:        wrapTools(`{"name":"a"}, {"name":"b"}, {"name":"c"}`),
+			decide:     map[string]Decision{"a": {Drop: true}, "b": none, "c": {Drop: true}},
+			want:       wrapTools(` {"name":"b"}`),
+			wantOK:     true,
+			wantNames:  []string{"a", "b", "c"},
+			wantHidden: []string{"a", "c"},
+		},
+		{
+			name:       "drops every tool",
+			msg:        wrapTools(`{"name":"a"},{"name":"b"}`),
+			decide:     map[string]Decision{"a": {Drop: true}, "b": {Drop: true}},
+			want:       wrapTools(``),
+			wantOK:     true,
+			wantNames:  []string{"a", "b"},
+			wantHidden: []string{"a", "b"},
+		},
+		{
+			name:      "tools without a string name pass through untouched",
+			msg:       wrapTools(`{"name":5,"description":"x"},"str",null,[1],{"description":"no name"},{"name":"a"}`),
+			decide:    map[string]Decision{"a": noStore},
+			want:      wrapTools(`{"name":5,"description":"x"},"str",null,[1],{"description":"no name"},{"name":"a","description":"[Cache-Control: no-store]"}`),
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:       "unnamed tools keep their commas when named ones are dropped",
+			msg:        wrapTools(`{"name":"a"},{"x":1},{"name":"b"}`),
+			decide:     map[string]Decision{"a": {Drop: true}, "b": {Drop: true}},
+			want:       wrapTools(`{"x":1}`),
+			wantOK:     true,
+			wantNames:  []string{"a", "b"},
+			wantHidden: []string{"a", "b"},
+		},
+		{
+			name:       "whitespace between tools is kept",
+			msg:        wrapTools("\n  {\"name\":\"a\"} ,\n  {\"name\":\"b\"} ,\n  {\"name\":\"c\"}\n"),
+			decide:     map[string]Decision{"a": none, "b": {Drop: true}, "c": none},
+			want:       wrapTools("\n  {\"name\":\"a\"} ,\n  {\"name\":\"c\"}\n"),
+			wantOK:     true,
+			wantNames:  []string{"a", "b", "c"},
+			wantHidden: []string{"b"},
+		},
+		{
+			name:   "empty tools array with whitespace",
+			msg:    wrapTools(" \n "),
+			want:   wrapTools(" \n "),
+			wantOK: true,
+		},
+		{
+			name:   "empty tools array",
+			msg:    wrapTools(``),
+			want:   wrapTools(``),
+			wantOK: true,
+		},
+		{
+			name:      "escaped name and description are decoded",
+			msg:       wrapTools(`{"name":"t\u0061sks.list","description":"Say \"hi\"\n\u00e9\\"}`),
+			decide:    map[string]Decision{"tasks.list": noStore},
+			want:      wrapTools(`{"name":"t\u0061sks.list","description":"Say \"hi\"\né\\ [Cache-Control: no-store]"}`),
+			wantOK:    true,
+			wantNames: []string{"tasks.list"},
+		},
+		{
+			name: "every other member of the result and of the tools is kept",
+			msg: "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"result\":{\"_meta\":{\"k\":[1,2]},\"tools\":[\n  {\"name\":\"a\",\"title\":\"A\",\"description\":\"A\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"description\":{\"type\":\"string\"}}}," +
+				"\"annotations\":{\"readOnlyHint\":true},\"icons\":[{\"src\":\"x\"}],\"_meta\":{\"description\":\"m\"}}\n],\"nextCursor\":\"abc\",\"ttlMs\":100}}",
+			decide: map[string]Decision{"a": noStore},
+			want: "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"result\":{\"_meta\":{\"k\":[1,2]},\"tools\":[\n  {\"name\":\"a\",\"title\":\"A\",\"description\":\"A [Cache-Control: no-store]\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"description\":{\"type\":\"string\"}}}," +
+				"\"annotations\":{\"readOnlyHint\":true},\"icons\":[{\"src\":\"x\"}],\"_meta\":{\"description\":\"m\"}}\n],\"nextCursor\":\"abc\",\"ttlMs\":100}}",
+			wantOK:    true,
+			wantNames: []string{"a"},
+		},
+		{
+			name:   "error response passes unchanged",
+			msg:    `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`,
+			want:   `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`,
+			wantOK: false,
+		},
+		{
+			name:   "tools that is not an array passes unchanged",
+			msg:    `{"jsonrpc":"2.0","id":1,"result":{"tools":{"name":"a"}}}`,
+			want:   `{"jsonrpc":"2.0","id":1,"result":{"tools":{"name":"a"}}}`,
+			wantOK: false,
+		},
+		{
+			name:   "result without tools passes unchanged",
+			msg:    `{"jsonrpc":"2.0","id":1,"result":{}}`,
+			want:   `{"jsonrpc":"2.0","id":1,"result":{}}`,
+			wantOK: false,
+		},
+		{
+			name:   "a bare array passes unchanged",
+			msg:    `[{"name":"a"}]`,
+			want:   `[{"name":"a"}]`,
+			wantOK: false,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			decide := decisions(tt.decide)
+			out, st, ok := Tools([]byte("prefix:"), tt.msg, func(name string) Decision { calls++; return decide(name) })
+			if !strings.HasPrefix(string(out), "prefix:") {
+				t.Fatalf("dst was not appended to: %q", out)
+			}
+			got := string(out[len("prefix:"):])
+			if got != tt.want {
+				t.Errorf("Tools:\n got %s\nwant %s", got, tt.want)
+			}
+			if ok != tt.wantOK {
+				t.Errorf("ok = %v, want %v", ok, tt.wantOK)
+			}
+			if !json.Valid([]byte(got)) {
+				t.Errorf("output is not valid JSON: %s", got)
+			}
+			if !reflect.DeepEqual(st.Names, tt.wantNames) {
+				t.Errorf("Names = %q, want %q", st.Names, tt.wantNames)
+			}
+			if !reflect.DeepEqual(st.Hidden, tt.wantHidden) {
+				t.Errorf("Hidden = %q, want %q", st.Hidden, tt.wantHidden)
+			}
+			if calls != len(tt.wantNames) {
+				t.Errorf("decide called %d times, want once per named tool (%d)", calls, len(tt.wantNames))
+			}
+		})
+	}
+}
+
+func TestTools_idempotent(t *testing.T) {
+	mark := Mark("checkout", []string{"payment"})
+	decide := decisions(map[string]Decision{
+		"none":     {},
+		"imm":      {Cache: config.CacheImmutable},
+		"marked":   {Cache: config.CacheNoStore, Marks: []string{mark}},
+		"twomarks": {Marks: []string{mark, Mark("other", []string{"a", "b"})}},
+	})
+	names := []string{"none", "imm", "marked", "twomarks", "default"}
+	descs := []string{
+		``,
+		`,"description":null`,
+		`,"description":""`,
+		`,"description":"Plain"`,
+		`,"description":"Trailing space "`,
+		`,"description":"Trailing newline\n"`,
+		`,"description":"Tagged [Cache-Control: no-store]"`,
+		`,"description":"Tagged twice [Cache-Control: no-store] [Cache-Control: immutable]"`,
+		`,"description":"Tag then newline [Cache-Control: no-store]\n"`,
+		`,"description":"Marked ` + mark + ` [Cache-Control: immutable]"`,
+		`,"description":"[Cache-Control: no-store]"`,
+		`,"description":"  "`,
+		`,"description":"Brackets [not a tag]"`,
+		`,"description":"Half [Cache-Control: no-store"`,
+		`,"description":5`,
+	}
+	for _, name := range names {
+		for i, desc := range descs {
+			t.Run(name+"/"+strconv.Itoa(i), func(t *testing.T) {
+				msg := wrapTools(`{"name":"` + name + `"` + desc + `}`)
+				once, _, ok := Tools(nil, msg, decide)
+				if !ok {
+					t.Fatalf("ok = false for %s", msg)
+				}
+				twice, _, _ := Tools(nil, string(once), decide)
+				if string(once) != string(twice) {
+					t.Errorf("not idempotent:\n  in %s\nonce %s\ntwice %s", msg, once, twice)
+				}
+				d := gjson.Get(string(once), "result.tools.0.description").Str
+				tag := Tag(decide(name).Cache)
+				if tag != "" {
+					if strings.Count(d, tag) != 1 || !strings.HasSuffix(d, tag) {
+						t.Errorf("description %q should end with exactly one %q", d, tag)
+					}
+					if n := strings.Count(d, TagNoStore) + strings.Count(d, TagImmutable); n != 1 {
+						t.Errorf("description %q carries more than one cache-control tag", d)
+					}
+				}
+				for _, m := range decide(name).Marks {
+					if strings.Count(d, m) != 1 {
+						t.Errorf("description %q should carry mark %q once", d, m)
+					}
+				}
+			})
+		}
+	}
+}
+
+// toolsTestDoc builds a tools/list response with n tools of varied shapes.
+func toolsTestDoc(rng *rand.Rand, n int) string {
+	var b strings.Builder
+	b.WriteString("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"_meta\":{\"io.x/y\":{\"a\":[1,2,{\"b\":null}]}},\n \"tools\" : [ ")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(" ,\n ")
+		}
+		name := "t" + strconv.Itoa(i)
+		if rng.Intn(10) == 0 {
+			b.WriteString(`{"title":"nameless","description":"kept"}`)
+			continue
+		}
+		b.WriteString(`{ "name" : "` + name + `"`)
+		switch rng.Intn(6) {
+		case 0: // no description
+		case 1:
+			b.WriteString(`, "description": null`)
+		case 2:
+			b.WriteString(`,"description":"Esc \"q\" \\ \u00e9 \ud83d\ude00 \t [Cache-Control: immutable]"`)
+		case 3:
+			b.WriteString(",\n\t\"description\" :\"multi\\nline " + markPayment + `"`)
+		default:
+			b.WriteString(`,"description":"Plain tool ` + name + `"`)
+		}
+		b.WriteString(`,"inputSchema":{"type":"object","properties":{"description":{"type":"string","description":"arg"}},"required":["description"]}`)
+		if rng.Intn(2) == 0 {
+			b.WriteString(`,"annotations":{"readOnlyHint":true,"title":"x"},"_meta":{"description":"not the tool's"}`)
+		}
+		if rng.Intn(3) == 0 {
+			b.WriteString(`,"outputSchema":{"type":"object"},"icons":[{"src":"https://x/y.png","sizes":["16x16"]}] `)
+		}
+		b.WriteString(`}`)
+	}
+	b.WriteString(" ],\"nextCursor\":\"c\\u0075rsor==\",\"ttlMs\":5000,\"cacheScope\":\"private\"},\"extra\":[true,false]}")
+	return b.String()
+}
+
+// randomDecide decides per name from a hash so both runs agree.
+func randomDecide(name string) Decision {
+	h := 0
+	for i := 0; i < len(name); i++ {
+		h = h*31 + int(name[i])
+	}
+	if h < 0 {
+		h = -h
+	}
+	switch h % 5 {
+	case 0:
+		return Decision{Drop: true}
+	case 1:
+		return Decision{}
+	case 2:
+		return Decision{Cache: config.CacheImmutable}
+	case 3:
+		return Decision{Cache: config.CacheNoStore, Marks: []string{markPayment}}
+	}
+	return Decision{Cache: config.CacheNoStore}
+}
+
+// withoutDescription removes the top-level "description" member of a tool (an object's
+// raw bytes, with absolute offset base in its document) by string surgery, so that the
+// remaining bytes can be compared.
+func withoutDescription(tool gjson.Result) string {
+	raw := tool.Raw
+	var desc gjson.Result
+	tool.ForEach(func(k, v gjson.Result) bool {
+		if k.Str == "description" {
+			desc = v
+		}
+		return true
+	})
+	if !desc.Exists() {
+		return raw
+	}
+	start := desc.Index - tool.Index
+	return raw[:start] + raw[start+len(desc.Raw):]
+}
+
+func TestTools_preservesBytes(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for iter := 0; iter < 50; iter++ {
+		msg := toolsTestDoc(rng, 1+rng.Intn(40))
+		if !json.Valid([]byte(msg)) {
+			t.Fatalf("test document is not valid JSON: %s", msg)
+		}
+		out, st, ok := Tools(nil, msg, randomDecide)
+		if !ok {
+			t.Fatal("ok = false")
+		}
+		if !json.Valid(out) {
+			t.Fatalf("output is not valid JSON: %s", out)
+		}
+		// Bytes around the tools array are untouched.
+		in, got := gjson.Get(msg, "result.tools"), gjson.Get(string(out), "result.tools")
+		if msg[:in.Index] != string(out[:got.Index]) {
+			t.Fatalf("bytes before the tools array changed")
+		}
+		if msg[in.Index+len(in.Raw):] != string(out[got.Index+len(got.Raw):]) {
+			t.Fatalf("bytes after the tools array changed")
+		}
+		// Each kept tool equals its original except for the description value.
+		var kept []gjson.Result
+		hidden := map[string]bool{}
+		for _, h := range st.Hidden {
+			hidden[h] = true
+		}
+		for _, tool := range in.Array() {
+			if n := tool.Get("name"); n.Type == gjson.String && hidden[n.Str] {
+				continue
+			}
+			kept = append(kept, tool)
+		}
+		outTools := got.Array()
+		if len(outTools) != len(kept) {
+			t.Fatalf("%d tools out, want %d", len(outTools), len(kept))
+		}
+		for i, orig := range kept {
+			o := outTools[i]
+			a, b := withoutDescription(orig), withoutDescription(o)
+			if orig.Get("description").Exists() {
+				if a != b {
+					t.Errorf("tool %d changed outside its description:\n got %s\nwant %s", i, b, a)
+				}
+			} else if a != b {
+				// A description was added just before the closing brace.
+				trimmed := strings.TrimSuffix(b, "}")
+				trimmed = strings.TrimSuffix(trimmed, `,"description":`)
+				if trimmed+"}" != a {
+					t.Errorf("tool %d changed beyond an added description:\n got %s\nwant %s", i, b, a)
+				}
+			}
+			name := orig.Get("name")
+			if name.Type != gjson.String && orig.Raw != o.Raw {
+				t.Errorf("unnamed tool %d changed: %s -> %s", i, orig.Raw, o.Raw)
+			}
+		}
+		// And, decoded, the documents are equal once descriptions are set aside.
+		var dm, do map[string]any
+		if err := json.Unmarshal([]byte(msg), &dm); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(out, &do); err != nil {
+			t.Fatal(err)
+		}
+		strip := func(doc map[string]any, drop map[string]bool) {
+			res := doc["result"].(map[string]any)
+			var keep []any
+			for _, tl := range res["tools"].([]any) {
+				if m, ok := tl.(map[string]any); ok {
+					if n, ok := m["name"].(string); ok {
+						if drop[n] {
+							continue
+						}
+						delete(m, "description")
+					}
+				}
+				keep = append(keep, tl)
+			}
+			res["tools"] = keep
+		}
+		strip(dm, hidden)
+		strip(do, nil)
+		if !reflect.DeepEqual(dm, do) {
+			t.Errorf("decoded documents differ beyond descriptions")
+		}
+	}
+}
+
+func TestTools_linear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing test")
+	}
+	rng := rand.New(rand.NewSource(2))
+	small, large := toolsTestDoc(rng, 2000), toolsTestDoc(rng, 32000)
+	measure := func(msg string) time.Duration {
+		best := time.Duration(1 << 62)
+		buf := make([]byte, 0, 2*len(msg))
+		for i := 0; i < 5; i++ {
+			start := time.Now()
+			Tools(buf[:0], msg, randomDecide)
+			if d := time.Since(start); d < best {
+				best = d
+			}
+		}
+		return best
+	}
+	ts, tl := measure(small), measure(large)
+	// 16x the input: linear work takes about 16x as long, quadratic about 256x.
+	if ratio := float64(tl) / float64(ts); ratio > 64 {
+		t.Errorf("Tools took %v for %d bytes and %v for %d bytes (x%.0f): not linear", ts, len(small), tl, len(large), ratio)
+	}
+}
+
+func BenchmarkTools(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		msg := toolsTestDoc(rand.New(rand.NewSource(3)), n)
+		b.Run(strconv.Itoa(n)+"_tools", func(b *testing.B) {
+			buf := make([]byte, 0, 2*len(msg))
+			b.SetBytes(int64(len(msg)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				buf, _, _ = Tools(buf[:0], msg, randomDecide)
+			}
+		})
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	tests := []struct {
+		name, desc string
+		marks      []string
+		tag        string
+		want       string
+	}{
+		{"empty gets the tag alone", "", nil, TagNoStore, TagNoStore},
+		{"plain", "Do it", nil, TagImmutable, "Do it " + TagImmutable},
+		{"nothing to add keeps the text", "Do it", nil, "", "Do it"},
+		{"nothing to add strips tags", "Do it " + TagNoStore, nil, "", "Do it"},
+		{"marks then tag", "Do it", []string{markPayment}, TagNoStore, "Do it " + markPayment + " " + TagNoStore},
+		{"marks without base", "", []string{markPayment}, "", markPayment},
+		{"trailing spaces collapse", "Do it   ", nil, TagNoStore, "Do it " + TagNoStore},
+		{"trailing newline before a tag", "Do it\n" + TagNoStore, nil, TagNoStore, "Do it " + TagNoStore},
+		{"tag followed by whitespace", "Do it " + TagNoStore + " \n", nil, TagImmutable, "Do it " + TagImmutable},
+		{"unknown bracket text kept", "Do it [beta]", nil, TagNoStore, "Do it [beta] " + TagNoStore},
+		{"only tags", TagNoStore + " " + TagImmutable, nil, TagNoStore, TagNoStore},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Describe(tt.desc, tt.marks, tt.tag)
+			if got != tt.want {
+				t.Errorf("Describe(%q) = %q, want %q", tt.desc, got, tt.want)
+			}
+			if again := Describe(got, tt.marks, tt.tag); again != got {
+				t.Errorf("Describe is not idempotent: %q -> %q", got, again)
+			}
+		})
+	}
+}
+
+func TestStripTags(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"no tags", "Plain", "Plain"},
+		{"one tag", "Plain " + TagNoStore, "Plain"},
+		{"tag and mark", "Plain " + markPayment + " " + TagImmutable, "Plain"},
+		{"tag in the middle stays", "A " + TagNoStore + " B", "A " + TagNoStore + " B"},
+		{"unrelated brackets stay", "A [b]", "A [b]"},
+		{"unbalanced bracket", "A ]", "A ]"},
+		{"only a tag", TagNoStore, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := StripTags(tt.in); got != tt.want {
+				t.Errorf("StripTags(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMark(t *testing.T) {
+	if got := Mark("checkout", []string{"payment"}); got != markPayment {
+		t.Errorf("Mark = %q, want %q", got, markPayment)
+	}
+	if got, want := Mark("w", []string{"a", "b"}), "[Workflow w: available only in states a, b]"; got != want {
+		t.Errorf("Mark = %q, want %q", got, want)
+	}
+}
+
+func TestTag(t *testing.T) {
+	for c, want := range map[config.CacheControl]string{config.CacheNone: "", config.CacheNoStore: TagNoStore, config.CacheImmutable: TagImmutable, 9: ""} {
+		if got := Tag(c); got != want {
+			t.Errorf("Tag(%v) = %q, want %q", c, got, want)
+		}
+	}
+}
+
+func FuzzTools(f *testing.F) {
+	rng := rand.New(rand.NewSource(4))
+	for i := 0; i < 4; i++ {
+		f.Add(toolsTestDoc(rng, 3))
+	}
+	f.Add(wrapTools(`{"name":"a","description":"x [Cache-Control: no-store]\n"}`))
+	f.Add(wrapTools(`{"name":"a"},{},[]`))
+	f.Fuzz(func(t *testing.T, msg string) {
+		if !json.Valid([]byte(msg)) {
+			return
+		}
+		out, _, ok := Tools(nil, msg, randomDecide)
+		if !json.Valid(out) {
+			t.Fatalf("output is not valid JSON:\n in %s\nout %s", msg, out)
+		}
+		if !ok {
+			if string(out) != msg {
+				t.Fatalf("ok = false but the message changed")
+			}
+			return
+		}
+		again, _, _ := Tools(nil, string(out), randomDecide)
+		if string(again) != string(out) {
+			t.Fatalf("not idempotent:\n  in %s\nonce %s\ntwice %s", msg, out, again)
+		}
+	})
+}
