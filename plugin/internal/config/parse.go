@@ -116,15 +116,21 @@ func sprintf(format string, args ...string) string {
 	}
 }
 
-// object checks that r is an object whose keys are all in allowed; unknown keys are errors.
+// object checks that r is an object whose keys are all in allowed, each at most once;
+// unknown and repeated keys are errors.
 func (p *parser) object(path string, r gjson.Result, allowed ...string) bool {
 	if !r.IsObject() {
 		p.errf(path, "must be an object")
 		return false
 	}
+	seen := make([]bool, len(allowed))
 	r.ForEach(func(k, _ gjson.Result) bool {
-		for _, a := range allowed {
+		for i, a := range allowed {
 			if k.Str == a {
+				if seen[i] {
+					p.errf(join(path, k.Str), "duplicate field")
+				}
+				seen[i] = true
 				return true
 			}
 		}
@@ -134,7 +140,12 @@ func (p *parser) object(path string, r gjson.Result, allowed ...string) bool {
 	return true
 }
 
+// str reads a string; a missing value is reported as required.
 func (p *parser) str(path string, r gjson.Result) (string, bool) {
+	if !r.Exists() {
+		p.errf(path, "required")
+		return "", false
+	}
 	if r.Type != gjson.String {
 		p.errf(path, "must be a string")
 		return "", false
@@ -226,10 +237,6 @@ func (p *parser) stateSync(c *Config, r gjson.Result) {
 			continue
 		}
 		m, mok := p.pattern(path+".match", item.Get("match"), c.Separator)
-		if !item.Get("match").Exists() {
-			// pattern() reported "must be a string"; say what is missing instead.
-			p.problems[len(p.problems)-1].Message = "required"
-		}
 		e.pol.Match = m
 		e.pol.CacheControl = c.Default
 		cc, inv := item.Get("cacheControl"), item.Get("invalidates")
@@ -301,8 +308,14 @@ func (p *parser) limits(c *Config, r gjson.Result) {
 		p.errf("limits.tools", "must be an object")
 		return
 	}
+	seen := map[string]bool{}
 	t.ForEach(func(k, v gjson.Result) bool {
 		path := "limits.tools[" + strconv.Quote(k.Str) + "]"
+		if seen[k.Str] {
+			p.errf(path, "duplicate pattern")
+			return true
+		}
+		seen[k.Str] = true
 		tl := ToolLimits{}
 		g, err := glob.Compile(k.Str, c.Separator)
 		if err != nil {

@@ -118,6 +118,10 @@ func (p *parser) workflow(path string, r gjson.Result) *Workflow {
 						if !validID(ek.Str) {
 							p.errf(epath, "event name must be 1-64 characters of [A-Za-z0-9_.-]")
 						}
+						if _, dup := st.Next(ek.Str); dup {
+							p.errf(epath, "duplicate event")
+							return true
+						}
 						if tgt, ok := p.str(epath, ev); ok {
 							st.On = append(st.On, Edge{Event: ek.Str, Target: tgt})
 						}
@@ -152,8 +156,14 @@ func (p *parser) workflow(path string, r gjson.Result) *Workflow {
 		if !tools.IsObject() {
 			p.errf(path+".tools", "must be an object of tool bindings")
 		} else {
+			seen := map[string]bool{}
 			tools.ForEach(func(k, v gjson.Result) bool {
 				tpath := join(path+".tools", k.Str)
+				if seen[k.Str] {
+					p.errf(tpath, "duplicate tool")
+					return true
+				}
+				seen[k.Str] = true
 				b := Binding{Tool: k.Str}
 				if k.Str == "" {
 					p.errf(tpath, "empty tool name")

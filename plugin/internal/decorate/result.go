@@ -113,16 +113,23 @@ func Truncate(dst []byte, msg string, limit int, protectFirst bool) ([]byte, *Tr
 	var items []gjson.Result
 	var meta gjson.Result
 	var others []gjson.Result // key/value pairs, flattened
+	var seenContent, seenMeta bool
 	res.ForEach(func(k, v gjson.Result) bool {
+		// A repeated content or _meta member is dropped: the first is the one gjson (and
+		// so InsertBlock, which put the block at its index 0) reads.
 		switch k.Str {
 		case "content":
-			if v.IsArray() {
+			if !seenContent && v.IsArray() {
 				items = v.Array()
 			}
+			seenContent = true
 		case "structuredContent":
 			tr.DroppedStructuredContent = true
 		case "_meta":
-			meta = v
+			if !seenMeta {
+				meta = v
+			}
+			seenMeta = true
 		default:
 			others = append(others, k, v)
 		}
@@ -277,8 +284,11 @@ func appendMeta(dst []byte, meta gjson.Result, tr *Truncation, keepOriginal bool
 }
 
 func truncationNote(original, limit int) string {
-	pct := (original - limit) * 100 / original
+	pct := int64(0) // in int64: a 32-bit int (TinyGo on wasm) overflows at 21 MB
+	if original > 0 {
+		pct = (int64(original) - int64(limit)) * 100 / int64(original)
+	}
 	return "[System: Result truncated to fit the gateway's " + strconv.Itoa(limit) +
 		"-byte limit: the original was " + strconv.Itoa(original) + " bytes, about " +
-		strconv.Itoa(pct) + "% was cut. Ask for less data, for example a narrower query or a smaller page.]"
+		strconv.FormatInt(pct, 10) + "% was cut. Ask for less data, for example a narrower query or a smaller page.]"
 }

@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stategate/stategate/abi"
+)
+
+// seeds adds every golden input of fn (abi/testdata/<fn>) to the fuzz corpus.
+func seeds(f *testing.F, fn abi.Function) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "abi", "testdata", fn.Name(), "*.json"))
+	if len(files) == 0 {
+		f.Fatalf("no golden vectors for %s", fn.Name())
+	}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		var v struct {
+			Input json.RawMessage `json:"input"`
+		}
+		if err := json.Unmarshal(raw, &v); err != nil {
+			f.Fatal(err)
+		}
+		var s string
+		if json.Unmarshal(v.Input, &s) == nil {
+			f.Add([]byte(s))
+		} else {
+			f.Add([]byte(v.Input))
+		}
+	}
+}
+
+func sampleEngine(t testing.TB) *Engine {
+	cfg, err := os.ReadFile(filepath.Join("..", "..", "abi", "testdata", "config", "sample.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// fuzzExport checks the contract every export keeps on any input: no panic, and one
+// valid JSON document out; decorated messages are valid JSON and within limits.
+func fuzzExport(f *testing.F, fn abi.Function) {
+	seeds(f, fn)
+	e := sampleEngine(f)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out := e.Call(fn, in)
+		if !json.Valid(out) {
+			t.Fatalf("output is not valid JSON for input %q:\n%s", in, out)
+		}
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal(out, &doc); err != nil {
+			t.Fatalf("output is not an object: %s", out)
+		}
+		if m, ok := doc["message"]; ok && fn == abi.FuncDecorateResult {
+			if len(m) > 65536 && strings.Contains(string(in), `"result"`) {
+				// sample.json sets maxResponseBytes 65536: a decorated result never exceeds it
+				if _, isErr := doc["error"]; !isErr {
+					t.Fatalf("decorated message of %d bytes exceeds the limit", len(m))
+				}
+			}
+		}
+	})
+}
+
+func FuzzDecorateTools(f *testing.F)  { fuzzExport(f, abi.FuncDecorateTools) }
+func FuzzDecorateResult(f *testing.F) { fuzzExport(f, abi.FuncDecorateResult) }
+func FuzzTransition(f *testing.F)     { fuzzExport(f, abi.FuncTransition) }
+func FuzzCheckLimits(f *testing.F)    { fuzzExport(f, abi.FuncCheckLimits) }
+
+// FuzzNew feeds arbitrary configurations to New: an error or an engine, never a panic,
+// and an engine always answers check_config as valid.
+func FuzzNew(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "abi", "testdata", "config", "*.json"))
+	for _, file := range files {
+		raw, _ := os.ReadFile(file)
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, cfg []byte) {
+		e, err := New(cfg)
+		if err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("error of type %T", err)
+			}
+			if !json.Valid(ConfigError(err)) || !json.Valid(CheckConfig(cfg)) {
+				t.Fatal("error documents are not valid JSON")
+			}
+			return
+		}
+		var doc struct {
+			Valid bool `json:"valid"`
+		}
+		if err := json.Unmarshal(e.Call(abi.FuncCheckConfig, nil), &doc); err != nil || !doc.Valid {
+			t.Fatalf("engine built but check_config says %v %v", doc, err)
+		}
+	})
+}

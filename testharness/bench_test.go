@@ -1,0 +1,151 @@
+package testharness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/plugin/engine"
+)
+
+// Benchmarks: each export natively and through the TinyGo module on the project's host
+// (raw entry), for 10/100/1000-tool lists and 1 KB/100 KB/1 MB results.
+//
+//	make bench
+
+func sampleConfig(b testing.TB) []byte {
+	cfg, err := os.ReadFile(vectorsDir + "/config/sample.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+// toolsList returns a tools/list response with n realistic tools.
+func toolsList(n int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"jsonrpc":"2.0","id":1,"result":{"tools":[`)
+	groups := []string{"tasks", "sprints", "countries", "cart", "users", "reports"}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		g := groups[i%len(groups)]
+		fmt.Fprintf(&sb, `{"name":"%s.op%d","title":"Operation %d","description":"Does operation %d on %s. Returns the affected records.",`+
+			`"inputSchema":{"type":"object","properties":{"id":{"type":"string","description":"Record id"},"limit":{"type":"integer"}},"required":["id"]},`+
+			`"annotations":{"readOnlyHint":%t}}`, g, i, i, i, g, i%2 == 0)
+	}
+	sb.WriteString(`],"nextCursor":"next-page"}}`)
+	return []byte(`{"message":` + sb.String() + `,"session":"s1","states":{"stategate/v1/checkout/session//s1":null}}`)
+}
+
+// callResult returns a decorate_result input whose result text is about size bytes.
+func callResult(size int) []byte {
+	text := strings.Repeat("All work and no play makes Jack a dull boy. ", size/44+1)[:size]
+	return []byte(`{"tool":"tasks.update","message":{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"` + text + `"}]}}}`)
+}
+
+// checkInput returns a check_limits input of about 1 KB.
+func checkInput() []byte {
+	items := make([]string, 60)
+	for i := range items {
+		items[i] = fmt.Sprintf(`"sku-%04d"`, i)
+	}
+	return []byte(`{"tool":"orders.submit","arguments":{"customer":"c-42","items":[` + strings.Join(items, ",") + `],"note":"leave at the door"},"session":"s1"}`)
+}
+
+type runner struct {
+	name string
+	call func(fn abi.Function, in []byte) ([]byte, error)
+}
+
+func runners(b *testing.B) []runner {
+	cfg := sampleConfig(b)
+	eng, err := engine.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rs := []runner{{"native", func(fn abi.Function, in []byte) ([]byte, error) { return eng.AppendCall(nil, fn, in), nil }}}
+	wasm, err := os.ReadFile(tinyGoWasm)
+	if err != nil {
+		if requireAll() {
+			b.Fatalf("%s: %v", tinyGoWasm, err)
+		}
+		b.Logf("skipping wasm: %v", err)
+		return rs
+	}
+	ctx := context.Background()
+	rt, err := host.New(ctx, wasm, host.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rt.Close(ctx) })
+	inst, err := rt.Instantiate(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf []byte
+	rs = append(rs, runner{"wasm", func(fn abi.Function, in []byte) ([]byte, error) {
+		var err error
+		buf, err = inst.AppendCall(ctx, buf[:0], fn, in)
+		return buf, err
+	}})
+	return rs
+}
+
+func bench(b *testing.B, fn abi.Function, cases []struct {
+	name string
+	in   []byte
+}) {
+	for _, r := range runners(b) {
+		for _, c := range cases {
+			b.Run(r.name+"/"+c.name, func(b *testing.B) {
+				out, err := r.call(fn, c.in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if strings.HasPrefix(string(out), `{"error"`) || strings.HasPrefix(string(out), `{"needState"`) {
+					b.Fatalf("unexpected answer: %.300s", out)
+				}
+				b.SetBytes(int64(len(c.in)))
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := r.call(fn, c.in); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+type benchCase = struct {
+	name string
+	in   []byte
+}
+
+func BenchmarkDecorateTools(b *testing.B) {
+	bench(b, abi.FuncDecorateTools, []benchCase{
+		{"10_tools", toolsList(10)}, {"100_tools", toolsList(100)}, {"1000_tools", toolsList(1000)},
+	})
+}
+
+func BenchmarkDecorateResult(b *testing.B) {
+	bench(b, abi.FuncDecorateResult, []benchCase{
+		{"1KB", callResult(1 << 10)}, {"100KB", callResult(100 << 10)}, {"1MB", callResult(1 << 20)},
+	})
+}
+
+func BenchmarkCheckLimits(b *testing.B) {
+	bench(b, abi.FuncCheckLimits, []benchCase{{"1KB", checkInput()}})
+}
+
+func BenchmarkTransition(b *testing.B) {
+	bench(b, abi.FuncTransition, []benchCase{
+		{"bound", []byte(`{"tool":"cart.add_item","session":"s1","states":{"stategate/v1/checkout/session//s1":null}}`)},
+	})
+}
