@@ -6,7 +6,7 @@ PLUGIN_SRC := $(shell find plugin abi -name '*.go' -not -name '*_test.go') go.mo
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
-.PHONY: build build.go tinygo test test.go test.node bench fuzz check run clean node
+.PHONY: build build.go tinygo test bench fuzz check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -34,12 +34,19 @@ testharness/node/node_modules: testharness/node/package.json testharness/node/pa
 	cd testharness/node && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# Every test, on the built artifacts (a missing artifact fails instead of skipping), then
+# a short run of every fuzz target.
 test: build build.go node
-	$(GO) test ./... -count=1
-	$(GO) test ./plugin/... -run '^$$' -fuzz=FuzzDecorateTools -fuzztime=10s ./plugin/engine 2>/dev/null || true
+	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
+	scripts/fuzz.sh $(FUZZTIME)
 
-bench: build build.go
-	$(GO) test ./testharness/ -run '^$$' -bench . -benchmem -benchtime=2000x
+FUZZTIME ?= 5s
+
+fuzz:
+	scripts/fuzz.sh $(or $(FUZZTIME),60s)
+
+bench: build
+	STATEGATE_REQUIRE_ALL=1 $(GO) test ./testharness/ -run '^$$' -bench . -benchmem
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . ; echo 'gofmt: files above need formatting'; exit 1)

@@ -111,7 +111,7 @@ func TestNew_checksExports(t *testing.T) {
 		want    []string
 	}{
 		{
-			name: "complete module loads",
+			name:   "complete module loads",
 			mutate: func(fs []fixtureFunc) []fixtureFunc { return fs },
 		},
 		{
