@@ -205,7 +205,7 @@ func TestTruncate(t *testing.T) {
 	block := textItem(sampleBlock)
 	image := `{"type":"image","data":"` + strings.Repeat("QUFB", 1000) + `","mimeType":"image/png"}`
 	emoji := strings.Repeat("\U0001F600\u00e9", 500) // 4- and 2-byte runes
-	escapes := strings.Repeat("\"\\\n\x01", 500)    // 2- and 6-byte escapes
+	escapes := strings.Repeat("\"\\\n\x01", 500)     // 2- and 6-byte escapes
 	tests := []struct {
 		name    string
 		msg     string
@@ -271,6 +271,17 @@ func TestTruncate(t *testing.T) {
 				s := d.Result.Content[0]["text"].(string)
 				if !strings.HasPrefix(escapes, s) {
 					t.Errorf("cut text %q is not a prefix", s)
+				}
+			},
+		},
+		{
+			name:      "lone surrogate escapes are re-encoded validly",
+			msg:       textResult(`{"type":"text","text":"` + strings.Repeat(`\ud800x\udc00\ud83d\ude00`, 200) + `"}`),
+			limit:     1100,
+			wantItems: 1,
+			check: func(t *testing.T, d truncated, tr *Truncation) {
+				if s := d.Result.Content[0]["text"].(string); !utf8.ValidString(s) || len(s) == 0 {
+					t.Errorf("cut text %q", s)
 				}
 			},
 		},
@@ -707,9 +718,25 @@ func FuzzTruncate(f *testing.F) {
 		// A message built around text: always valid.
 		built := `{"jsonrpc":"2.0","id":1,"result":{"content":[` + textItem(sampleBlock) + "," + textItem(text) + `,{"type":"text","text":` + string(mustMarshal(text)) + `}],"structuredContent":{"a":` + string(mustMarshal(text)) + `}}}`
 		checkTruncate(t, built, limit, protect)
-		if json.Valid([]byte(msg)) {
-			checkTruncate(t, msg, limit, protect)
+		if !json.Valid([]byte(msg)) {
+			return
 		}
+		checkTruncate(t, msg, limit, protect)
+		// The engine's path: the block is inserted, then protected.
+		ins, ok := InsertBlock(nil, msg, sampleBlock)
+		if !json.Valid(ins) {
+			t.Fatalf("InsertBlock output is not valid JSON:\n in %s\nout %s", msg, ins)
+		}
+		if !ok {
+			if string(ins) != msg {
+				t.Fatalf("InsertBlock changed a message it did not insert into")
+			}
+			return
+		}
+		if got := gjson.Get(string(ins), "result.content.0.text").Str; got != sampleBlock {
+			t.Fatalf("content[0] is not the block: %s", ins)
+		}
+		checkTruncate(t, string(ins), limit, true)
 	})
 }
 

@@ -33,12 +33,30 @@ const (
 const StatelessSince = "2026-07-28"
 
 // EraOf returns the era of a protocol version string ("" means the session era, as a
-// request without MCP-Protocol-Version is read as 2025-03-26).
+// request without MCP-Protocol-Version is read as 2025-03-26). A version that is not a
+// YYYY-MM-DD date is read as the session era too.
 func EraOf(protocolVersion string) Era {
-	if len(protocolVersion) == len(StatelessSince) && protocolVersion >= StatelessSince {
+	if isDate(protocolVersion) && protocolVersion >= StatelessSince {
 		return EraStateless
 	}
 	return EraSession
+}
+
+// isDate reports whether s has the shape of a protocol version: YYYY-MM-DD.
+func isDate(s string) bool {
+	if len(s) != len(StatelessSince) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if i == 4 || i == 7 {
+			if s[i] != '-' {
+				return false
+			}
+		} else if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Hides reports whether w's bound tools are hidden outside their states in era (rather
@@ -85,6 +103,9 @@ func Key(w *config.Workflow, s *Scope) (key, handle string, st KeyStatus) {
 		}
 		kind, value = "session", s.Session
 	case config.KeyArgument:
+		if !s.Args.IsObject() {
+			return "", "", KeyMissingHandle // no arguments (an array would index by position)
+		}
 		v := s.Args.Get(gjson.Escape(w.KeyArg))
 		switch v.Type {
 		case gjson.String:
@@ -177,7 +198,7 @@ func Load(w *config.Workflow, key string, snap gjson.Result) (Current, *Notice) 
 		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
 			Message: "stored snapshot is not a snapshot of workflow " + strconv.Quote(w.ID) + "; restarted at " + strconv.Quote(w.Initial)}
 	}
-	c.Seq = snap.Get("seq").Int()
+	c.Seq = seqOf(snap.Get("seq"))
 	name := snap.Get("state").Str
 	_, known := w.State(name)
 	if snap.Get("fingerprint").Str != w.Fingerprint {
@@ -197,6 +218,26 @@ func Load(w *config.Workflow, key string, snap gjson.Result) (Current, *Notice) 
 	}
 	c.State = name
 	return c, nil
+}
+
+// seqOf reads a snapshot's seq: an integer, 0 when it is not a number. Numbers outside
+// int64 saturate, so every build (Go, TinyGo) reads the same value; gjson's Int converts
+// them with an out-of-range float conversion, whose result differs between platforms.
+func seqOf(r gjson.Result) int64 {
+	if r.Type != gjson.Number {
+		return 0
+	}
+	if i, err := strconv.ParseInt(r.Raw, 10, 64); err == nil {
+		return i
+	}
+	switch f := r.Num; {
+	case f >= 1<<63:
+		return 1<<63 - 1
+	case f <= -(1 << 63):
+		return -1 << 63
+	default:
+		return int64(f)
+	}
 }
 
 // AppendSnapshot appends the snapshot of workflow w in state with sequence seq.

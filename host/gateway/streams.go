@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// streams tracks open GET SSE streams per session, so the gateway can deliver a
+// notification there when the response it belongs to cannot carry it.
+type streams struct {
+	mu sync.Mutex
+	m  map[string]map[chan []byte]struct{}
+}
+
+func newStreams() *streams { return &streams{m: map[string]map[chan []byte]struct{}{}} }
+
+func (s *streams) add(session string) chan []byte {
+	ch := make(chan []byte, 16)
+	s.mu.Lock()
+	if s.m[session] == nil {
+		s.m[session] = map[chan []byte]struct{}{}
+	}
+	s.m[session][ch] = struct{}{}
+	s.mu.Unlock()
+	return ch
+}
+
+func (s *streams) remove(session string, ch chan []byte) {
+	s.mu.Lock()
+	delete(s.m[session], ch)
+	if len(s.m[session]) == 0 {
+		delete(s.m, session)
+	}
+	s.mu.Unlock()
+}
+
+// send delivers msgs to one open stream of session (a message is never sent on more
+// than one stream); it never blocks.
+func (s *streams) send(session string, msgs [][]byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.m[session] {
+		for _, m := range msgs {
+			select {
+			case ch <- m:
+			default:
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// serveGetStream proxies the session's GET SSE stream unbuffered, and merges in the
+// notifications the gateway has to deliver on it between upstream events.
+func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid string) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, g.target(r.URL).String(), nil)
+	if err != nil {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	copyHeaders(req.Header, r.Header)
+	resp, err := g.client.Do(req)
+	if err != nil {
+		if r.Context().Err() == nil {
+			g.fault(FaultUpstream, err)
+			w.WriteHeader(http.StatusBadGateway)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	copyHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		io.Copy(w, resp.Body)
+		return
+	}
+	if flusher != nil {
+		flusher.Flush()
+	}
+	inject := g.streams.add(sid)
+	defer g.streams.remove(sid, inject)
+	events := make(chan *event)
+	done := make(chan error, 1)
+	go func() {
+		rd := newSSEReader(resp.Body)
+		for {
+			ev, err := rd.next()
+			if err != nil {
+				done <- err
+				return
+			}
+			select {
+			case events <- ev:
+			case <-r.Context().Done():
+				done <- r.Context().Err()
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case ev := <-events:
+			if _, err := w.Write(ev.raw); err != nil {
+				return
+			}
+		case msg := <-inject:
+			if _, err := w.Write(appendEvent(nil, "message", "", msg)); err != nil {
+				return
+			}
+		case <-done:
+			return
+		case <-r.Context().Done():
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+}

@@ -1,0 +1,79 @@
+// Package store holds the workflow snapshots a gateway keeps between calls: the engine
+// derives the keys and produces the values, the store only keeps opaque bytes and swaps
+// them atomically.
+//
+// Two implementations share one contract (the suite in store_test.go runs against both):
+// Memory, the embedded default, bounded with LRU eviction; and Redis, for replicas that
+// share state.
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Store holds workflow snapshots for the gateway. Values are opaque bytes (the engine's
+// snapshots).
+//
+// # Notes
+//
+//   - Every entry expires after Options.IdleTTL without a read or a write.
+//   - A present value is never nil: an empty value reads back as a non-nil empty slice, so
+//     nil always means absent.
+//   - Implementations are safe for concurrent use.
+type Store interface {
+	// Get returns the value under key, or nil (and no error) when absent. A read refreshes
+	// the idle TTL.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// CompareAndSwap sets key to new only if its current value equals old (old == nil: only
+	// if absent). It records key as belonging to session (when session != "") so Forget
+	// can free it.
+	//
+	// A false result with a nil error is a conflict: re-read and re-apply.
+	CompareAndSwap(ctx context.Context, session, key string, old, new []byte) (bool, error)
+	// Forget deletes every key recorded for session (the session ended: DELETE, or 404
+	// from upstream). Forgetting an unknown session, or "", does nothing.
+	Forget(ctx context.Context, session string) error
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Options tunes a Store. The zero value gives the defaults.
+type Options struct {
+	// MaxEntries bounds the entries of a Memory store; the least recently used entry is
+	// evicted past it (default 100000). Redis ignores it: bound Redis with maxmemory.
+	MaxEntries int
+	// IdleTTL is how long an entry lives without a read or a write (default 24h).
+	IdleTTL time.Duration
+}
+
+// Defaults applied to zero (or negative) Options fields.
+const (
+	DefaultMaxEntries = 100000
+	DefaultIdleTTL    = 24 * time.Hour
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.IdleTTL <= 0 {
+		o.IdleTTL = DefaultIdleTTL
+	}
+	return o
+}
+
+// Open opens the store named by spec: "memory" for a Memory store, or
+// "redis://HOST:PORT/DB" (also "rediss://" for TLS) for a Redis store.
+func Open(ctx context.Context, spec string, opts Options) (Store, error) {
+	switch {
+	case spec == "memory":
+		return NewMemory(opts), nil
+	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
+		return NewRedis(ctx, spec, opts)
+	default:
+		return nil, fmt.Errorf("store: unknown spec[%s]: want \"memory\" or \"redis://HOST:PORT/DB\"", spec)
+	}
+}

@@ -1,0 +1,409 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stategate/stategate/host/store/storetest"
+)
+
+// opener gives a fresh, empty store and a function that makes d pass for it.
+type opener func(t testing.TB, opts Options) (s Store, advance func(d time.Duration))
+
+// implementations are the stores the contract suite runs against. setup prepares a
+// backend for the life of t (a test or benchmark and its subtests).
+var implementations = []struct {
+	name  string
+	setup func(t testing.TB) opener
+}{
+	{name: "memory", setup: func(testing.TB) opener { return openMemory }},
+	{name: "redis", setup: func(t testing.TB) opener {
+		url := storetest.Redis(t)
+		return func(t testing.TB, opts Options) (Store, func(time.Duration)) {
+			r, err := NewRedis(context.Background(), url, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = r.Close() })
+			if err := r.client.FlushDB(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			return r, time.Sleep
+		}
+	}},
+}
+
+// openMemory gives a Memory store on a fake clock that only advance moves.
+func openMemory(_ testing.TB, opts Options) (Store, func(time.Duration)) {
+	m := NewMemory(opts)
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	return m, func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+}
+
+// hostileKeys are keys and session ids that break naive escaping, globbing, hash tags or
+// line-based protocols.
+var hostileKeys = []string{
+	"", " ", "a b", "a/b/../c", "/", "ключ-日本語-🙂", "*", "key*?[x]", "{", "{tag}x", "}",
+	"line\nbreak", "crlf\r\n", "\x00nul", "%41", "A", "session:x", "stategate:session:x",
+	"stategate/v1/wf/session/p%2Fq/s-1",
+}
+
+func TestStore(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		opts Options
+		run  func(t *testing.T, s Store, advance func(time.Duration))
+	}{
+		{name: "get_absent_is_nil", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			mustGet(t, s, "missing", nil)
+		}},
+		{name: "create_succeeds_once", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			mustCAS(t, s, "s1", "k", nil, []byte("v1"), true)
+			mustCAS(t, s, "s1", "k", nil, []byte("v2"), false)
+			mustGet(t, s, "k", []byte("v1"))
+		}},
+		{name: "wrong_old_fails_and_keeps_value", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			mustCAS(t, s, "s1", "k", nil, []byte("v1"), true)
+			mustCAS(t, s, "s1", "k", []byte("v0"), []byte("v2"), false)
+			mustCAS(t, s, "s1", "k", []byte{}, []byte("v2"), false)
+			mustGet(t, s, "k", []byte("v1"))
+		}},
+		{name: "old_of_absent_key_fails", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			mustCAS(t, s, "s1", "k", []byte("v0"), []byte("v1"), false)
+			mustCAS(t, s, "s1", "k", []byte{}, []byte("v1"), false)
+			mustGet(t, s, "k", nil)
+		}},
+		{name: "right_old_swaps", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			mustCAS(t, s, "s1", "k", nil, []byte("v1"), true)
+			mustCAS(t, s, "s1", "k", []byte("v1"), []byte("v2"), true)
+			mustGet(t, s, "k", []byte("v2"))
+			mustCAS(t, s, "", "k", []byte("v2"), []byte("v3"), true)
+			mustGet(t, s, "k", []byte("v3"))
+		}},
+		{name: "empty_value_is_present", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			mustCAS(t, s, "s1", "k", nil, []byte{}, true)
+			mustGet(t, s, "k", []byte{})
+			mustCAS(t, s, "s1", "k", nil, []byte("v"), false)
+			mustCAS(t, s, "s1", "k", []byte{}, []byte("v"), true)
+			mustGet(t, s, "k", []byte("v"))
+		}},
+		{name: "forget_frees_only_that_session", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			mustCAS(t, s, "s1", "a1", nil, []byte("1"), true)
+			mustCAS(t, s, "s1", "a2", nil, []byte("2"), true)
+			mustCAS(t, s, "s2", "b1", nil, []byte("3"), true)
+			mustCAS(t, s, "", "shared", nil, []byte("4"), true)
+			mustForget(t, s, "s1")
+			mustGet(t, s, "a1", nil)
+			mustGet(t, s, "a2", nil)
+			mustGet(t, s, "b1", []byte("3"))
+			mustGet(t, s, "shared", []byte("4"))
+			mustForget(t, s, "s1") // again: nothing left
+			mustForget(t, s, "")   // no session: nothing recorded
+			mustForget(t, s, "never-seen")
+			mustGet(t, s, "b1", []byte("3"))
+			mustGet(t, s, "shared", []byte("4"))
+			// A key forgotten can be created afresh.
+			mustCAS(t, s, "s1", "a1", nil, []byte("5"), true)
+			mustGet(t, s, "a1", []byte("5"))
+		}},
+		{name: "forget_keeps_hostile_session_ids_apart", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			sessions := hostileKeys[1:] // "" means no session
+			for i, id := range sessions {
+				mustCAS(t, s, id, "k"+strconv.Itoa(i), nil, []byte(id), true)
+			}
+			for i, id := range sessions {
+				mustForget(t, s, id)
+				mustGet(t, s, "k"+strconv.Itoa(i), nil)
+				for j := i + 1; j < len(sessions); j++ {
+					mustGet(t, s, "k"+strconv.Itoa(j), []byte(sessions[j]))
+				}
+			}
+		}},
+		{name: "hostile_keys_round_trip", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			for _, k := range hostileKeys {
+				mustCAS(t, s, "s1", k, nil, []byte("value of "+k), true)
+			}
+			for _, k := range hostileKeys {
+				mustGet(t, s, k, []byte("value of "+k))
+				mustCAS(t, s, "s1", k, []byte("value of "+k), []byte("next "+k), true)
+				mustGet(t, s, k, []byte("next "+k))
+			}
+			mustForget(t, s, "s1")
+			for _, k := range hostileKeys {
+				mustGet(t, s, k, nil)
+			}
+		}},
+		{name: "zero_bytes_round_trip", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			v1 := []byte("\x00a\x00\xff\x00")
+			v2 := bytes.Repeat([]byte{0}, 4096)
+			mustCAS(t, s, "s1", "k", nil, v1, true)
+			mustGet(t, s, "k", v1)
+			mustCAS(t, s, "s1", "k", []byte("\x00a\x00\xff"), v2, false) // a prefix is not equal
+			mustCAS(t, s, "s1", "k", v1, v2, true)
+			mustGet(t, s, "k", v2)
+		}},
+		{name: "caller_slices_are_not_retained", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			v := []byte("v1")
+			mustCAS(t, s, "s1", "k", nil, v, true)
+			v[0] = 'x'
+			got := mustGet(t, s, "k", []byte("v1"))
+			got[0] = 'y'
+			mustGet(t, s, "k", []byte("v1"))
+		}},
+		{name: "concurrent_increments_lose_nothing", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+			const workers, each = 50, 20
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			for w := range workers {
+				wg.Go(func() {
+					session := "s" + strconv.Itoa(w%3)
+					for range each {
+						if err := increment(ctx, s, session, "counter"); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			mustGet(t, s, "counter", []byte(strconv.Itoa(workers*each)))
+		}},
+		{name: "idle_ttl_expires", opts: Options{IdleTTL: 300 * time.Millisecond}, run: func(t *testing.T, s Store, advance func(time.Duration)) {
+			mustCAS(t, s, "s1", "read", nil, []byte("r"), true)
+			mustCAS(t, s, "s1", "written", nil, []byte("w0"), true)
+			mustCAS(t, s, "s1", "idle", nil, []byte("i"), true)
+			advance(200 * time.Millisecond)
+			mustGet(t, s, "read", []byte("r"))
+			mustCAS(t, s, "s1", "written", []byte("w0"), []byte("w1"), true)
+			advance(200 * time.Millisecond) // 400ms after the first write
+			mustGet(t, s, "idle", nil)
+			mustGet(t, s, "read", []byte("r")) // refreshed at 200ms by the read
+			mustGet(t, s, "written", []byte("w1"))
+			advance(450 * time.Millisecond)
+			mustGet(t, s, "read", nil)
+			mustGet(t, s, "written", nil)
+			mustCAS(t, s, "s1", "idle", nil, []byte("again"), true)
+			mustGet(t, s, "idle", []byte("again"))
+		}},
+	}
+	for _, impl := range implementations {
+		t.Run(impl.name, func(t *testing.T) {
+			open := impl.setup(t)
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					s, advance := open(t, tc.opts)
+					tc.run(t, s, advance)
+				})
+			}
+		})
+	}
+}
+
+// increment adds one to the decimal counter under key, re-reading on every conflict, as
+// the gateway re-applies a transition.
+func increment(ctx context.Context, s Store, session, key string) error {
+	for {
+		old, err := s.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		n := 0
+		if old != nil {
+			if n, err = strconv.Atoi(string(old)); err != nil {
+				return fmt.Errorf("counter %q: %w", old, err)
+			}
+		}
+		ok, err := s.CompareAndSwap(ctx, session, key, old, []byte(strconv.Itoa(n+1)))
+		if err != nil || ok {
+			return err
+		}
+	}
+}
+
+func TestMemory_evictsLeastRecentlyUsed(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(Options{MaxEntries: 100})
+	for i := range 1000 {
+		mustCAS(t, m, "s"+strconv.Itoa(i%7), "k"+strconv.Itoa(i), nil, []byte{byte(i)}, true)
+		if m.Len() > 100 {
+			t.Fatalf("after %d inserts: Len() = %d, want <= 100", i+1, m.Len())
+		}
+	}
+	for i := range 1000 {
+		want := []byte(nil)
+		if i >= 900 {
+			want = []byte{byte(i)}
+		}
+		mustGet(t, m, "k"+strconv.Itoa(i), want)
+	}
+	recorded := 0
+	for _, keys := range m.sessions {
+		recorded += len(keys)
+	}
+	if recorded != 100 {
+		t.Errorf("session index holds %d keys, want the 100 stored", recorded)
+	}
+
+	// A read makes an entry recent: the next insert evicts the one after it.
+	m = NewMemory(Options{MaxEntries: 3})
+	for _, k := range []string{"a", "b", "c"} {
+		mustCAS(t, m, "s", k, nil, []byte(k), true)
+	}
+	mustGet(t, m, "a", []byte("a"))
+	mustCAS(t, m, "s", "d", nil, []byte("d"), true)
+	mustGet(t, m, "b", nil)
+	for _, k := range []string{"a", "c", "d"} {
+		mustGet(t, m, k, []byte(k))
+	}
+	if err := m.Forget(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if m.Len() != 0 || len(m.sessions) != 0 {
+		t.Errorf("after Forget: Len() = %d, sessions = %v, want both empty", m.Len(), m.sessions)
+	}
+}
+
+func TestMemory_writesSweepExpiredEntries(t *testing.T) {
+	s, advance := openMemory(t, Options{IdleTTL: time.Minute})
+	m := s.(*Memory)
+	for i := range 10 {
+		mustCAS(t, m, "s", "old"+strconv.Itoa(i), nil, []byte("v"), true)
+	}
+	advance(time.Minute)
+	mustCAS(t, m, "t", "new", nil, []byte("v"), true)
+	if m.Len() != 1 || len(m.sessions) != 1 {
+		t.Errorf("Len() = %d, sessions = %d, want 1 and 1", m.Len(), len(m.sessions))
+	}
+}
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "memory", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.(*Memory); !ok {
+		t.Errorf("Open(memory) = %T, want *Memory", s)
+	}
+	_ = s.Close()
+
+	tests := []struct {
+		name, spec, wantErr string
+	}{
+		{name: "unknown_scheme", spec: "etcd://x", wantErr: `store: unknown spec[etcd://x]: want "memory" or "redis://HOST:PORT/DB"`},
+		{name: "empty", spec: "", wantErr: `store: unknown spec[]`},
+		{name: "bad_redis_url", spec: "redis://127.0.0.1:6379/notadb", wantErr: "store[redis] url[redis://127.0.0.1:6379/notadb]: "},
+		{name: "nothing_listening", spec: "redis://:secret@127.0.0.1:1/0", wantErr: "store[redis] url[redis://:xxxxx@127.0.0.1:1/0]: ping: "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			s, err := Open(ctx, tc.spec, Options{})
+			if err == nil {
+				_ = s.Close()
+				t.Fatalf("Open(%q) succeeded, want error %q", tc.spec, tc.wantErr)
+			}
+			if !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Errorf("Open(%q) error = %q, want prefix %q", tc.spec, err, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("error leaks the password: %q", err)
+			}
+		})
+	}
+}
+
+func TestEscapeSession(t *testing.T) {
+	seen := map[string]string{}
+	for _, id := range append(hostileKeys, "a%20b", "a%2520b", "AbZ09._~-") {
+		got := escapeSession(id)
+		if prev, dup := seen[got]; dup {
+			t.Errorf("escapeSession(%q) = escapeSession(%q) = %q", id, prev, got)
+		}
+		seen[got] = id
+		if strings.ContainsFunc(got, func(r rune) bool { return !strings.ContainsRune(safeSessionChars, r) }) {
+			t.Errorf("escapeSession(%q) = %q, has characters outside [A-Za-z0-9._~%%-]", id, got)
+		}
+	}
+	if got := escapeSession("AbZ09._~-"); got != "AbZ09._~-" {
+		t.Errorf("escapeSession(unreserved) = %q, want it unchanged", got)
+	}
+}
+
+const safeSessionChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-%"
+
+func BenchmarkStore(b *testing.B) {
+	ctx := context.Background()
+	value := bytes.Repeat([]byte(`{"workflow":"w","fingerprint":"f","state":"s","seq":1}`), 2)
+	other := append(bytes.Clone(value), '!')
+	for _, impl := range implementations {
+		b.Run(impl.name, func(b *testing.B) {
+			open := impl.setup(b)
+			b.Run("Get", func(b *testing.B) {
+				s, _ := open(b, Options{})
+				mustCAS(b, s, "s", "k", nil, value, true)
+				for b.Loop() {
+					if _, err := s.Get(ctx, "k"); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("CompareAndSwap", func(b *testing.B) {
+				s, _ := open(b, Options{})
+				mustCAS(b, s, "s", "k", nil, value, true)
+				old, next := value, other
+				for b.Loop() {
+					ok, err := s.CompareAndSwap(ctx, "s", "k", old, next)
+					if err != nil || !ok {
+						b.Fatalf("CompareAndSwap = %v, %v", ok, err)
+					}
+					old, next = next, old
+				}
+			})
+		})
+	}
+}
+
+func mustGet(t testing.TB, s Store, key string, want []byte) []byte {
+	t.Helper()
+	got, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	if (got == nil) != (want == nil) || !bytes.Equal(got, want) {
+		t.Fatalf("Get(%q) = %q (nil: %v), want %q (nil: %v)", key, got, got == nil, want, want == nil)
+	}
+	return got
+}
+
+func mustCAS(t testing.TB, s Store, session, key string, old, new []byte, want bool) {
+	t.Helper()
+	got, err := s.CompareAndSwap(context.Background(), session, key, old, new)
+	if err != nil {
+		t.Fatalf("CompareAndSwap(%q, %q, %q, %q): %v", session, key, old, new, err)
+	}
+	if got != want {
+		t.Fatalf("CompareAndSwap(%q, %q, %q, %q) = %v, want %v", session, key, old, new, got, want)
+	}
+}
+
+func mustForget(t testing.TB, s Store, session string) {
+	t.Helper()
+	if err := s.Forget(context.Background(), session); err != nil {
+		t.Fatalf("Forget(%q): %v", session, err)
+	}
+}
