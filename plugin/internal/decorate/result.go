@@ -45,13 +45,13 @@ func Block(patterns []string, tool string) string {
 // object or its content is present but not an array.
 func InsertBlock(dst []byte, msg string, text string) ([]byte, bool) {
 	res := gjson.Get(msg, "result")
-	if !res.IsObject() || res.Index <= 0 {
+	if !res.IsObject() || !spliceable(msg, res, '}') {
 		return append(dst, msg...), false
 	}
 	item := appendTextItem(nil, text)
 	content := res.Get("content")
 	if content.Exists() {
-		if !content.IsArray() {
+		if !content.IsArray() || !spliceable(msg, content, ']') {
 			return append(dst, msg...), false
 		}
 		at := content.Index + 1 // just after '[' (Result.Get indexes are relative to msg)
@@ -71,6 +71,15 @@ func InsertBlock(dst []byte, msg string, text string) ([]byte, bool) {
 		dst = append(dst, ',')
 	}
 	return append(dst, msg[at:]...), true
+}
+
+// spliceable reports whether r, a container found in msg, sits at its recorded offset
+// and ends with closer, so that msg can be cut around it. It is false only for invalid
+// JSON, where gjson may report an unterminated container.
+func spliceable(msg string, r gjson.Result, closer byte) bool {
+	end := r.Index + len(r.Raw)
+	return r.Index > 0 && len(r.Raw) >= 2 && end <= len(msg) &&
+		r.Raw[len(r.Raw)-1] == closer && msg[r.Index:end] == r.Raw
 }
 
 func appendTextItem(dst []byte, text string) []byte {
@@ -106,7 +115,7 @@ func Truncate(dst []byte, msg string, limit int, protectFirst bool) ([]byte, *Tr
 		return append(dst, msg...), nil, nil
 	}
 	res := gjson.Get(msg, "result")
-	if !res.IsObject() || res.Index <= 0 {
+	if !res.IsObject() || !spliceable(msg, res, '}') {
 		return append(dst, msg...), nil, nil
 	}
 	tr := &Truncation{OriginalBytes: len(msg), LimitBytes: limit}

@@ -719,6 +719,9 @@ func FuzzTruncate(f *testing.F) {
 		built := `{"jsonrpc":"2.0","id":1,"result":{"content":[` + textItem(sampleBlock) + "," + textItem(text) + `,{"type":"text","text":` + string(mustMarshal(text)) + `}],"structuredContent":{"a":` + string(mustMarshal(text)) + `}}}`
 		checkTruncate(t, built, limit, protect)
 		if !json.Valid([]byte(msg)) {
+			// Not the documented input; it still must not panic.
+			Truncate(nil, msg, limit, protect)
+			InsertBlock(nil, msg, sampleBlock)
 			return
 		}
 		checkTruncate(t, msg, limit, protect)

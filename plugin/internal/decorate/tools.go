@@ -49,10 +49,10 @@ type ToolsStats struct {
 // without a result.tools array is appended unchanged, with ok false.
 func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byte, st ToolsStats, ok bool) {
 	tools := gjson.Get(msg, "result.tools")
-	end := tools.Index + len(tools.Raw)
-	if !tools.IsArray() || tools.Index <= 0 || end > len(msg) || msg[tools.Index:end] != tools.Raw {
+	if !tools.IsArray() || !spliceable(msg, tools, ']') {
 		return append(dst, msg...), st, false
 	}
+	end := tools.Index + len(tools.Raw)
 	// Splice element by element, keeping the original whitespace between the tools; a
 	// dropped tool takes its leading separator with it.
 	dst = append(dst, msg[:tools.Index+1]...) // through '['

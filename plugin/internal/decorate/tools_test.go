@@ -629,6 +629,7 @@ func FuzzTools(f *testing.F) {
 	f.Add(wrapTools(`{"name":"a"},{},[]`))
 	f.Fuzz(func(t *testing.T, msg string) {
 		if !json.Valid([]byte(msg)) {
+			Tools(nil, msg, randomDecide) // must not panic
 			return
 		}
 		out, _, ok := Tools(nil, msg, randomDecide)

@@ -1,0 +1,91 @@
+package filter
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// Settings are the filter's own knobs. They come from the VM configuration
+// (vm_config.configuration in Envoy), a JSON object whose members are all optional:
+//
+//	{"maxRequestBodyBytes": 1048576, "maxResponseBodyBytes": 8388608,
+//	 "maxStateKeys": 100000, "casRetries": 8}
+//
+// The plugin configuration stays the stategate configuration document, unchanged.
+type Settings struct {
+	// MaxRequestBodyBytes caps a buffered POST body; a larger tools/call, tools/list or
+	// initialize request is answered with a JSON-RPC error -32600 naming the cap.
+	MaxRequestBodyBytes int
+	// MaxResponseBodyBytes caps a buffered JSON answer and one SSE event; larger answers
+	// pass unchanged (decoration fails open).
+	MaxResponseBodyBytes int
+	// MaxStateKeys bounds the shared-data keys one VM (one Envoy worker) creates. Shared
+	// data has no delete and no TTL, so keys never shrink; at the bound, calls that would
+	// need a new key are denied with GATE_UNAVAILABLE.
+	MaxStateKeys int
+	// CASRetries bounds the re-read-and-transition rounds on compare-and-set conflicts.
+	CASRetries int
+}
+
+// DefaultSettings are the settings of an empty VM configuration.
+var DefaultSettings = Settings{
+	MaxRequestBodyBytes:  1 << 20,
+	MaxResponseBodyBytes: 8 << 20,
+	MaxStateKeys:         100000,
+	CASRetries:           8,
+}
+
+// ParseSettings reads a VM configuration. Empty means DefaultSettings; unknown members
+// and non-positive values are errors, so a typo never silently falls back to a default.
+func ParseSettings(doc []byte) (Settings, error) {
+	s := DefaultSettings
+	if len(trimSpace(doc)) == 0 {
+		return s, nil
+	}
+	if !gjson.ValidBytes(doc) {
+		return s, errors.New("vm configuration: not valid JSON")
+	}
+	root := gjson.ParseBytes(doc)
+	if !root.IsObject() {
+		return s, errors.New("vm configuration: must be a JSON object")
+	}
+	var err error
+	root.ForEach(func(k, v gjson.Result) bool {
+		var dst *int
+		switch k.Str {
+		case "maxRequestBodyBytes":
+			dst = &s.MaxRequestBodyBytes
+		case "maxResponseBodyBytes":
+			dst = &s.MaxResponseBodyBytes
+		case "maxStateKeys":
+			dst = &s.MaxStateKeys
+		case "casRetries":
+			dst = &s.CASRetries
+		default:
+			err = errors.New("vm configuration: unknown member " + strconv.Quote(k.Str))
+			return false
+		}
+		n, perr := strconv.Atoi(v.Raw)
+		if v.Type != gjson.Number || perr != nil || n <= 0 || n > 1<<30 {
+			err = errors.New("vm configuration: " + k.Str + " must be a positive integer up to 2^30")
+			return false
+		}
+		*dst = n
+		return true
+	})
+	return s, err
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
+	"sigs.k8s.io/yaml"
+)
+
+// defaultPlugin is where `make build` puts the TinyGo module.
+const defaultPlugin = "build/stategate.wasm"
+
+// loadConfig reads a JSON or YAML configuration and returns it as compact JSON.
+func loadConfig(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		return raw, nil
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("config[%s]: not JSON, and not YAML: %w", path, err)
+	}
+	return js, nil
+}
+
+// validate builds the native engine to list every configuration error before start-up.
+func validate(path string, cfg []byte) (*engine.Engine, error) {
+	eng, err := engine.New(cfg)
+	if err != nil {
+		var ee *engine.Error
+		if errors.As(err, &ee) && len(ee.Details) > 0 {
+			return nil, &exitError{code: 1, msg: fmt.Sprintf("config[%s]: %d error(s):\n  %s", path, len(ee.Details), strings.Join(ee.Details, "\n  "))}
+		}
+		return nil, fmt.Errorf("config[%s]: %w", path, err)
+	}
+	return eng, nil
+}
+
+func loadPlugin(ctx context.Context, path string, logger *slog.Logger) (*host.Runtime, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("plugin[%s]: %w (build it with `make build`)", path, err)
+	}
+	return host.New(ctx, wasm, host.Options{Interruptible: true, Logger: logger, Name: filepath.Base(path)})
+}
+
+func cmdCheck(args []string, stdout io.Writer) error {
+	if len(args) != 1 {
+		return &exitError{code: 2, msg: "usage: stategate check FILE"}
+	}
+	cfg, err := loadConfig(args[0])
+	if err != nil {
+		return err
+	}
+	res := gjson.ParseBytes(engine.CheckConfig(cfg))
+	for _, e := range res.Get("errors").Array() {
+		fmt.Fprintln(stdout, "error:   "+e.Str)
+	}
+	for _, w := range res.Get("warnings").Array() {
+		fmt.Fprintln(stdout, "warning: "+w.Str)
+	}
+	if !res.Get("valid").Bool() {
+		return &exitError{code: 1, msg: fmt.Sprintf("%s: invalid (%d error(s))", args[0], len(res.Get("errors").Array()))}
+	}
+	for _, w := range res.Get("workflows").Array() {
+		fmt.Fprintf(stdout, "workflow %s: fingerprint %s\n", w.Get("id").Str, w.Get("fingerprint").Str)
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d warning(s))\n", args[0], len(res.Get("warnings").Array()))
+	return nil
+}
+
+func cmdGraph(args []string, stdout io.Writer) error {
+	fs := newFlags("graph", io.Discard)
+	format := fs.String("format", "mermaid", "mermaid or dot")
+	var files []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return &exitError{code: 2, msg: "usage: stategate graph FILE [--format mermaid|dot]"}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) != 1 || (*format != "mermaid" && *format != "dot") {
+		return &exitError{code: 2, msg: "usage: stategate graph FILE [--format mermaid|dot]"}
+	}
+	cfg, err := loadConfig(files[0])
+	if err != nil {
+		return err
+	}
+	eng, err := validate(files[0], cfg)
+	if err != nil {
+		return err
+	}
+	c := eng.Config()
+	if len(c.Workflows) == 0 {
+		return &exitError{code: 1, msg: files[0] + ": no workflows"}
+	}
+	for _, w := range c.Workflows {
+		var b strings.Builder
+		toolsIn := func(state string) string { return strings.Join(w.ToolsIn(state), ", ") }
+		firedBy := func(event string) string {
+			var ts []string
+			for _, t := range w.Tools {
+				if t.Event == event {
+					ts = append(ts, t.Tool)
+				}
+			}
+			if len(ts) == 0 {
+				return ""
+			}
+			return " (" + strings.Join(ts, ", ") + ")"
+		}
+		if *format == "mermaid" {
+			fmt.Fprintf(&b, "---\ntitle: workflow %s (key: %s)\n---\nstateDiagram-v2\n", w.ID, keyText(w.Key == 1, w.KeyArg))
+			fmt.Fprintf(&b, "    [*] --> %s\n", w.Initial)
+			for _, s := range w.States {
+				if t := toolsIn(s.Name); t != "" {
+					fmt.Fprintf(&b, "    %s : %s\\ntools: %s\n", s.Name, s.Name, t)
+				}
+				for _, e := range s.On {
+					fmt.Fprintf(&b, "    %s --> %s : %s%s\n", s.Name, e.Target, e.Event, firedBy(e.Event))
+				}
+				if s.Final {
+					fmt.Fprintf(&b, "    %s --> [*]\n", s.Name)
+				}
+			}
+		} else {
+			fmt.Fprintf(&b, "digraph %q {\n  label=%q;\n  rankdir=LR;\n  node [shape=box, style=rounded];\n  \"__start\" [shape=point];\n  \"__start\" -> %q;\n",
+				w.ID, "workflow "+w.ID+" (key: "+keyText(w.Key == 1, w.KeyArg)+")", w.Initial)
+			for _, s := range w.States {
+				shape := ""
+				if s.Final {
+					shape = ", peripheries=2"
+				}
+				label := s.Name
+				if t := toolsIn(s.Name); t != "" {
+					label += "\\ntools: " + t
+				}
+				fmt.Fprintf(&b, "  %q [label=%q%s];\n", s.Name, label, shape)
+				for _, e := range s.On {
+					fmt.Fprintf(&b, "  %q -> %q [label=%q];\n", s.Name, e.Target, e.Event+firedBy(e.Event))
+				}
+			}
+			b.WriteString("}\n")
+		}
+		fmt.Fprint(stdout, b.String())
+	}
+	return nil
+}
+
+func keyText(argument bool, arg string) string {
+	if argument {
+		return "argument:" + arg
+	}
+	return "session"
+}
+
+func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) == 0 {
+		return &exitError{code: 2, msg: "usage: stategate call FUNC --config FILE [--plugin FILE] < input.json"}
+	}
+	fn, ok := abi.FunctionByName(args[0])
+	if !ok {
+		return &exitError{code: 2, msg: fmt.Sprintf("stategate call: unknown function %q", args[0])}
+	}
+	fs := newFlags("call", os.Stderr)
+	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
+	plugin := fs.String("plugin", defaultPlugin, "plugin module")
+	if err := fs.Parse(args[1:]); err != nil {
+		return &exitError{code: 2}
+	}
+	var cfg []byte
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = loadConfig(*cfgPath); err != nil {
+			return err
+		}
+	}
+	in, err := io.ReadAll(stdin)
+	if err != nil {
+		return err
+	}
+	rt, err := loadPlugin(ctx, *plugin, nil)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(ctx)
+	inst, err := rt.Instantiate(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	out, err := inst.Call(ctx, fn, bytes.TrimSpace(in))
+	if err != nil {
+		return err
+	}
+	stdout.Write(append(out, '\n'))
+	if gjson.GetBytes(out, "error").Exists() {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// serveOptions are the flags shared by serve and demo.
+type serveOptions struct {
+	listen, store, plugin string
+}
+
+// startGateway builds the gateway for cfg in front of upstream and serves it on listen.
+func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOptions, logger *slog.Logger) (*http.Server, net.Listener, *gateway.Gateway, func(), error) {
+	rt, err := loadPlugin(ctx, o.plugin, logger)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var gw *gateway.Gateway
+	pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2 * runtime.GOMAXPROCS(0), Timeout: 2 * time.Second,
+		Replaced: func() {
+			if gw != nil {
+				gw.Stats.PluginReplaced.Add(1)
+			}
+		}})
+	if err != nil {
+		rt.Close(ctx)
+		return nil, nil, nil, nil, err
+	}
+	st, err := store.Open(ctx, o.store, store.Options{})
+	if err != nil {
+		rt.Close(ctx)
+		return nil, nil, nil, nil, err
+	}
+	gw, err = gateway.New(gateway.Options{Upstream: upstream, Plugin: pool, Config: cfg, Store: st, Logger: logger})
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	cleanup := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		pool.Close(sctx)
+		st.Close()
+		rt.Close(sctx)
+	}
+	return srv, ln, gw, cleanup, nil
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
+	up := fs.String("upstream", "", "URL of the MCP server to front (e.g. http://127.0.0.1:3001/mcp)")
+	var o serveOptions
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&o.store, "store", "memory", "state store: memory or redis://HOST:PORT/DB")
+	fs.StringVar(&o.plugin, "plugin", defaultPlugin, "plugin module")
+	if err := fs.Parse(args); err != nil {
+		return &exitError{code: 2}
+	}
+	if *cfgPath == "" || *up == "" {
+		return &exitError{code: 2, msg: "usage: stategate serve --config FILE --upstream URL [--listen ADDR] [--store memory|redis://HOST:PORT/DB] [--plugin FILE]"}
+	}
+	upstream, err := url.Parse(*up)
+	if err != nil || (upstream.Scheme != "http" && upstream.Scheme != "https") || upstream.Host == "" {
+		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --upstream %q is not an http(s) URL", *up)}
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	eng, err := validate(*cfgPath, cfg)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	for _, w := range eng.Warnings() {
+		logger.Warn("config", "warning", w.String())
+	}
+	_, ln, _, cleanup, err := startGateway(ctx, cfg, upstream, o, logger)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	fmt.Fprintf(stdout, "stategate: serving http://%s -> %s (store %s)\n", ln.Addr(), upstream, o.store)
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,94 @@
+// Command stategate is the stategate gateway and its tools.
+//
+//	stategate serve --config FILE --upstream URL [--listen ADDR] [--store memory|redis://HOST:PORT/DB] [--plugin FILE]
+//	stategate demo [--listen ADDR] [--upstream-only] [--plugin FILE] [--no-script]
+//	stategate check FILE
+//	stategate graph FILE [--format mermaid|dot]
+//	stategate call FUNC --config FILE [--plugin FILE] < input.json
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+const usage = `stategate: a state-awareness layer for MCP gateways
+
+usage:
+  stategate serve --config FILE --upstream URL [--listen 127.0.0.1:8080] [--store memory|redis://HOST:PORT/DB] [--plugin build/stategate.wasm]
+  stategate demo  [--listen 127.0.0.1:8080] [--upstream-listen 127.0.0.1:3001] [--upstream-only] [--no-script] [--plugin FILE]
+  stategate check FILE
+  stategate graph FILE [--format mermaid|dot]
+  stategate call FUNC --config FILE [--plugin FILE] < input.json
+
+FUNC is one of decorate_tools, decorate_result, transition, check_limits, check_config.
+Configuration files are JSON or YAML.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// exitError carries an exit status.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "serve":
+		err = cmdServe(ctx, args[1:], stdout, stderr)
+	case "demo":
+		err = cmdDemo(ctx, args[1:], stdout, stderr)
+	case "check":
+		err = cmdCheck(args[1:], stdout)
+	case "graph":
+		err = cmdGraph(args[1:], stdout)
+	case "call":
+		err = cmdCall(ctx, args[1:], stdin, stdout)
+	default:
+		fmt.Fprintf(stderr, "stategate: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(stderr, ee.msg)
+			}
+			return ee.code
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "stategate: "+strings.TrimPrefix(err.Error(), "stategate: "))
+		return 1
+	}
+	return 0
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("stategate "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
