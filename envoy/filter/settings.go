@@ -11,7 +11,7 @@ import (
 // (vm_config.configuration in Envoy), a JSON object whose members are all optional:
 //
 //	{"maxRequestBodyBytes": 1048576, "maxResponseBodyBytes": 8388608,
-//	 "maxStateKeys": 100000, "casRetries": 8}
+//	 "maxStateKeys": 100000, "casRetries": 8, "holdRequestHeaders": false}
 //
 // The plugin configuration stays the stategate configuration document, unchanged.
 type Settings struct {
@@ -27,6 +27,13 @@ type Settings struct {
 	MaxStateKeys int
 	// CASRetries bounds the re-read-and-transition rounds on compare-and-set conflicts.
 	CASRetries int
+	// HoldRequestHeaders holds a POST's headers until its body has been read, so a denied
+	// tools/call never reaches the upstream at all and the per-tool timeout header can be
+	// set. It needs Envoy >= 1.35 with the filter's allow_on_headers_stop_iteration: true:
+	// without that option Envoy turns the pause into StopAllIteration, which also stops the
+	// body callbacks and stalls every POST. Off (the default), headers go on at once and a
+	// denied call's upstream request is reset before any body byte was sent.
+	HoldRequestHeaders bool
 }
 
 // DefaultSettings are the settings of an empty VM configuration.
@@ -55,6 +62,13 @@ func ParseSettings(doc []byte) (Settings, error) {
 	root.ForEach(func(k, v gjson.Result) bool {
 		var dst *int
 		switch k.Str {
+		case "holdRequestHeaders":
+			if v.Type != gjson.True && v.Type != gjson.False {
+				err = errors.New("vm configuration: holdRequestHeaders must be true or false")
+				return false
+			}
+			s.HoldRequestHeaders = v.Type == gjson.True
+			return true
 		case "maxRequestBodyBytes":
 			dst = &s.MaxRequestBodyBytes
 		case "maxResponseBodyBytes":

@@ -51,12 +51,15 @@ func (v *vmContext) OnVMStart(size int) types.OnVMStartStatus {
 	return types.OnVMStartStatusOK
 }
 
+// NewPluginContext runs before OnVMStart (proxy_on_context_create comes first), so the
+// plugin reads the settings in OnPluginStart.
 func (v *vmContext) NewPluginContext(uint32) types.PluginContext {
-	return &pluginContext{settings: v.settings}
+	return &pluginContext{vm: v}
 }
 
 type pluginContext struct {
 	types.DefaultPluginContext
+	vm       *vmContext
 	settings Settings
 	eng      *engine.Engine
 	// listChanged: the configuration has workflows, so initialize advertises
@@ -75,6 +78,7 @@ type pluginContext struct {
 // configuration document). An invalid configuration fails the plugin, so Envoy rejects the
 // listener instead of serving traffic without the gate.
 func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
+	p.settings = p.vm.settings
 	var cfg []byte
 	if size > 0 {
 		var err error

@@ -92,20 +92,32 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (l *wireLog) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w, status: 200}
 		rec := wireReq{
 			method: r.Method, accept: r.Header.Get("Accept"), session: r.Header.Get("Mcp-Session-Id"),
 			version: r.Header.Get("Mcp-Protocol-Version"), mcpMethod: r.Header.Get("Mcp-Method"),
 			mcpName: r.Header.Get("Mcp-Name"),
 		}
+		if r.Method == http.MethodGet {
+			// A GET stream lives as long as the session: log it when it starts.
+			rec.status = -1
+			l.add(rec)
+		}
+		sw := &statusWriter{ResponseWriter: w, status: 200}
 		h.ServeHTTP(sw, r)
+		if r.Method == http.MethodGet {
+			return
+		}
 		rec.status = sw.status
 		rec.contentType = w.Header().Get("Content-Type")
 		rec.respSession = w.Header().Get("Mcp-Session-Id")
-		l.mu.Lock()
-		l.reqs = append(l.reqs, rec)
-		l.mu.Unlock()
+		l.add(rec)
 	})
+}
+
+func (l *wireLog) add(r wireReq) {
+	l.mu.Lock()
+	l.reqs = append(l.reqs, r)
+	l.mu.Unlock()
 }
 
 func (l *wireLog) snapshot() []wireReq {
@@ -137,15 +149,15 @@ type fixture struct {
 	url string
 	log *wireLog
 
-	slowMu  sync.Mutex
-	slowEnd []error
-	slowCh  chan error
+	slowStarted chan struct{}
+	slowCh      chan error
 }
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
 	srv, st := newServer(opts)
-	f := &fixture{st: st, log: &wireLog{}, slowCh: make(chan error, 16)}
+	f := &fixture{st: st, log: &wireLog{}, slowCh: make(chan error, 16), slowStarted: make(chan struct{}, 16)}
+	st.slowStart = func() { f.slowStarted <- struct{}{} }
 	st.slowDone = func(err error) { f.slowCh <- err }
 	hs := httptest.NewServer(f.log.wrap(handlerFor(srv, opts)))
 	t.Cleanup(hs.Close)
@@ -188,10 +200,11 @@ func text(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
-// ok calls a tool, requires success, and decodes its structuredContent into out.
-func ok(t *testing.T, cs *mcp.ClientSession, name string, args, out any) {
+// get calls a tool, requires success with text content, and decodes its structuredContent.
+func get[T any](t *testing.T, cs *mcp.ClientSession, name string, args any) T {
 	t.Helper()
 	res := call(t, cs, name, args)
+	var out T
 	if res.IsError {
 		t.Fatalf("%s(%v): isError: %s", name, args, text(res))
 	}
@@ -205,9 +218,16 @@ func ok(t *testing.T, cs *mcp.ClientSession, name string, args, out any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
+	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("%s: decoding %s: %v", name, raw, err)
 	}
+	return out
+}
+
+// ok is get into *out (replacing its whole value).
+func ok[T any](t *testing.T, cs *mcp.ClientSession, name string, args any, out *T) {
+	t.Helper()
+	*out = get[T](t, cs, name, args)
 }
 
 // fails calls a tool and requires an isError result whose text contains want.
@@ -473,23 +493,30 @@ func testCancel(t *testing.T, m mode) {
 	opts.SlowDelay = time.Minute
 	f := newFixture(t, opts)
 	cs := connect(t, f.url, m.version)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now()
+	go func() {
+		select {
+		case <-f.slowStarted:
+			cancel()
+		case <-time.After(10 * time.Second):
+		}
+	}()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow.wait"})
-	if err == nil {
-		t.Fatal("slow.wait: want an error from the cancelled call")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("slow.wait: want the cancelled call's error, got %v", err)
 	}
 	select {
 	case err := <-f.slowCh:
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("slow.wait ended with %v", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("slow.wait kept sleeping after the client cancelled")
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("took %v", d)
+	// The session is still usable.
+	if res := call(t, cs, "users.get", map[string]any{"id": "u2"}); res.IsError {
+		t.Fatalf("after cancel: %s", text(res))
 	}
 }
 
@@ -500,43 +527,108 @@ func testWire(t *testing.T, m mode, f *fixture) {
 		t.Logf("%s accept=%q session=%q version=%q mcp-method=%q mcp-name=%q -> %d %q session=%q",
 			r.method, r.accept, r.session, r.version, r.mcpMethod, r.mcpName, r.status, r.contentType, r.respSession)
 	}
-	var sawGET, sawCall bool
+	modern := m.wantVersion >= "2026-07-28"
+	wantType := "text/event-stream"
+	if m.opts.JSONResponse {
+		wantType = "application/json"
+	}
+	var gets, calls int
 	for _, r := range reqs {
 		switch r.method {
 		case http.MethodGet:
-			sawGET = true
+			gets++
+			if r.accept != "text/event-stream" || m.wantSession && r.session == "" {
+				t.Errorf("GET stream: %+v", r)
+			}
 		case http.MethodPost:
 			if r.accept != "application/json, text/event-stream" {
 				t.Errorf("POST Accept %q", r.accept)
 			}
-			if r.status != 200 || r.mcpMethod != "tools/call" && r.version != m.wantVersion {
+			if r.mcpMethod == "server/discover" || r.version == "" { // the handshake
 				continue
 			}
-			if r.version == m.wantVersion && r.mcpName == "cart.view" || r.version == m.wantVersion && r.version < "2026-07-28" {
-				sawCall = true
+			if r.version != m.wantVersion {
+				t.Errorf("POST at version %q, want %q: %+v", r.version, m.wantVersion, r)
 			}
-			want := "text/event-stream"
-			if m.opts.JSONResponse {
-				want = "application/json"
+			if m.wantSession != (r.session != "") || r.respSession != "" {
+				t.Errorf("session header: %+v", r)
 			}
-			if r.contentType != want && r.contentType != "" {
-				t.Errorf("response content type %q, want %q", r.contentType, want)
+			if modern != (r.mcpMethod != "") {
+				t.Errorf("Mcp-Method header: %+v", r)
 			}
-			if m.wantSession && r.version == m.wantVersion && r.session == "" && r.respSession == "" {
-				t.Errorf("POST without a session id")
+			if r.status == http.StatusAccepted { // a notification
+				continue
 			}
-			if !m.wantSession && (r.session != "" || r.respSession != "") {
-				t.Errorf("session id in stateless mode: %+v", r)
+			calls++
+			if r.status != http.StatusOK || r.contentType != wantType {
+				t.Errorf("response %d %q, want 200 %q", r.status, r.contentType, wantType)
 			}
-			if m.wantVersion >= "2026-07-28" && r.mcpMethod == "" {
-				t.Errorf("2026-07-28 POST without Mcp-Method: %+v", r)
+			if modern && r.mcpMethod == "tools/call" && r.mcpName == "" {
+				t.Errorf("tools/call without Mcp-Name: %+v", r)
 			}
 		}
 	}
-	if !sawCall {
-		t.Error("no successful call seen at the negotiated version")
+	if calls < len(allTools) {
+		t.Errorf("only %d calls logged", calls)
 	}
-	if sawGET != m.wantSession {
-		t.Errorf("standalone GET stream opened: %v, want %v", sawGET, m.wantSession)
+	// The SDK client opens the standalone GET stream in the session era (a stateless server
+	// answers it 405) and never in the 2026-07-28 era.
+	if want := !modern; (gets == 1) != want || gets > 1 {
+		t.Errorf("%d GET streams, want one: %v", gets, want)
+	}
+}
+
+// TestSessionEnd checks that the SDK client ends a session with DELETE and the server
+// forgets it (404 afterwards).
+func TestSessionEnd(t *testing.T) {
+	f := newFixture(t, Options{})
+	cs := connect(t, f.url, "")
+	id := cs.ID()
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var deleted bool
+	for _, r := range f.log.snapshot() {
+		if r.method == http.MethodDelete && r.session == id && r.status < 300 {
+			deleted = true
+		}
+	}
+	if !deleted {
+		t.Fatalf("no DELETE of session %q: %+v", id, f.log.snapshot())
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("request on an ended session: %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestHandlerPublic exercises the exported constructors the CLI uses.
+func TestHandlerPublic(t *testing.T) {
+	hs := httptest.NewServer(Handler(Options{JSONResponse: true}))
+	defer hs.Close()
+	cs := connect(t, hs.URL+"/any/path", "")
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(res.Tools) != len(allTools) {
+		t.Fatalf("tools/list: %v, %d tools", err, len(res.Tools))
+	}
+	start := time.Now()
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow.wait"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < DefaultSlowDelay {
+		t.Fatalf("slow.wait with the default delay took %v", d)
+	}
+	if NewServer(Options{}) == NewServer(Options{}) {
+		t.Fatal("NewServer returned a shared server")
 	}
 }

@@ -146,9 +146,10 @@ type store struct {
 	nextSprint   int
 	nextOrder    int
 
-	// slowDone, when set (by tests), is told how each slow.wait ended: nil when it slept
-	// the full delay, the context's error otherwise.
-	slowDone func(error)
+	// slowStart and slowDone, when set (by tests), are told when each slow.wait starts and
+	// how it ended: nil when it slept the full delay, the context's error otherwise.
+	slowStart func()
+	slowDone  func(error)
 }
 
 func newStore(opts Options) *store {
@@ -541,6 +542,9 @@ func (s *store) bulkImport(_ context.Context, _ *mcp.CallToolRequest, in bulkImp
 
 func (s *store) slowWait(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, slowOut, error) {
 	start := time.Now()
+	if s.slowStart != nil {
+		s.slowStart()
+	}
 	t := time.NewTimer(s.slowDelay)
 	defer t.Stop()
 	var err error

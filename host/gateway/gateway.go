@@ -242,6 +242,11 @@ func (g *Gateway) upstreamRequest(ctx context.Context, c *call) (*http.Request, 
 		return nil, err
 	}
 	copyHeaders(req.Header, c.r.Header)
+	if !acceptsSSE(c.r) {
+		// A client that takes only JSON still gets an answer from servers that insist on
+		// both: an SSE answer is collapsed to its response (see collapseSSE).
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	}
 	req.ContentLength = int64(len(c.body))
 	if host, _, err := net.SplitHostPort(c.r.RemoteAddr); err == nil {
 		req.Header.Set("X-Forwarded-For", host)
@@ -284,6 +289,8 @@ func (g *Gateway) forwardCtx(ctx context.Context, w http.ResponseWriter, c *call
 	case resp.StatusCode != http.StatusOK:
 		w.WriteHeader(resp.StatusCode)
 		io.Copy(w, resp.Body)
+	case strings.HasPrefix(ct, "text/event-stream") && !acceptsSSE(c.r):
+		g.collapseSSE(ctx, w, c, resp, rw, onTimeout)
 	case strings.HasPrefix(ct, "text/event-stream"):
 		g.forwardSSE(ctx, w, c, resp, rw, onTimeout)
 	case strings.HasPrefix(ct, "application/json"):
@@ -382,6 +389,44 @@ func (g *Gateway) forwardSSE(ctx context.Context, w http.ResponseWriter, c *call
 		}
 		w.Write(ev.raw)
 		flush()
+	}
+}
+
+// collapseSSE answers a client that accepts only JSON from an SSE answer: the response to
+// c becomes the JSON body; every other message goes to the session's GET stream.
+func (g *Gateway) collapseSSE(ctx context.Context, w http.ResponseWriter, c *call, resp *http.Response, rw rewriter, onTimeout []byte) {
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", "application/json")
+	rd := newSSEReader(resp.Body)
+	want := idRaw(c.id)
+	for {
+		ev, err := rd.next()
+		if err != nil {
+			if onTimeout != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.r.Context().Err() == nil {
+				g.Stats.Timeouts.Add(1)
+				g.writeResult(w, c, onTimeout)
+				return
+			}
+			g.fault(FaultUpstream, fmt.Errorf("sse answer ended without a response: %w", err))
+			writeRPCError(w, http.StatusBadGateway, want, -32603, "upstream ended its answer without a response")
+			return
+		}
+		if len(ev.data) == 0 {
+			continue
+		}
+		if !isResponseTo(ev.data, want) {
+			g.streams.send(c.session, [][]byte{append([]byte(nil), ev.data...)})
+			continue
+		}
+		out, before := rw(ctx, c, ev.data)
+		if len(before) > 0 {
+			g.streams.send(c.session, before)
+		}
+		h.Set("Content-Length", strconv.Itoa(len(out)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(out)
+		return
 	}
 }
 
@@ -551,6 +596,3 @@ func (k *knownTools) forget(session string) {
 	delete(k.names, session)
 }
 
-func init() {
-	_ = fmt.Sprint
-}

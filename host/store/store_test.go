@@ -13,8 +13,14 @@ import (
 	"github.com/stategate/stategate/host/store/storetest"
 )
 
-// opener gives a fresh, empty store and a function that makes d pass for it.
-type opener func(t testing.TB, opts Options) (s Store, advance func(d time.Duration))
+// opener gives a fresh, empty store and the clock its TTLs run on.
+type opener func(t testing.TB, opts Options) (Store, clock)
+
+// clock is the time a store sees: real time for Redis, a fake clock for Memory.
+type clock interface {
+	Now() time.Time
+	Advance(d time.Duration) // lets at least d pass
+}
 
 // implementations are the stores the contract suite runs against. setup prepares a
 // backend for the life of t (a test or benchmark and its subtests).
@@ -25,7 +31,7 @@ var implementations = []struct {
 	{name: "memory", setup: func(testing.TB) opener { return openMemory }},
 	{name: "redis", setup: func(t testing.TB) opener {
 		url := storetest.Redis(t)
-		return func(t testing.TB, opts Options) (Store, func(time.Duration)) {
+		return func(t testing.TB, opts Options) (Store, clock) {
 			r, err := NewRedis(context.Background(), url, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -34,18 +40,30 @@ var implementations = []struct {
 			if err := r.client.FlushDB(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			return r, time.Sleep
+			return r, realClock{}
 		}
 	}},
 }
 
-// openMemory gives a Memory store on a fake clock that only advance moves.
-func openMemory(_ testing.TB, opts Options) (Store, func(time.Duration)) {
+type realClock struct{}
+
+func (realClock) Now() time.Time          { return time.Now() }
+func (realClock) Advance(d time.Duration) { time.Sleep(d) }
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
+
+// openMemory gives a Memory store on a fake clock.
+func openMemory(_ testing.TB, opts Options) (Store, clock) {
 	m := NewMemory(opts)
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	return m, func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	c := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m.now = c.Now
+	return m, c
 }
 
 // hostileKeys are keys and session ids that break naive escaping, globbing, hash tags or
@@ -61,42 +79,42 @@ func TestStore(t *testing.T) {
 	tests := []struct {
 		name string
 		opts Options
-		run  func(t *testing.T, s Store, advance func(time.Duration))
+		run  func(t *testing.T, s Store, c clock)
 	}{
-		{name: "get_absent_is_nil", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "get_absent_is_nil", run: func(t *testing.T, s Store, _ clock) {
 			mustGet(t, s, "missing", nil)
 		}},
-		{name: "create_succeeds_once", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "create_succeeds_once", run: func(t *testing.T, s Store, _ clock) {
 			mustCAS(t, s, "s1", "k", nil, []byte("v1"), true)
 			mustCAS(t, s, "s1", "k", nil, []byte("v2"), false)
 			mustGet(t, s, "k", []byte("v1"))
 		}},
-		{name: "wrong_old_fails_and_keeps_value", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "wrong_old_fails_and_keeps_value", run: func(t *testing.T, s Store, _ clock) {
 			mustCAS(t, s, "s1", "k", nil, []byte("v1"), true)
 			mustCAS(t, s, "s1", "k", []byte("v0"), []byte("v2"), false)
 			mustCAS(t, s, "s1", "k", []byte{}, []byte("v2"), false)
 			mustGet(t, s, "k", []byte("v1"))
 		}},
-		{name: "old_of_absent_key_fails", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "old_of_absent_key_fails", run: func(t *testing.T, s Store, _ clock) {
 			mustCAS(t, s, "s1", "k", []byte("v0"), []byte("v1"), false)
 			mustCAS(t, s, "s1", "k", []byte{}, []byte("v1"), false)
 			mustGet(t, s, "k", nil)
 		}},
-		{name: "right_old_swaps", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "right_old_swaps", run: func(t *testing.T, s Store, _ clock) {
 			mustCAS(t, s, "s1", "k", nil, []byte("v1"), true)
 			mustCAS(t, s, "s1", "k", []byte("v1"), []byte("v2"), true)
 			mustGet(t, s, "k", []byte("v2"))
 			mustCAS(t, s, "", "k", []byte("v2"), []byte("v3"), true)
 			mustGet(t, s, "k", []byte("v3"))
 		}},
-		{name: "empty_value_is_present", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "empty_value_is_present", run: func(t *testing.T, s Store, _ clock) {
 			mustCAS(t, s, "s1", "k", nil, []byte{}, true)
 			mustGet(t, s, "k", []byte{})
 			mustCAS(t, s, "s1", "k", nil, []byte("v"), false)
 			mustCAS(t, s, "s1", "k", []byte{}, []byte("v"), true)
 			mustGet(t, s, "k", []byte("v"))
 		}},
-		{name: "forget_frees_only_that_session", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "forget_frees_only_that_session", run: func(t *testing.T, s Store, _ clock) {
 			mustCAS(t, s, "s1", "a1", nil, []byte("1"), true)
 			mustCAS(t, s, "s1", "a2", nil, []byte("2"), true)
 			mustCAS(t, s, "s2", "b1", nil, []byte("3"), true)
@@ -115,7 +133,7 @@ func TestStore(t *testing.T) {
 			mustCAS(t, s, "s1", "a1", nil, []byte("5"), true)
 			mustGet(t, s, "a1", []byte("5"))
 		}},
-		{name: "forget_keeps_hostile_session_ids_apart", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "forget_keeps_hostile_session_ids_apart", run: func(t *testing.T, s Store, _ clock) {
 			sessions := hostileKeys[1:] // "" means no session
 			for i, id := range sessions {
 				mustCAS(t, s, id, "k"+strconv.Itoa(i), nil, []byte(id), true)
@@ -128,7 +146,7 @@ func TestStore(t *testing.T) {
 				}
 			}
 		}},
-		{name: "hostile_keys_round_trip", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "hostile_keys_round_trip", run: func(t *testing.T, s Store, _ clock) {
 			for _, k := range hostileKeys {
 				mustCAS(t, s, "s1", k, nil, []byte("value of "+k), true)
 			}
@@ -142,7 +160,7 @@ func TestStore(t *testing.T) {
 				mustGet(t, s, k, nil)
 			}
 		}},
-		{name: "zero_bytes_round_trip", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "zero_bytes_round_trip", run: func(t *testing.T, s Store, _ clock) {
 			v1 := []byte("\x00a\x00\xff\x00")
 			v2 := bytes.Repeat([]byte{0}, 4096)
 			mustCAS(t, s, "s1", "k", nil, v1, true)
@@ -151,7 +169,7 @@ func TestStore(t *testing.T) {
 			mustCAS(t, s, "s1", "k", v1, v2, true)
 			mustGet(t, s, "k", v2)
 		}},
-		{name: "caller_slices_are_not_retained", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "caller_slices_are_not_retained", run: func(t *testing.T, s Store, _ clock) {
 			v := []byte("v1")
 			mustCAS(t, s, "s1", "k", nil, v, true)
 			v[0] = 'x'
@@ -159,7 +177,7 @@ func TestStore(t *testing.T) {
 			got[0] = 'y'
 			mustGet(t, s, "k", []byte("v1"))
 		}},
-		{name: "concurrent_increments_lose_nothing", run: func(t *testing.T, s Store, _ func(time.Duration)) {
+		{name: "concurrent_increments_lose_nothing", run: func(t *testing.T, s Store, _ clock) {
 			const workers, each = 50, 20
 			var wg sync.WaitGroup
 			errs := make(chan error, workers)
@@ -181,22 +199,16 @@ func TestStore(t *testing.T) {
 			}
 			mustGet(t, s, "counter", []byte(strconv.Itoa(workers*each)))
 		}},
-		{name: "idle_ttl_expires", opts: Options{IdleTTL: 300 * time.Millisecond}, run: func(t *testing.T, s Store, advance func(time.Duration)) {
-			mustCAS(t, s, "s1", "read", nil, []byte("r"), true)
-			mustCAS(t, s, "s1", "written", nil, []byte("w0"), true)
-			mustCAS(t, s, "s1", "idle", nil, []byte("i"), true)
-			advance(200 * time.Millisecond)
-			mustGet(t, s, "read", []byte("r"))
-			mustCAS(t, s, "s1", "written", []byte("w0"), []byte("w1"), true)
-			advance(200 * time.Millisecond) // 400ms after the first write
-			mustGet(t, s, "idle", nil)
-			mustGet(t, s, "read", []byte("r")) // refreshed at 200ms by the read
-			mustGet(t, s, "written", []byte("w1"))
-			advance(450 * time.Millisecond)
-			mustGet(t, s, "read", nil)
-			mustGet(t, s, "written", nil)
-			mustCAS(t, s, "s1", "idle", nil, []byte("again"), true)
-			mustGet(t, s, "idle", []byte("again"))
+		{name: "idle_ttl_expires", opts: Options{IdleTTL: ttl}, run: func(t *testing.T, s Store, c clock) {
+			// On real time a "still there" check only holds when the scheduler let less than
+			// the TTL pass; a late attempt is retried. "Gone" checks always hold.
+			for attempt := range 5 {
+				if idleTTLExpires(t, s, c, strconv.Itoa(attempt)+"/") {
+					return
+				}
+				t.Logf("attempt %d: too late to check a refreshed key; retrying", attempt)
+			}
+			t.Skip("scheduler delays exceeded the TTL in every attempt; the refresh was not checked")
 		}},
 	}
 	for _, impl := range implementations {
@@ -204,12 +216,66 @@ func TestStore(t *testing.T) {
 			open := impl.setup(t)
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
-					s, advance := open(t, tc.opts)
-					tc.run(t, s, advance)
+					s, c := open(t, tc.opts)
+					tc.run(t, s, c)
 				})
 			}
 		})
 	}
+}
+
+const ttl = 500 * time.Millisecond
+
+// idleTTLExpires checks that keys live for the TTL after their last read or write, and
+// no longer. It returns false when c ran so late that a live key could have expired.
+func idleTTLExpires(t *testing.T, s Store, c clock, p string) bool {
+	start := c.Now()
+	mustCAS(t, s, "s1", p+"read", nil, []byte("r"), true)
+	mustCAS(t, s, "s1", p+"written", nil, []byte("w0"), true)
+	mustCAS(t, s, "s1", p+"idle", nil, []byte("i"), true)
+	c.Advance(ttl * 3 / 5)
+	refreshed := c.Now() // before the read and the write that refresh
+	if !present(t, s, c, p+"read", []byte("r"), start) {
+		return false
+	}
+	ok, err := s.CompareAndSwap(context.Background(), "s1", p+"written", []byte("w0"), []byte("w1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		if c.Now().Sub(start) < ttl {
+			t.Fatalf("CompareAndSwap(%q) within the TTL failed", p+"written")
+		}
+		return false
+	}
+	c.Advance(ttl * 3 / 5) // 6/5 TTL after the writes, 3/5 after the refreshes
+	mustGet(t, s, p+"idle", nil)
+	if !present(t, s, c, p+"read", []byte("r"), refreshed) || !present(t, s, c, p+"written", []byte("w1"), refreshed) {
+		return false
+	}
+	c.Advance(ttl * 6 / 5)
+	mustGet(t, s, p+"read", nil)
+	mustGet(t, s, p+"written", nil)
+	mustCAS(t, s, "s1", p+"idle", nil, []byte("again"), true)
+	mustGet(t, s, p+"idle", []byte("again"))
+	return true
+}
+
+// present checks that key holds want, last touched no earlier than since; it returns
+// false, instead of failing, when key is gone but c says the TTL may have passed.
+func present(t *testing.T, s Store, c clock, key string, want []byte, since time.Time) bool {
+	t.Helper()
+	got, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == nil && c.Now().Sub(since) >= ttl {
+		return false
+	}
+	if !bytes.Equal(got, want) || got == nil {
+		t.Fatalf("Get(%q) = %q, want %q", key, got, want)
+	}
+	return true
 }
 
 // increment adds one to the decimal counter under key, re-reading on every conflict, as
@@ -277,12 +343,12 @@ func TestMemory_evictsLeastRecentlyUsed(t *testing.T) {
 }
 
 func TestMemory_writesSweepExpiredEntries(t *testing.T) {
-	s, advance := openMemory(t, Options{IdleTTL: time.Minute})
+	s, c := openMemory(t, Options{IdleTTL: time.Minute})
 	m := s.(*Memory)
 	for i := range 10 {
 		mustCAS(t, m, "s", "old"+strconv.Itoa(i), nil, []byte("v"), true)
 	}
-	advance(time.Minute)
+	c.Advance(time.Minute)
 	mustCAS(t, m, "t", "new", nil, []byte("v"), true)
 	if m.Len() != 1 || len(m.sessions) != 1 {
 		t.Errorf("Len() = %d, sessions = %d, want 1 and 1", m.Len(), len(m.sessions))

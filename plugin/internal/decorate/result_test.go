@@ -96,6 +96,18 @@ func TestInsertBlock(t *testing.T) {
 			want: `{"id":1,"error":{"code":-32603,"message":"x"}}`,
 		},
 		{
+			name: "unterminated result (invalid JSON) is not spliced",
+			msg:  `{"result":{`,
+			text: sampleBlock,
+			want: `{"result":{`,
+		},
+		{
+			name: "unterminated content (invalid JSON) is not spliced",
+			msg:  `{"result":{"content":[`,
+			text: sampleBlock,
+			want: `{"result":{"content":[`,
+		},
+		{
 			name: "result that is not an object",
 			msg:  `{"id":1,"result":[]}`,
 			text: sampleBlock,
@@ -115,7 +127,7 @@ func TestInsertBlock(t *testing.T) {
 			if ok != tt.wantOK {
 				t.Errorf("ok = %v, want %v", ok, tt.wantOK)
 			}
-			if !json.Valid([]byte(got)) {
+			if json.Valid([]byte(tt.msg)) && !json.Valid([]byte(got)) {
 				t.Errorf("not valid JSON: %s", got)
 			}
 			if ok {

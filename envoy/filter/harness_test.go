@@ -1,0 +1,260 @@
+package filter
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
+	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/proxytest"
+	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/tidwall/gjson"
+)
+
+// The artifact users deploy, built by `make build.envoy`.
+var wasmPath = filepath.Join("..", "..", "build", "stategate-envoy.wasm")
+
+var sampleConfig = mustRead(filepath.Join("..", "..", "abi", "testdata", "config", "sample.json"))
+
+func mustRead(path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// requireAll makes a missing artifact a failure instead of a skip (CI sets it).
+func requireAll() bool { return os.Getenv("STATEGATE_REQUIRE_ALL") == "1" }
+
+var (
+	wasmOnce sync.Once
+	wasmVM   types.VMContext
+	wasmErr  error
+)
+
+// wasmVMContext runs the built filter on wazero through proxytest. One instance serves
+// every test: the host state (headers, bodies, shared data, metrics) lives in each
+// emulator, and the filter resets its own state in OnVMStart and OnPluginStart.
+func wasmVMContext(tb testing.TB) types.VMContext {
+	tb.Helper()
+	wasmOnce.Do(func() {
+		var b []byte
+		if b, wasmErr = os.ReadFile(wasmPath); wasmErr == nil {
+			wasmVM, wasmErr = proxytest.NewWasmVMContext(b)
+		}
+	})
+	if wasmErr != nil {
+		if os.IsNotExist(wasmErr) && !requireAll() {
+			tb.Skipf("%s is missing: run `make build.envoy` (STATEGATE_REQUIRE_ALL=1 makes this a failure)", wasmPath)
+		}
+		tb.Fatalf("loading %s: %v", wasmPath, wasmErr)
+	}
+	return wasmVM
+}
+
+// runner is one way of running the filter: native Go, or the built .wasm.
+type runner struct {
+	name string
+	vm   func(testing.TB) types.VMContext
+}
+
+var runners = []runner{
+	{"native", func(testing.TB) types.VMContext { return NewVMContext() }},
+	{"wasm", wasmVMContext},
+}
+
+// env is one Envoy worker as proxytest emulates it: a VM with the filter configured.
+type env struct {
+	t    *testing.T
+	host proxytest.HostEmulator
+}
+
+func newEnv(t *testing.T, vm types.VMContext, config, vmConfig []byte) *env {
+	t.Helper()
+	opt := proxytest.NewEmulatorOption().WithVMContext(vm).WithPluginConfiguration(config)
+	if vmConfig != nil {
+		opt = opt.WithVMConfiguration(vmConfig)
+	}
+	host, reset := proxytest.NewHostEmulator(opt)
+	t.Cleanup(reset)
+	if host.StartVM() != types.OnVMStartStatusOK {
+		t.Fatalf("StartVM failed: %v", host.GetCriticalLogs())
+	}
+	if host.StartPlugin() != types.OnPluginStartStatusOK {
+		t.Fatalf("StartPlugin failed: %v", host.GetCriticalLogs())
+	}
+	return &env{t: t, host: host}
+}
+
+// exchange is one HTTP request through the filter and, when the upstream is called, its
+// response. Bodies are lists of chunks: one body callback each.
+type exchange struct {
+	method      string
+	headers     [][2]string // besides :method, :path
+	body        []string
+	respHeaders [][2]string // nil: no response (e.g. denied locally)
+	respBody    []string
+}
+
+// outcome is what the filter did.
+type outcome struct {
+	local          *proxytest.LocalHttpResponse // answered locally
+	upstreamCalled bool
+	reqActions     []types.Action
+	reqHeaders     [][2]string // as forwarded
+	reqBody        string      // as forwarded (the last continued buffer)
+	respActions    []types.Action
+	respHeaders    [][2]string // as sent downstream
+	respBody       string      // every continued chunk, concatenated
+}
+
+func (e *env) do(x exchange) outcome {
+	e.t.Helper()
+	h := e.host
+	id := h.InitializeHttpContext()
+	defer h.CompleteHttpContext(id)
+	method := x.method
+	if method == "" {
+		method = "POST"
+	}
+	hdrs := append([][2]string{{":method", method}, {":path", "/mcp"}, {":authority", "mcp.example"}}, x.headers...)
+	var o outcome
+	act := h.CallOnRequestHeaders(id, hdrs, len(x.body) == 0)
+	o.reqActions = append(o.reqActions, act)
+	for i, c := range x.body {
+		act = h.CallOnRequestBody(id, []byte(c), i == len(x.body)-1)
+		o.reqActions = append(o.reqActions, act)
+	}
+	if o.local = h.GetSentLocalResponse(id); o.local != nil {
+		return o
+	}
+	o.upstreamCalled = act == types.ActionContinue
+	o.reqHeaders = h.GetCurrentRequestHeaders(id)
+	o.reqBody = string(h.GetCurrentRequestBody(id))
+	if !o.upstreamCalled || x.respHeaders == nil {
+		return o
+	}
+	act = h.CallOnResponseHeaders(id, x.respHeaders, len(x.respBody) == 0)
+	o.respActions = append(o.respActions, act)
+	o.respHeaders = h.GetCurrentResponseHeaders(id)
+	for i, c := range x.respBody {
+		act = h.CallOnResponseBody(id, []byte(c), i == len(x.respBody)-1)
+		o.respActions = append(o.respActions, act)
+		if act == types.ActionContinue {
+			o.respBody += string(h.GetCurrentResponseBody(id))
+		}
+	}
+	return o
+}
+
+// sharedData reads the emulated host's shared data (the test runs on the host side in
+// both modes).
+func sharedData(t *testing.T, key string) (string, bool) {
+	t.Helper()
+	v, _, err := proxywasm.GetSharedData(key)
+	if err != nil {
+		return "", false
+	}
+	return string(v), true
+}
+
+func counter(t *testing.T, e *env, name string) uint64 {
+	t.Helper()
+	v, err := e.host.GetCounterMetric(name)
+	if err != nil {
+		t.Fatalf("metric %s: %v", name, err)
+	}
+	return v
+}
+
+func header(hdrs [][2]string, name string) (string, bool) {
+	for _, h := range hdrs {
+		if strings.EqualFold(h[0], name) {
+			return h[1], true
+		}
+	}
+	return "", false
+}
+
+// Request and response builders.
+
+func rpc(id int, method, params string) string {
+	s := `{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"` + method + `"`
+	if params != "" {
+		s += `,"params":` + params
+	}
+	return s + "}"
+}
+
+func call(id int, tool, args string) string {
+	p := `{"name":"` + tool + `"`
+	if args != "" {
+		p += `,"arguments":` + args
+	}
+	return rpc(id, "tools/call", p+"}")
+}
+
+func session(id string) [][2]string {
+	return [][2]string{{"content-type", "application/json"}, {"accept", "application/json, text/event-stream"},
+		{"mcp-session-id", id}, {"mcp-protocol-version", "2025-06-18"}, {"accept-encoding", "gzip"}}
+}
+
+var jsonResp = [][2]string{{":status", "200"}, {"content-type", "application/json"}, {"content-length", "999"}}
+var sseResp = [][2]string{{":status", "200"}, {"content-type", "text/event-stream"}}
+
+func okResult(id int, text string) string {
+	return `{"jsonrpc":"2.0","id":` + itoa(id) + `,"result":{"content":[{"type":"text","text":"` + text + `"}]}}`
+}
+
+func itoa(n int) string {
+	return string(appendInt(nil, n))
+}
+
+func appendInt(dst []byte, n int) []byte {
+	if n < 0 {
+		dst = append(dst, '-')
+		n = -n
+	}
+	if n >= 10 {
+		dst = appendInt(dst, n/10)
+	}
+	return append(dst, byte('0'+n%10))
+}
+
+const toolsListResult = `{"jsonrpc":"2.0","id":1,"result":{"tools":[` +
+	`{"name":"cart.view","description":"Show the cart","inputSchema":{"type":"object"}},` +
+	`{"name":"cart.add_item","description":"Add an item","inputSchema":{"type":"object"}},` +
+	`{"name":"cart.checkout","description":"Start checkout","inputSchema":{"type":"object"}},` +
+	`{"name":"cart.pay","description":"Pay","inputSchema":{"type":"object"}},` +
+	`{"name":"countries.list","description":"List countries","inputSchema":{"type":"object"}}],"nextCursor":"c2"}}`
+
+// toolNames returns the tool names of a tools/list response.
+func toolNames(msg string) []string {
+	var out []string
+	for _, t := range gjson.Get(msg, "result.tools").Array() {
+		out = append(out, t.Get("name").Str)
+	}
+	return out
+}
+
+// sseMessages returns the data of each SSE event of body, in order.
+func sseMessages(t *testing.T, body string) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n\n") {
+		if strings.TrimSpace(ev) == "" {
+			continue
+		}
+		var data []string
+		for _, line := range strings.Split(ev, "\n") {
+			if v, ok := strings.CutPrefix(line, "data:"); ok {
+				data = append(data, strings.TrimPrefix(v, " "))
+			}
+		}
+		out = append(out, strings.Join(data, "\n"))
+	}
+	return out
+}

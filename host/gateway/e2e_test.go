@@ -1,0 +1,662 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/store/storetest"
+)
+
+// End-to-end tests: the official MCP Go SDK as client and as upstream server, the built
+// TinyGo plugin on the project's host, through the gateway, in both protocol eras and
+// both response modes.
+
+const (
+	sessionEra   = "2025-11-25"
+	statelessEra = "2026-07-28"
+)
+
+var (
+	runtimeOnce sync.Once
+	sharedRT    *host.Runtime
+	rtErr       error
+)
+
+func pluginRuntime(t testing.TB) *host.Runtime {
+	t.Helper()
+	runtimeOnce.Do(func() {
+		wasm, err := os.ReadFile("../../build/stategate.wasm")
+		if err != nil {
+			rtErr = err
+			return
+		}
+		sharedRT, rtErr = host.New(context.Background(), wasm, host.Options{Interruptible: true})
+	})
+	if rtErr != nil {
+		if os.Getenv("STATEGATE_REQUIRE_ALL") == "1" {
+			t.Fatalf("plugin: %v (run make build)", rtErr)
+		}
+		t.Skipf("plugin: %v (run make build)", rtErr)
+	}
+	return sharedRT
+}
+
+// upstreamCounter counts tools/call requests per tool name reaching the upstream.
+type upstreamCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (u *upstreamCounter) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string `json:"method"`
+				Params struct {
+					Name string `json:"name"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+				u.mu.Lock()
+				u.calls[msg.Params.Name]++
+				u.mu.Unlock()
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (u *upstreamCounter) count(tool string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.calls[tool]
+}
+
+type env struct {
+	gw       *gateway.Gateway
+	url      string
+	store    store.Store
+	upstream *upstreamCounter
+}
+
+type envOptions struct {
+	demo   demo.Options
+	config []byte
+	store  store.Store
+}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	rt := pluginRuntime(t)
+	ctx := context.Background()
+	cfg := o.config
+	if cfg == nil {
+		cfg = demo.Config()
+	}
+	counter := &upstreamCounter{calls: map[string]int{}}
+	up := httptest.NewServer(counter.wrap(demo.Handler(o.demo)))
+	t.Cleanup(up.Close)
+	pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close(ctx) })
+	st := o.store
+	if st == nil {
+		st = store.NewMemory(store.Options{})
+	}
+	u, _ := url.Parse(up.URL + "/mcp")
+	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	return &env{gw: gw, url: srv.URL + "/mcp", store: st, upstream: counter}
+}
+
+type client struct {
+	cs      *mcp.ClientSession
+	changed chan struct{}
+}
+
+func (e *env) connect(t *testing.T, version string) *client {
+	t.Helper()
+	c := &client{changed: make(chan struct{}, 16)}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { c.changed <- struct{}{} },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect %s: %v", version, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	c.cs = cs
+	return c
+}
+
+func (c *client) tools(t *testing.T) map[string]*mcp.Tool {
+	t.Helper()
+	res, err := c.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]*mcp.Tool{}
+	for _, tool := range res.Tools {
+		m[tool.Name] = tool
+	}
+	return m
+}
+
+func (c *client) call(t *testing.T, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	if args == nil {
+		args = map[string]any{}
+	}
+	res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	return res
+}
+
+func texts(res *mcp.CallToolResult) []string {
+	var out []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			out = append(out, tc.Text)
+		}
+	}
+	return out
+}
+
+func metaCode(res *mcp.CallToolResult) string {
+	m, _ := res.Meta[abi.MetaError].(map[string]any)
+	code, _ := m["code"].(string)
+	return code
+}
+
+type mode struct {
+	name    string
+	version string
+	demo    demo.Options
+}
+
+var modes = []mode{
+	{"session_era/sse", sessionEra, demo.Options{}},
+	{"session_era/json", sessionEra, demo.Options{JSONResponse: true}},
+	{"stateless_era/sse", statelessEra, demo.Options{Stateless: true}},
+	{"stateless_era/json", statelessEra, demo.Options{Stateless: true, JSONResponse: true}},
+}
+
+func TestE2E_toolsListDecorated(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{demo: m.demo})
+			c := e.connect(t, m.version)
+			tools := c.tools(t)
+			if d := tools["countries.list"].Description; !strings.HasSuffix(d, " [Cache-Control: immutable]") {
+				t.Errorf("countries.list: %q", d)
+			}
+			if d := tools["tasks.list"].Description; !strings.HasSuffix(d, " [Cache-Control: no-store]") {
+				t.Errorf("tasks.list: %q", d)
+			}
+			if tools["tasks.update"].InputSchema == nil {
+				t.Error("tasks.update lost its input schema")
+			}
+			pay, visible := tools["cart.pay"]
+			if m.version == sessionEra {
+				if visible {
+					t.Errorf("session era: cart.pay visible in state empty: %q", pay.Description)
+				}
+			} else {
+				if !visible || !strings.Contains(pay.Description, "[Workflow checkout: available only in state payment]") {
+					t.Errorf("stateless era: cart.pay should be kept and marked, got %v", pay)
+				}
+			}
+		})
+	}
+}
+
+func TestE2E_mutationGetsInvalidationBlock(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{demo: m.demo})
+			c := e.connect(t, m.version)
+			res := c.call(t, "tasks.update", map[string]any{"id": "T1", "status": "done"})
+			got := texts(res)
+			want := "[System: Cache invalidated for tasks.*, sprints.* — caused by tasks.update]"
+			if res.IsError || len(got) < 2 || got[0] != want {
+				t.Fatalf("content = %q, want the block first", got)
+			}
+			if _, ok := res.Meta[abi.MetaDuration]; !ok {
+				t.Errorf("no %s in _meta: %v", abi.MetaDuration, res.Meta)
+			}
+			failed := c.call(t, "tasks.update", map[string]any{"id": "T999", "status": "done"})
+			if !failed.IsError || strings.Contains(strings.Join(texts(failed), ""), "Cache invalidated") {
+				t.Fatalf("a failed mutation must not invalidate: %q", texts(failed))
+			}
+		})
+	}
+}
+
+func TestE2E_gateDeniesThenWorkflowAdvances(t *testing.T) {
+	for _, m := range modes {
+		if m.version != sessionEra {
+			continue // session-keyed workflow: the stateless era has no session (see the handle test)
+		}
+		t.Run(m.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{demo: m.demo})
+			c := e.connect(t, m.version)
+			denied := c.call(t, "cart.pay", nil)
+			if !denied.IsError || metaCode(denied) != abi.DenyToolNotAvailable {
+				t.Fatalf("cart.pay in empty: %v %q", metaCode(denied), texts(denied))
+			}
+			if txt := strings.Join(texts(denied), ""); !strings.Contains(txt, "Available now: cart.add_item") {
+				t.Errorf("denial does not say what is possible now: %q", txt)
+			}
+			if n := e.upstream.count("cart.pay"); n != 0 {
+				t.Fatalf("upstream ran cart.pay %d times despite the denial", n)
+			}
+			if res := c.call(t, "cart.add_item", map[string]any{"sku": "tea"}); res.IsError {
+				t.Fatalf("add_item: %q", texts(res))
+			}
+			select {
+			case <-c.changed:
+			case <-time.After(3 * time.Second):
+				t.Fatal("no notifications/tools/list_changed after the workflow moved")
+			}
+			if _, ok := c.tools(t)["cart.checkout"]; !ok {
+				t.Fatal("cart.checkout not visible in has_items")
+			}
+			if res := c.call(t, "cart.checkout", nil); res.IsError {
+				t.Fatalf("checkout: %q", texts(res))
+			}
+			if res := c.call(t, "cart.pay", nil); res.IsError {
+				t.Fatalf("pay in payment: %q", texts(res))
+			}
+			if again := c.call(t, "cart.add_item", map[string]any{"sku": "tea"}); metaCode(again) != abi.DenyToolNotAvailable ||
+				!strings.Contains(strings.Join(texts(again), ""), "has finished") {
+				t.Fatalf("after the final state: %q", texts(again))
+			}
+		})
+	}
+}
+
+func TestE2E_initializeAdvertisesListChanged(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	c := e.connect(t, sessionEra)
+	res := c.cs.InitializeResult()
+	if res == nil || res.Capabilities == nil || res.Capabilities.Tools == nil || !res.Capabilities.Tools.ListChanged {
+		t.Fatalf("initialize result does not declare tools.listChanged: %+v", res)
+	}
+}
+
+func TestE2E_limits(t *testing.T) {
+	cfg := []byte(strings.Replace(string(demo.Config()), `"maxResponseBytes": 65536`, `"maxResponseBytes": 8192`, 1))
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			o := m.demo
+			o.SlowDelay = 3 * time.Second
+			e := newEnv(t, envOptions{demo: o, config: cfg})
+			c := e.connect(t, m.version)
+			rows := make([]any, 101)
+			for i := range rows {
+				rows[i] = i
+			}
+			big := c.call(t, "sprints.create", map[string]any{"name": "x", "tags": rows})
+			if metaCode(big) != abi.DenyArrayTooLarge || !strings.Contains(strings.Join(texts(big), ""), "tags") {
+				t.Fatalf("101 tags: %s %q", metaCode(big), texts(big))
+			}
+			if e.upstream.count("sprints.create") != 0 {
+				t.Fatal("upstream ran an oversized call")
+			}
+			if ok := c.call(t, "bulk.import", map[string]any{"rows": rows}); ok.IsError {
+				t.Fatalf("bulk.import has its own limit of 5000: %q", texts(ok))
+			}
+			start := time.Now()
+			slow := c.call(t, "slow.wait", nil)
+			if metaCode(slow) != abi.DenyToolTimeout || time.Since(start) > 2500*time.Millisecond {
+				t.Fatalf("slow.wait: %s after %s: %q", metaCode(slow), time.Since(start), texts(slow))
+			}
+			rep := c.call(t, "reports.big", map[string]any{"kb": 64})
+			raw, _ := json.Marshal(rep)
+			if len(raw) > 8192 {
+				t.Errorf("truncated result is %d bytes, over 8192", len(raw))
+			}
+			all := strings.Join(texts(rep), "\n")
+			if !strings.Contains(all, "Result truncated") {
+				t.Errorf("no truncation notice: %.200q", all)
+			}
+			if _, ok := rep.Meta[abi.MetaTruncated]; !ok {
+				t.Errorf("no %s flag", abi.MetaTruncated)
+			}
+		})
+	}
+}
+
+func TestE2E_handleKeyedWorkflowInStatelessEra(t *testing.T) {
+	cfg := []byte(`{"version":1,"principal":{"header":"X-User"},
+	 "workflows":[{"id":"cart","initial":"empty","key":"argument:cart_id",
+	  "states":{"empty":{"on":{"ADD_ITEM":"has_items"}},"has_items":{"on":{"ADD_ITEM":"has_items","CHECKOUT":"payment"}},
+	            "payment":{"on":{"PAY":"confirmed"}},"confirmed":{"type":"final"}},
+	  "tools":{"cart.add_item":{"states":["empty","has_items"],"event":"ADD_ITEM"},
+	           "cart.checkout":{"states":["has_items"],"event":"CHECKOUT"},
+	           "cart.pay":{"states":["payment"],"event":"PAY"}}}]}`)
+	e := newEnv(t, envOptions{demo: demo.Options{Stateless: true}, config: cfg})
+	c := e.connect(t, statelessEra)
+	created := c.call(t, "cart.create", nil)
+	var sc struct {
+		CartID string `json:"cart_id"`
+	}
+	b, _ := json.Marshal(created.StructuredContent)
+	if err := json.Unmarshal(b, &sc); err != nil || sc.CartID == "" {
+		t.Fatalf("cart.create: %s", b)
+	}
+	if res := c.call(t, "cart.pay", nil); metaCode(res) != abi.DenyMissingHandle {
+		t.Fatalf("pay without cart_id: %s %q", metaCode(res), texts(res))
+	}
+	if res := c.call(t, "cart.pay", map[string]any{"cart_id": sc.CartID}); metaCode(res) != abi.DenyToolNotAvailable {
+		t.Fatalf("pay on an empty cart: %s", metaCode(res))
+	}
+	for _, step := range []struct {
+		tool string
+		args map[string]any
+	}{{"cart.add_item", map[string]any{"cart_id": sc.CartID, "sku": "mug"}}, {"cart.checkout", map[string]any{"cart_id": sc.CartID}}, {"cart.pay", map[string]any{"cart_id": sc.CartID}}} {
+		if res := c.call(t, step.tool, step.args); res.IsError {
+			t.Fatalf("%s: %q", step.tool, texts(res))
+		}
+	}
+}
+
+func TestE2E_headersMustMatchBody(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cart.pay","arguments":{}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", statelessEra)
+	req.Header.Set("Mcp-Method", "tools/list")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "does not match") {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if e.upstream.count("cart.pay") != 0 {
+		t.Fatal("a mismatched request reached the upstream")
+	}
+}
+
+func TestE2E_oversizedRequestBody(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks.update","arguments":{"title":"` + strings.Repeat("x", 17<<20) + `"}}}`
+	resp, err := http.Post(e.url, "application/json", strings.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), `"code":-32600`) {
+		t.Fatalf("status %d: %.200s", resp.StatusCode, body)
+	}
+}
+
+// rawSession initializes a session-era session over plain HTTP and returns its id.
+func rawSession(t *testing.T, url string) string {
+	t.Helper()
+	resp := rawPost(t, url, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, "application/json, text/event-stream")
+	sid := resp.Header.Get("Mcp-Session-Id")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	r := rawPost(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "application/json, text/event-stream")
+	r.Body.Close()
+	return sid
+}
+
+func rawPost(t *testing.T, url, sid, body, accept string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// TestE2E_notificationOnGetStream: a client that accepts only JSON on its POSTs gets the
+// list_changed notification on its open GET stream.
+func TestE2E_notificationOnGetStream(t *testing.T) {
+	e := newEnv(t, envOptions{demo: demo.Options{JSONResponse: true}})
+	sid := rawSession(t, e.url)
+	req, _ := http.NewRequest(http.MethodGet, e.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %d", stream.StatusCode)
+	}
+	got := make(chan string, 4)
+	go func() {
+		buf := make([]byte, 4096)
+		var acc []byte
+		for {
+			n, err := stream.Body.Read(buf)
+			acc = append(acc, buf[:n]...)
+			if bytes.Contains(acc, []byte("list_changed")) {
+				got <- string(acc)
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // the stream is registered once its headers are out
+	resp := rawPost(t, e.url, sid, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"cart.add_item","arguments":{"sku":"tea"}}}`, "application/json")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(resp.Header.Get("Content-Type"), "application/json") || !strings.Contains(string(body), "Cache invalidated for cart.view") {
+		t.Fatalf("POST answer (%s): %.300s", resp.Header.Get("Content-Type"), body)
+	}
+	select {
+	case s := <-got:
+		if !strings.Contains(s, `"method":"notifications/tools/list_changed"`) {
+			t.Fatalf("stream: %q", s)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("no list_changed on the GET stream")
+	}
+}
+
+// TestE2E_batch: a 2025-03-26 batch is handled message by message.
+func TestE2E_batch(t *testing.T) {
+	e := newEnv(t, envOptions{demo: demo.Options{JSONResponse: true}})
+	sid := rawSession(t, e.url)
+	resp := rawPost(t, e.url, sid, `[{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"cart.pay","arguments":{}}},`+
+		`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"tasks.update","arguments":{"id":"T1","status":"done"}}}]`, "application/json, text/event-stream")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var out []struct {
+		ID     string             `json:"id"`
+		Result mcp.CallToolResult `json:"result"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || len(out) != 2 {
+		t.Fatalf("batch answer %d: %s (%v)", resp.StatusCode, body, err)
+	}
+	if out[0].ID != "a" || !out[0].Result.IsError || !strings.Contains(string(body), abi.DenyToolNotAvailable) {
+		t.Errorf("cart.pay in the batch was not denied: %s", body)
+	}
+	if out[1].ID != "b" || !strings.Contains(string(body), "caused by tasks.update") {
+		t.Errorf("tasks.update in the batch was not decorated: %s", body)
+	}
+	if e.upstream.count("cart.pay") != 0 {
+		t.Error("denied batch element reached the upstream")
+	}
+}
+
+// TestE2E_sessionEndFreesState: DELETE ends the session and frees its state.
+func TestE2E_sessionEndFreesState(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	c := e.connect(t, sessionEra)
+	c.call(t, "cart.add_item", map[string]any{"sku": "tea"})
+	mem := e.store.(*store.Memory)
+	if mem.Len() == 0 {
+		t.Fatal("no state stored after a transition")
+	}
+	c.cs.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for mem.Len() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if mem.Len() != 0 {
+		t.Fatalf("%d keys left after the session ended", mem.Len())
+	}
+}
+
+// counterConfig is a workflow whose every call moves to the next state: after n calls,
+// the state must be s<n>, or a transition was lost.
+func counterConfig(n int) []byte {
+	var states, allowed []string
+	for i := 0; i < n; i++ {
+		states = append(states, fmt.Sprintf(`"s%d":{"on":{"NEXT":"s%d"}}`, i, i+1))
+		allowed = append(allowed, fmt.Sprintf(`"s%d"`, i))
+	}
+	states = append(states, fmt.Sprintf(`"s%d":{"type":"final"}`, n))
+	return []byte(fmt.Sprintf(`{"version":1,"workflows":[{"id":"counter","initial":"s0","key":"session","states":{%s},
+	 "tools":{"tasks.update":{"states":[%s],"event":"NEXT"},"users.get":{"states":["s%d"]}}}]}`,
+		strings.Join(states, ","), strings.Join(allowed, ","), n))
+}
+
+// alternating sends each request to the next of several gateways (replicas behind a
+// load balancer with no affinity).
+type alternating struct {
+	targets []*url.URL
+	n       atomic.Int64
+}
+
+func (a *alternating) RoundTrip(r *http.Request) (*http.Response, error) {
+	t := a.targets[a.n.Add(1)%int64(len(a.targets))]
+	r2 := r.Clone(r.Context())
+	r2.URL.Scheme, r2.URL.Host, r2.Host = t.Scheme, t.Host, ""
+	return http.DefaultTransport.RoundTrip(r2)
+}
+
+// TestE2E_redisReplicas: two gateway replicas share a real Redis; one client's calls
+// alternate between them, the workflow advances correctly, and 50 concurrent calls in one
+// session lose no transition.
+func TestE2E_redisReplicas(t *testing.T) {
+	redisURL := storetest.Redis(t)
+	ctx := context.Background()
+	const n = 50
+	cfg := counterConfig(n)
+	rt := pluginRuntime(t)
+	up := httptest.NewServer(demo.Handler(demo.Options{}))
+	t.Cleanup(up.Close)
+	upURL, _ := url.Parse(up.URL + "/mcp")
+	var targets []*url.URL
+	var stores []store.Store
+	for i := 0; i < 2; i++ {
+		st, err := store.NewRedis(ctx, redisURL, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		stores = append(stores, st)
+		pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool, Config: cfg, Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw)
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		targets = append(targets, u)
+	}
+	lb := &alternating{targets: targets}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "replicas", Version: "1"}, nil)
+	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://lb/mcp", HTTPClient: &http.Client{Transport: lb}},
+		&mcp.ClientSessionOptions{ProtocolVersion: sessionEra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res
+	}
+	if res := call("users.get", map[string]any{"id": "u1"}); metaCode(res) != abi.DenyToolNotAvailable {
+		t.Fatalf("users.get before s%d: %q", n, texts(res))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "tasks.update", Arguments: map[string]any{"id": "T1", "status": "in_progress"}})
+			if err != nil {
+				errs <- err.Error()
+			} else if res.IsError {
+				errs <- strings.Join(texts(res), "")
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("concurrent call failed: %s", e)
+	}
+	if res := call("users.get", map[string]any{"id": "u1"}); res.IsError {
+		t.Fatalf("after %d concurrent calls the workflow is not in s%d: %q", n, n, texts(res))
+	}
+	if lb.n.Load() < n+2 {
+		t.Fatalf("only %d requests went through the replicas", lb.n.Load())
+	}
+}
