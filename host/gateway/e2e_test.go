@@ -660,3 +660,25 @@ func TestE2E_redisReplicas(t *testing.T) {
 		t.Fatalf("only %d requests went through the replicas", lb.n.Load())
 	}
 }
+
+// TestE2E_duplicateKeysRefused: a request whose tool name (or handle) is repeated could be
+// gated as one value and run as another; it is refused before the upstream sees it.
+func TestE2E_duplicateKeysRefused(t *testing.T) {
+	e := newEnv(t, envOptions{demo: demo.Options{JSONResponse: true}})
+	sid := rawSession(t, e.url)
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks.list","name":"cart.pay","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cart.pay","arguments":{"cart_id":"a","cart_id":"b"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"cart.pay"}}`,
+	} {
+		resp := rawPost(t, e.url, sid, body, "application/json, text/event-stream")
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(out), "repeats a member name") {
+			t.Errorf("%s: status %d: %s", body, resp.StatusCode, out)
+		}
+	}
+	if e.upstream.count("cart.pay") != 0 {
+		t.Fatal("a request with repeated members reached the upstream")
+	}
+}

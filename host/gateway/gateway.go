@@ -212,6 +212,10 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 		g.proxy.ServeHTTP(w, r) // a notification or response: nothing to do
 		return
 	}
+	if (c.method == "tools/call" || c.method == "tools/list" || c.method == "initialize") && hasDuplicateKeys(gjson.ParseBytes(body), 0) {
+		writeRPCError(w, http.StatusBadRequest, idRaw(c.id), -32600, "request repeats a member name in an object; the gateway and the server could read different values")
+		return
+	}
 	switch c.method {
 	case "initialize":
 		g.forward(w, c, g.rewriteInitialize)
