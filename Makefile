@@ -36,7 +36,7 @@ testharness/node/node_modules: testharness/node/package.json testharness/node/pa
 
 # Every test, on the built artifacts (a missing artifact fails instead of skipping), then
 # a short run of every fuzz target.
-test: build build.go node
+test: build build.go build.envoy node node.extism-node
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(FUZZTIME)
 
@@ -58,3 +58,5 @@ run: build
 
 clean:
 	rm -rf $(BUILD)
+
+include envoy/envoy.mk

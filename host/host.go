@@ -153,7 +153,6 @@ type Instance struct {
 	call    api.Function
 	extism  map[abi.Function]api.Function
 	k       *kernel
-	ctxBase context.Context
 	stack   [3]uint64
 	stderr  *tailBuffer
 	trapped bool
@@ -162,11 +161,6 @@ type Instance struct {
 
 // ErrTrapped wraps every error from a call that trapped the guest.
 var ErrTrapped = errors.New("plugin trapped")
-
-var instanceSeq struct {
-	sync.Mutex
-	n int
-}
 
 // Instantiate creates an instance whose Extism config key abi.ConfigKey holds config.
 func (r *Runtime) Instantiate(ctx context.Context, config []byte) (*Instance, error) {
@@ -201,8 +195,12 @@ func (r *Runtime) Instantiate(ctx context.Context, config []byte) (*Instance, er
 // Close releases the instance.
 func (in *Instance) Close(ctx context.Context) error { return in.mod.Close(ctx) }
 
-// Trapped reports whether a call trapped this instance; it must then be discarded.
+// Trapped reports whether a call trapped this instance (or it was retired); it must
+// then be discarded.
 func (in *Instance) Trapped() bool { return in.trapped }
+
+// retire marks the instance for replacement without a trap (it overran its deadline).
+func (in *Instance) retire() { in.trapped = true }
 
 // Call runs fn on input through the raw entry and returns a copy of the output.
 func (in *Instance) Call(ctx context.Context, fn abi.Function, input []byte) ([]byte, error) {

@@ -10,15 +10,15 @@ type Fault int
 
 // The faults the filter decides on. Each has one policy, in policyFor.
 const (
-	FaultDecoratePlugin  Fault = iota // decorate_tools / decorate_result / initialize rewrite failed
-	FaultGatePlugin                   // check_limits failed for a tool bound to a workflow
-	FaultLimitsPlugin                 // check_limits failed for a tool bound to no workflow
-	FaultGateStore                    // state could not be read, or a new key not stored (key bound), for a gated tool
-	FaultListStore                    // state could not be read to hide tools in tools/list
-	FaultTransition                   // transition or its shared-data write failed after the upstream ran
-	FaultUpstreamBody                 // the upstream's answer could not be read as JSON-RPC (malformed, compressed)
-	FaultResponseTooLarge             // the upstream's answer is over maxResponseBodyBytes
-	FaultClearSession                 // DELETE could not tombstone a session's keys
+	FaultDecoratePlugin   Fault = iota // decorate_tools / decorate_result / initialize rewrite failed
+	FaultGatePlugin                    // check_limits failed for a tool bound to a workflow
+	FaultLimitsPlugin                  // check_limits failed for a tool bound to no workflow
+	FaultGateStore                     // state could not be read, or a new key not stored (key bound), for a gated tool
+	FaultListStore                     // state could not be read to hide tools in tools/list
+	FaultTransition                    // transition or its shared-data write failed after the upstream ran
+	FaultUpstreamBody                  // the upstream's answer could not be read as JSON-RPC (malformed, compressed)
+	FaultResponseTooLarge              // the upstream's answer is over maxResponseBodyBytes
+	FaultClearSession                  // DELETE could not tombstone a session's keys
 	numFaults
 )
 

@@ -68,11 +68,11 @@ var runners = []runner{
 
 // env is one Envoy worker as proxytest emulates it: a VM with the filter configured.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	host proxytest.HostEmulator
 }
 
-func newEnv(t *testing.T, vm types.VMContext, config, vmConfig []byte) *env {
+func newEnv(t testing.TB, vm types.VMContext, config, vmConfig []byte) *env {
 	t.Helper()
 	opt := proxytest.NewEmulatorOption().WithVMContext(vm).WithPluginConfiguration(config)
 	if vmConfig != nil {

@@ -47,7 +47,7 @@ type httpContext struct {
 	types.DefaultHttpContext
 	p *pluginContext
 
-	phase                                        reqPhase
+	phase                                         reqPhase
 	session, principal, proto, hdrMethod, hdrName string
 
 	method    string // the JSON-RPC method

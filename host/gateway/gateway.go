@@ -58,8 +58,8 @@ type Gateway struct {
 // Stats counts what the gateway did; every field is read with atomic loads.
 type Stats struct {
 	Requests, ToolCalls, Denied, Timeouts, Invalidations, Transitions, ListChanged atomic.Int64
-	Faults                                                                       [9]atomic.Int64
-	PluginReplaced                                                               atomic.Int64
+	Faults                                                                         [9]atomic.Int64
+	PluginReplaced                                                                 atomic.Int64
 }
 
 // New returns a Gateway.
@@ -599,4 +599,3 @@ func (k *knownTools) forget(session string) {
 	defer k.mu.Unlock()
 	delete(k.names, session)
 }
-

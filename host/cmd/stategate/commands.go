@@ -58,12 +58,12 @@ func validate(path string, cfg []byte) (*engine.Engine, error) {
 	return eng, nil
 }
 
-func loadPlugin(ctx context.Context, path string, logger *slog.Logger) (*host.Runtime, error) {
+func loadPlugin(ctx context.Context, path string, logger *slog.Logger, interruptible bool) (*host.Runtime, error) {
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("plugin[%s]: %w (build it with `make build`)", path, err)
 	}
-	return host.New(ctx, wasm, host.Options{Interruptible: true, Logger: logger, Name: filepath.Base(path)})
+	return host.New(ctx, wasm, host.Options{Interruptible: interruptible, Logger: logger, Name: filepath.Base(path)})
 }
 
 func cmdCheck(args []string, stdout io.Writer) error {
@@ -205,7 +205,7 @@ func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	rt, err := loadPlugin(ctx, *plugin, nil)
+	rt, err := loadPlugin(ctx, *plugin, nil, false)
 	if err != nil {
 		return err
 	}
@@ -228,11 +228,12 @@ func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 // serveOptions are the flags shared by serve and demo.
 type serveOptions struct {
 	listen, store, plugin string
+	interruptible         bool
 }
 
 // startGateway builds the gateway for cfg in front of upstream and serves it on listen.
 func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOptions, logger *slog.Logger) (*http.Server, net.Listener, *gateway.Gateway, func(), error) {
-	rt, err := loadPlugin(ctx, o.plugin, logger)
+	rt, err := loadPlugin(ctx, o.plugin, logger, o.interruptible)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -281,6 +282,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&o.store, "store", "memory", "state store: memory or redis://HOST:PORT/DB")
 	fs.StringVar(&o.plugin, "plugin", defaultPlugin, "plugin module")
+	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2}
 	}

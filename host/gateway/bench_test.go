@@ -1,0 +1,165 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/store"
+)
+
+// Gateway benchmarks: tools/call and tools/list (1000 tools) straight to the upstream, through
+// a do-nothing httputil.ReverseProxy, and through the gateway, in one run. Latency
+// percentiles are reported as p50-us and p99-us; the Parallel variants measure throughput.
+//
+//	go test ./host/gateway -run '^$' -bench Gateway -benchtime 2000x
+
+// bigUpstream is an MCP server (official SDK, JSON responses) with the demo tools plus
+// n extra tools.
+func bigUpstream(n int) http.Handler {
+	srv := demo.NewServer(demo.Options{})
+	type in struct {
+		ID string `json:"id" jsonschema:"record id"`
+	}
+	for i := 0; i < n; i++ {
+		mcp.AddTool(srv, &mcp.Tool{Name: fmt.Sprintf("records.op%d", i), Description: fmt.Sprintf("Operation %d on records. Returns the affected records.", i)},
+			func(context.Context, *mcp.CallToolRequest, in) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+			})
+	}
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+}
+
+type target struct {
+	name string
+	url  string
+}
+
+func benchTargets(b *testing.B) []target {
+	up := httptest.NewServer(bigUpstream(1000 - 13))
+	b.Cleanup(up.Close)
+	upURL, _ := url.Parse(up.URL + "/mcp")
+	rp := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&url.URL{Scheme: "http", Host: upURL.Host})
+			pr.Out.Host = ""
+		},
+		FlushInterval: -1,
+	})
+	b.Cleanup(rp.Close)
+	rt := pluginRuntime(b)
+	ctx := context.Background()
+	pool, err := host.NewPool(ctx, rt, demo.Config(), host.PoolOptions{Size: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool, Config: demo.Config(), Store: store.NewMemory(store.Options{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := httptest.NewServer(gw)
+	b.Cleanup(gs.Close)
+	return []target{{"direct", up.URL + "/mcp"}, {"reverseproxy", rp.URL + "/mcp"}, {"gateway", gs.URL + "/mcp"}}
+}
+
+var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+func post(b *testing.B, url, sid, body string) int {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
+		b.Fatalf("status %d", resp.StatusCode)
+	}
+	return int(n)
+}
+
+func benchSession(b *testing.B, url string) string {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	post(b, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return sid
+}
+
+const (
+	callBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"users.get","arguments":{"id":"u1"}}}`
+	listBody = `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`
+)
+
+func reportPercentiles(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	b.ReportMetric(float64(d[len(d)/2].Microseconds()), "p50-us")
+	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-us")
+}
+
+func BenchmarkGateway(b *testing.B) {
+	targets := benchTargets(b)
+	for _, req := range []struct{ name, body string }{{"tools_call", callBody}, {"tools_list_1000", listBody}} {
+		for _, tg := range targets {
+			b.Run(req.name+"/"+tg.name, func(b *testing.B) {
+				sid := benchSession(b, tg.url)
+				post(b, tg.url, sid, req.body) // warm
+				lat := make([]time.Duration, 0, b.N)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					start := time.Now()
+					post(b, tg.url, sid, req.body)
+					lat = append(lat, time.Since(start))
+				}
+				b.StopTimer()
+				reportPercentiles(b, lat)
+			})
+		}
+	}
+}
+
+var seq atomic.Int64
+
+func BenchmarkGatewayParallel(b *testing.B) {
+	targets := benchTargets(b)
+	for _, tg := range targets {
+		b.Run("tools_call/"+tg.name, func(b *testing.B) {
+			sid := benchSession(b, tg.url)
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := seq.Add(1)
+					post(b, tg.url, sid, strings.Replace(callBody, `"id":7`, fmt.Sprintf(`"id":%d`, id), 1))
+				}
+			})
+		})
+	}
+}
