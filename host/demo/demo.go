@@ -7,8 +7,11 @@ package demo
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	_ "embed"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,14 +53,58 @@ func Handler(opts Options) http.Handler {
 }
 
 func handlerFor(srv *mcp.Server, opts Options) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+	h := http.Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{
 			JSONResponse: opts.JSONResponse,
 			Stateless:    opts.Stateless,
 			// A 2026-07-28 request lives exactly as long as its POST: when the client goes
 			// away, the handler's context is cancelled (slow.wait stops sleeping).
 			PropagateRequestCancellation: true,
-		})
+		}))
+	if opts.Stateless {
+		// The SDK propagates the POST's cancellation only for 2026-07-28 requests. In
+		// stateless mode a session-era client's notifications/cancelled arrives in another
+		// POST (another throwaway session) and cannot reach the call, so tie every handler
+		// to its own POST instead: a call ends when its HTTP request does.
+		rc := &requestContexts{}
+		srv.AddReceivingMiddleware(rc.middleware)
+		h = rc.wrap(h)
+	}
+	return h
+}
+
+// requestTokenHeader carries, from the HTTP layer to the MCP handlers (which see the
+// request's headers but not its context), a token naming the POST a call arrived on.
+const requestTokenHeader = "X-Stategate-Demo-Request"
+
+type requestContexts struct{ m sync.Map } // token -> context.Context of the POST
+
+func (rc *requestContexts) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(requestTokenHeader) // never one a client made up
+		if r.Method == http.MethodPost {
+			tok := rand.Text()
+			r.Header.Set(requestTokenHeader, tok)
+			rc.m.Store(tok, r.Context())
+			defer rc.m.Delete(tok)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (rc *requestContexts) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+			if v, ok := rc.m.Load(extra.Header.Get(requestTokenHeader)); ok {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				stop := context.AfterFunc(v.(context.Context), cancel)
+				defer stop()
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 func newServer(opts Options) (*mcp.Server, *store) {

@@ -615,7 +615,7 @@ func TestSessionEnd(t *testing.T) {
 // TestHandlerPublic exercises the exported constructors the CLI uses.
 func TestHandlerPublic(t *testing.T) {
 	hs := httptest.NewServer(Handler(Options{JSONResponse: true}))
-	defer hs.Close()
+	t.Cleanup(hs.Close) // after the client's Close: its GET stream would block hs.Close
 	cs := connect(t, hs.URL+"/any/path", "")
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil || len(res.Tools) != len(allTools) {

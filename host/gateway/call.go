@@ -98,7 +98,7 @@ func (g *Gateway) callRewriter(tool string, input []byte, st *states) rewriter {
 		m := gjson.GetManyBytes(msg, "error", "result.isError")
 		isError := m[0].Exists() || m[1].Type == gjson.True
 		var before [][]byte
-		if g.transition(context.WithoutCancel(ctx), c, input, isError, st) {
+		if g.bound[tool] && g.transition(context.WithoutCancel(ctx), c, input, isError, st) {
 			g.Stats.ListChanged.Add(1)
 			before = append(before, listChanged)
 		}

@@ -48,7 +48,7 @@ func pluginRuntime(t testing.TB) *host.Runtime {
 			rtErr = err
 			return
 		}
-		sharedRT, rtErr = host.New(context.Background(), wasm, host.Options{Interruptible: true})
+		sharedRT, rtErr = host.New(context.Background(), wasm, host.Options{})
 	})
 	if rtErr != nil {
 		if os.Getenv("STATEGATE_REQUIRE_ALL") == "1" {
