@@ -6,7 +6,7 @@ PLUGIN_SRC := $(shell find plugin abi -name '*.go' -not -name '*_test.go') go.mo
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
-.PHONY: build build.go tinygo test bench fuzz check run clean node
+.PHONY: build build.go build.cli tinygo test bench fuzz check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -46,15 +46,20 @@ fuzz:
 	scripts/fuzz.sh $(or $(FUZZTIME),60s)
 
 bench: build
-	STATEGATE_REQUIRE_ALL=1 $(GO) test ./testharness/ -run '^$$' -bench . -benchmem
+	STATEGATE_REQUIRE_ALL=1 $(GO) test ./testharness/ ./host/ -run '^$$' -bench . -benchmem
+	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench Gateway -benchtime 2000x
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . ; echo 'gofmt: files above need formatting'; exit 1)
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 
-run: build
-	$(GO) run ./host/cmd/stategate demo
+run: build build.cli
+	$(BUILD)/stategate demo
+
+build.cli:
+	@mkdir -p $(BUILD)
+	$(GO) build -o $(BUILD)/stategate ./host/cmd/stategate
 
 clean:
 	rm -rf $(BUILD)

@@ -336,10 +336,11 @@ func TestE2E_limits(t *testing.T) {
 			if ok := c.call(t, "bulk.import", map[string]any{"rows": rows}); ok.IsError {
 				t.Fatalf("bulk.import has its own limit of 5000: %q", texts(ok))
 			}
-			start := time.Now()
+			// The upstream sleeps 3 s and the tool's timeout is 1 s: an answer that is the
+			// engine's TOOL_TIMEOUT result came from the gateway giving up first.
 			slow := c.call(t, "slow.wait", nil)
-			if metaCode(slow) != abi.DenyToolTimeout || time.Since(start) > 2500*time.Millisecond {
-				t.Fatalf("slow.wait: %s after %s: %q", metaCode(slow), time.Since(start), texts(slow))
+			if metaCode(slow) != abi.DenyToolTimeout {
+				t.Fatalf("slow.wait: %s: %q", metaCode(slow), texts(slow))
 			}
 			rep := c.call(t, "reports.big", map[string]any{"kb": 64})
 			raw, _ := json.Marshal(rep)

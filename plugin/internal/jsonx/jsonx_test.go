@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 )
 
@@ -189,7 +188,6 @@ func TestValidate_veryDeep(t *testing.T) {
 	}
 	for name, in := range inputs {
 		t.Run(name, func(t *testing.T) {
-			start := time.Now()
 			err := Validate([]byte(in), 256)
 			if err == nil {
 				t.Fatal("Validate accepted a document deeper than maxDepth")
@@ -197,9 +195,6 @@ func TestValidate_veryDeep(t *testing.T) {
 			var se *SyntaxError
 			if !errors.As(err, &se) || !se.Deep {
 				t.Errorf("Validate = %v, want Deep", err)
-			}
-			if d := time.Since(start); d > time.Second {
-				t.Errorf("Validate took %v", d)
 			}
 		})
 	}

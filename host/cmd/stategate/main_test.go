@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const plugin = "../../../build/stategate.wasm"
+
+func needPlugin(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(plugin); err != nil {
+		if os.Getenv("STATEGATE_REQUIRE_ALL") == "1" {
+			t.Fatalf("%s: %v (run make build)", plugin, err)
+		}
+		t.Skip("build/stategate.wasm is missing: run make build")
+	}
+}
+
+func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheck(t *testing.T) {
+	code, out, _ := runCLI(t, "", "check", "../../../abi/testdata/config/shadow.json")
+	if code != 0 || !strings.Contains(out, "warning: stateSync.policies[1].match: shadowed") || !strings.Contains(out, "valid (3 warning(s))") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	code, out, errOut := runCLI(t, "", "check", "../../../abi/testdata/config/invalid.json")
+	if code != 1 || !strings.Contains(out, `error:   stateSync.policies[0].match: invalid segment "get*"`) || !strings.Contains(errOut, "invalid (11 error(s))") {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	yaml := writeFile(t, "c.yaml", "version: 1\nstateSync:\n  policies:\n    - match: 'countries.*'\n      cacheControl: immutable\n")
+	if code, out, _ := runCLI(t, "", "check", yaml); code != 0 || !strings.Contains(out, "valid (0 warning(s))") {
+		t.Fatalf("yaml: exit %d: %s", code, out)
+	}
+	if code, _, _ := runCLI(t, "", "check"); code != 2 {
+		t.Fatalf("no file: exit %d", code)
+	}
+}
+
+func TestGraph(t *testing.T) {
+	code, out, _ := runCLI(t, "", "graph", "../../../abi/testdata/config/sample.json")
+	for _, want := range []string{"stateDiagram-v2", "[*] --> empty", "has_items --> payment : CHECKOUT (cart.checkout)", "payment : payment\\ntools: cart.pay", "confirmed --> [*]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mermaid lacks %q:\n%s", want, out)
+		}
+	}
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	code, out, _ = runCLI(t, "", "graph", "../../../abi/testdata/config/sample.json", "--format", "dot")
+	if code != 0 || !strings.Contains(out, `"has_items" -> "payment" [label="CHECKOUT (cart.checkout)"]`) || !strings.Contains(out, "peripheries=2") {
+		t.Fatalf("dot: exit %d:\n%s", code, out)
+	}
+	if code, _, errOut := runCLI(t, "", "graph", "../../../abi/testdata/config/invalid.json"); code != 1 || !strings.Contains(errOut, "11 error(s)") {
+		t.Fatalf("invalid: exit %d: %s", code, errOut)
+	}
+}
+
+func TestCall(t *testing.T) {
+	needPlugin(t)
+	code, out, errOut := runCLI(t, `{"tool":"cart.pay","session":"s1","states":{"stategate/v1/checkout/session//s1":null}}`,
+		"call", "check_limits", "--config", "../../../abi/testdata/config/sample.json", "--plugin", plugin)
+	if code != 0 || !strings.Contains(out, `"code":"TOOL_NOT_AVAILABLE"`) {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, `{"tool":`, "call", "check_limits", "--config", "../../../abi/testdata/config/sample.json", "--plugin", plugin)
+	if code != 1 || !strings.Contains(out, "INVALID_JSON") {
+		t.Fatalf("malformed input: exit %d: %s", code, out)
+	}
+	if code, _, _ := runCLI(t, "", "call", "frobnicate"); code != 2 {
+		t.Fatalf("unknown function: exit %d", code)
+	}
+}
+
+func TestServe_invalidConfigListsEveryError(t *testing.T) {
+	code, _, errOut := runCLI(t, "", "serve", "--config", "../../../abi/testdata/config/invalid.json", "--upstream", "http://127.0.0.1:1/mcp")
+	if code != 1 || !strings.Contains(errOut, "11 error(s)") || !strings.Contains(errOut, "workflows[0].initial: unknown state") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, _, _ := runCLI(t, "", "serve", "--config", "x.json", "--upstream", "ftp://x"); code != 2 {
+		t.Fatalf("bad upstream: exit %d", code)
+	}
+}
+
+// TestDemo runs what `make run` runs: the demo upstream, the gateway in front of it, and
+// the scripted session through the official SDK client.
+func TestDemo(t *testing.T) {
+	needPlugin(t)
+	code, out, errOut := runCLI(t, "", "demo", "--once", "--listen", "127.0.0.1:0", "--upstream-listen", "127.0.0.1:0", "--plugin", plugin)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"countries.list   List the supported countries (a static list). [Cache-Control: immutable]",
+		"[System: Cache invalidated for tasks.*, sprints.* — caused by tasks.update]",
+		"Tool cart.pay is not available now: workflow checkout is in state empty",
+		"<- notifications/tools/list_changed",
+		"Argument tags of sprints.create has 101 items; the limit is 100.",
+		"2 denied, 4 invalidations, 3 transitions, 3 list_changed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if strings.Contains(out[:strings.Index(out, "== a mutation")], "cart.pay ") {
+		t.Error("cart.pay listed in state empty")
+	}
+}
