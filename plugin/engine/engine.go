@@ -14,6 +14,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/decorate"
 	"github.com/stategate/stategate/plugin/internal/jsonx"
 	"github.com/stategate/stategate/plugin/internal/policy"
 )
@@ -45,6 +46,12 @@ type Engine struct {
 	cfg      *config.Config
 	warnings []config.Problem
 	resolver *policy.Resolver
+	marks    map[*config.Binding]string // availability marks, rendered once
+}
+
+// mark returns the availability mark of a workflow-bound tool.
+func (e *Engine) mark(ref config.Ref) string {
+	return e.marks[ref.Binding]
 }
 
 // New validates config and returns an Engine for it. On invalid configuration the error
@@ -63,7 +70,13 @@ func New(cfg []byte) (*Engine, error) {
 		}
 		return nil, &Error{Code: abi.ErrInvalidConfig, Message: itoa(len(errs)) + " configuration error(s): " + strings.Join(errs, "; "), Details: errs}
 	}
-	return &Engine{cfg: c, warnings: problems, resolver: policy.New(c)}, nil
+	e := &Engine{cfg: c, warnings: problems, resolver: policy.New(c), marks: map[*config.Binding]string{}}
+	for _, w := range c.Workflows {
+		for i := range w.Tools {
+			e.marks[&w.Tools[i]] = decorate.Mark(w.ID, w.Tools[i].States)
+		}
+	}
+	return e, nil
 }
 
 // Config returns the validated configuration.

@@ -49,7 +49,7 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 				}
 				continue
 			}
-			marks = append(marks, decorate.Mark(ref.Workflow.ID, ref.Binding.States))
+			marks = append(marks, e.mark(ref))
 		}
 		d.Marks = marks
 		return d

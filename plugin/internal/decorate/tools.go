@@ -134,19 +134,25 @@ func appendTool(dst []byte, tool, desc gjson.Result, d Decision) []byte {
 	if desc.Type == gjson.String {
 		old = desc.Str
 	}
-	next := Describe(old, d.Marks, Tag(d.Cache))
-	if next == old && (desc.Type == gjson.String || next == "") {
-		return append(dst, tool.Raw...) // nothing to change (or to add)
+	tag := Tag(d.Cache)
+	if desc.Type == gjson.String && unchanged(old, d.Marks, tag) {
+		return append(dst, tool.Raw...) // nothing to change
+	}
+	if !desc.Exists() && len(d.Marks) == 0 && tag == "" {
+		return append(dst, tool.Raw...) // nothing to add
 	}
 	if desc.Exists() && desc.Index > 0 {
 		start := desc.Index - tool.Index
 		if start > 0 && start+len(desc.Raw) <= len(tool.Raw) {
+			if desc.Type != gjson.String && len(d.Marks) == 0 && tag == "" {
+				return append(dst, tool.Raw...) // a non-string description we have nothing for
+			}
 			dst = append(dst, tool.Raw[:start]...)
-			dst = jsonx.AppendString(dst, next)
+			dst = appendDescribed(dst, old, d.Marks, tag)
 			return append(dst, tool.Raw[start+len(desc.Raw):]...)
 		}
 	}
-	if next == "" {
+	if len(d.Marks) == 0 && tag == "" {
 		return append(dst, tool.Raw...)
 	}
 	// No description: add one before the closing brace.
@@ -161,8 +167,73 @@ func appendTool(dst []byte, tool, desc gjson.Result, d Decision) []byte {
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"description":`...)
-	dst = jsonx.AppendString(dst, next)
+	dst = appendDescribed(dst, old, d.Marks, tag)
 	return append(dst, raw[end:]...)
+}
+
+// unchanged reports whether Describe(old, marks, tag) == old, without building it.
+func unchanged(old string, marks []string, tag string) bool {
+	base := StripTags(old)
+	if len(marks) == 0 && tag == "" {
+		return base == old
+	}
+	base = strings.TrimRight(base, space)
+	if !strings.HasPrefix(old, base) {
+		return false
+	}
+	rest := old[len(base):]
+	written := len(base) > 0
+	next := func(piece string) bool {
+		if written {
+			if !strings.HasPrefix(rest, " ") {
+				return false
+			}
+			rest = rest[1:]
+		}
+		if !strings.HasPrefix(rest, piece) {
+			return false
+		}
+		rest = rest[len(piece):]
+		written = true
+		return true
+	}
+	for _, m := range marks {
+		if !next(m) {
+			return false
+		}
+	}
+	if tag != "" && !next(tag) {
+		return false
+	}
+	return rest == ""
+}
+
+// appendDescribed appends Describe(old, marks, tag) as a JSON string, without building
+// the string first.
+func appendDescribed(dst []byte, old string, marks []string, tag string) []byte {
+	base := StripTags(old)
+	dst = append(dst, '"')
+	if len(marks) == 0 && tag == "" {
+		dst = jsonx.AppendEscaped(dst, base)
+		return append(dst, '"')
+	}
+	base = strings.TrimRight(base, space)
+	dst = jsonx.AppendEscaped(dst, base)
+	written := len(base) > 0
+	for _, m := range marks {
+		if written {
+			dst = append(dst, ' ')
+		}
+		dst = jsonx.AppendEscaped(dst, m)
+		written = true
+	}
+	if tag != "" {
+		if written {
+			dst = append(dst, ' ')
+		}
+		dst = append(dst, tag...)
+	}
+	return append(dst, '"')
 }
 
 // Describe returns description with stategate's trailing tags replaced by marks and tag:

@@ -9,6 +9,12 @@ const hexDigits = "0123456789abcdef"
 // U+2028/U+2029 are escaped.
 func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
+	dst = AppendEscaped(dst, s)
+	return append(dst, '"')
+}
+
+// AppendEscaped appends s escaped as the inside of a JSON string literal (no quotes).
+func AppendEscaped(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -51,8 +57,7 @@ func AppendString(dst []byte, s string) []byte {
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, s[start:]...)
 }
 
 // StringLen returns len(AppendString(nil, s)) without building it.
