@@ -25,24 +25,21 @@ type request struct {
 // parse validates in and reads the members every export shares. needTool and needMessage
 // say which members are required.
 func parse(in []byte, needTool, needMessage bool) (*request, error) {
-	if err := jsonx.Validate(in, abi.MaxDepth); err != nil {
-		if se, ok := err.(*jsonx.SyntaxError); ok && se.Deep {
-			return nil, &Error{Code: abi.ErrTooDeep, Message: "input " + se.Error()}
-		}
-		return nil, &Error{Code: abi.ErrInvalidJSON, Message: "input is not valid JSON: " + err.Error()}
-	}
-	root := gjson.Parse(str(in))
-	if !root.IsObject() {
-		return nil, &Error{Code: abi.ErrInvalidInput, Message: "input must be a JSON object"}
-	}
 	r := &request{}
 	var bad string
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	src := str(in)
+	// One validating pass that also hands over the top-level members: nothing below
+	// rescans the (possibly large) message or arguments to find where they end.
+	err := jsonx.ValidateObject(in, abi.MaxDepth, func(key string, start, end int) {
+		if bad != "" {
+			return
+		}
+		v := gjson.Parse(src[start:end])
+		switch key {
 		case "tool":
 			if v.Type != gjson.String {
 				bad = "tool must be a string"
-				return false
+				return
 			}
 			r.tool = v.Str
 		case "arguments":
@@ -52,13 +49,13 @@ func parse(in []byte, needTool, needMessage bool) (*request, error) {
 		case "knownTools":
 			if !v.IsArray() {
 				bad = "knownTools must be an array of names"
-				return false
+				return
 			}
 			r.knownTools = v
 		case "states":
 			if !v.IsObject() && v.Type != gjson.Null {
 				bad = "states must be an object of key: snapshot"
-				return false
+				return
 			}
 			r.states = v
 		case "isError":
@@ -66,24 +63,32 @@ func parse(in []byte, needTool, needMessage bool) (*request, error) {
 		case "session":
 			if v.Type != gjson.String && v.Type != gjson.Null {
 				bad = "session must be a string"
-				return false
+				return
 			}
 			r.scope.Session = v.Str
 		case "principal":
 			if v.Type != gjson.String && v.Type != gjson.Null {
 				bad = "principal must be a string"
-				return false
+				return
 			}
 			r.scope.Principal = v.Str
 		case "protocolVersion":
 			if v.Type != gjson.String && v.Type != gjson.Null {
 				bad = "protocolVersion must be a string"
-				return false
+				return
 			}
 			r.eraOf = gate.EraOf(v.Str)
 		}
-		return true
 	})
+	if err != nil {
+		if se, ok := err.(*jsonx.SyntaxError); ok && se.Deep {
+			return nil, &Error{Code: abi.ErrTooDeep, Message: "input " + se.Error()}
+		}
+		if se, ok := err.(*jsonx.SyntaxError); ok && se.Msg == "not an object" {
+			return nil, &Error{Code: abi.ErrInvalidInput, Message: "input must be a JSON object"}
+		}
+		return nil, &Error{Code: abi.ErrInvalidJSON, Message: "input is not valid JSON: " + err.Error()}
+	}
 	if bad != "" {
 		return nil, &Error{Code: abi.ErrInvalidInput, Message: bad}
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/jsonx"
-	"github.com/tidwall/gjson"
 )
 
 // Decision is what happens to one tool of a tools/list result.
@@ -48,67 +47,105 @@ type ToolsStats struct {
 // and appends the new message to dst. decide is called once per named tool. A message
 // without a result.tools array is appended unchanged, with ok false.
 func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byte, st ToolsStats, ok bool) {
-	tools := gjson.Get(msg, "result.tools")
-	if !tools.IsArray() || !spliceable(msg, tools, ']') {
+	// One pass over the list: find result.tools, then walk each tool's members once,
+	// skipping the values (schemas) it does not read. msg was validated by the caller.
+	top := jsonx.SkipWS(msg, 0)
+	if top >= len(msg) || msg[top] != '{' {
 		return append(dst, msg...), st, false
 	}
-	end := tools.Index + len(tools.Raw)
+	res := jsonx.Member(msg, top, "result")
+	if res < 0 || res >= len(msg) || msg[res] != '{' {
+		return append(dst, msg...), st, false
+	}
+	arr := jsonx.Member(msg, res, "tools")
+	if arr < 0 || arr >= len(msg) || msg[arr] != '[' {
+		return append(dst, msg...), st, false
+	}
 	// Splice element by element, keeping the original whitespace between the tools; a
 	// dropped tool takes its leading separator with it.
-	dst = append(dst, msg[:tools.Index+1]...) // through '['
-	prev := tools.Index + 1                   // end of the previous element; -1 once offsets are lost
+	mark := len(dst)
+	dst = append(dst, msg[:arr+1]...) // through '['
+	prev := arr + 1                   // end of the previous element
 	first := true
-	tools.ForEach(func(_, tool gjson.Result) bool {
-		start := tool.Index
-		if prev < 0 || start < prev || start+len(tool.Raw) > end || msg[start:start+len(tool.Raw)] != tool.Raw {
-			start, prev = -1, -1 // offsets unknown: separate with bare commas from here on
-		}
-		var name, desc gjson.Result
-		if tool.IsObject() {
-			tool.ForEach(func(k, v gjson.Result) bool {
-				switch k.Str {
-				case "name":
-					name = v
-				case "description":
-					desc = v
-				}
-				return true
-			})
-		}
+	j := jsonx.SkipWS(msg, arr+1)
+	for j < len(msg) && msg[j] != ']' {
+		start := j
+		f, end := scanTool(msg, start)
 		keep := true
 		var d Decision
-		if name.Type == gjson.String {
-			st.Names = append(st.Names, name.Str)
-			d = decide(name.Str)
+		if f.named {
+			st.Names = append(st.Names, f.name)
+			d = decide(f.name)
 			if d.Drop {
-				st.Hidden = append(st.Hidden, name.Str)
+				st.Hidden = append(st.Hidden, f.name)
 				keep = false
 			}
 		}
 		if keep {
-			if start >= 0 {
-				dst = appendGap(dst, msg[prev:start], first)
-			} else if !first {
-				dst = append(dst, ',')
-			}
+			dst = appendGap(dst, msg[prev:start], first)
 			first = false
-			if name.Type == gjson.String {
-				dst = appendTool(dst, tool, desc, d)
+			if f.named {
+				dst = appendTool(dst, msg[start:end], f.descStart-start, f.descEnd-start, f.descString, f.desc, d)
 			} else {
-				// Not a tool we can name: pass it through untouched.
-				dst = append(dst, tool.Raw...)
+				dst = append(dst, msg[start:end]...) // not a tool we can name: untouched
 			}
 		}
-		if start >= 0 {
-			prev = start + len(tool.Raw)
+		prev = end
+		j = jsonx.SkipWS(msg, end)
+		if j < len(msg) && msg[j] == ',' {
+			j = jsonx.SkipWS(msg, j+1)
+			continue
 		}
-		return true
-	})
-	if prev >= 0 && prev <= end-1 {
-		dst = appendGap(dst, msg[prev:end-1], true) // whitespace before ']'
+		break
 	}
-	dst = append(dst, msg[end-1:]...)
+	if j >= len(msg) || msg[j] != ']' || prev > j {
+		// Not a well-formed array after all (the caller's input was not validated).
+		return append(dst[:mark], msg...), ToolsStats{}, false
+	}
+	dst = appendGap(dst, msg[prev:j], true) // whitespace before ']'
+	dst = append(dst, msg[j:]...)
 	return dst, st, true
+}
+
+// toolFields are the members of one tool that decoration reads.
+type toolFields struct {
+	named              bool
+	name               string
+	descStart, descEnd int // span of the description value in msg; descStart < 0 when absent
+	descString         bool
+	desc               string
+}
+
+// scanTool reads the tool at i and returns the offset just past it. Of repeated members
+// the last counts, as in the clients that read the list (encoding/json and the SDKs).
+func scanTool(msg string, i int) (f toolFields, end int) {
+	f.descStart = -1
+	if msg[i] != '{' {
+		return f, jsonx.SkipValue(msg, i)
+	}
+	it := jsonx.Object(msg, i)
+	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		switch key {
+		case "name":
+			e := jsonx.SkipValue(msg, val)
+			f.named = msg[val] == '"'
+			f.name = ""
+			if f.named {
+				f.name = jsonx.Unquote(msg[val:e])
+			}
+			it.Skip(e)
+		case "description":
+			e := jsonx.SkipValue(msg, val)
+			f.descStart, f.descEnd = val, e
+			f.descString = msg[val] == '"'
+			f.desc = ""
+			if f.descString {
+				f.desc = jsonx.Unquote(msg[val:e])
+			}
+			it.Skip(e)
+		}
+	}
+	return f, it.End()
 }
 
 // appendGap appends the bytes between two array elements (whitespace and a comma),
@@ -128,50 +165,42 @@ func appendGap(dst []byte, gap string, first bool) []byte {
 	return append(dst, gap...)
 }
 
-// appendTool appends tool with its description rewritten per d.
-func appendTool(dst []byte, tool, desc gjson.Result, d Decision) []byte {
-	old := ""
-	if desc.Type == gjson.String {
-		old = desc.Str
-	}
+// appendTool appends tool (raw) with its description rewritten per d. descStart and
+// descEnd locate the description value within tool (descStart < 0: absent).
+func appendTool(dst []byte, tool string, descStart, descEnd int, descString bool, old string, d Decision) []byte {
 	tag := Tag(d.Cache)
-	if desc.Type == gjson.String && unchanged(old, d.Marks, tag) {
-		return append(dst, tool.Raw...) // nothing to change
+	nothing := len(d.Marks) == 0 && tag == ""
+	if descString && unchanged(old, d.Marks, tag) {
+		return append(dst, tool...) // nothing to change
 	}
-	if !desc.Exists() && len(d.Marks) == 0 && tag == "" {
-		return append(dst, tool.Raw...) // nothing to add
-	}
-	if desc.Exists() && desc.Index > 0 {
-		start := desc.Index - tool.Index
-		if start > 0 && start+len(desc.Raw) <= len(tool.Raw) {
-			if desc.Type != gjson.String && len(d.Marks) == 0 && tag == "" {
-				return append(dst, tool.Raw...) // a non-string description we have nothing for
-			}
-			dst = append(dst, tool.Raw[:start]...)
-			dst = appendDescribed(dst, old, d.Marks, tag)
-			return append(dst, tool.Raw[start+len(desc.Raw):]...)
+	if descStart >= 0 && descStart < descEnd && descEnd <= len(tool) {
+		if !descString && nothing {
+			return append(dst, tool...) // a non-string description we have nothing for
 		}
+		dst = append(dst, tool[:descStart]...)
+		dst = appendDescribed(dst, old, d.Marks, tag)
+		return append(dst, tool[descEnd:]...)
 	}
-	if len(d.Marks) == 0 && tag == "" {
-		return append(dst, tool.Raw...)
+	if nothing {
+		return append(dst, tool...)
 	}
 	// No description: add one before the closing brace.
-	raw := tool.Raw
-	end := strings.LastIndexByte(raw, '}')
+	end := strings.LastIndexByte(tool, '}')
 	if end < 0 {
-		return append(dst, raw...)
+		return append(dst, tool...)
 	}
-	body := strings.TrimRight(raw[:end], " \t\r\n")
-	dst = append(dst, raw[:end]...)
+	body := strings.TrimRight(tool[:end], " \t\r\n")
+	dst = append(dst, tool[:end]...)
 	if !strings.HasSuffix(body, "{") {
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"description":`...)
 	dst = appendDescribed(dst, old, d.Marks, tag)
-	return append(dst, raw[end:]...)
+	return append(dst, tool[end:]...)
 }
 
-// unchanged reports whether Describe(old, marks, tag) == old, without building it.
+// unchanged reports whether Describe(old, marks, tag) == old, without building it (and
+// without closures: each costs an allocation in the guest, and this runs once per tool).
 func unchanged(old string, marks []string, tag string) bool {
 	base := StripTags(old)
 	if len(marks) == 0 && tag == "" {
@@ -183,29 +212,33 @@ func unchanged(old string, marks []string, tag string) bool {
 	}
 	rest := old[len(base):]
 	written := len(base) > 0
-	next := func(piece string) bool {
-		if written {
-			if !strings.HasPrefix(rest, " ") {
-				return false
-			}
-			rest = rest[1:]
-		}
-		if !strings.HasPrefix(rest, piece) {
-			return false
-		}
-		rest = rest[len(piece):]
-		written = true
-		return true
-	}
+	ok := true
 	for _, m := range marks {
-		if !next(m) {
+		if rest, ok = consumePiece(rest, m, written); !ok {
 			return false
 		}
+		written = true
 	}
-	if tag != "" && !next(tag) {
-		return false
+	if tag != "" {
+		if rest, ok = consumePiece(rest, tag, written); !ok {
+			return false
+		}
 	}
 	return rest == ""
+}
+
+// consumePiece strips " "+piece (or piece, when nothing was written before) from rest.
+func consumePiece(rest, piece string, spaced bool) (string, bool) {
+	if spaced {
+		if !strings.HasPrefix(rest, " ") {
+			return rest, false
+		}
+		rest = rest[1:]
+	}
+	if !strings.HasPrefix(rest, piece) {
+		return rest, false
+	}
+	return rest[len(piece):], true
 }
 
 // appendDescribed appends Describe(old, marks, tag) as a JSON string, without building

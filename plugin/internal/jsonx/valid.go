@@ -3,7 +3,10 @@
 // overflow the guest's fixed stack), and a string encoder.
 package jsonx
 
-import "strconv"
+import (
+	"strconv"
+	"unsafe"
+)
 
 // SyntaxError describes why a document is not valid JSON.
 type SyntaxError struct {
@@ -19,9 +22,28 @@ func (e *SyntaxError) Error() string {
 // Validate checks that data is exactly one JSON value (RFC 8259) nested at most maxDepth
 // deep. It never recurses, so any input is safe.
 func Validate(data []byte, maxDepth int) error {
+	return validate(data, maxDepth, nil)
+}
+
+// ValidateObject is Validate for a document that must be an object; it also reports each
+// top-level member (key unescaped, value span) to fn, so callers need no second pass to
+// find them.
+func ValidateObject(data []byte, maxDepth int, fn func(key string, start, end int)) error {
+	i := skipWS(data, 0)
+	if i < len(data) && data[i] != '{' {
+		if err := validate(data, maxDepth, nil); err != nil {
+			return err
+		}
+		return &SyntaxError{Offset: i, Msg: "not an object"}
+	}
+	return validate(data, maxDepth, fn)
+}
+
+func validate(data []byte, maxDepth int, fn func(key string, start, end int)) error {
 	// stack holds one byte per open container: '{' or '['. Its length is the depth.
 	var stackBuf [64]byte
 	stack := stackBuf[:0]
+	memberStart, keyStart, keyEnd := -1, 0, 0
 	i := skipWS(data, 0)
 	// expecting: 0 = a value, 1 = after a value
 	for {
@@ -42,9 +64,13 @@ func Validate(data []byte, maxDepth int) error {
 				goto afterValue
 			}
 			if c == '{' {
+				ks := i
 				var err error
 				if i, err = objectKey(data, i); err != nil {
 					return err
+				}
+				if len(stack) == 1 {
+					memberStart, keyStart, keyEnd = i, ks, keyEndAt(data, ks)
 				}
 			}
 			continue
@@ -79,6 +105,10 @@ func Validate(data []byte, maxDepth int) error {
 			return bad(data, i)
 		}
 	afterValue:
+		if fn != nil && memberStart >= 0 && len(stack) == 1 {
+			fn(Unquote(unsafeString(data[keyStart:keyEnd])), memberStart, i)
+			memberStart = -1
+		}
 		for {
 			i = skipWS(data, i)
 			if len(stack) == 0 {
@@ -95,14 +125,22 @@ func Validate(data []byte, maxDepth int) error {
 			case c == ',':
 				i = skipWS(data, i+1)
 				if top == '{' {
+					ks := i
 					var err error
 					if i, err = objectKey(data, i); err != nil {
 						return err
+					}
+					if len(stack) == 1 {
+						memberStart, keyStart, keyEnd = i, ks, keyEndAt(data, ks)
 					}
 				}
 			case (c == '}' && top == '{') || (c == ']' && top == '['):
 				stack = stack[:len(stack)-1]
 				i++
+				if fn != nil && memberStart >= 0 && len(stack) == 1 {
+					fn(Unquote(unsafeString(data[keyStart:keyEnd])), memberStart, i)
+					memberStart = -1
+				}
 				continue
 			default:
 				return bad(data, i)
@@ -110,6 +148,12 @@ func Validate(data []byte, maxDepth int) error {
 			break
 		}
 	}
+}
+
+// keyEndAt returns the offset just past the (valid) string literal at i.
+func keyEndAt(data []byte, i int) int {
+	n, _ := scanString(data, i)
+	return n
 }
 
 // objectKey scans `"key" :` at i and returns the offset of the value that follows.
@@ -239,4 +283,13 @@ func scanNumber(data []byte, i int) (int, error) {
 		}
 	}
 	return i, nil
+}
+
+// unsafeString views b as a string; Unquote copies when it has to unescape, and callers
+// keep keys only while data is alive and unchanged.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

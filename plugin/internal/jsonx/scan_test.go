@@ -1,0 +1,89 @@
+package jsonx
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestMember(t *testing.T) {
+	doc := `{"a":1, "b" : {"c":[1,{"d":"}"}]}, "r\u0065sult":"x", "e":"q\"}"}`
+	tests := []struct {
+		name, key, want string
+	}{
+		{"first member", "a", "1"},
+		{"nested object skipped whole", "b", `{"c":[1,{"d":"}"}]}`},
+		{"escaped key matches its value", "result", `"x"`},
+		{"string with escaped quote and brace", "e", `"q\"}"`},
+		{"absent", "z", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Member(doc, 0, tt.key)
+			got := ""
+			if v >= 0 {
+				got = doc[v:SkipValue(doc, v)]
+			}
+			if got != tt.want {
+				t.Errorf("Member(%q) = %q, want %q", tt.key, got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzScan: the scanning helpers never panic on any input, and on valid JSON SkipValue
+// ends exactly where the document ends and Unquote agrees with encoding/json.
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2,{"b":"c\\"}"}]}`, `"\ud83d\ude00 \ud800 x"`, `[`, `{"a"`, `{"a":`, `"\u12"`, `{}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		end := SkipValue(s, SkipWS(s, 0))
+		if end < 0 || end > len(s) {
+			t.Fatalf("SkipValue out of range: %d", end)
+		}
+		it := Object(s, SkipWS(s, 0))
+		if e := it.End(); e < 0 || e > len(s) {
+			t.Fatalf("Object.End out of range: %d", e)
+		}
+		if Validate([]byte(s), 1000) != nil {
+			return
+		}
+		i := SkipWS(s, 0)
+		if e := SkipValue(s, i); SkipWS(s, e) != len(s) {
+			t.Fatalf("SkipValue(%q) stopped at %d", s, e)
+		}
+		if s[i] == '"' && utf8.ValidString(s) {
+			var want string
+			if err := json.Unmarshal([]byte(s), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got := Unquote(s[i:SkipValue(s, i)]); got != want {
+				t.Fatalf("Unquote(%q) = %q, want %q", s, got, want)
+			}
+		}
+	})
+}
+
+func TestValidateObject(t *testing.T) {
+	doc := []byte(` {"a" : 1, "b":{"x":[1,{}]}, "c":[], "d":{}, "e":"s\"", "f\u0067":null } `)
+	var got []string
+	if err := ValidateObject(doc, 10, func(k string, s, e int) { got = append(got, k+"="+string(doc[s:e])) }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`a=1`, `b={"x":[1,{}]}`, `c=[]`, `d={}`, `e="s\""`, `fg=null`}
+	if len(got) != len(want) {
+		t.Fatalf("got %q", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("member %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+	if err := ValidateObject([]byte(`[1]`), 10, nil); err == nil {
+		t.Error("an array passed ValidateObject")
+	}
+	if err := ValidateObject([]byte(`{"a":`), 10, func(string, int, int) {}); err == nil {
+		t.Error("a broken object passed")
+	}
+}
