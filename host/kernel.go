@@ -55,6 +55,18 @@ func (k *kernel) alloc(n uint64) uint64 {
 	return off
 }
 
+// allocCopy returns a new block holding v, or 0 when !ok (absent) or out of room.
+func (k *kernel) allocCopy(ok bool, v string) uint64 {
+	if !ok {
+		return 0
+	}
+	off := k.alloc(uint64(len(v)))
+	if off != 0 {
+		copy(k.mem[off:], v)
+	}
+	return off
+}
+
 func (k *kernel) block(off uint64) []byte {
 	n, ok := k.blocks[off]
 	if !ok {
@@ -114,9 +126,7 @@ func extismFunctions() []hostFunc {
 		}},
 		{"input_offset", nil, []api.ValueType{i64}, func(ctx context.Context, s []uint64) {
 			k := kernelOf(ctx)
-			off := k.alloc(uint64(len(k.input)))
-			copy(k.mem[off:], k.input)
-			s[0] = off
+			s[0] = k.allocCopy(true, string(k.input))
 		}},
 		{"output_set", []api.ValueType{i64, i64}, nil, func(ctx context.Context, s []uint64) {
 			k := kernelOf(ctx)
@@ -133,24 +143,12 @@ func extismFunctions() []hostFunc {
 		{"config_get", []api.ValueType{i64}, []api.ValueType{i64}, func(ctx context.Context, s []uint64) {
 			k := kernelOf(ctx)
 			v, ok := k.config[string(k.block(s[0]))]
-			if !ok {
-				s[0] = 0
-				return
-			}
-			off := k.alloc(uint64(len(v)))
-			copy(k.mem[off:], v)
-			s[0] = off
+			s[0] = k.allocCopy(ok, v)
 		}},
 		{"var_get", []api.ValueType{i64}, []api.ValueType{i64}, func(ctx context.Context, s []uint64) {
 			k := kernelOf(ctx)
 			v, ok := k.vars[string(k.block(s[0]))]
-			if !ok {
-				s[0] = 0
-				return
-			}
-			off := k.alloc(uint64(len(v)))
-			copy(k.mem[off:], v)
-			s[0] = off
+			s[0] = k.allocCopy(ok, string(v))
 		}},
 		{"var_set", []api.ValueType{i64, i64}, nil, func(ctx context.Context, s []uint64) {
 			k := kernelOf(ctx)
