@@ -65,20 +65,20 @@ func (p *Pool) Call(ctx context.Context, fn abi.Function, input []byte) ([]byte,
 	if err != nil {
 		return nil, err
 	}
+	defer p.put(in)
 	if !p.rt.opts.Interruptible {
 		start := time.Now()
 		out, err := in.Call(ctx, fn, input)
 		if d := time.Since(start); d > p.timeout {
 			in.retire()
 		}
-		p.put(in)
 		return out, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	// The caller going away must not kill the instance mid-call: only the deadline does.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
 	out, err := in.Call(cctx, fn, input)
 	cancel()
-	p.put(in)
-	if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+	if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (deadline %s)", err, p.timeout)
 	}
 	return out, err

@@ -21,6 +21,11 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request, body []byte
 	}
 	var responses []string
 	for _, e := range elems {
+		if !e.IsObject() {
+			// Batches do not nest: answering element by element must not recurse.
+			responses = append(responses, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"a batch element must be a JSON-RPC message object"}}`)
+			continue
+		}
 		sub := r.Clone(r.Context())
 		sub.Body = nopCloser{bytes.NewReader([]byte(e.Raw))}
 		sub.ContentLength = int64(len(e.Raw))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -34,7 +35,26 @@ func (g *Gateway) serveToolCall(w http.ResponseWriter, c *call) {
 		return in
 	})
 	ctx := c.r.Context()
-	out, st, err := g.callWithState(ctx, abi.FuncCheckLimits, input, nil)
+	var lock func([]string) error
+	if g.fires[name] {
+		// A call that can move a workflow holds its state keys from admission to the
+		// stored transition, and runs to completion even if the client leaves: the
+		// upstream may act on it, and the workflow must record what it did.
+		lock = func(keys []string) error {
+			unlock, err := g.locks.lock(ctx, keys)
+			if err == nil {
+				c.unlock = unlock
+			}
+			return err
+		}
+		ctx = context.WithoutCancel(ctx)
+	}
+	defer func() {
+		if c.unlock != nil {
+			c.unlock()
+		}
+	}()
+	out, st, err := g.callWithStateLocked(ctx, abi.FuncCheckLimits, input, nil, lock)
 	timeout := defaultTimeout
 	var onTimeout []byte
 	if err != nil {
@@ -134,7 +154,11 @@ func (g *Gateway) transition(ctx context.Context, c *call, input []byte, isError
 			if committed[k.Str] {
 				return true
 			}
-			ok, err := g.opts.Store.CompareAndSwap(ctx, c.session, k.Str, st.get(k.Str), []byte(v.Raw))
+			owner := ""
+			if sessionOwned(k.Str) {
+				owner = c.session // freed with the session; handle state outlives it
+			}
+			ok, err := g.opts.Store.CompareAndSwap(ctx, owner, k.Str, st.get(k.Str), []byte(v.Raw))
 			if err != nil {
 				g.fault(FaultTransition, errStore{err}, "key", k.Str)
 				committed[k.Str] = true // give up on this key; the others still move
@@ -168,6 +192,13 @@ func (g *Gateway) transition(ctx context.Context, c *call, input []byte, isError
 	}
 	g.fault(FaultTransition, errTooManyConflicts, "session", c.session)
 	return visible
+}
+
+// sessionOwned reports whether an engine state key belongs to a session
+// (stategate/v1/<workflow>/session/...) rather than to a state handle.
+func sessionOwned(key string) bool {
+	parts := strings.SplitN(key, "/", 5)
+	return len(parts) == 5 && parts[3] == "session"
 }
 
 type gwError string

@@ -15,16 +15,33 @@ func hasDuplicateKeys(v gjson.Result, depth int) bool {
 	}
 	switch {
 	case v.IsObject():
+		// A short list for the usual small objects, a set once an object is large, so a
+		// body of many keys costs linear time.
 		var seen []string
+		var set map[string]struct{}
 		dup := false
 		v.ForEach(func(k, val gjson.Result) bool {
-			for _, s := range seen {
-				if s == k.Str {
+			if set != nil {
+				if _, ok := set[k.Str]; ok {
 					dup = true
 					return false
 				}
+				set[k.Str] = struct{}{}
+			} else {
+				for _, s := range seen {
+					if s == k.Str {
+						dup = true
+						return false
+					}
+				}
+				seen = append(seen, k.Str)
+				if len(seen) > 16 {
+					set = make(map[string]struct{}, 64)
+					for _, s := range seen {
+						set[s] = struct{}{}
+					}
+				}
 			}
-			seen = append(seen, k.Str)
 			if hasDuplicateKeys(val, depth+1) {
 				dup = true
 				return false

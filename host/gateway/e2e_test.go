@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -444,10 +445,15 @@ func rawSession(t *testing.T, url string) string {
 
 func rawPost(t *testing.T, url, sid, body, accept string) *http.Response {
 	t.Helper()
+	return rawPostVersion(t, url, sid, body, accept, "2025-06-18")
+}
+
+func rawPostVersion(t *testing.T, url, sid, body, accept, version string) *http.Response {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
-	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	req.Header.Set("MCP-Protocol-Version", version)
 	if sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
 	}
@@ -514,8 +520,14 @@ func TestE2E_notificationOnGetStream(t *testing.T) {
 func TestE2E_batch(t *testing.T) {
 	e := newEnv(t, envOptions{demo: demo.Options{JSONResponse: true}})
 	sid := rawSession(t, e.url)
-	resp := rawPost(t, e.url, sid, `[{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"cart.pay","arguments":{}}},`+
-		`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"tasks.update","arguments":{"id":"T1","status":"done"}}}]`, "application/json, text/event-stream")
+	batch := `[{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"cart.pay","arguments":{}}},` +
+		`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"tasks.update","arguments":{"id":"T1","status":"done"}}}]`
+	refused := rawPost(t, e.url, sid, batch, "application/json, text/event-stream")
+	refused.Body.Close()
+	if refused.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a batch in 2025-06-18: status %d, want 400 (batches ended with 2025-03-26)", refused.StatusCode)
+	}
+	resp := rawPostVersion(t, e.url, sid, batch, "application/json, text/event-stream", "2025-03-26")
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var out []struct {
@@ -681,5 +693,149 @@ func TestE2E_duplicateKeysRefused(t *testing.T) {
 	}
 	if e.upstream.count("cart.pay") != 0 {
 		t.Fatal("a request with repeated members reached the upstream")
+	}
+}
+
+// TestE2E_unreadableBodiesRefused: bodies the gateway cannot read byte for byte as the
+// server will are refused, never passed on ungated.
+func TestE2E_unreadableBodiesRefused(t *testing.T) {
+	e := newEnv(t, envOptions{demo: demo.Options{JSONResponse: true}})
+	sid := rawSession(t, e.url)
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cart.pay","arguments":{}}}`
+	for _, tc := range []struct {
+		name, body, header, value string
+		status                    int
+	}{
+		{"gzip body", call, "Content-Encoding", "gzip", http.StatusUnsupportedMediaType},
+		{"utf-16 charset", call, "Content-Type", "application/json; charset=utf-16", http.StatusUnsupportedMediaType},
+		{"byte-order mark", "\ufeff" + call, "", "", http.StatusBadRequest},
+		{"repeated method, first harmless", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":{"name":"cart.pay"}}`, "", "", http.StatusBadRequest},
+		{"not JSON", `{"jsonrpc":"2.0","id":1,`, "", "", http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+			req.Header.Set("Mcp-Session-Id", sid)
+			if tc.header != "" {
+				req.Header.Set(tc.header, tc.value)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
+	if e.upstream.count("cart.pay") != 0 {
+		t.Fatal("an unreadable request reached the upstream")
+	}
+}
+
+// gzipping compresses every upstream answer whose request accepts gzip.
+func gzipping(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") || r.Method != http.MethodPost {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(rec.Body.Bytes())
+		zw.Close()
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		w.Write(buf.Bytes())
+	})
+}
+
+// TestE2E_compressedUpstream: a client asking for gzip still gets decorated answers, and
+// a failed call still does not move the workflow, when the upstream compresses.
+func TestE2E_compressedUpstream(t *testing.T) {
+	rt := pluginRuntime(t)
+	ctx := context.Background()
+	up := httptest.NewServer(gzipping(demo.Handler(demo.Options{JSONResponse: true})))
+	t.Cleanup(up.Close)
+	pool, err := host.NewPool(ctx, rt, demo.Config(), host.PoolOptions{Size: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL + "/mcp")
+	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: demo.Config(), Store: store.NewMemory(store.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	sid := rawSession(t, srv.URL+"/mcp")
+	post := func(body string) string {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Accept-Encoding", "gzip")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r io.Reader = resp.Body
+		if resp.Header.Get("Content-Encoding") == "gzip" {
+			if r, err = gzip.NewReader(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, _ := io.ReadAll(r)
+		return string(b)
+	}
+	if out := post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tasks.update","arguments":{"id":"T1","status":"done"}}}`); !strings.Contains(out, "caused by tasks.update") {
+		t.Fatalf("no invalidation block through a compressing upstream: %.300s", out)
+	}
+	if out := post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"cart.add_item","arguments":{"sku":"nope"}}}`); !strings.Contains(out, `"isError":true`) {
+		t.Fatalf("unknown sku should fail: %.300s", out)
+	}
+	if out := post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"cart.checkout","arguments":{}}}`); !strings.Contains(out, abi.DenyToolNotAvailable) {
+		t.Fatalf("a failed add_item moved the workflow: checkout was admitted: %.300s", out)
+	}
+}
+
+// TestE2E_racingCallsAdmittedOnce: concurrent calls that would each move the workflow are
+// admitted one at a time, so only the first cart.pay in state payment runs.
+func TestE2E_racingCallsAdmittedOnce(t *testing.T) {
+	e := newEnv(t, envOptions{demo: demo.Options{JSONResponse: true}})
+	c := e.connect(t, sessionEra)
+	c.call(t, "cart.add_item", map[string]any{"sku": "tea"})
+	c.call(t, "cart.checkout", nil)
+	var wg sync.WaitGroup
+	var paid, denied atomic.Int64
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "cart.pay", Arguments: map[string]any{}})
+			switch {
+			case err != nil:
+				t.Error(err)
+			case !res.IsError:
+				paid.Add(1)
+			case metaCode(res) == abi.DenyToolNotAvailable:
+				denied.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if paid.Load() != 1 || denied.Load() != 7 || e.upstream.count("cart.pay") != 1 {
+		t.Fatalf("paid %d, denied %d, upstream ran cart.pay %d times; want 1, 7, 1", paid.Load(), denied.Load(), e.upstream.count("cart.pay"))
 	}
 }

@@ -6,10 +6,12 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -46,6 +48,8 @@ type Gateway struct {
 	client    *http.Client
 	proxy     *httputil.ReverseProxy
 	bound     map[string]bool // tools bound to a workflow: the gate fails closed for these
+	fires     map[string]bool // bound tools whose success fires an event
+	locks     *keyLocks
 	workflows bool
 	principal string // request header naming the principal
 
@@ -88,6 +92,8 @@ func New(opts Options) (*Gateway, error) {
 		log:     opts.Logger,
 		client:  &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		bound:   map[string]bool{},
+		fires:   map[string]bool{},
+		locks:   newKeyLocks(),
 		known:   newKnownTools(10000),
 		streams: newStreams(),
 		lists:   newListCache(64, 64<<20),
@@ -95,8 +101,11 @@ func New(opts Options) (*Gateway, error) {
 	cfg := gjson.ParseBytes(opts.Config)
 	cfg.Get("workflows").ForEach(func(_, w gjson.Result) bool {
 		g.workflows = true
-		w.Get("tools").ForEach(func(k, _ gjson.Result) bool {
+		w.Get("tools").ForEach(func(k, b gjson.Result) bool {
 			g.bound[k.Str] = true
+			if b.Get("event").Str != "" {
+				g.fires[k.Str] = true
+			}
 			return true
 		})
 		return true
@@ -169,9 +178,22 @@ type call struct {
 	principal string
 	version   string
 	start     time.Time
+	unlock    func() // releases the state keys a moving call holds
 }
 
 func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
+	// The gateway must read exactly the request the server will read: bodies it cannot
+	// read byte for byte (compressed, another charset) are refused, not passed on ungated.
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		writeRPCError(w, http.StatusUnsupportedMediaType, "null", -32600, "compressed request bodies ("+ce+") are not accepted by the gateway")
+		return
+	}
+	if _, params, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil {
+		if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+			writeRPCError(w, http.StatusUnsupportedMediaType, "null", -32600, "request charset "+strconv.Quote(cs)+" is not accepted; send UTF-8")
+			return
+		}
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, g.opts.MaxBodyBytes+1))
 	if err != nil {
 		g.fault(FaultClientGone, err)
@@ -184,7 +206,19 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '[' {
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') || !json.Valid(body) {
+		writeRPCError(w, http.StatusBadRequest, "null", -32700, "parse error: the body is not one JSON-RPC message or batch")
+		return
+	}
+	if hasDuplicateKeys(gjson.ParseBytes(body), 0) {
+		writeRPCError(w, http.StatusBadRequest, "null", -32600, "request repeats a member name in an object; the gateway and the server could read different values")
+		return
+	}
+	if trimmed[0] == '[' {
+		if v := r.Header.Get("MCP-Protocol-Version"); v >= "2025-06-18" {
+			writeRPCError(w, http.StatusBadRequest, "null", -32600, "JSON-RPC batches are not part of protocol version "+v)
+			return
+		}
 		g.serveBatch(w, r, body)
 		return
 	}
@@ -210,10 +244,6 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	if !c.id.Exists() {
 		g.proxy.ServeHTTP(w, r) // a notification or response: nothing to do
-		return
-	}
-	if (c.method == "tools/call" || c.method == "tools/list" || c.method == "initialize") && hasDuplicateKeys(gjson.ParseBytes(body), 0) {
-		writeRPCError(w, http.StatusBadRequest, idRaw(c.id), -32600, "request repeats a member name in an object; the gateway and the server could read different values")
 		return
 	}
 	switch c.method {
@@ -246,6 +276,9 @@ func (g *Gateway) upstreamRequest(ctx context.Context, c *call) (*http.Request, 
 		return nil, err
 	}
 	copyHeaders(req.Header, c.r.Header)
+	// The gateway rewrites this answer, so it must see it uncompressed: Go's transport
+	// then negotiates gzip itself and decompresses.
+	req.Header.Del("Accept-Encoding")
 	if !acceptsSSE(c.r) {
 		// A client that takes only JSON still gets an answer from servers that insist on
 		// both: an SSE answer is collapsed to its response (see collapseSSE).
@@ -359,15 +392,15 @@ func (g *Gateway) forwardSSE(ctx context.Context, w http.ResponseWriter, c *call
 	}
 	flush()
 	rd := newSSEReader(resp.Body)
-	want := idRaw(c.id)
+	answered := false
 	for {
 		ev, err := rd.next()
 		if err != nil {
-			if onTimeout != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.r.Context().Err() == nil {
+			if !answered && onTimeout != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.r.Context().Err() == nil {
 				g.Stats.Timeouts.Add(1)
 				w.Write(appendEvent(nil, "message", "", g.resultMessage(c, onTimeout)))
 				flush()
-			} else if err != io.EOF {
+			} else if err != io.EOF && !answered {
 				if c.r.Context().Err() != nil {
 					g.fault(FaultClientGone, err)
 				} else {
@@ -376,7 +409,8 @@ func (g *Gateway) forwardSSE(ctx context.Context, w http.ResponseWriter, c *call
 			}
 			return
 		}
-		if len(ev.data) > 0 && isResponseTo(ev.data, want) {
+		if !answered && len(ev.data) > 0 && isResponseTo(ev.data, c.id) {
+			answered = true
 			out, before := rw(ctx, c, ev.data)
 			var buf []byte
 			for _, n := range before {
@@ -419,7 +453,7 @@ func (g *Gateway) collapseSSE(ctx context.Context, w http.ResponseWriter, c *cal
 		if len(ev.data) == 0 {
 			continue
 		}
-		if !isResponseTo(ev.data, want) {
+		if !isResponseTo(ev.data, c.id) {
 			g.streams.send(c.session, [][]byte{append([]byte(nil), ev.data...)})
 			continue
 		}
@@ -434,10 +468,23 @@ func (g *Gateway) collapseSSE(ctx context.Context, w http.ResponseWriter, c *cal
 	}
 }
 
-// isResponseTo reports whether data is a JSON-RPC response (result or error) with id.
-func isResponseTo(data []byte, id string) bool {
+// isResponseTo reports whether data is a JSON-RPC response (result or error) to the
+// request id: ids compare by value (1.0 and 1, "\u0061" and "a" are the same id).
+func isResponseTo(data []byte, id gjson.Result) bool {
 	m := gjson.GetManyBytes(data, "id", "method")
-	return m[0].Exists() && !m[1].Exists() && m[0].Raw == id
+	if !m[0].Exists() || m[1].Exists() {
+		return false
+	}
+	got := m[0]
+	switch {
+	case got.Type != id.Type:
+		return false
+	case got.Type == gjson.Number:
+		return got.Num == id.Num && got.Raw != "" && id.Raw != ""
+	case got.Type == gjson.String:
+		return got.Str == id.Str
+	}
+	return got.Raw == id.Raw
 }
 
 // rewriteInitialize declares capabilities.tools.listChanged when workflows are configured,
@@ -576,17 +623,25 @@ func newKnownTools(max int) *knownTools {
 }
 
 func (k *knownTools) set(session string, names []byte) {
+	if len(names) > maxKnownBytes {
+		return // a list this large is not worth remembering per session
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if _, ok := k.names[session]; !ok {
-		if len(k.order) >= k.max {
-			delete(k.names, k.order[0])
+		for len(k.order) >= k.max {
+			if _, live := k.names[k.order[0]]; live {
+				delete(k.names, k.order[0])
+			}
 			k.order = k.order[1:]
 		}
 		k.order = append(k.order, session)
 	}
 	k.names[session] = names
 }
+
+// maxKnownBytes bounds one session's remembered tool names (10,000 sessions at most).
+const maxKnownBytes = 256 << 10
 
 func (k *knownTools) get(session string) []byte {
 	k.mu.Lock()

@@ -68,6 +68,12 @@ func (c *call) input(extra func([]byte) []byte) []byte {
 // asks for state, it loads those keys and calls once more: at most one extra call.
 // known, when not nil, is passed up front and skips the first round.
 func (g *Gateway) callWithState(ctx context.Context, fn abi.Function, input []byte, known *states) ([]byte, *states, error) {
+	return g.callWithStateLocked(ctx, fn, input, known, nil)
+}
+
+// callWithStateLocked is callWithState that, when the engine names keys, first calls
+// lock with them (and fails if it does), so the state it loads cannot move underneath.
+func (g *Gateway) callWithStateLocked(ctx context.Context, fn abi.Function, input []byte, known *states, lock func([]string) error) ([]byte, *states, error) {
 	if known != nil {
 		out, err := g.opts.Plugin.Call(ctx, fn, closeWith(input, known))
 		return out, known, pluginErr(out, err)
@@ -79,6 +85,16 @@ func (g *Gateway) callWithState(ctx context.Context, fn abi.Function, input []by
 	need := gjson.GetBytes(out, "needState")
 	if !need.Exists() {
 		return out, &states{}, nil
+	}
+	if lock != nil {
+		var keys []string
+		need.ForEach(func(_, k gjson.Result) bool {
+			keys = append(keys, k.Str)
+			return true
+		})
+		if err := lock(keys); err != nil {
+			return nil, nil, err
+		}
 	}
 	st, err := g.load(ctx, need)
 	if err != nil {

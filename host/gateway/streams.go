@@ -62,6 +62,7 @@ func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid str
 		return
 	}
 	copyHeaders(req.Header, r.Header)
+	req.Header.Del("Accept-Encoding") // events are merged in: the stream must be plain
 	resp, err := g.client.Do(req)
 	if err != nil {
 		if r.Context().Err() == nil {

@@ -79,6 +79,10 @@ func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store[redis] url[%s]: %w", name, err)
 	}
+	// No automatic retries: a compare-and-set retried after a lost reply would report a
+	// conflict for a write that committed, and the caller would apply its transition twice.
+	// A failed command surfaces as an error instead (the gate then fails closed).
+	ro.MaxRetries = -1
 	client := redis.NewClient(ro)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
