@@ -114,111 +114,130 @@ func Truncate(dst []byte, msg string, limit int, protectFirst bool) ([]byte, *Tr
 	if len(msg) <= limit {
 		return append(dst, msg...), nil, nil
 	}
-	res := gjson.Get(msg, "result")
-	if !res.IsObject() || !spliceable(msg, res, '}') {
+	// Everything below works on offsets into msg, never on slices of substrings: many
+	// pointers into the middle of one large buffer make each collection of TinyGo's
+	// conservative GC walk that buffer once per pointer.
+	top := jsonx.SkipWS(msg, 0)
+	resAt := jsonx.Member(msg, top, "result")
+	if resAt < 0 || resAt >= len(msg) || msg[resAt] != '{' {
+		return append(dst, msg...), nil, nil
+	}
+	resEnd := jsonx.SkipValue(msg, resAt)
+	if resEnd > len(msg) || msg[resEnd-1] != '}' {
 		return append(dst, msg...), nil, nil
 	}
 	tr := &Truncation{OriginalBytes: len(msg), LimitBytes: limit}
-	var items []gjson.Result
-	var meta gjson.Result
-	var others []gjson.Result // key/value pairs, flattened
-	var seenContent, seenMeta bool
-	res.ForEach(func(k, v gjson.Result) bool {
-		// A repeated content or _meta member is dropped: the first is the one gjson (and
-		// so InsertBlock, which put the block at its index 0) reads.
-		switch k.Str {
+	contentAt, metaAt := -1, -1
+	isError := false
+	var others []span // "key":value members kept as they were
+	it := jsonx.Object(msg, resAt)
+	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		end := jsonx.SkipValue(msg, val)
+		it.Skip(end)
+		// A repeated content or _meta member is dropped: the first is the one InsertBlock
+		// put the block in.
+		switch key {
 		case "content":
-			if !seenContent && v.IsArray() {
-				items = v.Array()
+			if contentAt < 0 && msg[val] == '[' {
+				contentAt = val
 			}
-			seenContent = true
 		case "structuredContent":
 			tr.DroppedStructuredContent = true
 		case "_meta":
-			if !seenMeta {
-				meta = v
+			if metaAt < 0 {
+				metaAt = val
 			}
-			seenMeta = true
 		default:
-			others = append(others, k, v)
+			if key == "isError" && msg[val:end] == "true" {
+				isError = true
+			}
+			others = append(others, span{int32(it.KeyStart()), int32(end)})
 		}
-		return true
-	})
+	}
 	note := appendTextItem(nil, truncationNote(len(msg), limit))
-	prefix, suffix := msg[:res.Index], msg[res.Index+len(res.Raw):]
+	prefix, suffix := msg[:resAt], msg[resEnd:]
 
-	// build writes the result with content items kept (the last one possibly replaced by
-	// cut), and the notice last.
-	build := func(dst []byte, kept []gjson.Result, cut []byte, withOthers bool, note []byte) []byte {
+	// build writes the result with the content items msg[keptFrom:keptTo] (a prefix of the
+	// array, as written), then cut, then the notice.
+	build := func(dst []byte, keptFrom, keptTo int, cut []byte, withOthers bool) []byte {
 		dst = append(dst, prefix...)
 		dst = append(dst, '{')
 		if withOthers {
-			for i := 0; i < len(others); i += 2 {
-				dst = append(dst, others[i].Raw...)
-				dst = append(dst, ':')
-				dst = append(dst, others[i+1].Raw...)
+			for _, o := range others {
+				dst = append(dst, msg[o.start:o.end]...)
 				dst = append(dst, ',')
 			}
-		} else if ie := res.Get("isError"); ie.Type == gjson.True {
+		} else if isError {
 			dst = append(dst, `"isError":true,`...)
 		}
 		dst = append(dst, `"content":[`...)
-		for i, it := range kept {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, it.Raw...)
+		kept := keptTo > keptFrom
+		if kept {
+			dst = append(dst, msg[keptFrom:keptTo]...)
 		}
 		if cut != nil {
-			if len(kept) > 0 {
+			if kept {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, cut...)
 		}
-		if len(note) > 0 {
-			if len(kept) > 0 || cut != nil {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, note...)
+		if kept || cut != nil {
+			dst = append(dst, ',')
 		}
+		dst = append(dst, note...)
 		dst = append(dst, `],"_meta":`...)
-		dst = appendMeta(dst, meta, tr, withOthers)
+		dst = appendMeta(dst, msg, metaAt, tr, withOthers)
 		dst = append(dst, '}')
 		return append(dst, suffix...)
 	}
 
+	first := -1 // offset of content[0]
+	if contentAt >= 0 {
+		if j := jsonx.SkipWS(msg, contentAt+1); j < len(msg) && msg[j] != ']' {
+			first = j
+		}
+	}
 	for _, withOthers := range []bool{true, false} {
-		base := len(build(nil, nil, nil, withOthers, note))
+		base := len(build(nil, 0, 0, nil, withOthers))
 		budget := limit - base - 1 // the comma before the notice
-		keep := 0
+		keptTo, keep, total := first, 0, 0
 		var cut []byte
-		for keep < len(items) {
-			sz := len(items[keep].Raw)
-			if keep > 0 {
-				sz++
+		stopped := false
+		for j := first; j >= 0 && j < len(msg); {
+			end := jsonx.SkipValue(msg, j)
+			total++
+			if !stopped {
+				if end-first <= budget {
+					keptTo, keep = end, keep+1
+				} else {
+					stopped = true
+					if !(keep == 0 && protectFirst) {
+						room := budget - (keptTo - first)
+						if keep > 0 {
+							room--
+						}
+						cut = cutText(msg[j:end], room)
+					}
+				}
 			}
-			if sz <= budget {
-				budget -= sz
-				keep++
-				continue
+			j = jsonx.SkipWS(msg, end)
+			if j >= len(msg) || msg[j] != ',' {
+				break
 			}
-			if keep == 0 && protectFirst {
-				break // the block itself does not fit: try without the other members
-			}
-			if keep > 0 {
-				budget--
-			}
-			cut = cutText(items[keep], budget)
-			break
+			j = jsonx.SkipWS(msg, j+1)
 		}
-		if protectFirst && keep == 0 && len(items) > 0 {
-			continue
+		if protectFirst && keep == 0 && total > 0 {
+			continue // the block itself does not fit: try without the other members
 		}
-		tr.DroppedItems = len(items) - keep
+		tr.DroppedItems = total - keep
 		if cut != nil {
 			tr.DroppedItems--
 		}
-		out := build(dst, items[:keep], cut, withOthers, note)
+		from := first
+		if keep == 0 {
+			from, keptTo = 0, 0
+		}
+		out := build(dst, from, keptTo, cut, withOthers)
 		if len(out)-len(dst) <= limit {
 			return out, tr, nil
 		}
@@ -226,9 +245,10 @@ func Truncate(dst []byte, msg string, limit int, protectFirst bool) ([]byte, *Tr
 	return append(dst, msg...), nil, &TruncateError{Limit: limit}
 }
 
-// cutText returns item (a content item) with its text cut so the item takes at most
-// budget bytes, or nil when it is not text or not even an empty text fits.
-func cutText(item gjson.Result, budget int) []byte {
+// cutText returns the content item raw with its text cut so the item takes at most budget
+// bytes, or nil when it is not text or not even an empty text fits.
+func cutText(raw string, budget int) []byte {
+	item := gjson.Parse(raw)
 	if item.Get("type").Str != "text" {
 		return nil
 	}
@@ -236,11 +256,11 @@ func cutText(item gjson.Result, budget int) []byte {
 	if text.Type != gjson.String || text.Index <= 0 {
 		return nil
 	}
-	start := text.Index - item.Index
-	if start <= 0 || start+len(text.Raw) > len(item.Raw) {
+	start := text.Index
+	if start <= 0 || start+len(text.Raw) > len(raw) {
 		return nil
 	}
-	head, tail := item.Raw[:start], item.Raw[start+len(text.Raw):]
+	head, tail := raw[:start], raw[start+len(text.Raw):]
 	room := budget - len(head) - len(tail) - 2 // the quotes
 	if room < 0 {
 		return nil
@@ -266,20 +286,21 @@ func cutText(item gjson.Result, budget int) []byte {
 	return append(out, tail...)
 }
 
-// appendMeta writes _meta: the original members (when keepOriginal) plus the flag.
-func appendMeta(dst []byte, meta gjson.Result, tr *Truncation, keepOriginal bool) []byte {
+// appendMeta writes _meta: the original members of the object at metaAt in msg (when
+// keepOriginal and there is one) plus the flag.
+func appendMeta(dst []byte, msg string, metaAt int, tr *Truncation, keepOriginal bool) []byte {
 	dst = append(dst, '{')
-	if keepOriginal && meta.IsObject() {
-		meta.ForEach(func(k, v gjson.Result) bool {
-			if k.Str == abi.MetaTruncated {
-				return true
+	if keepOriginal && metaAt >= 0 && msg[metaAt] == '{' {
+		it := jsonx.Object(msg, metaAt)
+		for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+			end := jsonx.SkipValue(msg, val)
+			it.Skip(end)
+			if key == abi.MetaTruncated {
+				continue
 			}
-			dst = append(dst, k.Raw...)
-			dst = append(dst, ':')
-			dst = append(dst, v.Raw...)
+			dst = append(dst, msg[it.KeyStart():end]...)
 			dst = append(dst, ',')
-			return true
-		})
+		}
 	}
 	dst = jsonx.AppendString(dst, abi.MetaTruncated)
 	dst = append(dst, `:{"originalBytes":`...)

@@ -37,10 +37,45 @@ func Tag(c config.CacheControl) string {
 	return ""
 }
 
-// ToolsStats reports what Tools did.
+// ToolsStats reports what Tools did. Names are kept as offsets into the message, not as
+// strings: a thousand strings pointing into the middle of one large input buffer make
+// every collection of TinyGo's conservative GC walk that buffer once per pointer.
 type ToolsStats struct {
-	Names  []string // every tool name of the list, in order
-	Hidden []string
+	names, hidden []span
+}
+
+// span locates a name's JSON string literal in the message.
+type span struct{ start, end int32 }
+
+// AppendNames appends every tool name of the list, in order, as a JSON array.
+func (st *ToolsStats) AppendNames(dst []byte, msg string) []byte { return appendSpans(dst, msg, st.names) }
+
+// AppendHidden appends the names of the dropped tools as a JSON array.
+func (st *ToolsStats) AppendHidden(dst []byte, msg string) []byte { return appendSpans(dst, msg, st.hidden) }
+
+// Names returns every tool name of the list, in order.
+func (st *ToolsStats) Names(msg string) []string { return spanStrings(msg, st.names) }
+
+// Hidden returns the names of the dropped tools.
+func (st *ToolsStats) Hidden(msg string) []string { return spanStrings(msg, st.hidden) }
+
+func appendSpans(dst []byte, msg string, spans []span) []byte {
+	dst = append(dst, '[')
+	for i, sp := range spans {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonx.AppendString(dst, jsonx.Unquote(msg[sp.start:sp.end]))
+	}
+	return append(dst, ']')
+}
+
+func spanStrings(msg string, spans []span) []string {
+	var out []string
+	for _, sp := range spans {
+		out = append(out, jsonx.Unquote(msg[sp.start:sp.end]))
+	}
+	return out
 }
 
 // Tools rewrites the tools/list result inside msg (a JSON-RPC response, valid JSON)
@@ -74,10 +109,11 @@ func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byt
 		keep := true
 		var d Decision
 		if f.named {
-			st.Names = append(st.Names, f.name)
+			sp := span{int32(f.nameStart), int32(f.nameEnd)}
+			st.names = append(st.names, sp)
 			d = decide(f.name)
 			if d.Drop {
-				st.Hidden = append(st.Hidden, f.name)
+				st.hidden = append(st.hidden, sp)
 				keep = false
 			}
 		}
@@ -111,6 +147,7 @@ func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byt
 type toolFields struct {
 	named              bool
 	name               string
+	nameStart, nameEnd int // span of the name's string literal
 	descStart, descEnd int // span of the description value in msg; descStart < 0 when absent
 	descString         bool
 	desc               string
@@ -132,6 +169,7 @@ func scanTool(msg string, i int) (f toolFields, end int) {
 			f.name = ""
 			if f.named {
 				f.name = jsonx.Unquote(msg[val:e])
+				f.nameStart, f.nameEnd = val, e
 			}
 			it.Skip(e)
 		case "description":

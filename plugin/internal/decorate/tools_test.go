@@ -278,11 +278,11 @@ func TestTools(t *testing.T) {
 			if json.Valid([]byte(tt.msg)) && !json.Valid([]byte(got)) {
 				t.Errorf("output is not valid JSON: %s", got)
 			}
-			if !reflect.DeepEqual(st.Names, tt.wantNames) {
-				t.Errorf("Names = %q, want %q", st.Names, tt.wantNames)
+			if !reflect.DeepEqual(st.Names(tt.msg), tt.wantNames) {
+				t.Errorf("Names = %q, want %q", st.Names(tt.msg), tt.wantNames)
 			}
-			if !reflect.DeepEqual(st.Hidden, tt.wantHidden) {
-				t.Errorf("Hidden = %q, want %q", st.Hidden, tt.wantHidden)
+			if !reflect.DeepEqual(st.Hidden(tt.msg), tt.wantHidden) {
+				t.Errorf("Hidden = %q, want %q", st.Hidden(tt.msg), tt.wantHidden)
 			}
 			if calls != len(tt.wantNames) && json.Valid([]byte(tt.msg)) {
 				// (On input that is not JSON, which the engine never passes, decide may
@@ -455,7 +455,7 @@ func TestTools_preservesBytes(t *testing.T) {
 		// Each kept tool equals its original except for the description value.
 		var kept []gjson.Result
 		hidden := map[string]bool{}
-		for _, h := range st.Hidden {
+		for _, h := range st.Hidden(msg) {
 			hidden[h] = true
 		}
 		for _, tool := range in.Array() {

@@ -77,6 +77,7 @@ func skipStr(s string, i int) int {
 type ObjectIter struct {
 	s    string
 	j    int // where the next key (or the closing brace) is
+	key  int // offset of the current key's opening quote
 	val  int // offset of the current value
 	next int // offset past the current value, or -1 when the caller did not say
 	end  int // offset past the object once done, else -1
@@ -125,6 +126,7 @@ func (it *ObjectIter) Next() (key string, val int, ok bool) {
 		it.end = len(s)
 		return "", 0, false
 	}
+	it.key = j
 	kEnd := skipStr(s, j)
 	key = Unquote(s[j:kEnd])
 	j = SkipWS(s, kEnd)
@@ -140,6 +142,9 @@ func (it *ObjectIter) Next() (key string, val int, ok bool) {
 	it.val, it.next = val, -1
 	return key, val, true
 }
+
+// KeyStart returns the offset of the current member's key (its opening quote).
+func (it *ObjectIter) KeyStart() int { return it.key }
 
 // Skip tells the walk where the current value ends, saving a rescan.
 func (it *ObjectIter) Skip(end int) { it.next = end }
