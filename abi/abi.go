@@ -61,11 +61,13 @@ func FunctionByName(name string) (Function, bool) {
 // Raw exports: a zero-copy entry used by the project's own wazero host. Generic Extism hosts
 // ignore them and call the named exports above.
 const (
-	// ExportRawAlloc is `(size i32) -> (ptr i32)`: a guest buffer of size bytes that stays
-	// valid until the next raw call.
+	// ExportRawAlloc is `(size i32) -> (ptr i32)`: a guest buffer of size bytes for the next
+	// stategate_call, or 0 when size is negative or over 256 MiB. Call it before every
+	// stategate_call: the buffer may be released or moved by the call.
 	ExportRawAlloc = "stategate_alloc"
 	// ExportRawCall is `(fn i32, ptr i32, len i32) -> (i64)`: runs Function fn on the input at
-	// ptr and answers (outPtr << 32 | outLen). The output stays valid until the next raw call.
+	// ptr (which must be the last stategate_alloc's) and answers (outPtr << 32 | outLen). The
+	// output stays valid until the next raw call.
 	ExportRawCall = "stategate_call"
 	// ExportInitialize is the WASI reactor initializer a host calls once after instantiation.
 	ExportInitialize = "_initialize"

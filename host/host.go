@@ -223,7 +223,10 @@ func (in *Instance) AppendCall(ctx context.Context, dst []byte, fn abi.Function,
 		return dst, in.trap(fn, err)
 	}
 	ptr := uint32(s[0])
-	if len(input) > 0 && (ptr == 0 || !in.mem.Write(ptr, input)) {
+	if len(input) > 0 && ptr == 0 {
+		return dst, fmt.Errorf("module[%s] function[%s]: the plugin refused an input of %d bytes", in.name, fn.Name(), len(input))
+	}
+	if len(input) > 0 && !in.mem.Write(ptr, input) {
 		return dst, in.trap(fn, errors.New("input buffer out of range"))
 	}
 	s[0], s[1], s[2] = uint64(fn), uint64(ptr), uint64(len(input))

@@ -80,9 +80,13 @@ const rawKeep = 4 << 20
 
 var one [1]byte
 
+// rawMax bounds one raw input: above it stategate_alloc answers 0 instead of trapping on
+// out-of-memory.
+const rawMax = 256 << 20
+
 //go:wasmexport stategate_alloc
 func rawAlloc(size int32) int32 {
-	if size < 0 {
+	if size < 0 || size > rawMax {
 		return 0
 	}
 	if int(size) > cap(rawIn) {

@@ -116,7 +116,9 @@ func (g *Gateway) callRewriter(tool string, input []byte, st *states) rewriter {
 			}
 		}
 		m := gjson.GetManyBytes(msg, "error", "result.isError")
-		isError := m[0].Exists() || m[1].Type == gjson.True
+		// An answer that repeats members reads differently to different parsers: the
+		// workflow does not move on it.
+		isError := m[0].Exists() || m[1].Type == gjson.True || hasDuplicateKeys(gjson.ParseBytes(msg), 0)
 		var before [][]byte
 		if g.bound[tool] && g.transition(context.WithoutCancel(ctx), c, input, isError, st) {
 			g.Stats.ListChanged.Add(1)

@@ -9,6 +9,7 @@
 package engine
 
 import (
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -106,7 +107,7 @@ func (e *Engine) AppendCall(dst []byte, fn abi.Function, in []byte) []byte {
 	case abi.FuncCheckConfig:
 		out, err = e.checkConfig(dst), nil
 	default:
-		err = &Error{Code: abi.ErrUnknownExport, Message: "unknown function id " + itoa(int(fn))}
+		err = &Error{Code: abi.ErrUnknownExport, Message: "unknown function id " + strconv.FormatUint(uint64(fn), 10)}
 	}
 	if err != nil {
 		if ee, ok := err.(*Error); ok {

@@ -50,7 +50,7 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 	for i, ref := range refs {
 		cur := &l.cur[i]
 		switch cur.Status {
-		case gate.KeyMissingHandle, gate.KeyBadHandle:
+		case gate.KeyMissingHandle, gate.KeyBadHandle, gate.KeyBadScope:
 			return e.denyHandle(dst, r.tool, ref, cur.Status, l.notices), nil
 		}
 		if !ref.Binding.Allows(cur.State) {
@@ -109,11 +109,15 @@ func (e *Engine) denyState(dst []byte, tool string, ref config.Ref, cur *gate.Cu
 
 func (e *Engine) denyHandle(dst []byte, tool string, ref config.Ref, st gate.KeyStatus, notices []gate.Notice) []byte {
 	w := ref.Workflow
-	msg := "Tool " + tool + " needs argument " + w.KeyArg + ", the handle of its " + w.ID + " workflow"
-	if st == gate.KeyBadHandle {
-		msg += ", as a string or a number"
+	var msg string
+	switch st {
+	case gate.KeyBadScope:
+		msg = "Tool " + tool + " cannot run through this gateway: the caller's identity is too long to keep the state of workflow " + w.ID + " by."
+	case gate.KeyBadHandle:
+		msg = "Tool " + tool + " needs argument " + w.KeyArg + ", the handle of its " + w.ID + " workflow, exactly once, as a string or a whole number. Pass the " + w.KeyArg + " you were given when the " + w.ID + " was created."
+	default:
+		msg = "Tool " + tool + " needs argument " + w.KeyArg + ", the handle of its " + w.ID + " workflow. Pass the " + w.KeyArg + " you were given when the " + w.ID + " was created."
 	}
-	msg += ". Pass the " + w.KeyArg + " you were given when the " + w.ID + " was created."
 	return appendDenial(dst, abi.DenyMissingHandle, msg, func(d []byte) []byte {
 		d = append(d, `{"tool":`...)
 		d = jsonx.AppendString(d, tool)
@@ -288,7 +292,11 @@ func (e *Engine) transition(dst []byte, in []byte) ([]byte, error) {
 		nWrites++
 		writes = jsonx.AppendString(writes, cur.Key)
 		writes = append(writes, ':')
-		writes = gate.AppendSnapshot(writes, w, to, cur.Seq+1)
+		seq := cur.Seq + 1
+		if seq <= 0 {
+			seq = 1 // a saturated sequence starts over rather than going negative
+		}
+		writes = gate.AppendSnapshot(writes, w, to, seq)
 	}
 	dst = append(dst, `{"states":{`...)
 	dst = append(dst, writes...)

@@ -30,7 +30,8 @@ func parse(in []byte, needTool, needMessage bool) (*request, error) {
 	src := str(in)
 	// One validating pass that also hands over the top-level members: nothing below
 	// rescans the (possibly large) message or arguments to find where they end.
-	err := jsonx.ValidateObject(in, abi.MaxDepth, func(key string, start, end int) {
+	// +1: the input object itself; what it carries may nest MaxDepth deep.
+	err := jsonx.ValidateObject(in, abi.MaxDepth+1, func(key string, start, end int) {
 		if bad != "" {
 			return
 		}
@@ -59,6 +60,10 @@ func parse(in []byte, needTool, needMessage bool) (*request, error) {
 			}
 			r.states = v
 		case "isError":
+			if v.Type != gjson.True && v.Type != gjson.False && v.Type != gjson.Null {
+				bad = "isError must be a boolean"
+				return
+			}
 			r.isError = v.Type == gjson.True
 		case "session":
 			if v.Type != gjson.String && v.Type != gjson.Null {
@@ -124,7 +129,7 @@ func (r *request) load(wfs []*config.Workflow) (*loaded, error) {
 			l.notices = append(l.notices, gate.Notice{Code: gate.NoticeNoSession, Workflow: w.ID,
 				Message: "workflow " + quote(w.ID) + " keeps state per session and the request has none; it runs from the initial state and is not stored"})
 			continue
-		case gate.KeyMissingHandle, gate.KeyBadHandle:
+		case gate.KeyMissingHandle, gate.KeyBadHandle, gate.KeyBadScope:
 			l.cur = append(l.cur, gate.Current{Workflow: w, State: w.Initial, Status: st})
 			continue
 		}
@@ -181,4 +186,17 @@ func toolName(in []byte) string {
 		return ""
 	}
 	return v.Str
+}
+
+// ambiguousMessage refuses a message whose envelope or result names a member twice:
+// the gateway would decorate one reading and clients act on another.
+func ambiguousMessage(msg string) error {
+	at := jsonx.SkipWS(msg, 0)
+	if jsonx.RepeatsMember(msg, at) {
+		return &Error{Code: abi.ErrInvalidInput, Message: "message repeats a member name; readers would disagree on its meaning"}
+	}
+	if res := jsonx.Member(msg, at, "result"); res >= 0 && res < len(msg) && msg[res] == '{' && jsonx.RepeatsMember(msg, res) {
+		return &Error{Code: abi.ErrInvalidInput, Message: "message result repeats a member name; readers would disagree on its meaning"}
+	}
+	return nil
 }

@@ -16,6 +16,9 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ambiguousMessage(r.message.Raw); err != nil {
+		return nil, err
+	}
 	msg := r.message.Raw
 	var patterns []string
 	var inserted bool

@@ -13,6 +13,9 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ambiguousMessage(r.message.Raw); err != nil {
+		return nil, err
+	}
 	// Only workflows that hide tools need their state at list time.
 	var hiding []*config.Workflow
 	for _, w := range e.cfg.Workflows {

@@ -120,7 +120,7 @@ func Truncate(dst []byte, msg string, limit int, protectFirst bool) ([]byte, *Tr
 	top := jsonx.SkipWS(msg, 0)
 	resAt := jsonx.Member(msg, top, "result")
 	if resAt < 0 || resAt >= len(msg) || msg[resAt] != '{' {
-		return append(dst, msg...), nil, nil
+		return truncateError(dst, msg, top, limit)
 	}
 	resEnd := jsonx.SkipValue(msg, resAt)
 	if resEnd > len(msg) || msg[resEnd-1] != '}' {
@@ -243,6 +243,50 @@ func Truncate(dst []byte, msg string, limit int, protectFirst bool) ([]byte, *Tr
 		}
 	}
 	return append(dst, msg...), nil, &TruncateError{Limit: limit}
+}
+
+// truncateError cuts an oversized message that has no result: a JSON-RPC error keeps its
+// id and code and as much of its message as fits (its data is dropped); anything else
+// cannot be cut.
+func truncateError(dst []byte, msg string, top, limit int) ([]byte, *Truncation, error) {
+	errAt := jsonx.Member(msg, top, "error")
+	if errAt < 0 || errAt >= len(msg) || msg[errAt] != '{' {
+		return append(dst, msg...), nil, &TruncateError{Limit: limit}
+	}
+	id := "null"
+	if at := jsonx.Member(msg, top, "id"); at >= 0 && at < len(msg) {
+		id = msg[at:jsonx.SkipValue(msg, at)]
+	}
+	code := "-32603"
+	if at := jsonx.Member(msg, errAt, "code"); at >= 0 && at < len(msg) {
+		if raw := msg[at:jsonx.SkipValue(msg, at)]; raw != "" && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+			code = raw
+		}
+	}
+	text := ""
+	if at := jsonx.Member(msg, errAt, "message"); at >= 0 && at < len(msg) && msg[at] == '"' {
+		text = jsonx.Unquote(msg[at:jsonx.SkipValue(msg, at)])
+	}
+	const cutMark = " [truncated by the gateway]"
+	head := `{"jsonrpc":"2.0","id":` + id + `,"error":{"code":` + code + `,"message":`
+	room := limit - len(head) - 2 - jsonx.StringLen(cutMark) + 2 - 2 // the quotes and "}}"
+	if room < 0 {
+		return append(dst, msg...), nil, &TruncateError{Limit: limit}
+	}
+	n, used := 0, 0
+	for n < len(text) {
+		_, size := utf8.DecodeRuneInString(text[n:])
+		w := jsonx.StringLen(text[n:n+size]) - 2
+		if used+w > room {
+			break
+		}
+		used += w
+		n += size
+	}
+	dst = append(dst, head...)
+	dst = jsonx.AppendString(dst, text[:n]+cutMark)
+	dst = append(dst, "}}"...)
+	return dst, &Truncation{OriginalBytes: len(msg), LimitBytes: limit}, nil
 }
 
 // cutText returns the content item raw with its text cut so the item takes at most budget

@@ -435,12 +435,6 @@ func TestTruncate(t *testing.T) {
 			},
 		},
 		{
-			name:          "error response over the limit passes unchanged",
-			msg:           `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"` + big + `"}}`,
-			limit:         1024,
-			wantUnchanged: true,
-		},
-		{
 			name:    "limit too small for anything",
 			msg:     textResult(textItem(big)),
 			limit:   100,
@@ -800,5 +794,22 @@ func checkTruncate(t *testing.T, msg string, limit int, protect bool) {
 				t.Fatalf("content[0] not kept:\n in %s\nout %s", msg, out)
 			}
 		}
+	}
+}
+
+func TestTruncate_errorResponse(t *testing.T) {
+	big := strings.Repeat("abcdefghij", 300)
+	msg := `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"` + big + `","data":{"x":"` + big + `"}}}`
+	out, tr, err := Truncate(nil, msg, 1024, false)
+	if err != nil || tr == nil {
+		t.Fatalf("err %v, tr %v", err, tr)
+	}
+	s := string(out)
+	if !strings.HasPrefix(s, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"abcdef`) ||
+		!strings.HasSuffix(s, ` [truncated by the gateway]"}}`) || len(s) > 1024 || !json.Valid(out) {
+		t.Fatalf("cut error = %s (%d bytes)", s, len(s))
+	}
+	if _, _, err := Truncate(nil, `{"jsonrpc":"2.0","id":1,"other":"`+big+`"}`, 1024, false); err == nil {
+		t.Fatal("a message with neither result nor error was not refused")
 	}
 }

@@ -75,7 +75,8 @@ const (
 	KeyOK            KeyStatus = iota
 	KeyNoSession               // session-keyed workflow, request without a session
 	KeyMissingHandle           // handle-keyed workflow, argument absent
-	KeyBadHandle               // handle argument is neither a string nor a number
+	KeyBadHandle               // handle argument is not a string or whole number, or is repeated
+	KeyBadScope                // the principal is too long to key state by
 )
 
 // Scope is what a request says about where its state lives.
@@ -106,11 +107,18 @@ func Key(w *config.Workflow, s *Scope) (key, handle string, st KeyStatus) {
 		if !s.Args.IsObject() {
 			return "", "", KeyMissingHandle // no arguments (an array would index by position)
 		}
-		v := s.Args.Get(gjson.Escape(w.KeyArg))
+		v, repeated := handleArg(s.Args.Raw, w.KeyArg)
+		if repeated {
+			// The gate and the server could read different handles (first vs last).
+			return "", "", KeyBadHandle
+		}
 		switch v.Type {
 		case gjson.String:
 			value = v.Str
 		case gjson.Number:
+			if !canonicalInt(v.Raw) {
+				return "", "", KeyBadHandle // 1, 1.0 and 1e0 must not be three carts
+			}
 			value = v.Raw
 		default:
 			if v.Exists() && v.Type != gjson.Null {
@@ -128,7 +136,7 @@ func Key(w *config.Workflow, s *Scope) (key, handle string, st KeyStatus) {
 	}
 	principal := s.Principal
 	if len(principal) > MaxScopeBytes {
-		return "", "", KeyNoSession // cannot be scoped safely: never stored
+		return "", "", KeyBadScope // cannot be scoped safely: the gate refuses
 	}
 	b := make([]byte, 0, 24+len(w.ID)+len(kind)+3*(len(principal)+len(value)))
 	b = append(b, "stategate/v1/"...)
@@ -140,6 +148,44 @@ func Key(w *config.Workflow, s *Scope) (key, handle string, st KeyStatus) {
 	b = append(b, '/')
 	b = escape(b, value)
 	return string(b), handle, KeyOK
+}
+
+// handleArg returns the member name of the arguments object raw, and whether it is
+// repeated.
+func handleArg(raw, name string) (gjson.Result, bool) {
+	var v gjson.Result
+	found := false
+	it := jsonx.Object(raw, jsonx.SkipWS(raw, 0))
+	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		if key != name {
+			continue
+		}
+		if found {
+			return gjson.Result{}, true
+		}
+		found = true
+		end := jsonx.SkipValue(raw, val)
+		it.Skip(end)
+		v = gjson.Parse(raw[val:end])
+	}
+	return v, false
+}
+
+// canonicalInt reports whether a JSON number is a whole number written the one way:
+// -?(0|[1-9][0-9]*).
+func canonicalInt(n string) bool {
+	if n != "" && n[0] == '-' {
+		n = n[1:]
+	}
+	if n == "" || (n[0] == '0' && len(n) > 1) {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxScopeBytes bounds a session id, a state handle and a principal in a key.

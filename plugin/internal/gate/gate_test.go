@@ -181,7 +181,7 @@ func TestKey(t *testing.T) {
 			name:       "principal over the limit",
 			w:          "checkout",
 			scope:      Scope{Session: "s", Principal: long + "x"},
-			wantStatus: KeyNoSession,
+			wantStatus: KeyBadScope,
 		},
 		{
 			name:       "string handle",
@@ -207,9 +207,21 @@ func TestKey(t *testing.T) {
 		{
 			name:       "number handle keeps its spelling",
 			w:          "order",
+			scope:      Scope{Args: args(`{"order_id":-1500}`)},
+			wantKey:    "stategate/v1/order/arg.order_id//-1500",
+			wantHandle: "-1500",
+		},
+		{
+			name:       "a number spelled another way is refused (1.0 and 1 would be two carts)",
+			w:          "order",
 			scope:      Scope{Args: args(`{"order_id":-1.5e3}`)},
-			wantKey:    "stategate/v1/order/arg.order_id//-1.5e3",
-			wantHandle: "-1.5e3",
+			wantStatus: KeyBadHandle,
+		},
+		{
+			name:       "a repeated handle is refused (gate and server could read different ones)",
+			w:          "order",
+			scope:      Scope{Args: args(`{"order_id":"a","order_id":"b"}`)},
+			wantStatus: KeyBadHandle,
 		},
 		{
 			name:       "escaped string handle is decoded then encoded",
@@ -257,7 +269,7 @@ func TestKey(t *testing.T) {
 		{name: "array handle", w: "order", scope: Scope{Args: args(`{"order_id":[1]}`)}, wantStatus: KeyBadHandle},
 		{name: "handle over the limit", w: "order", scope: Scope{Args: args(`{"order_id":"` + long + `x"}`)}, wantStatus: KeyBadHandle},
 		{name: "number handle over the limit", w: "order", scope: Scope{Args: args(`{"order_id":` + strings.Repeat("9", MaxScopeBytes+1) + `}`)}, wantStatus: KeyBadHandle},
-		{name: "handle with a principal over the limit", w: "order", scope: Scope{Principal: long + "x", Args: args(`{"order_id":"h"}`)}, wantStatus: KeyNoSession},
+		{name: "handle with a principal over the limit", w: "order", scope: Scope{Principal: long + "x", Args: args(`{"order_id":"h"}`)}, wantStatus: KeyBadScope},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

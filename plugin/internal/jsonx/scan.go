@@ -267,3 +267,34 @@ func appendRune(dst []byte, r rune) []byte {
 	}
 	return append(dst, byte(0xf0|r>>18), byte(0x80|(r>>12)&0x3f), byte(0x80|(r>>6)&0x3f), byte(0x80|r&0x3f))
 }
+
+// RepeatsMember reports whether the object at i names a member twice. Readers disagree
+// on such objects (first wins here and in gjson, last wins in encoding/json and most
+// SDKs), so callers refuse to act on them.
+func RepeatsMember(s string, i int) bool {
+	var seen []string
+	var set map[string]struct{}
+	it := Object(s, i)
+	for key, _, ok := it.Next(); ok; key, _, ok = it.Next() {
+		if set != nil {
+			if _, dup := set[key]; dup {
+				return true
+			}
+			set[key] = struct{}{}
+			continue
+		}
+		for _, k := range seen {
+			if k == key {
+				return true
+			}
+		}
+		seen = append(seen, key)
+		if len(seen) > 16 {
+			set = make(map[string]struct{}, 64)
+			for _, k := range seen {
+				set[k] = struct{}{}
+			}
+		}
+	}
+	return false
+}
