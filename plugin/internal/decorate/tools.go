@@ -48,10 +48,14 @@ type ToolsStats struct {
 type span struct{ start, end int32 }
 
 // AppendNames appends every tool name of the list, in order, as a JSON array.
-func (st *ToolsStats) AppendNames(dst []byte, msg string) []byte { return appendSpans(dst, msg, st.names) }
+func (st *ToolsStats) AppendNames(dst []byte, msg string) []byte {
+	return appendSpans(dst, msg, st.names)
+}
 
 // AppendHidden appends the names of the dropped tools as a JSON array.
-func (st *ToolsStats) AppendHidden(dst []byte, msg string) []byte { return appendSpans(dst, msg, st.hidden) }
+func (st *ToolsStats) AppendHidden(dst []byte, msg string) []byte {
+	return appendSpans(dst, msg, st.hidden)
+}
 
 // Names returns every tool name of the list, in order.
 func (st *ToolsStats) Names(msg string) []string { return spanStrings(msg, st.names) }
