@@ -13,9 +13,6 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ambiguousMessage(r.message.Raw); err != nil {
-		return nil, err
-	}
 	// Only workflows that hide tools need their state at list time.
 	var hiding []*config.Workflow
 	for _, w := range e.cfg.Workflows {
@@ -57,8 +54,12 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 		d.Marks = marks
 		return d
 	}
+	mark := len(dst)
 	dst = append(dst, `{"message":`...)
 	dst, st, _ := decorate.Tools(dst, r.message.Raw, decide)
+	if st.Ambiguous {
+		return dst[:mark], errAmbiguous
+	}
 	dst = append(dst, `,"toolNames":`...)
 	dst = st.AppendNames(dst, r.message.Raw)
 	dst = append(dst, `,"hidden":`...)

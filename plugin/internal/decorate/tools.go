@@ -42,6 +42,9 @@ func Tag(c config.CacheControl) string {
 // every collection of TinyGo's conservative GC walk that buffer once per pointer.
 type ToolsStats struct {
 	names, hidden []span
+	// Ambiguous is set when the envelope or the result names a member twice; the message
+	// is then returned unchanged.
+	Ambiguous bool
 }
 
 // span locates a name's JSON string literal in the message.
@@ -86,25 +89,68 @@ func spanStrings(msg string, spans []span) []string {
 // and appends the new message to dst. decide is called once per named tool. A message
 // without a result.tools array is appended unchanged, with ok false.
 func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byte, st ToolsStats, ok bool) {
-	// One pass over the list: find result.tools, then walk each tool's members once,
+	// One pass over the list: walk the envelope and the result (noticing any member named
+	// twice, which readers would resolve differently), and each tool's members once,
 	// skipping the values (schemas) it does not read. msg was validated by the caller.
+	mark := len(dst)
+	unchanged := func() ([]byte, ToolsStats, bool) { return append(dst[:mark], msg...), ToolsStats{Ambiguous: st.Ambiguous}, false }
 	top := jsonx.SkipWS(msg, 0)
 	if top >= len(msg) || msg[top] != '{' {
-		return append(dst, msg...), st, false
+		return unchanged()
 	}
-	res := jsonx.Member(msg, top, "result")
-	if res < 0 || res >= len(msg) || msg[res] != '{' {
-		return append(dst, msg...), st, false
+	closeAt := -1 // the tools array's ']', once it is rewritten
+	var seenTop []string
+	it := jsonx.Object(msg, top)
+	for key, val, more := it.Next(); more; key, val, more = it.Next() {
+		if repeated(&seenTop, key) {
+			st.Ambiguous = true
+			return unchanged()
+		}
+		if key != "result" || msg[val] != '{' {
+			continue
+		}
+		var seenRes []string
+		rit := jsonx.Object(msg, val)
+		for rkey, rval, rmore := rit.Next(); rmore; rkey, rval, rmore = rit.Next() {
+			if repeated(&seenRes, rkey) {
+				st.Ambiguous = true
+				return unchanged()
+			}
+			if rkey != "tools" || msg[rval] != '[' {
+				continue
+			}
+			dst = append(dst, msg[:rval+1]...) // through '['
+			var good bool
+			if dst, closeAt, good = walkTools(dst, msg, rval, decide, &st); !good {
+				return unchanged()
+			}
+			rit.Skip(closeAt + 1)
+		}
+		it.Skip(rit.End())
 	}
-	arr := jsonx.Member(msg, res, "tools")
-	if arr < 0 || arr >= len(msg) || msg[arr] != '[' {
-		return append(dst, msg...), st, false
+	if closeAt < 0 {
+		return unchanged()
 	}
+	return append(dst, msg[closeAt:]...), st, true
+}
+
+// repeated records key in seen and reports whether it was there already.
+func repeated(seen *[]string, key string) bool {
+	for _, k := range *seen {
+		if k == key {
+			return true
+		}
+	}
+	*seen = append(*seen, key)
+	return false
+}
+
+// walkTools rewrites the elements of the array at arr, appending everything up to (not
+// including) its ']', and returns that bracket's offset.
+func walkTools(dst []byte, msg string, arr int, decide func(string) Decision, st *ToolsStats) ([]byte, int, bool) {
 	// Splice element by element, keeping the original whitespace between the tools; a
 	// dropped tool takes its leading separator with it.
-	mark := len(dst)
-	dst = append(dst, msg[:arr+1]...) // through '['
-	prev := arr + 1                   // end of the previous element
+	prev := arr + 1 // end of the previous element
 	first := true
 	j := jsonx.SkipWS(msg, arr+1)
 	for j < len(msg) && msg[j] != ']' {
@@ -139,12 +185,9 @@ func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byt
 		break
 	}
 	if j >= len(msg) || msg[j] != ']' || prev > j {
-		// Not a well-formed array after all (the caller's input was not validated).
-		return append(dst[:mark], msg...), ToolsStats{}, false
+		return dst, 0, false // not a well-formed array after all (input not validated)
 	}
-	dst = appendGap(dst, msg[prev:j], true) // whitespace before ']'
-	dst = append(dst, msg[j:]...)
-	return dst, st, true
+	return appendGap(dst, msg[prev:j], true), j, true // whitespace before ']'
 }
 
 // toolFields are the members of one tool that decoration reads.
