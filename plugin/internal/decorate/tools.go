@@ -93,7 +93,9 @@ func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byt
 	// twice, which readers would resolve differently), and each tool's members once,
 	// skipping the values (schemas) it does not read. msg was validated by the caller.
 	mark := len(dst)
-	unchanged := func() ([]byte, ToolsStats, bool) { return append(dst[:mark], msg...), ToolsStats{Ambiguous: st.Ambiguous}, false }
+	unchanged := func() ([]byte, ToolsStats, bool) {
+		return append(dst[:mark], msg...), ToolsStats{Ambiguous: st.Ambiguous}, false
+	}
 	top := jsonx.SkipWS(msg, 0)
 	if top >= len(msg) || msg[top] != '{' {
 		return unchanged()
