@@ -29,6 +29,7 @@ func load() {
 		return
 	}
 	ready = true
+	growHeap()
 	cfg, _ := pdk.GetConfig(abi.ConfigKey)
 	cfgRaw = []byte(cfg)
 	e, err := engine.New(cfgRaw)
@@ -123,4 +124,16 @@ func pack(out []byte) int64 {
 		return 0
 	}
 	return int64(uint32(uintptr(unsafe.Pointer(&out[0]))))<<32 | int64(uint32(len(out)))
+}
+
+// heapReserve is heap the guest takes once and gives back at once, so that TinyGo keeps it
+// as free space: with the large input and output buffers live, a heap without room to
+// spare is collected on nearly every call, and each collection scans those buffers.
+const heapReserve = 4 << 20
+
+var reserve []byte
+
+func growHeap() {
+	reserve = make([]byte, heapReserve)
+	reserve = nil
 }

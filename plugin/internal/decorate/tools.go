@@ -154,6 +154,9 @@ func walkTools(dst []byte, msg string, arr int, decide func(string) Decision, st
 	// dropped tool takes its leading separator with it.
 	prev := arr + 1 // end of the previous element
 	first := true
+	if st.names == nil {
+		st.names = make([]span, 0, (len(msg)-arr)/256+8) // a tool is rarely under 256 bytes
+	}
 	j := jsonx.SkipWS(msg, arr+1)
 	for j < len(msg) && msg[j] != ']' {
 		start := j
