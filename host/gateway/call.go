@@ -40,8 +40,9 @@ func (g *Gateway) serveToolCall(w http.ResponseWriter, c *call) {
 		// A call that can move a workflow holds its state keys from admission to the
 		// stored transition, and runs to completion even if the client leaves: the
 		// upstream may act on it, and the workflow must record what it did.
+		waitCtx := ctx // waiting for the keys ends with the client; the call itself does not
 		lock = func(keys []string) error {
-			unlock, err := g.locks.lock(ctx, keys)
+			unlock, err := g.opts.Store.Lock(waitCtx, keys, g.leaseTTL)
 			if err == nil {
 				c.unlock = unlock
 			}

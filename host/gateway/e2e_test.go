@@ -599,44 +599,9 @@ func (a *alternating) RoundTrip(r *http.Request) (*http.Response, error) {
 // alternate between them, the workflow advances correctly, and 50 concurrent calls in one
 // session lose no transition.
 func TestE2E_redisReplicas(t *testing.T) {
-	redisURL := storetest.Redis(t)
-	ctx := context.Background()
 	const n = 50
-	cfg := counterConfig(n)
-	rt := pluginRuntime(t)
-	up := httptest.NewServer(demo.Handler(demo.Options{}))
-	t.Cleanup(up.Close)
-	upURL, _ := url.Parse(up.URL + "/mcp")
-	var targets []*url.URL
-	var stores []store.Store
-	for i := 0; i < 2; i++ {
-		st, err := store.NewRedis(ctx, redisURL, store.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		stores = append(stores, st)
-		pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool, Config: cfg, Store: st})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(gw)
-		t.Cleanup(srv.Close)
-		u, _ := url.Parse(srv.URL)
-		targets = append(targets, u)
-	}
-	lb := &alternating{targets: targets}
-	mc := mcp.NewClient(&mcp.Implementation{Name: "replicas", Version: "1"}, nil)
-	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://lb/mcp", HTTPClient: &http.Client{Transport: lb}},
-		&mcp.ClientSessionOptions{ProtocolVersion: sessionEra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs, lb := redisReplicas(t, counterConfig(n), demo.Options{})
+	ctx := context.Background()
 	call := func(name string, args map[string]any) *mcp.CallToolResult {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 		if err != nil {
@@ -837,5 +802,83 @@ func TestE2E_racingCallsAdmittedOnce(t *testing.T) {
 	wg.Wait()
 	if paid.Load() != 1 || denied.Load() != 7 || e.upstream.count("cart.pay") != 1 {
 		t.Fatalf("paid %d, denied %d, upstream ran cart.pay %d times; want 1, 7, 1", paid.Load(), denied.Load(), e.upstream.count("cart.pay"))
+	}
+}
+
+// redisReplicas starts two gateway replicas sharing a real Redis in front of one demo
+// upstream, and connects one session-era client whose requests alternate between them.
+func redisReplicas(t *testing.T, cfg []byte, o demo.Options) (*mcp.ClientSession, *alternating) {
+	t.Helper()
+	redisURL := storetest.Redis(t)
+	ctx := context.Background()
+	rt := pluginRuntime(t)
+	up := httptest.NewServer(demo.Handler(o))
+	t.Cleanup(up.Close)
+	upURL, _ := url.Parse(up.URL + "/mcp")
+	var targets []*url.URL
+	for i := 0; i < 2; i++ {
+		st, err := store.NewRedis(ctx, redisURL, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool, Config: cfg, Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw)
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		targets = append(targets, u)
+	}
+	lb := &alternating{targets: targets}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "replicas", Version: "1"}, nil)
+	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://lb/mcp", HTTPClient: &http.Client{Transport: lb}},
+		&mcp.ClientSessionOptions{ProtocolVersion: sessionEra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, lb
+}
+
+// TestE2E_racingCallsAcrossReplicas: the admission lease lives in Redis, so two replicas
+// admit racing cart.pay calls one at a time too.
+func TestE2E_racingCallsAcrossReplicas(t *testing.T) {
+	cs, _ := redisReplicas(t, demo.Config(), demo.Options{JSONResponse: true})
+	ctx := context.Background()
+	for _, step := range []string{"cart.add_item", "cart.checkout"} {
+		args := map[string]any{}
+		if step == "cart.add_item" {
+			args["sku"] = "tea"
+		}
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: step, Arguments: args}); err != nil || res.IsError {
+			t.Fatalf("%s: %v %v", step, err, res)
+		}
+	}
+	var wg sync.WaitGroup
+	var paid, denied atomic.Int64
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "cart.pay", Arguments: map[string]any{}})
+			switch {
+			case err != nil:
+				t.Error(err)
+			case !res.IsError:
+				paid.Add(1)
+			case metaCode(res) == abi.DenyToolNotAvailable:
+				denied.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if paid.Load() != 1 || denied.Load() != 7 {
+		t.Fatalf("paid %d, denied %d across two replicas; want 1 and 7", paid.Load(), denied.Load())
 	}
 }

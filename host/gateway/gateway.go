@@ -49,7 +49,7 @@ type Gateway struct {
 	proxy     *httputil.ReverseProxy
 	bound     map[string]bool // tools bound to a workflow: the gate fails closed for these
 	fires     map[string]bool // bound tools whose success fires an event
-	locks     *keyLocks
+	leaseTTL  time.Duration   // how long a moving call may hold its state keys
 	workflows bool
 	principal string // request header naming the principal
 
@@ -93,7 +93,6 @@ func New(opts Options) (*Gateway, error) {
 		client:  &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		bound:   map[string]bool{},
 		fires:   map[string]bool{},
-		locks:   newKeyLocks(),
 		known:   newKnownTools(10000),
 		streams: newStreams(),
 		lists:   newListCache(64, 64<<20),
@@ -111,6 +110,19 @@ func New(opts Options) (*Gateway, error) {
 		return true
 	})
 	g.principal = cfg.Get("principal.header").Str
+	// A lease outlives the longest call it can cover (the upstream's timeout) with room to
+	// store the transition; a crashed holder's lease then lapses on its own.
+	longest := int64(30000)
+	if t := cfg.Get("limits.timeoutMs"); t.Exists() {
+		longest = t.Int()
+	}
+	cfg.Get("limits.tools").ForEach(func(_, v gjson.Result) bool {
+		if t := v.Get("timeoutMs").Int(); t > longest {
+			longest = t
+		}
+		return true
+	})
+	g.leaseTTL = time.Duration(longest)*time.Millisecond + 30*time.Second
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = g.target(pr.In.URL)

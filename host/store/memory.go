@@ -29,6 +29,13 @@ type Memory struct {
 	lru      *list.List               // of *entry, most recently used first
 	entries  map[string]*list.Element // key -> element of lru
 	sessions map[string]map[string]struct{}
+	locks    keyLocks
+}
+
+// Lock implements Store.Lock: in this process, the leases never expire (a holder in the
+// same process cannot crash without the process).
+func (m *Memory) Lock(ctx context.Context, keys []string, _ time.Duration) (func(), error) {
+	return m.locks.lock(ctx, keys)
 }
 
 type entry struct {
@@ -50,6 +57,7 @@ func NewMemory(opts Options) *Memory {
 		lru:      list.New(),
 		entries:  make(map[string]*list.Element),
 		sessions: make(map[string]map[string]struct{}),
+		locks:    keyLocks{m: map[string]*keyLock{}},
 	}
 }
 

@@ -36,6 +36,12 @@ type Store interface {
 	// Forget deletes every key recorded for session (the session ended: DELETE, or 404
 	// from upstream). Forgetting an unknown session, or "", does nothing.
 	Forget(ctx context.Context, session string) error
+	// Lock takes exclusive leases on keys (for at most ttl, so a crashed holder cannot
+	// block them for good) and returns the function that releases them. It waits while
+	// another holder has one, until ctx ends. The gateway holds the state keys of a call
+	// that can move a workflow from its admission to its stored transition, so two racing
+	// calls are admitted one at a time, on one replica or several.
+	Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error)
 	// Close releases the store's resources.
 	Close() error
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,6 +84,53 @@ func TestStore(t *testing.T) {
 	}{
 		{name: "get_absent_is_nil", run: func(t *testing.T, s Store, _ clock) {
 			mustGet(t, s, "missing", nil)
+		}},
+		{name: "lock_is_exclusive_and_released", run: func(t *testing.T, s Store, _ clock) {
+			unlock, err := s.Lock(ctx, []string{"b", "a"}, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			if _, err := s.Lock(wctx, []string{"a"}, 5*time.Second); err == nil {
+				t.Fatal("a held key was locked twice")
+			}
+			other, err := s.Lock(ctx, []string{"c"}, 5*time.Second)
+			if err != nil {
+				t.Fatalf("an unrelated key: %v", err)
+			}
+			other()
+			unlock()
+			again, err := s.Lock(ctx, []string{"a", "b"}, 5*time.Second)
+			if err != nil {
+				t.Fatalf("after release: %v", err)
+			}
+			again()
+		}},
+		{name: "lock_serialises_concurrent_holders", run: func(t *testing.T, s Store, _ clock) {
+			var inside, most atomic.Int32
+			var wg sync.WaitGroup
+			for i := 0; i < 20; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					unlock, err := s.Lock(ctx, []string{"k"}, 5*time.Second)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if n := inside.Add(1); n > most.Load() {
+						most.Store(n)
+					}
+					time.Sleep(time.Millisecond)
+					inside.Add(-1)
+					unlock()
+				}()
+			}
+			wg.Wait()
+			if most.Load() != 1 {
+				t.Fatalf("%d holders at once", most.Load())
+			}
 		}},
 		{name: "create_succeeds_once", run: func(t *testing.T, s Store, _ clock) {
 			mustCAS(t, s, "s1", "k", nil, []byte("v1"), true)

@@ -1,4 +1,4 @@
-package gateway
+package store
 
 import (
 	"context"
@@ -6,11 +6,7 @@ import (
 	"sync"
 )
 
-// keyLocks serialises calls that may move the same workflow state: from admission
-// (check_limits on fresh state) to the stored transition. Without it, two concurrent
-// cart.pay calls in state payment would both be admitted. It works within one gateway
-// process; replicas sharing Redis still admit on compare-and-set-consistent state but can
-// both admit a racing pair (see README: route a session or handle to one replica).
+// keyLocks is the in-process lock behind Memory.Lock.
 type keyLocks struct {
 	mu sync.Mutex
 	m  map[string]*keyLock
@@ -20,8 +16,6 @@ type keyLock struct {
 	ch   chan struct{}
 	refs int
 }
-
-func newKeyLocks() *keyLocks { return &keyLocks{m: map[string]*keyLock{}} }
 
 // lock takes every key (in sorted order, so two calls never deadlock) and returns the
 // function that releases them. A caller whose context ends while waiting gets its error.
