@@ -466,7 +466,9 @@ func (g *Gateway) collapseSSE(ctx context.Context, w http.ResponseWriter, c *cal
 			continue
 		}
 		if !isResponseTo(ev.data, c.id) {
-			g.streams.send(c.session, [][]byte{append([]byte(nil), ev.data...)})
+			if !g.streams.send(c.session, [][]byte{append([]byte(nil), ev.data...)}) {
+				g.fault(FaultUpstreamBody, errors.New("a message for a JSON-only client was dropped: the session has no GET stream"))
+			}
 			continue
 		}
 		out, before := rw(ctx, c, ev.data)
@@ -591,8 +593,20 @@ var hopHeaders = map[string]bool{
 }
 
 func copyHeaders(dst, src http.Header) {
+	// Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1).
+	var named map[string]bool
+	for _, v := range src["Connection"] {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				if named == nil {
+					named = map[string]bool{}
+				}
+				named[http.CanonicalHeaderKey(f)] = true
+			}
+		}
+	}
 	for k, v := range src {
-		if hopHeaders[k] {
+		if hopHeaders[k] || named[k] || k == "Proxy-Connection" {
 			continue
 		}
 		dst[k] = append(dst[k][:0:0], v...)
