@@ -782,26 +782,9 @@ func TestE2E_racingCallsAdmittedOnce(t *testing.T) {
 	c := e.connect(t, sessionEra)
 	c.call(t, "cart.add_item", map[string]any{"sku": "tea"})
 	c.call(t, "cart.checkout", nil)
-	var wg sync.WaitGroup
-	var paid, denied atomic.Int64
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "cart.pay", Arguments: map[string]any{}})
-			switch {
-			case err != nil:
-				t.Error(err)
-			case !res.IsError:
-				paid.Add(1)
-			case metaCode(res) == abi.DenyToolNotAvailable:
-				denied.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if paid.Load() != 1 || denied.Load() != 7 || e.upstream.count("cart.pay") != 1 {
-		t.Fatalf("paid %d, denied %d, upstream ran cart.pay %d times; want 1, 7, 1", paid.Load(), denied.Load(), e.upstream.count("cart.pay"))
+	paid, denied := raceCartPay(t, c.cs, 8)
+	if paid != 1 || denied != 7 || e.upstream.count("cart.pay") != 1 {
+		t.Fatalf("paid %d, denied %d, upstream ran cart.pay %d times; want 1, 7, 1", paid, denied, e.upstream.count("cart.pay"))
 	}
 }
 
@@ -860,25 +843,32 @@ func TestE2E_racingCallsAcrossReplicas(t *testing.T) {
 			t.Fatalf("%s: %v %v", step, err, res)
 		}
 	}
+	if paid, denied := raceCartPay(t, cs, 8); paid != 1 || denied != 7 {
+		t.Fatalf("paid %d, denied %d across two replicas; want 1 and 7", paid, denied)
+	}
+}
+
+// raceCartPay sends n concurrent cart.pay calls and counts the successes and the gate's
+// denials.
+func raceCartPay(t *testing.T, cs *mcp.ClientSession, n int) (paid, denied int64) {
+	t.Helper()
 	var wg sync.WaitGroup
-	var paid, denied atomic.Int64
-	for i := 0; i < 8; i++ {
+	var p, d atomic.Int64
+	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "cart.pay", Arguments: map[string]any{}})
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "cart.pay", Arguments: map[string]any{}})
 			switch {
 			case err != nil:
 				t.Error(err)
 			case !res.IsError:
-				paid.Add(1)
+				p.Add(1)
 			case metaCode(res) == abi.DenyToolNotAvailable:
-				denied.Add(1)
+				d.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	if paid.Load() != 1 || denied.Load() != 7 {
-		t.Fatalf("paid %d, denied %d across two replicas; want 1 and 7", paid.Load(), denied.Load())
-	}
+	return p.Load(), d.Load()
 }
