@@ -872,3 +872,41 @@ func raceCartPay(t *testing.T, cs *mcp.ClientSession, n int) (paid, denied int64
 	wg.Wait()
 	return p.Load(), d.Load()
 }
+
+// TestE2E_sseEventsPassThrough: in an SSE answer only the response to the request is
+// rewritten; comments, progress notifications and server requests pass byte for byte.
+func TestE2E_sseEventsPassThrough(t *testing.T) {
+	rt := pluginRuntime(t)
+	ctx := context.Background()
+	keepalive := ": keepalive\n\n"
+	progress := "event: message\nid: 7-1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":0.5}}\n\n"
+	request := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"roots/list\"}\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, keepalive+progress+request)
+		io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n")
+	}))
+	t.Cleanup(up.Close)
+	pool, err := host.NewPool(ctx, rt, demo.Config(), host.PoolOptions{Size: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL + "/mcp")
+	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: demo.Config(), Store: store.NewMemory(store.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	resp := rawPost(t, srv.URL+"/mcp", "s1", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tasks.update","arguments":{"id":"T1"}}}`, "application/json, text/event-stream")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	out := string(body)
+	if !strings.HasPrefix(out, keepalive+progress+request) {
+		t.Fatalf("events before the response were not passed through verbatim:\n%s", out)
+	}
+	if !strings.Contains(out, "caused by tasks.update") || !strings.Contains(out, `"text":"done"`) {
+		t.Fatalf("the response was not decorated:\n%s", out)
+	}
+}
