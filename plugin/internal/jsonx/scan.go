@@ -1,5 +1,10 @@
 package jsonx
 
+import (
+	"strings"
+	"unicode/utf8"
+)
+
 // Scanning helpers over a JSON document held in a string. They assume the document was
 // validated (Validate) and never recurse; on other input they return offsets within
 // [0, len(s)] and never panic.
@@ -170,15 +175,20 @@ func Member(s string, i int, key string) int {
 	return -1
 }
 
-// Unquote returns the value of a JSON string literal (with its quotes). Literals without
-// escapes are returned as a substring, without copying.
+// Unquote returns the value of a JSON string literal (with its quotes), decoded as
+// encoding/json does: escapes resolved, surrogate pairs joined, lone surrogates and invalid
+// UTF-8 bytes each becoming U+FFFD. Literals without escapes and with valid UTF-8 are
+// returned as a substring, without copying.
 func Unquote(lit string) string {
 	if len(lit) < 2 {
 		return ""
 	}
 	body := lit[1 : len(lit)-1]
 	for i := 0; i < len(body); i++ {
-		if body[i] == '\\' {
+		if body[i] == '\\' || body[i] >= utf8.RuneSelf {
+			if body[i] != '\\' && strings.IndexByte(body[i:], '\\') < 0 && utf8.ValidString(body[i:]) {
+				return body
+			}
 			return unescape(body)
 		}
 	}
@@ -191,6 +201,16 @@ func unescape(body string) string {
 	out := make([]byte, 0, len(body))
 	for i := 0; i < len(body); i++ {
 		c := body[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(body[i:])
+			if r == utf8.RuneError && size == 1 {
+				out = append(out, "\ufffd"...)
+			} else {
+				out = append(out, body[i:i+size]...)
+			}
+			i += size - 1
+			continue
+		}
 		if c != '\\' || i+1 >= len(body) {
 			out = append(out, c)
 			continue

@@ -2,11 +2,10 @@
 package limits
 
 import (
-	"bytes"
 	"strconv"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/stategate/stategate/plugin/internal/jsonx"
 )
 
 // Violation is one array over the limit.
@@ -42,7 +41,7 @@ func FirstOversizedArray(data []byte, limit int) (v Violation, count int) {
 		case '"':
 			end := skipString(data, i)
 			if len(stack) > 0 && !stack[len(stack)-1].array && followedByColon(data, end) {
-				stack[len(stack)-1].key = unquote(data[i:end])
+				stack[len(stack)-1].key = jsonx.Unquote(string(data[i:end]))
 			} else {
 				element()
 			}
@@ -142,99 +141,3 @@ func skipString(data []byte, i int) int {
 	return len(data)
 }
 
-// unquote decodes a JSON string literal (quotes included) as encoding/json does: escapes
-// resolved, a surrogate pair joined, and a lone surrogate or an invalid UTF-8 byte each
-// becoming U+FFFD. On a malformed literal it keeps what it cannot decode.
-func unquote(raw []byte) string {
-	if len(raw) < 2 {
-		return ""
-	}
-	s := raw[1 : len(raw)-1]
-	plain := true
-	for _, c := range s {
-		if c == '\\' || c >= utf8.RuneSelf {
-			plain = false
-			break
-		}
-	}
-	if plain || (bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s)) {
-		return string(s)
-	}
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\\' && i+1 < len(s):
-			e := s[i+1]
-			i += 2
-			switch e {
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				r, ok := hex4(s, i)
-				if !ok {
-					b = append(b, '\\', 'u')
-					continue
-				}
-				i += 4
-				if utf16.IsSurrogate(r) {
-					if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-						if r2, ok := hex4(s, i+2); ok {
-							if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-								b = utf8.AppendRune(b, d)
-								i += 6
-								continue
-							}
-						}
-					}
-					r = utf8.RuneError
-				}
-				b = utf8.AppendRune(b, r)
-			default: // '"', '\\', '/'
-				b = append(b, e)
-			}
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				b = utf8.AppendRune(b, utf8.RuneError)
-			} else {
-				b = append(b, s[i:i+size]...)
-			}
-			i += size
-		}
-	}
-	return string(b)
-}
-
-// hex4 reads the four hex digits of a \u escape at s[i:].
-func hex4(s []byte, i int) (rune, bool) {
-	if i < 0 || len(s)-i < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range s[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
