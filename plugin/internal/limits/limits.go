@@ -140,4 +140,3 @@ func skipString(data []byte, i int) int {
 	}
 	return len(data)
 }
-
