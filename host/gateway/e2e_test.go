@@ -101,9 +101,10 @@ type env struct {
 }
 
 type envOptions struct {
-	demo   demo.Options
-	config []byte
-	store  store.Store
+	demo     demo.Options
+	config   []byte
+	store    store.Store
+	upstream http.Handler // replaces the demo upstream
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -115,7 +116,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 		cfg = demo.Config()
 	}
 	counter := &upstreamCounter{calls: map[string]int{}}
-	up := httptest.NewServer(counter.wrap(demo.Handler(o.demo)))
+	h := o.upstream
+	if h == nil {
+		h = demo.Handler(o.demo)
+	}
+	up := httptest.NewServer(counter.wrap(h))
 	t.Cleanup(up.Close)
 	pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 4})
 	if err != nil {
@@ -727,24 +732,10 @@ func gzipping(h http.Handler) http.Handler {
 // TestE2E_compressedUpstream: a client asking for gzip still gets decorated answers, and
 // a failed call still does not move the workflow, when the upstream compresses.
 func TestE2E_compressedUpstream(t *testing.T) {
-	rt := pluginRuntime(t)
-	ctx := context.Background()
-	up := httptest.NewServer(gzipping(demo.Handler(demo.Options{JSONResponse: true})))
-	t.Cleanup(up.Close)
-	pool, err := host.NewPool(ctx, rt, demo.Config(), host.PoolOptions{Size: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(up.URL + "/mcp")
-	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: demo.Config(), Store: store.NewMemory(store.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
-	sid := rawSession(t, srv.URL+"/mcp")
+	e := newEnv(t, envOptions{upstream: gzipping(demo.Handler(demo.Options{JSONResponse: true}))})
+	sid := rawSession(t, e.url)
 	post := func(body string) string {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Accept-Encoding", "gzip")
@@ -876,30 +867,16 @@ func raceCartPay(t *testing.T, cs *mcp.ClientSession, n int) (paid, denied int64
 // TestE2E_sseEventsPassThrough: in an SSE answer only the response to the request is
 // rewritten; comments, progress notifications and server requests pass byte for byte.
 func TestE2E_sseEventsPassThrough(t *testing.T) {
-	rt := pluginRuntime(t)
-	ctx := context.Background()
 	keepalive := ": keepalive\n\n"
 	progress := "event: message\nid: 7-1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":0.5}}\n\n"
 	request := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"roots/list\"}\n\n"
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e := newEnv(t, envOptions{upstream: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, keepalive+progress+request)
 		io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n")
-	}))
-	t.Cleanup(up.Close)
-	pool, err := host.NewPool(ctx, rt, demo.Config(), host.PoolOptions{Size: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(up.URL + "/mcp")
-	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: demo.Config(), Store: store.NewMemory(store.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
-	resp := rawPost(t, srv.URL+"/mcp", "s1", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tasks.update","arguments":{"id":"T1"}}}`, "application/json, text/event-stream")
+	})})
+	resp := rawPost(t, e.url, "s1", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tasks.update","arguments":{"id":"T1"}}}`, "application/json, text/event-stream")
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	out := string(body)
