@@ -4,7 +4,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/gate"
-	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 

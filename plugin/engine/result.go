@@ -5,7 +5,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/decorate"
-	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/plugin/internal/config"
-	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/stategate/stategate/plugin/jsonx"
 )
 
 // Decision is what happens to one tool of a tools/list result.

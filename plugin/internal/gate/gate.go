@@ -16,7 +16,7 @@ import (
 	"strconv"
 
 	"github.com/stategate/stategate/plugin/internal/config"
-	"github.com/stategate/stategate/plugin/internal/jsonx"
+	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
