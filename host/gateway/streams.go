@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/stategate/stategate/exchange"
 	"io"
 	"net/http"
 	"strings"
@@ -66,28 +67,32 @@ func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid str
 	resp, err := g.client.Do(req)
 	if err != nil {
 		if r.Context().Err() == nil {
-			g.fault(FaultUpstream, err)
+					g.core.Stats.Faults[exchange.FaultUpstream].Add(1)
+			g.log.Warn("fault", "kind", exchange.FaultUpstream.String(), "err", err)
 			w.WriteHeader(http.StatusBadGateway)
 		}
 		return
 	}
 	defer resp.Body.Close()
 	copyHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	flusher, _ := w.(http.Flusher)
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		w.WriteHeader(resp.StatusCode)
 		io.Copy(w, resp.Body)
 		return
 	}
+	// Registered before the client can see the stream open, so a notification sent right
+	// after the client saw it is not lost.
+	inject := g.streams.add(sid)
+	defer g.streams.remove(sid, inject)
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
 	if flusher != nil {
 		flusher.Flush()
 	}
-	inject := g.streams.add(sid)
-	defer g.streams.remove(sid, inject)
-	events := make(chan *event)
+	events := make(chan []byte)
 	done := make(chan error, 1)
 	go func() {
-		rd := newSSEReader(resp.Body)
+		rd := newEventReader(resp.Body, 64<<20)
 		for {
 			ev, err := rd.next()
 			if err != nil {
@@ -105,11 +110,11 @@ func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid str
 	for {
 		select {
 		case ev := <-events:
-			if _, err := w.Write(ev.raw); err != nil {
+			if _, err := w.Write(ev); err != nil {
 				return
 			}
 		case msg := <-inject:
-			if _, err := w.Write(appendEvent(nil, "message", "", msg)); err != nil {
+			if _, err := w.Write(exchange.AppendEvent(nil, msg)); err != nil {
 				return
 			}
 		case <-done:

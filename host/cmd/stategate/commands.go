@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stategate/stategate/exchange"
 	"io"
 	"log/slog"
 	"net"
@@ -229,6 +230,26 @@ func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 type serveOptions struct {
 	listen, store, plugin string
 	interruptible         bool
+	origins, hosts        string // comma-separated --allowed-origins / --allowed-hosts
+}
+
+// originPolicy is the DNS-rebinding guard for a listener on addr.
+func (o serveOptions) originPolicy(addr net.Addr) exchange.OriginPolicy {
+	p := exchange.OriginPolicy{AllowedOrigins: splitList(o.origins), AllowedHosts: splitList(o.hosts)}
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		p.Loopback = tcp.IP.IsLoopback()
+	}
+	return p
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // startGateway builds the gateway for cfg in front of upstream and serves it on listen.
@@ -241,7 +262,7 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 	pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2 * runtime.GOMAXPROCS(0), Timeout: 2 * time.Second,
 		Replaced: func() {
 			if gw != nil {
-				gw.Stats.PluginReplaced.Add(1)
+				gw.PluginReplaced.Add(1)
 			}
 		}})
 	if err != nil {
@@ -253,12 +274,14 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 		rt.Close(ctx)
 		return nil, nil, nil, nil, err
 	}
-	gw, err = gateway.New(gateway.Options{Upstream: upstream, Plugin: pool, Config: cfg, Store: st, Logger: logger})
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	ln, err := net.Listen("tcp", o.listen)
+	gw, err = gateway.New(gateway.Options{Upstream: upstream, Plugin: pool, Config: cfg, Store: st, Logger: logger,
+		Origins: o.originPolicy(ln.Addr())})
 	if err != nil {
+		ln.Close()
 		return nil, nil, nil, nil, err
 	}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
@@ -283,6 +306,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.store, "store", "memory", "state store: memory or redis://HOST:PORT/DB")
 	fs.StringVar(&o.plugin, "plugin", defaultPlugin, "plugin module")
 	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
+	fs.StringVar(&o.origins, "allowed-origins", "", "comma-separated browser origins allowed to call the gateway (default: loopback origins only; * allows any)")
+	fs.StringVar(&o.hosts, "allowed-hosts", "", "comma-separated Host names the listener answers to besides loopback names (checked on loopback listeners, or whenever set)")
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2}
 	}

@@ -1,0 +1,198 @@
+package exchange
+
+import (
+	"bytes"
+	"context"
+	"mime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// Verdict is what a host does with a request.
+type Verdict int
+
+// The verdicts.
+const (
+	Pass    Verdict = iota // forward the request unchanged and its answer untouched
+	Reply                  // answer Status and Body (application/json); the upstream is not called
+	Forward                // send Body upstream and rewrite the answer through the Exchange
+)
+
+// Exchange is one request the core decided on, and, when forwarded, its answer.
+type Exchange struct {
+	Verdict Verdict
+	Status  int    // Reply: the HTTP status
+	Body    []byte // Reply: the answer; Forward: the request body for the upstream
+	Method  string
+	Tool    string        // tools/call: the tool
+	Timeout time.Duration // tools/call: the upstream must answer within it
+	Session string
+
+	core       *Core
+	clientID   []byte // the id as the client sent it (raw JSON)
+	upstreamID []byte // the id the upstream sees (the client's, or a minted one)
+	version    string
+	principal  string
+	acceptsSSE bool
+	start      time.Time
+
+	input     []byte // tools/call: the engine input shared by check_limits and transition
+	st        *loaded
+	moves     bool
+	release   func()
+	onTimeout []byte
+	sent      bool
+	answered  bool
+	closed    bool
+}
+
+// Headers the core reads.
+const (
+	hdrSession   = "Mcp-Session-Id"
+	hdrVersion   = "MCP-Protocol-Version"
+	hdrMethod    = "Mcp-Method"
+	hdrName      = "Mcp-Name"
+	hdrAccept    = "Accept"
+	hdrEncoding  = "Content-Encoding"
+	hdrType      = "Content-Type"
+	batchVersion = "2025-06-18" // batches were removed in this version
+	maxBatch     = 100
+	// maxValidateDepth bounds nesting at admission; arguments deeper than the engine's
+	// limit are its own denial (ARGUMENTS_TOO_DEEP).
+	maxValidateDepth = 4096
+)
+
+var versionPath = "params._meta." + gjson.Escape("io.modelcontextprotocol/protocolVersion")
+
+// Admit decides on one POST: body is what the host read of it (at most MaxBodyBytes+1
+// bytes). ctx bounds the engine and state calls of admission; a tools/call that can move a
+// workflow keeps its lease after Admit returns, until the Exchange is closed.
+func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
+	c.Stats.Requests.Add(1)
+	ex := &Exchange{core: c, start: time.Now(), Session: h.Get(hdrSession), version: h.Get(hdrVersion),
+		acceptsSSE: strings.Contains(h.Get(hdrAccept), "text/event-stream")}
+	if c.facts.principal != "" {
+		ex.principal = h.Get(c.facts.principal)
+	}
+	// The core must read exactly the request the server will read: bodies it cannot read
+	// byte for byte (compressed, another charset) are refused, not passed on ungated.
+	if ce := h.Get(hdrEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
+		return ex.reject(415, CodeInvalidRequest, "compressed request bodies ("+ce+") are not accepted by the gateway")
+	}
+	if ct := h.Get(hdrType); ct != "" {
+		if _, params, err := mime.ParseMediaType(ct); err == nil {
+			if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+				return ex.reject(415, CodeInvalidRequest, "request charset "+strconv.Quote(cs)+" is not accepted; send UTF-8")
+			}
+		}
+	}
+	if len(body) > c.opts.MaxBodyBytes {
+		return ex.reject(413, CodeInvalidRequest, "request body over the gateway's limit of "+strconv.Itoa(c.opts.MaxBodyBytes)+" bytes")
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') || jsonx.Validate(body, maxValidateDepth) != nil {
+		return ex.reject(400, CodeParseError, "parse error: the body is not one JSON-RPC message or batch")
+	}
+	doc := gjson.ParseBytes(body)
+	if repeatsMember(doc, 0) {
+		return ex.reject(400, CodeInvalidRequest, "request repeats a member name in an object; the gateway and the server could read different values")
+	}
+	if doc.IsArray() {
+		return ex.admitBatch(doc)
+	}
+	ex.Method = doc.Get("method").Str
+	id := doc.Get("id")
+	if id.Type == gjson.String || id.Type == gjson.Number {
+		ex.clientID = []byte(id.Raw)
+	}
+	params := doc.Get("params")
+	if ex.version == "" {
+		ex.version = doc.Get(versionPath).Str
+	} else if v := doc.Get(versionPath); v.Exists() && v.Str != ex.version {
+		return ex.reject(400, CodeHeaderMismatch, "MCP-Protocol-Version header "+strconv.Quote(ex.version)+" does not match the body's _meta protocolVersion "+strconv.Quote(v.Str))
+	}
+	// 2026-07-28 requests name their method and target in headers: a disagreement with the
+	// body is refused, so a misleading header cannot steer a gate that trusts it.
+	if hm := h.Get(hdrMethod); hm != "" && hm != ex.Method {
+		return ex.reject(400, CodeHeaderMismatch, "Mcp-Method header "+strconv.Quote(hm)+" does not match the body's method "+strconv.Quote(ex.Method))
+	}
+	if hn := h.Get(hdrName); hn != "" && (ex.Method == MethodToolsCall || ex.Method == "prompts/get") && hn != params.Get("name").Str {
+		return ex.reject(400, CodeHeaderMismatch, "Mcp-Name header "+strconv.Quote(hn)+" does not match the body's name "+strconv.Quote(params.Get("name").Str))
+	}
+	if !actsOn(ex.Method) {
+		return ex // Pass: notifications, responses and every other method
+	}
+	if ex.clientID == nil {
+		return ex.reject(400, CodeInvalidRequest, "invalid request: "+ex.Method+" needs an id (a string or a number)")
+	}
+	ex.Verdict, ex.Body, ex.upstreamID = Forward, body, ex.clientID
+	if !echoSafe(id) {
+		// The answer must be matched to this request whatever the upstream does to the id:
+		// send one it echoes faithfully, and give the client its own back.
+		ex.upstreamID = mintID(len(id.Raw))
+		ex.Body = splice(body, id, ex.upstreamID)
+		c.Stats.IDsRemapped.Add(1)
+	}
+	if ex.Method == MethodToolsCall {
+		c.admitCall(ctx, ex, params)
+	}
+	return ex
+}
+
+// admitBatch applies the batch rule: batches exist only before 2025-06-18, do not nest, hold
+// at most maxBatch messages, and never carry a method the core acts on (one JSON-RPC
+// request could otherwise fan out past the gate, or slip a tools/call past a host that
+// cannot split it). Other batches pass as they are.
+func (ex *Exchange) admitBatch(doc gjson.Result) *Exchange {
+	if ex.version >= batchVersion {
+		return ex.reject(400, CodeInvalidRequest, "JSON-RPC batches are not part of protocol version "+ex.version)
+	}
+	n := 0
+	var refuse string
+	doc.ForEach(func(_, m gjson.Result) bool {
+		n++
+		switch {
+		case !m.IsObject():
+			refuse = "a batch element must be a JSON-RPC message object"
+		case actsOn(m.Get("method").Str):
+			refuse = "batches holding " + m.Get("method").Str + " are not accepted by the gateway; send it as a request of its own"
+		case n > maxBatch:
+			refuse = "a batch holds at most " + strconv.Itoa(maxBatch) + " messages"
+		}
+		return refuse == ""
+	})
+	if n == 0 {
+		refuse = "empty batch"
+	}
+	if refuse != "" {
+		return ex.reject(400, CodeInvalidRequest, refuse)
+	}
+	return ex
+}
+
+// reject answers a JSON-RPC error locally.
+func (ex *Exchange) reject(status, code int, msg string) *Exchange {
+	ex.core.Stats.Rejected.Add(1)
+	ex.Verdict, ex.Status, ex.Body = Reply, status, AppendError(nil, ex.clientID, code, msg)
+	return ex
+}
+
+// answerLocal answers a tools/call result the core made (a denial).
+func (ex *Exchange) answerLocal(result []byte) {
+	ex.Verdict, ex.Status, ex.Body = Reply, 200, ex.resultMessage(result)
+}
+
+// resultMessage wraps result as the JSON-RPC response to the client, with its duration.
+func (ex *Exchange) resultMessage(result []byte) []byte {
+	return withDuration(AppendResult(nil, ex.clientID, result), ex.start)
+}
+
+// AcceptsSSE reports whether the client takes text/event-stream answers.
+func (ex *Exchange) AcceptsSSE() bool { return ex.acceptsSSE }
+
+// ClientID is the request's id as the client sent it (raw JSON; nil for none).
+func (ex *Exchange) ClientID() []byte { return ex.clientID }

@@ -1,0 +1,263 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/engine"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// DefaultTimeout bounds an upstream call when check_limits could not be asked.
+const DefaultTimeout = 30 * time.Second
+
+// casRetries bounds the re-read-and-transition rounds on compare-and-set conflicts.
+const casRetries = 64
+
+// admitCall runs check_limits for a tools/call: a denial is answered locally (the upstream
+// never runs); an admitted call keeps its loaded state for the transition and, when it can
+// move a workflow, the lease on its keys.
+func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result) {
+	c.Stats.ToolCalls.Add(1)
+	name := params.Get("name")
+	if name.Type != gjson.String || name.Str == "" {
+		ex.reject(200, CodeInvalidParams, "invalid params: params.name must be a non-empty string")
+		return
+	}
+	ex.Tool = name.Str
+	in := make([]byte, 0, 256)
+	in = ex.appendScope(in)
+	in = append(in, `,"tool":`...)
+	in = jsonx.AppendString(in, ex.Tool)
+	if a := params.Get("arguments"); a.Exists() {
+		in = append(in, `,"arguments":`...)
+		in = append(in, a.Raw...)
+	}
+	ex.input = in
+	var lock func([]string) error
+	if c.facts.moves[ex.Tool] {
+		// A call that can move a workflow holds its state keys from admission to the stored
+		// transition, so racing calls are admitted one at a time, on one replica or several.
+		ex.moves = true
+		lock = func(keys []string) error {
+			wctx, cancel := context.WithTimeout(ctx, c.opts.LeaseWait)
+			defer cancel()
+			release, err := c.state.Lock(wctx, keys, c.facts.leaseTTL)
+			if err != nil {
+				if errors.Is(err, ErrBusy) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+					return errBusy{err}
+				}
+				return storeError{err}
+			}
+			ex.release = release
+			return nil
+		}
+	}
+	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, in, nil, lock)
+	if err != nil {
+		c.admitFault(ex, err)
+		return
+	}
+	ex.st = st
+	ans := gjson.ParseBytes(out)
+	if ans.Get("allow").Type != gjson.True {
+		c.Stats.Denied.Add(1)
+		ex.releaseNow()
+		ex.answerLocal([]byte(ans.Get("result").Raw))
+		return
+	}
+	if b, ok := c.state.(Bounded); ok && !c.canRecord(ctx, ex, b) {
+		c.admitFault(ex, storeError{errors.New("state key bound reached")})
+		return
+	}
+	ex.Timeout = time.Duration(ans.Get("timeoutMs").Int()) * time.Millisecond
+	ex.onTimeout = []byte(ans.Get("onTimeout").Raw)
+}
+
+// admitFault applies the failure policy to a fault at admission.
+func (c *Core) admitFault(ex *Exchange, err error) {
+	ex.releaseNow()
+	var pe *PluginError
+	if errors.As(err, &pe) && pe.causedByRequest() {
+		ex.reject(200, CodeInvalidParams, "invalid params: "+pe.Message)
+		return
+	}
+	f, text := FaultLimitsPlugin, GateUnavailableText
+	switch {
+	case errors.As(err, new(errBusy)):
+		f, text = FaultGateBusy, gateBusyText
+	case !c.facts.bound[ex.Tool]:
+	case errors.As(err, new(storeError)):
+		f = FaultGateStore
+	default:
+		f = FaultGatePlugin
+	}
+	if c.fault(f, err, "tool", ex.Tool, "session", ex.Session) != FailClosed {
+		ex.Timeout, ex.st = DefaultTimeout, nil // forwarded ungated, with the default timeout
+		return
+	}
+	c.Stats.Denied.Add(1)
+	details := jsonx.AppendString([]byte(`{"tool":`), ex.Tool)
+	details = append(details, '}')
+	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))
+}
+
+type errBusy struct{ err error }
+
+func (e errBusy) Error() string { return "state busy: " + e.err.Error() }
+func (e errBusy) Unwrap() error { return e.err }
+
+// canRecord reports whether a successful call could store its transition in a bounded
+// State: a call that would need a key beyond the bound is denied now rather than run with
+// its state lost.
+func (c *Core) canRecord(ctx context.Context, ex *Exchange, b Bounded) bool {
+	missing := 0
+	for _, s := range ex.st.slots {
+		if !s.Exists {
+			missing++
+		}
+	}
+	if missing == 0 || b.CanCreate(missing) {
+		return true
+	}
+	out, err := c.call(ctx, abi.FuncTransition, ex.input, ex.st)
+	if err != nil {
+		return false
+	}
+	create := false
+	gjson.GetBytes(out, "states").ForEach(func(k, _ gjson.Result) bool {
+		create = !ex.st.slot(k.Str).Exists
+		return !create
+	})
+	return !create
+}
+
+// appendScope appends {"session","principal","protocolVersion" (no closing brace).
+func (ex *Exchange) appendScope(dst []byte) []byte {
+	dst = append(dst, `{"session":`...)
+	dst = jsonx.AppendString(dst, ex.Session)
+	dst = append(dst, `,"principal":`...)
+	dst = jsonx.AppendString(dst, ex.principal)
+	dst = append(dst, `,"protocolVersion":`...)
+	return jsonx.AppendString(dst, ex.version)
+}
+
+// transition advances the workflows of a finished call and stores the new snapshots with
+// compare-and-set. A key whose write loses a race is re-read and the transition re-applied
+// to it alone (keys already written keep the snapshot they advanced from), so concurrent
+// calls never lose a transition and never apply one twice. It reports whether the visible
+// tool set changed.
+func (ex *Exchange) transition(ctx context.Context, success bool) bool {
+	c := ex.core
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	in := append(ex.input[:len(ex.input):len(ex.input)], `,"isError":`...)
+	if success {
+		in = append(in, "false"...)
+	} else {
+		in = append(in, "true"...)
+	}
+	st := ex.st
+	written := map[string]bool{}
+	visible := false
+	for attempt := 0; attempt < casRetries; attempt++ {
+		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
+		if err != nil {
+			c.fault(FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
+			return visible
+		}
+		st = next
+		ans := gjson.ParseBytes(out)
+		visible = visible || ans.Get("visibleChanged").Type == gjson.True
+		var lost []string
+		ans.Get("states").ForEach(func(k, v gjson.Result) bool {
+			if written[k.Str] {
+				return true
+			}
+			owner := ""
+			if sessionOwned(k.Str) {
+				owner = ex.Session // freed with the session; handle state outlives it
+			}
+			switch err := c.state.Store(ctx, owner, k.Str, []byte(v.Raw), st.slot(k.Str)); {
+			case err == nil:
+				written[k.Str] = true
+				c.Stats.Transitions.Add(1)
+			case errors.Is(err, ErrConflict):
+				lost = append(lost, k.Str)
+			default:
+				c.fault(FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
+				written[k.Str] = true // give up on this key; the others still move
+			}
+			return true
+		})
+		if len(lost) == 0 {
+			return visible
+		}
+		c.Stats.CASConflicts.Add(1)
+		fresh, err := c.state.Load(ctx, lost)
+		if err != nil {
+			c.fault(FaultTransition, storeError{err}, "tool", ex.Tool)
+			return visible
+		}
+		st = st.with(lost, fresh)
+	}
+	c.fault(FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
+	return visible
+}
+
+// with returns a copy of l with keys' slots replaced.
+func (l *loaded) with(keys []string, slots []Slot) *loaded {
+	out := &loaded{keys: l.keys, slots: append([]Slot(nil), l.slots...)}
+	for i, k := range keys {
+		for j, have := range out.keys {
+			if have == k {
+				out.slots[j] = slots[i]
+			}
+		}
+	}
+	return out
+}
+
+// sessionOwned reports whether an engine state key belongs to a session
+// (stategate/v1/<workflow>/session/...) rather than to a state handle.
+func sessionOwned(key string) bool {
+	parts := strings.SplitN(key, "/", 5)
+	return len(parts) == 5 && parts[3] == "session"
+}
+
+// MarkSent records whether the request may have reached the upstream. A moving call that
+// was sent and never answered readably keeps its lease (FaultOutcomeUnknown).
+func (ex *Exchange) MarkSent(sent bool) { ex.sent = sent }
+
+// Close ends the exchange: the lease of a moving call is released, unless the call reached
+// the upstream and its outcome is unknown, in which case it is kept until it lapses.
+func (ex *Exchange) Close() {
+	if ex.closed {
+		return
+	}
+	ex.closed = true
+	if ex.release == nil {
+		return
+	}
+	if ex.sent && !ex.answered {
+		ex.core.fault(FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
+			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.leaseTTL.String())
+		ex.release = nil
+		return
+	}
+	ex.releaseNow()
+}
+
+func (ex *Exchange) releaseNow() {
+	if ex.release != nil {
+		ex.release()
+		ex.release = nil
+	}
+}
+
+// Moves reports whether the call can move a workflow (it holds a lease on its state keys).
+func (ex *Exchange) Moves() bool { return ex.moves }

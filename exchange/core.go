@@ -1,0 +1,140 @@
+// Package exchange is the MCP exchange around the engine, written once for every Go host:
+// request admission, the engine driver (the needState loop, leases, compare-and-set), the
+// failure policy, and answer rewriting. The standalone gateway (host/gateway) and the Envoy
+// filter (envoy/filter) are transport adapters over it.
+//
+// # Notes
+//
+//   - The core does no I/O of its own: hosts hand it request headers and bodies and the
+//     upstream's answer, and carry out what it decides (Verdict). State goes through the
+//     State interface, engine calls through Plugin.
+//   - It is standard Go (no net/http), so the filter's Wasm build stays small; the engine
+//     itself stays TinyGo and pure.
+//   - Rules every host must follow, in any language, are written in abi/ABI.md ("Hosts").
+package exchange
+
+import (
+	"context"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/tidwall/gjson"
+)
+
+// Plugin runs one engine export: the Wasm module through a pool (gateway) or the engine
+// itself (Envoy filter).
+type Plugin interface {
+	Call(ctx context.Context, fn abi.Function, in []byte) ([]byte, error)
+}
+
+// Headers reads request headers by name, case-insensitively (http.Header satisfies it).
+type Headers interface {
+	Get(name string) string
+}
+
+// Options configures a Core.
+type Options struct {
+	Plugin   Plugin
+	State    State
+	Reporter Reporter
+	// Config is the stategate configuration the plugin runs with (for the facts hosts need:
+	// bound tools, principal header, longest timeout).
+	Config []byte
+	// MaxBodyBytes caps a request body (default 16 MiB).
+	MaxBodyBytes int
+	// LeaseWait bounds how long a moving call waits for another one's lease (default 5 s);
+	// after it, the call is denied with a retryable GATE_UNAVAILABLE.
+	LeaseWait time.Duration
+	// ListMemoBytes bounds the memo of decorated tool lists (default 64 MiB; 0 keeps the
+	// default, a negative value turns the memo off).
+	ListMemoBytes int
+}
+
+// Core is one configuration's exchange logic; it is safe for concurrent use.
+type Core struct {
+	plugin   Plugin
+	state    State
+	reporter Reporter
+	opts     Options
+	facts    facts
+	lists    *listMemo
+	known    *knownTools
+	Stats    Stats
+}
+
+// New returns a Core.
+func New(opts Options) *Core {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 16 << 20
+	}
+	if opts.LeaseWait <= 0 {
+		opts.LeaseWait = 5 * time.Second
+	}
+	if opts.ListMemoBytes == 0 {
+		opts.ListMemoBytes = 64 << 20
+	}
+	if opts.Reporter == nil {
+		opts.Reporter = nopReporter{}
+	}
+	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, opts: opts,
+		facts: factsOf(opts.Config), known: newKnownTools(10000)}
+	if opts.ListMemoBytes > 0 {
+		c.lists = newListMemo(64, opts.ListMemoBytes)
+	}
+	return c
+}
+
+// PrincipalHeader is the request header naming the principal ("" for none).
+func (c *Core) PrincipalHeader() string { return c.facts.principal }
+
+// LeaseTTL is how long a moving call may hold its state keys.
+func (c *Core) LeaseTTL() time.Duration { return c.facts.leaseTTL }
+
+func (c *Core) fault(f Fault, err error, attrs ...any) Policy {
+	p := PolicyFor(f)
+	c.Stats.Faults[f].Add(1)
+	c.reporter.Fault(f, p, err, attrs...)
+	return p
+}
+
+type nopReporter struct{}
+
+func (nopReporter) Fault(Fault, Policy, error, ...any) {}
+
+// facts are what a host needs to know about a configuration.
+type facts struct {
+	bound     map[string]bool // tools bound to a workflow: the gate fails closed for them
+	moves     map[string]bool // bound tools whose success fires an event
+	workflows bool
+	principal string
+	leaseTTL  time.Duration
+}
+
+func factsOf(cfg []byte) facts {
+	f := facts{bound: map[string]bool{}, moves: map[string]bool{}}
+	doc := gjson.ParseBytes(cfg)
+	doc.Get("workflows").ForEach(func(_, w gjson.Result) bool {
+		f.workflows = true
+		w.Get("tools").ForEach(func(k, b gjson.Result) bool {
+			f.bound[k.Str] = true
+			if b.Get("event").Str != "" {
+				f.moves[k.Str] = true
+			}
+			return true
+		})
+		return true
+	})
+	f.principal = doc.Get("principal.header").Str
+	// A lease outlives the longest call it can cover with room to store the transition;
+	// a crashed holder's lease then lapses on its own.
+	longest := int64(30000)
+	if t := doc.Get("limits.timeoutMs"); t.Exists() {
+		longest = t.Int()
+	}
+	doc.Get("limits.tools").ForEach(func(_, v gjson.Result) bool {
+		longest = max(longest, v.Get("timeoutMs").Int())
+		return true
+	})
+	f.leaseTTL = time.Duration(longest)*time.Millisecond + 30*time.Second
+	return f
+}

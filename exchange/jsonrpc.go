@@ -1,0 +1,222 @@
+package exchange
+
+import (
+	"strconv"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// MCP methods the core acts on.
+const (
+	MethodInitialize = "initialize"
+	MethodToolsList  = "tools/list"
+	MethodToolsCall  = "tools/call"
+)
+
+// actsOn reports whether the core rewrites or gates requests of method.
+func actsOn(method string) bool {
+	return method == MethodToolsCall || method == MethodToolsList || method == MethodInitialize
+}
+
+// JSON-RPC error codes the core answers with.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeInvalidParams  = -32602
+	CodeInternal       = -32603
+	// CodeHeaderMismatch is the 2026-07-28 error for Mcp-Method / Mcp-Name headers that
+	// disagree with the body.
+	CodeHeaderMismatch = -32020
+)
+
+// AppendError appends a JSON-RPC error response. id is raw JSON ("" for null).
+func AppendError(dst, id []byte, code int, msg string) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = appendID(dst, id)
+	dst = append(dst, `,"error":{"code":`...)
+	dst = strconv.AppendInt(dst, int64(code), 10)
+	dst = append(dst, `,"message":`...)
+	dst = jsonx.AppendString(dst, msg)
+	return append(dst, "}}"...)
+}
+
+// AppendResult appends a JSON-RPC response carrying result (raw JSON).
+func AppendResult(dst, id, result []byte) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = appendID(dst, id)
+	dst = append(dst, `,"result":`...)
+	dst = append(dst, result...)
+	return append(dst, '}')
+}
+
+func appendID(dst, id []byte) []byte {
+	if len(id) == 0 {
+		return append(dst, "null"...)
+	}
+	return append(dst, id...)
+}
+
+// sameID reports whether got (an answer's id) is the id whose raw JSON is want: ids compare
+// by value (1.0 and 1, "\u0061" and "a" are the same id).
+func sameID(got gjson.Result, want []byte) bool {
+	w := gjson.ParseBytes(want)
+	switch {
+	case got.Type == gjson.String && w.Type == gjson.String:
+		return got.Str == w.Str
+	case got.Type == gjson.Number && w.Type == gjson.Number:
+		return got.Raw == w.Raw || got.Num == w.Num
+	}
+	return false
+}
+
+// isAnswer reports whether msg is a JSON-RPC response (result or error, no method) to the
+// request whose raw id is id.
+func isAnswer(msg gjson.Result, id []byte) bool {
+	m := msg.Get("method")
+	if m.Exists() || !sameID(msg.Get("id"), id) {
+		return false
+	}
+	return msg.Get("result").Exists() || msg.Get("error").Exists()
+}
+
+// echoSafe reports whether servers echo id so that it still compares equal by value: an
+// integer of at most 15 digits, or a string of valid UTF-8 with no escapes and no control
+// characters. Others (fractions, exponents, huge integers, escapes, invalid UTF-8) are not
+// echoed faithfully by common SDKs (the Go SDK turns 1.5 into 1 and invalid UTF-8 into
+// U+FFFD), so the core sends its own id upstream in their place.
+func echoSafe(id gjson.Result) bool {
+	raw := id.Raw
+	switch id.Type {
+	case gjson.Number:
+		digits := raw
+		if len(digits) > 0 && digits[0] == '-' {
+			digits = digits[1:]
+		}
+		if len(digits) == 0 || len(digits) > 15 {
+			return false
+		}
+		for i := 0; i < len(digits); i++ {
+			if digits[i] < '0' || digits[i] > '9' {
+				return false
+			}
+		}
+		return true
+	case gjson.String:
+		if len(raw) < 2 || !utf8.ValidString(raw) {
+			return false
+		}
+		for i := 1; i < len(raw)-1; i++ {
+			if raw[i] == '\\' || raw[i] < 0x20 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+var idCounter atomic.Uint64
+
+// mintID returns a string id of exactly n bytes of JSON (n >= 3), unique enough within one
+// session: the upstream sees it in place of an id it would not echo faithfully. Keeping the
+// length lets a host that already sent Content-Length (the Envoy filter) swap the body.
+func mintID(n int) []byte {
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+	out := make([]byte, n)
+	out[0], out[n-1] = '"', '"'
+	v := idCounter.Add(1)
+	for i := n - 2; i >= 1; i-- {
+		out[i] = digits[v%36]
+		v /= 36
+	}
+	return out
+}
+
+// splice returns msg with the bytes of v (at v.Index) replaced by raw; msg unchanged when
+// v's position is not known.
+func splice(msg []byte, v gjson.Result, raw []byte) []byte {
+	if v.Index <= 0 || v.Index+len(v.Raw) > len(msg) {
+		return msg
+	}
+	out := make([]byte, 0, len(msg)-len(v.Raw)+len(raw))
+	out = append(out, msg[:v.Index]...)
+	out = append(out, raw...)
+	return append(out, msg[v.Index+len(v.Raw):]...)
+}
+
+// maxKeyDepth bounds the repeated-member walk (the engine refuses deeper arguments anyway,
+// and deeper request documents are refused before the walk).
+const maxKeyDepth = 256
+
+// repeatsMember reports whether any object in v repeats a member name. gjson reads the first
+// of repeated members while common servers (encoding/json, JSON.parse) read the last, so a
+// request like {"name":"tasks.list","name":"cart.pay"} would pass the gate as one tool and
+// run as another: the core refuses such requests and does not trust such answers.
+func repeatsMember(v gjson.Result, depth int) bool {
+	if depth > maxKeyDepth {
+		return false // deeper arguments are refused by the engine's own depth check
+	}
+	switch {
+	case v.IsObject():
+		// A short list for the usual small objects, a set once an object is large, so a
+		// body of many keys costs linear time.
+		var seen []string
+		var set map[string]struct{}
+		dup := false
+		v.ForEach(func(k, val gjson.Result) bool {
+			if set != nil {
+				if _, ok := set[k.Str]; ok {
+					dup = true
+					return false
+				}
+				set[k.Str] = struct{}{}
+			} else {
+				for _, s := range seen {
+					if s == k.Str {
+						dup = true
+						return false
+					}
+				}
+				seen = append(seen, k.Str)
+				if len(seen) > 16 {
+					set = make(map[string]struct{}, 64)
+					for _, s := range seen {
+						set[s] = struct{}{}
+					}
+				}
+			}
+			if repeatsMember(val, depth+1) {
+				dup = true
+				return false
+			}
+			return true
+		})
+		return dup
+	case v.IsArray():
+		dup := false
+		v.ForEach(func(_, val gjson.Result) bool {
+			dup = repeatsMember(val, depth+1)
+			return !dup
+		})
+		return dup
+	}
+	return false
+}
+
+// succeeded reports whether a tools/call answer is a success: a result object whose isError
+// is absent or exactly false, in a message that repeats no member. Anything else (a JSON-RPC
+// error, isError true or not a boolean, a result that is not an object) is a failure: the
+// workflow does not move on it.
+func succeeded(msg gjson.Result) bool {
+	res := msg.Get("result")
+	if msg.Get("error").Exists() || !res.IsObject() {
+		return false
+	}
+	if e := res.Get("isError"); e.Exists() && e.Type != gjson.False {
+		return false
+	}
+	return !repeatsMember(msg, 0)
+}

@@ -1,0 +1,172 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// State is where a host keeps the engine's snapshots: a store for the gateway, Envoy shared
+// data for the filter. Keys and values are the engine's; the host only keeps bytes.
+type State interface {
+	// Load reads keys, in order. A missing key is a Slot with Exists false.
+	Load(ctx context.Context, keys []string) ([]Slot, error)
+	// Store writes value under key if it still holds what prev was read as; ErrConflict
+	// when it does not (re-read and re-apply). owner is the session the key belongs to
+	// ("" for state handles, which outlive sessions).
+	Store(ctx context.Context, owner, key string, value []byte, prev Slot) error
+	// Lock leases keys for at most ttl and returns the release. It waits while another
+	// holder has one until ctx ends, then fails with an error wrapping ErrBusy. A host
+	// without leases (Envoy shared data) returns a no-op release.
+	Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error)
+	// Forget frees a session's state: keys are the session-keyed keys the engine names for
+	// it (a host with its own session index may use that instead).
+	Forget(ctx context.Context, session string, keys []string) error
+}
+
+// Slot is one key as read.
+type Slot struct {
+	Value  []byte // the stored snapshot; nil when absent
+	CAS    uint32 // the host's own version token (Envoy's cas), if it has one
+	Exists bool
+}
+
+// Errors a State returns.
+var (
+	ErrConflict = errors.New("state: compare-and-set conflict")
+	ErrBusy     = errors.New("state: keys leased by another call")
+)
+
+// Bounded is implemented by a State that can create only so many keys (Envoy shared data
+// has no delete): a call whose transition would need a key beyond the bound is denied at
+// admission rather than run with its state lost.
+type Bounded interface {
+	CanCreate(n int) bool
+}
+
+// loaded is what was read for one call: the engine's keys, in its order, and their slots.
+type loaded struct {
+	keys  []string
+	slots []Slot
+}
+
+func (l *loaded) slot(key string) Slot {
+	for i, k := range l.keys {
+		if k == key {
+			return l.slots[i]
+		}
+	}
+	return Slot{}
+}
+
+// appendStates appends ,"states":{key: snapshot|null, ...}. A stored value that is not JSON
+// (it never is, unless something else wrote the key) goes as a JSON string, which the
+// engine reads as "not a snapshot" and restarts (STATE_RESET).
+func (l *loaded) appendStates(dst []byte) []byte {
+	dst = append(dst, `,"states":{`...)
+	for i, k := range l.keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonx.AppendString(dst, k)
+		dst = append(dst, ':')
+		v := l.slots[i].Value
+		switch {
+		case len(v) == 0:
+			dst = append(dst, "null"...)
+		case gjson.ValidBytes(v):
+			dst = append(dst, v...)
+		default:
+			dst = jsonx.AppendString(dst, string(v))
+		}
+	}
+	return append(dst, '}')
+}
+
+// storeError marks a failure of the host's state.
+type storeError struct{ err error }
+
+func (e storeError) Error() string { return "state: " + e.err.Error() }
+func (e storeError) Unwrap() error { return e.err }
+
+// PluginError is an engine export's error answer.
+type PluginError struct{ Code, Message string }
+
+func (e *PluginError) Error() string { return "plugin: " + e.Code + ": " + e.Message }
+
+// causedByRequest reports whether the engine refused its input because of what the client
+// sent (the core builds every other part of the input itself).
+func (e *PluginError) causedByRequest() bool {
+	return e.Code == abi.ErrInvalidInput || e.Code == abi.ErrInvalidJSON || e.Code == abi.ErrTooDeep
+}
+
+func pluginErr(out []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	if e := gjson.GetBytes(out, "error"); e.Exists() {
+		return &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
+	}
+	return nil
+}
+
+// call runs fn on input (an object without its closing brace) with st's states, if any.
+func (c *Core) call(ctx context.Context, fn abi.Function, input []byte, st *loaded) ([]byte, error) {
+	in := input[:len(input):len(input)]
+	if st != nil && len(st.keys) > 0 {
+		in = st.appendStates(in)
+	}
+	in = append(in, '}')
+	out, err := c.plugin.Call(ctx, fn, in)
+	return out, pluginErr(out, err)
+}
+
+// callWithState runs fn on input. When st is nil and the engine asks for state, it calls
+// lock with the keys (when lock is set), loads them and calls once more: at most one extra
+// call. It returns what was loaded (empty when nothing was needed).
+func (c *Core) callWithState(ctx context.Context, fn abi.Function, input []byte, st *loaded, lock func([]string) error) ([]byte, *loaded, error) {
+	if st != nil {
+		out, err := c.call(ctx, fn, input, st)
+		return out, st, err
+	}
+	out, err := c.call(ctx, fn, input, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	need := gjson.GetBytes(out, "needState")
+	if !need.Exists() {
+		return out, &loaded{}, nil
+	}
+	keys := strs(need)
+	if lock != nil {
+		if err := lock(keys); err != nil {
+			return nil, nil, err
+		}
+	}
+	slots, err := c.state.Load(ctx, keys)
+	if err != nil {
+		return nil, nil, storeError{err}
+	}
+	st = &loaded{keys: keys, slots: slots}
+	out, err = c.call(ctx, fn, input, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	if gjson.GetBytes(out, "needState").Exists() {
+		return nil, nil, errors.New("engine asked for state it was given")
+	}
+	return out, st, nil
+}
+
+func strs(arr gjson.Result) []string {
+	var out []string
+	arr.ForEach(func(_, v gjson.Result) bool {
+		out = append(out, v.Str)
+		return true
+	})
+	return out
+}

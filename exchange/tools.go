@@ -1,0 +1,239 @@
+package exchange
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/tidwall/gjson"
+)
+
+// emptyListProbe asks the engine, cheaply, which state a list needs for this request.
+const emptyListProbe = `,"message":{"jsonrpc":"2.0","id":0,"result":{"tools":[]}}`
+
+// decorateTools decorates a tools/list answer through decorate_tools. Decoration fails
+// open: on any fault the client gets the upstream's list unchanged.
+//
+// The engine's answer depends only on the list, the protocol version and the loaded
+// snapshots, so it is memoised on exactly those: a repeated list costs a lookup.
+func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root gjson.Result) []byte {
+	result := root.Get("result")
+	if !result.IsObject() || result.Index <= 0 {
+		return msg
+	}
+	scope := ex.appendScope(make([]byte, 0, 128))
+	_, st, err := c.callWithState(ctx, abi.FuncDecorateTools, append(scope[:len(scope):len(scope)], emptyListProbe...), nil, nil)
+	if err != nil {
+		f := FaultDecoratePlugin
+		if _, ok := err.(storeError); ok {
+			f = FaultListStore
+		}
+		c.fault(f, err, "method", MethodToolsList)
+		return msg
+	}
+	key := listKey(ex.version, st, result.Raw)
+	var out []byte
+	if c.lists != nil {
+		out = c.lists.get(key)
+	}
+	if out == nil {
+		in := append(scope, `,"message":{"jsonrpc":"2.0","id":0,"result":`...)
+		in = append(in, result.Raw...)
+		in = append(in, '}')
+		out, err = c.call(ctx, abi.FuncDecorateTools, in, st)
+		if err != nil {
+			c.fault(FaultDecoratePlugin, err, "method", MethodToolsList)
+			return msg
+		}
+		if c.lists != nil {
+			c.lists.put(key, out)
+		}
+	}
+	c.Stats.ListsDecorated.Add(1)
+	m := gjson.GetManyBytes(out, "message.result", "toolNames")
+	if !m[0].IsObject() {
+		c.fault(FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
+		return msg
+	}
+	if ex.Session != "" {
+		c.known.set(ex.Session, []byte(m[1].Raw))
+	}
+	return splice(msg, result, []byte(m[0].Raw))
+}
+
+// EndSession frees a session's state (DELETE, or 404 from the upstream).
+func (c *Core) EndSession(ctx context.Context, session, principal string) {
+	if session == "" {
+		return
+	}
+	c.known.forget(session)
+	ex := &Exchange{Session: session, principal: principal}
+	in := append(ex.appendScope(nil), emptyListProbe...)
+	in = append(in, '}')
+	out, err := c.plugin.Call(ctx, abi.FuncDecorateTools, in)
+	if err = pluginErr(out, err); err != nil {
+		c.fault(FaultClearSession, err, "session", session)
+		return
+	}
+	if err := c.state.Forget(context.WithoutCancel(ctx), session, strs(gjson.GetBytes(out, "needState"))); err != nil {
+		c.fault(FaultClearSession, err, "session", session)
+	}
+}
+
+// EndSessionFor is EndSession for a request's headers (DELETE).
+func (c *Core) EndSessionFor(ctx context.Context, h Headers) {
+	p := ""
+	if c.facts.principal != "" {
+		p = h.Get(c.facts.principal)
+	}
+	c.EndSession(ctx, h.Get(hdrSession), p)
+}
+
+func listKey(version string, st *loaded, result string) string {
+	n := len(version) + len(result) + 2
+	for _, s := range st.slots {
+		n += len(s.Value) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, version...)
+	b = append(b, 0)
+	for _, s := range st.slots {
+		b = append(b, s.Value...)
+		b = append(b, 0)
+	}
+	b = append(b, result...)
+	return string(b)
+}
+
+// listMemo memoises decorate_tools answers, bounded in entries and bytes (FIFO).
+type listMemo struct {
+	mu       sync.Mutex
+	entries  map[string][]byte
+	order    []string
+	max      int
+	maxBytes int
+	bytes    int
+}
+
+func newListMemo(max, maxBytes int) *listMemo {
+	return &listMemo{entries: map[string][]byte{}, max: max, maxBytes: maxBytes}
+}
+
+func (l *listMemo) get(key string) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.entries[key]
+}
+
+func (l *listMemo) put(key string, out []byte) {
+	size := len(key) + len(out)
+	if size > l.maxBytes/4 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.entries[key]; ok {
+		return
+	}
+	for len(l.order) > 0 && (len(l.order) >= l.max || l.bytes+size > l.maxBytes) {
+		old := l.order[0]
+		l.order = l.order[1:]
+		l.bytes -= len(old) + len(l.entries[old])
+		delete(l.entries, old)
+	}
+	l.entries[key] = out
+	l.order = append(l.order, key)
+	l.bytes += size
+}
+
+// knownTools remembers each session's last tool list (for invalidation events), bounded.
+type knownTools struct {
+	mu    sync.Mutex
+	max   int
+	names map[string][]byte // session -> JSON array of names
+	order []string
+}
+
+// maxKnownBytes bounds one session's remembered tool names.
+const maxKnownBytes = 256 << 10
+
+func newKnownTools(max int) *knownTools {
+	return &knownTools{max: max, names: map[string][]byte{}}
+}
+
+func (k *knownTools) set(session string, names []byte) {
+	if len(names) > maxKnownBytes || len(names) == 0 {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.names[session]; !ok {
+		for len(k.order) >= k.max {
+			delete(k.names, k.order[0])
+			k.order = k.order[1:]
+		}
+		k.order = append(k.order, session)
+	}
+	k.names[session] = names
+}
+
+func (k *knownTools) get(session string) []byte {
+	if session == "" {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.names[session]
+}
+
+func (k *knownTools) forget(session string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.names, session)
+}
+
+// withListChanged returns an initialize answer whose result declares
+// capabilities.tools.listChanged: true, editing only that member and keeping every other
+// byte. ok is false when there is nothing to change (already true) or no result object.
+func withListChanged(msg []byte) (out []byte, ok bool) {
+	if !gjson.GetBytes(msg, "result").IsObject() {
+		return nil, false
+	}
+	if lc := gjson.GetBytes(msg, "result.capabilities.tools.listChanged"); lc.Exists() {
+		if lc.Type == gjson.True {
+			return nil, false
+		}
+		return splice(msg, lc, []byte("true")), true
+	}
+	if tools := gjson.GetBytes(msg, "result.capabilities.tools"); tools.Exists() {
+		if !tools.IsObject() {
+			return splice(msg, tools, []byte(`{"listChanged":true}`)), true
+		}
+		return insertMember(msg, tools, `"listChanged":true`)
+	}
+	if caps := gjson.GetBytes(msg, "result.capabilities"); caps.Exists() {
+		if !caps.IsObject() {
+			return splice(msg, caps, []byte(`{"tools":{"listChanged":true}}`)), true
+		}
+		return insertMember(msg, caps, `"tools":{"listChanged":true}`)
+	}
+	return insertMember(msg, gjson.GetBytes(msg, "result"), `"capabilities":{"tools":{"listChanged":true}}`)
+}
+
+// insertMember inserts member as the first member of the object obj.
+func insertMember(msg []byte, obj gjson.Result, member string) ([]byte, bool) {
+	if obj.Index <= 0 || obj.Index+len(obj.Raw) > len(msg) || len(obj.Raw) < 2 {
+		return nil, false
+	}
+	at := obj.Index + 1
+	empty := len(bytes.TrimSpace([]byte(obj.Raw[1:len(obj.Raw)-1]))) == 0
+	out := make([]byte, 0, len(msg)+len(member)+1)
+	out = append(out, msg[:at]...)
+	out = append(out, member...)
+	if !empty {
+		out = append(out, ',')
+	}
+	return append(out, msg[at:]...), true
+}

@@ -1,0 +1,293 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stategate/stategate/exchange"
+)
+
+// serveCall forwards an admitted tools/call under its timeout. The upstream exchange runs
+// in its own goroutine, writing to the client through a sink: when the timeout passes
+// first, the client gets the engine's TOOL_TIMEOUT result and the handler returns. A call
+// that can move a workflow keeps running to the end (within its lease) even then, or when
+// the client leaves, so the workflow records what the upstream did and its lease is held
+// until it has; any other call is cancelled.
+func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ex *exchange.Exchange) {
+	ctx, cancel := context.WithCancel(r.Context())
+	if ex.Moves() {
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(r.Context()), g.core.LeaseTTL())
+	}
+	sink := &sink{w: w}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		defer ex.Close()
+		g.exchange(ctx, sink, r, ex)
+	}()
+	timeout := ex.Timeout
+	if timeout <= 0 {
+		timeout = exchange.DefaultTimeout
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C:
+		sink.timeout(ex)
+	case <-r.Context().Done():
+		sink.detach()
+	}
+	if !ex.Moves() {
+		cancel()
+		<-done
+	}
+}
+
+// exchange sends ex upstream and answers the client through w: the answer to the request
+// rewritten by the core (JSON, or SSE event by event), everything else as it comes.
+func (g *Gateway) exchange(ctx context.Context, w http.ResponseWriter, r *http.Request, ex *exchange.Exchange) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.target(r.URL).String(), bytes.NewReader(ex.Body))
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, ex.UpstreamError(err))
+		return
+	}
+	copyHeaders(req.Header, r.Header)
+	// The core rewrites this answer, so it must see it uncompressed: Go's transport then
+	// negotiates gzip itself and decompresses.
+	req.Header.Del("Accept-Encoding")
+	if !ex.AcceptsSSE() {
+		// A client that takes only JSON still gets an answer from servers that insist on
+		// both: an SSE answer is collapsed to its response (see collapse).
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	}
+	req.ContentLength = int64(len(ex.Body))
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		req.Header.Set("X-Forwarded-For", host)
+	}
+	ex.MarkSent(true)
+	resp, err := g.client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			ex.MarkSent(false) // never reached the upstream
+		}
+		if ctx.Err() == nil {
+			writeJSON(w, http.StatusBadGateway, ex.UpstreamError(err))
+		}
+		return
+	}
+	defer resp.Body.Close()
+	kind := ex.Classify(ctx, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"))
+	h := w.Header()
+	copyHeaders(h, resp.Header)
+	switch {
+	case kind == exchange.AnswerJSON:
+		g.answerJSON(ctx, w, ex, resp)
+	case kind == exchange.AnswerSSE && !ex.AcceptsSSE():
+		g.collapse(ctx, w, ex, resp)
+	case kind == exchange.AnswerSSE:
+		g.answerSSE(ctx, w, ex, resp)
+	default:
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}
+}
+
+func (g *Gateway) answerJSON(ctx context.Context, w http.ResponseWriter, ex *exchange.Exchange, resp *http.Response) {
+	h := w.Header()
+	h.Del("Content-Length")
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(g.opts.MaxBodyBytes)+1))
+	if err != nil {
+		if ctx.Err() == nil {
+			writeJSON(w, http.StatusBadGateway, ex.UpstreamError(err))
+		}
+		return
+	}
+	if len(body) > g.opts.MaxBodyBytes {
+		g.core.Stats.Faults[exchange.FaultResponseTooLarge].Add(1)
+		g.log.Warn("fault", "kind", exchange.FaultResponseTooLarge.String(), "policy", exchange.FailOpen.String(), "method", ex.Method)
+		w.WriteHeader(resp.StatusCode)
+		w.Write(body)
+		io.Copy(w, resp.Body)
+		return
+	}
+	out, before := ex.RewriteJSON(ctx, body)
+	ct, out, leftover := ex.Package(out, before)
+	if len(leftover) > 0 {
+		g.streams.send(ex.Session, leftover) // no SSE on this answer: the standing stream
+	}
+	h.Set("Content-Type", ct)
+	if ct == "text/event-stream" {
+		h.Set("Cache-Control", "no-cache")
+	} else {
+		h.Set("Content-Length", strconv.Itoa(len(out)))
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(out)
+}
+
+// answerSSE streams the upstream's event stream through the core's rewriter.
+func (g *Gateway) answerSSE(ctx context.Context, w http.ResponseWriter, ex *exchange.Exchange, resp *http.Response) {
+	w.Header().Del("Content-Length")
+	w.WriteHeader(resp.StatusCode)
+	flush(w)
+	rw := ex.SSE(ctx, g.opts.MaxBodyBytes)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		eos := err != nil
+		if out := rw.Feed(buf[:n], eos && (err == io.EOF || rw.Answered())); len(out) > 0 {
+			w.Write(out)
+			flush(w)
+		}
+		if !eos {
+			continue
+		}
+		if err != io.EOF && !rw.Answered() && ctx.Err() == nil {
+			ex.UpstreamError(err) // counted; the stream is already under way
+		}
+		return
+	}
+}
+
+// collapse answers a client that takes only JSON from an event stream: the answer to the
+// request becomes the JSON body; every other message goes to the session's standing stream.
+func (g *Gateway) collapse(ctx context.Context, w http.ResponseWriter, ex *exchange.Exchange, resp *http.Response) {
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", "application/json")
+	rd := newEventReader(resp.Body, g.opts.MaxBodyBytes)
+	for {
+		ev, err := rd.next()
+		if err != nil {
+			if ctx.Err() == nil {
+				writeJSON(w, http.StatusBadGateway, ex.UpstreamError(errors.New("the event stream ended without the answer")))
+			}
+			return
+		}
+		data, has := exchange.EventData(ev)
+		if !has {
+			continue
+		}
+		if !ex.Match(data) {
+			if !g.streams.send(ex.Session, [][]byte{data}) {
+				g.log.Info("dropped", "reason", "a message for a JSON-only client has no standing stream to go on", "session", ex.Session)
+			}
+			continue
+		}
+		out, before := ex.RewriteJSON(ctx, data)
+		if len(before) > 0 {
+			g.streams.send(ex.Session, before)
+		}
+		writeJSON(w, resp.StatusCode, out)
+		return
+	}
+}
+
+// sink is the client's side of a tools/call: the exchange goroutine writes to it until the
+// handler gives up on it (timeout, client gone); after that, writes go nowhere.
+type sink struct {
+	w        http.ResponseWriter
+	h        http.Header // the exchange's headers, copied to w's when the answer starts
+	mu       sync.Mutex
+	detached bool
+	started  bool
+	sse      bool
+}
+
+// Header is the sink's own header map: the exchange goroutine may still set headers after
+// the handler returned, and must not touch the server's map then.
+func (s *sink) Header() http.Header {
+	if s.h == nil {
+		s.h = http.Header{}
+	}
+	return s.h
+}
+
+func (s *sink) WriteHeader(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.start(code)
+}
+
+// start sends the headers (once, while attached); s.mu is held.
+func (s *sink) start(code int) {
+	if s.detached || s.started {
+		return
+	}
+	s.started = true
+	dst := s.w.Header()
+	for k, v := range s.h {
+		dst[k] = v
+	}
+	s.sse = strings.HasPrefix(dst.Get("Content-Type"), "text/event-stream")
+	s.w.WriteHeader(code)
+}
+
+func (s *sink) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.detached {
+		return len(b), nil
+	}
+	s.start(http.StatusOK)
+	return s.w.Write(b)
+}
+
+func (s *sink) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.detached {
+		flush(s.w)
+	}
+}
+
+func (s *sink) detach() {
+	s.mu.Lock()
+	s.detached = true
+	s.mu.Unlock()
+}
+
+// timeout answers the engine's TOOL_TIMEOUT result, as JSON or as the next event of a
+// stream already under way, and detaches.
+func (s *sink) timeout(ex *exchange.Exchange) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.detached {
+		return
+	}
+	s.detached = true
+	msg := ex.TimeoutAnswer()
+	if msg == nil {
+		msg = ex.UpstreamError(errors.New("the upstream did not answer in time"))
+		if !s.started {
+			writeJSON(s.w, http.StatusGatewayTimeout, msg)
+		}
+		return
+	}
+	if !s.started {
+		writeJSON(s.w, http.StatusOK, msg)
+		return
+	}
+	if s.sse {
+		s.w.Write(exchange.AppendEvent(nil, msg))
+		flush(s.w)
+	}
+}
+
+func flush(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
