@@ -16,8 +16,8 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/decorate"
-	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/stategate/stategate/plugin/internal/policy"
+	"github.com/stategate/stategate/plugin/jsonx"
 )
 
 // Error is a failed call: a code from abi and a message for people.

@@ -7,8 +7,8 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/gate"
-	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/stategate/stategate/plugin/internal/limits"
+	"github.com/stategate/stategate/plugin/jsonx"
 )
 
 // workflowsOf returns the workflows tool is bound to.
