@@ -72,7 +72,7 @@ var versionPath = "params._meta." + gjson.Escape("io.modelcontextprotocol/protoc
 // bytes). ctx bounds the engine and state calls of admission; a tools/call that can move a
 // workflow keeps its lease after Admit returns, until the Exchange is closed.
 func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
-	c.Stats.Requests.Add(1)
+	c.count(CountRequests)
 	ex := &Exchange{core: c, start: time.Now(), Session: h.Get(hdrSession), version: h.Get(hdrVersion),
 		acceptsSSE: strings.Contains(h.Get(hdrAccept), "text/event-stream")}
 	if c.facts.principal != "" {
@@ -91,6 +91,10 @@ func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
 		}
 	}
 	if len(body) > c.opts.MaxBodyBytes {
+		// The id, when the start of the body shows it, so the client can match the error.
+		if id := gjson.GetBytes(body[:min(len(body), 4096)], "id"); id.Type == gjson.String || id.Type == gjson.Number {
+			ex.clientID = []byte(id.Raw)
+		}
 		return ex.reject(413, CodeInvalidRequest, "request body over the gateway's limit of "+strconv.Itoa(c.opts.MaxBodyBytes)+" bytes")
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
@@ -135,7 +139,7 @@ func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
 		// send one it echoes faithfully, and give the client its own back.
 		ex.upstreamID = mintID(len(id.Raw))
 		ex.Body = splice(body, id, ex.upstreamID)
-		c.Stats.IDsRemapped.Add(1)
+		c.count(CountIDsRemapped)
 	}
 	if ex.Method == MethodToolsCall {
 		c.admitCall(ctx, ex, params)
@@ -176,7 +180,7 @@ func (ex *Exchange) admitBatch(doc gjson.Result) *Exchange {
 
 // reject answers a JSON-RPC error locally.
 func (ex *Exchange) reject(status, code int, msg string) *Exchange {
-	ex.core.Stats.Rejected.Add(1)
+	ex.core.count(CountRejected)
 	ex.Verdict, ex.Status, ex.Body = Reply, status, AppendError(nil, ex.clientID, code, msg)
 	return ex
 }

@@ -15,14 +15,11 @@ import (
 // DefaultTimeout bounds an upstream call when check_limits could not be asked.
 const DefaultTimeout = 30 * time.Second
 
-// casRetries bounds the re-read-and-transition rounds on compare-and-set conflicts.
-const casRetries = 64
-
 // admitCall runs check_limits for a tools/call: a denial is answered locally (the upstream
 // never runs); an admitted call keeps its loaded state for the transition and, when it can
 // move a workflow, the lease on its keys.
 func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result) {
-	c.Stats.ToolCalls.Add(1)
+	c.count(CountToolCalls)
 	name := params.Get("name")
 	if name.Type != gjson.String || name.Str == "" {
 		ex.reject(200, CodeInvalidParams, "invalid params: params.name must be a non-empty string")
@@ -65,7 +62,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 	ex.st = st
 	ans := gjson.ParseBytes(out)
 	if ans.Get("allow").Type != gjson.True {
-		c.Stats.Denied.Add(1)
+		c.count(CountDenied)
 		ex.releaseNow()
 		ex.answerLocal([]byte(ans.Get("result").Raw))
 		return
@@ -76,6 +73,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 	}
 	ex.Timeout = time.Duration(ans.Get("timeoutMs").Int()) * time.Millisecond
 	ex.onTimeout = []byte(ans.Get("onTimeout").Raw)
+	c.count(CountAllowed)
 }
 
 // admitFault applies the failure policy to a fault at admission.
@@ -96,11 +94,11 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	default:
 		f = FaultGatePlugin
 	}
-	if c.fault(f, err, "tool", ex.Tool, "session", ex.Session) != FailClosed {
+	if c.Fault(f, err, "tool", ex.Tool, "session", ex.Session) != FailClosed {
 		ex.Timeout, ex.st = DefaultTimeout, nil // forwarded ungated, with the default timeout
 		return
 	}
-	c.Stats.Denied.Add(1)
+	c.count(CountDenied)
 	details := jsonx.AppendString([]byte(`{"tool":`), ex.Tool)
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))
@@ -164,10 +162,10 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 	st := ex.st
 	written := map[string]bool{}
 	visible := false
-	for attempt := 0; attempt < casRetries; attempt++ {
+	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
 		if err != nil {
-			c.fault(FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
+			c.Fault(FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
 			return visible
 		}
 		st = next
@@ -185,11 +183,11 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 			switch err := c.state.Store(ctx, owner, k.Str, []byte(v.Raw), st.slot(k.Str)); {
 			case err == nil:
 				written[k.Str] = true
-				c.Stats.Transitions.Add(1)
+				c.count(CountTransitions)
 			case errors.Is(err, ErrConflict):
 				lost = append(lost, k.Str)
 			default:
-				c.fault(FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
+				c.Fault(FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
 				written[k.Str] = true // give up on this key; the others still move
 			}
 			return true
@@ -197,15 +195,15 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 		if len(lost) == 0 {
 			return visible
 		}
-		c.Stats.CASConflicts.Add(1)
+		c.count(CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost)
 		if err != nil {
-			c.fault(FaultTransition, storeError{err}, "tool", ex.Tool)
+			c.Fault(FaultTransition, storeError{err}, "tool", ex.Tool)
 			return visible
 		}
 		st = st.with(lost, fresh)
 	}
-	c.fault(FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
+	c.Fault(FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
 	return visible
 }
 
@@ -244,7 +242,7 @@ func (ex *Exchange) Close() {
 		return
 	}
 	if ex.sent && !ex.answered {
-		ex.core.fault(FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
+		ex.core.Fault(FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
 			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.leaseTTL.String())
 		ex.release = nil
 		return

@@ -45,6 +45,9 @@ type Options struct {
 	// LeaseWait bounds how long a moving call waits for another one's lease (default 5 s);
 	// after it, the call is denied with a retryable GATE_UNAVAILABLE.
 	LeaseWait time.Duration
+	// CASRetries bounds the re-read-and-transition rounds on compare-and-set conflicts
+	// (default 64).
+	CASRetries int
 	// ListMemoBytes bounds the memo of decorated tool lists (default 64 MiB; 0 keeps the
 	// default, a negative value turns the memo off).
 	ListMemoBytes int
@@ -70,6 +73,9 @@ func New(opts Options) *Core {
 	if opts.LeaseWait <= 0 {
 		opts.LeaseWait = 5 * time.Second
 	}
+	if opts.CASRetries <= 0 {
+		opts.CASRetries = 64
+	}
 	if opts.ListMemoBytes == 0 {
 		opts.ListMemoBytes = 64 << 20
 	}
@@ -90,9 +96,11 @@ func (c *Core) PrincipalHeader() string { return c.facts.principal }
 // LeaseTTL is how long a moving call may hold its state keys.
 func (c *Core) LeaseTTL() time.Duration { return c.facts.leaseTTL }
 
-func (c *Core) fault(f Fault, err error, attrs ...any) Policy {
+// Fault applies the failure policy to f: it is counted and reported, and the policy the
+// caller must carry out is returned. Hosts report the faults they find themselves here too.
+func (c *Core) Fault(f Fault, err error, attrs ...any) Policy {
 	p := PolicyFor(f)
-	c.Stats.Faults[f].Add(1)
+	c.Stats.faults[f].Add(1)
 	c.reporter.Fault(f, p, err, attrs...)
 	return p
 }
@@ -100,6 +108,7 @@ func (c *Core) fault(f Fault, err error, attrs ...any) Policy {
 type nopReporter struct{}
 
 func (nopReporter) Fault(Fault, Policy, error, ...any) {}
+func (nopReporter) Count(Counter)                      {}
 
 // facts are what a host needs to know about a configuration.
 type facts struct {

@@ -66,10 +66,11 @@ func (p Policy) String() string {
 	return [...]string{"fail_open", "fail_closed", "report", "bad_gateway", "hold_lease"}[p]
 }
 
-// Reporter receives every fault with the policy applied (hosts log and count it) and the
-// core's notable decisions.
+// Reporter receives every fault with the policy applied, and every counter as it moves
+// (hosts log, count and export them).
 type Reporter interface {
 	Fault(f Fault, p Policy, err error, attrs ...any)
+	Count(c Counter)
 }
 
 // GateUnavailableText is the text of a fail-closed denial.

@@ -30,7 +30,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		if _, ok := err.(storeError); ok {
 			f = FaultListStore
 		}
-		c.fault(f, err, "method", MethodToolsList)
+		c.Fault(f, err, "method", MethodToolsList)
 		return msg
 	}
 	key := listKey(ex.version, st, result.Raw)
@@ -44,17 +44,17 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		in = append(in, '}')
 		out, err = c.call(ctx, abi.FuncDecorateTools, in, st)
 		if err != nil {
-			c.fault(FaultDecoratePlugin, err, "method", MethodToolsList)
+			c.Fault(FaultDecoratePlugin, err, "method", MethodToolsList)
 			return msg
 		}
 		if c.lists != nil {
 			c.lists.put(key, out)
 		}
 	}
-	c.Stats.ListsDecorated.Add(1)
+	c.count(CountListsDecorated)
 	m := gjson.GetManyBytes(out, "message.result", "toolNames")
 	if !m[0].IsObject() {
-		c.fault(FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
+		c.Fault(FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
 		return msg
 	}
 	if ex.Session != "" {
@@ -74,11 +74,11 @@ func (c *Core) EndSession(ctx context.Context, session, principal string) {
 	in = append(in, '}')
 	out, err := c.plugin.Call(ctx, abi.FuncDecorateTools, in)
 	if err = pluginErr(out, err); err != nil {
-		c.fault(FaultClearSession, err, "session", session)
+		c.Fault(FaultClearSession, err, "session", session)
 		return
 	}
 	if err := c.state.Forget(context.WithoutCancel(ctx), session, strs(gjson.GetBytes(out, "needState"))); err != nil {
-		c.fault(FaultClearSession, err, "session", session)
+		c.Fault(FaultClearSession, err, "session", session)
 	}
 }
 

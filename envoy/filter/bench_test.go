@@ -36,11 +36,11 @@ func BenchmarkFilter(b *testing.B) {
 	list := toolsList(1000)
 	cases := []struct {
 		name string
-		x    exchange
+		x    roundTrip
 	}{
-		{"tools_list_1000_tools", exchange{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{list}}},
-		{"tools_call", exchange{headers: session("s1"), body: []string{call(1, "cart.add_item", `{"sku":"A1","qty":2}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "added")}}},
-		{"tools_call_denied", exchange{headers: session("s1"), body: []string{call(1, "cart.pay", `{}`)}}},
+		{"tools_list_1000_tools", roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{list}}},
+		{"tools_call", roundTrip{headers: session("s1"), body: []string{call(1, "cart.add_item", `{"sku":"A1","qty":2}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "added")}}},
+		{"tools_call_denied", roundTrip{headers: session("s1"), body: []string{call(1, "cart.pay", `{}`)}}},
 	}
 	for _, c := range cases {
 		for _, r := range runners {

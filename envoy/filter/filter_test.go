@@ -40,7 +40,7 @@ func TestFilter(t *testing.T) {
 
 var filterCases = []filterCase{
 	{name: "tools_list_json_is_decorated", run: func(t *testing.T, e *env) {
-		o := e.do(exchange{headers: session("s1"), body: []string{rpc(1, "tools/list", `{}`)},
+		o := e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", `{}`)},
 			respHeaders: jsonResp, respBody: []string{toolsListResult}})
 		if !o.upstreamCalled {
 			t.Fatal("tools/list was not forwarded")
@@ -69,7 +69,7 @@ var filterCases = []filterCase{
 		progress := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n"
 		other := "id: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{\"tools\":[{\"name\":\"cart.pay\"}]}}\n\n"
 		answer := "event: message\nid: 8\ndata: " + toolsListResult + "\n\n"
-		o := e.do(exchange{headers: session("s1"), body: []string{rpc(1, "tools/list", "")},
+		o := e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")},
 			respHeaders: sseResp, respBody: []string{progress + other + answer}})
 		if !strings.HasPrefix(o.respBody, progress+other) {
 			t.Errorf("events before the answer were changed:\n%s", o.respBody)
@@ -87,7 +87,7 @@ var filterCases = []filterCase{
 	}},
 	{name: "tools_list_stateless_era_marks_instead_of_hiding", run: func(t *testing.T, e *env) {
 		hdrs := [][2]string{{"content-type", "application/json"}, {"mcp-protocol-version", "2026-07-28"}, {"mcp-method", "tools/list"}}
-		o := e.do(exchange{headers: hdrs, body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{toolsListResult}})
+		o := e.do(roundTrip{headers: hdrs, body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{toolsListResult}})
 		if n := len(toolNames(o.respBody)); n != 5 {
 			t.Errorf("got %d tools; the 2026-07-28 list must not depend on state", n)
 		}
@@ -97,14 +97,21 @@ var filterCases = []filterCase{
 	}},
 	{name: "tools_call_allowed_is_forwarded_with_timeout", vmConfig: holdHeaders, run: func(t *testing.T, e *env) {
 		body := call(3, "cart.add_item", `{"sku":"A1"}`)
-		o := e.do(exchange{headers: session("s1"), body: []string{body}, respHeaders: jsonResp, respBody: []string{okResult(3, "added")}})
+		o := e.do(roundTrip{headers: session("s1"), body: []string{body}, respHeaders: jsonResp, respBody: []string{okResult(3, "added")}})
 		if !o.upstreamCalled || o.reqBody != body {
 			t.Fatalf("allowed call not forwarded unchanged: called=%v body=%s", o.upstreamCalled, o.reqBody)
 		}
 		if v, _ := header(o.reqHeaders, "x-envoy-upstream-rq-timeout-ms"); v != "30000" {
 			t.Errorf("upstream timeout header = %q; want the configured 30000", v)
 		}
-		if got := gjson.Get(o.respBody, "result.content.0.text").Str; !strings.HasPrefix(got, "[System: Cache invalidated for cart.view") {
+		// The visible tools changed: with the headers held, the JSON answer becomes an event
+		// stream with the notification first, as the gateway answers it.
+		msgs := sseMessages(t, o.respBody)
+		if ct, _ := header(o.respHeaders, "content-type"); ct != "text/event-stream" || len(msgs) != 2 ||
+			gjson.Get(msgs[0], "method").Str != "notifications/tools/list_changed" {
+			t.Fatalf("answer (%s) is not list_changed then the result:\n%s", ct, o.respBody)
+		}
+		if got := gjson.Get(msgs[1], "result.content.0.text").Str; !strings.HasPrefix(got, "[System: Cache invalidated for cart.view") {
 			t.Errorf("result not decorated: %s", o.respBody)
 		}
 		if v, _ := sharedData(t, sessionKey); gjson.Get(v, "state").Str != "has_items" {
@@ -115,7 +122,7 @@ var filterCases = []filterCase{
 		}
 	}},
 	{name: "tools_call_denied_answers_locally", run: func(t *testing.T, e *env) {
-		o := e.do(exchange{headers: session("s1"), body: []string{call(4, "cart.pay", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(4, "paid")}})
+		o := e.do(roundTrip{headers: session("s1"), body: []string{call(4, "cart.pay", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(4, "paid")}})
 		if o.local == nil || o.upstreamCalled {
 			t.Fatal("a call outside its state reached the upstream")
 		}
@@ -140,7 +147,7 @@ var filterCases = []filterCase{
 		}
 	}},
 	{name: "post_headers_go_on_at_once_by_default", run: func(t *testing.T, e *env) {
-		o := e.do(exchange{headers: session("s1"), body: []string{call(4, "cart.pay", `{}`)}})
+		o := e.do(roundTrip{headers: session("s1"), body: []string{call(4, "cart.pay", `{}`)}})
 		if o.reqActions[0] != types.ActionContinue {
 			t.Errorf("headers action = %v; without holdRequestHeaders Envoy would stall on a pause", o.reqActions[0])
 		}
@@ -149,17 +156,17 @@ var filterCases = []filterCase{
 		}
 	}},
 	{name: "hold_request_headers_pauses_posts_only", vmConfig: holdHeaders, run: func(t *testing.T, e *env) {
-		o := e.do(exchange{headers: session("s1"), body: []string{call(4, "cart.pay", `{}`)}})
+		o := e.do(roundTrip{headers: session("s1"), body: []string{call(4, "cart.pay", `{}`)}})
 		if o.reqActions[0] != types.ActionPause || o.local == nil {
 			t.Errorf("actions = %v; a held POST is answered before its headers go upstream", o.reqActions)
 		}
-		if o := e.do(exchange{method: "GET", headers: [][2]string{{"accept", "text/event-stream"}}}); o.reqActions[0] != types.ActionContinue {
+		if o := e.do(roundTrip{method: "GET", headers: [][2]string{{"accept", "text/event-stream"}}}); o.reqActions[0] != types.ActionContinue {
 			t.Error("a GET was held")
 		}
 	}},
 	{name: "tools_call_array_too_large_is_denied", run: func(t *testing.T, e *env) {
 		ids := strings.TrimSuffix(strings.Repeat("1,", 101), ",")
-		o := e.do(exchange{headers: session("s1"), body: []string{call(5, "tasks.update", `{"ids":[`+ids+`]}`)}})
+		o := e.do(roundTrip{headers: session("s1"), body: []string{call(5, "tasks.update", `{"ids":[`+ids+`]}`)}})
 		if o.local == nil {
 			t.Fatal("an oversized array reached the upstream")
 		}
@@ -174,7 +181,7 @@ var filterCases = []filterCase{
 	{name: "chunked_request_body_is_buffered_until_the_end", run: func(t *testing.T, e *env) {
 		body := call(6, "cart.pay", `{"note":"`+strings.Repeat("x", 300)+`"}`)
 		chunks := []string{body[:5], body[5:40], body[40:200], body[200:]}
-		o := e.do(exchange{headers: session("s1"), body: chunks})
+		o := e.do(roundTrip{headers: session("s1"), body: chunks})
 		for i, a := range o.reqActions[1:] {
 			if a != types.ActionPause {
 				t.Errorf("callback %d = %v; a tools/call is held until complete", i, a)
@@ -189,7 +196,7 @@ var filterCases = []filterCase{
 		answer := "event: message\r\ndata: " + toolsListResult + "\r\n\r\n"
 		stream := progress + answer
 		cut1, cut2 := len(progress)-1, len(progress)+30 // inside a CRLF, and inside the data
-		o := e.do(exchange{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: sseResp,
+		o := e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: sseResp,
 			respBody: []string{stream[:cut1], stream[cut1:cut2], stream[cut2:]}})
 		for i, a := range o.respActions {
 			if a != types.ActionContinue {
@@ -206,7 +213,7 @@ var filterCases = []filterCase{
 	}},
 	{name: "chunked_json_response_is_buffered", run: func(t *testing.T, e *env) {
 		r := toolsListResult
-		o := e.do(exchange{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp,
+		o := e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp,
 			respBody: []string{r[:10], r[10:100], r[100:]}})
 		if o.respActions[1] != types.ActionPause || o.respActions[2] != types.ActionPause {
 			t.Errorf("actions = %v; a JSON answer is buffered", o.respActions)
@@ -216,40 +223,42 @@ var filterCases = []filterCase{
 		}
 	}},
 	{name: "malformed_json_rpc_is_a_parse_error", run: func(t *testing.T, e *env) {
-		o := e.do(exchange{headers: session("s1"), body: []string{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":`}})
-		assertRPCError(t, o, 400, -32700, "not valid JSON")
+		o := e.do(roundTrip{headers: session("s1"), body: []string{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":`}})
+		assertRPCError(t, o, 400, -32700, "parse error")
 	}},
 	{name: "tools_call_without_a_string_name_is_invalid_params", run: func(t *testing.T, e *env) {
-		o := e.do(exchange{headers: session("s1"), body: []string{rpc(2, "tools/call", `{"name":7}`)}})
-		assertRPCError(t, o, 400, -32602, "params.name")
+		o := e.do(roundTrip{headers: session("s1"), body: []string{rpc(2, "tools/call", `{"name":7}`)}})
+		assertRPCError(t, o, 200, -32602, "params.name")
 	}},
 	{name: "duplicate_members_are_refused", run: func(t *testing.T, e *env) {
 		body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"cart.view","name":"cart.pay"}}`
-		o := e.do(exchange{headers: session("s1"), body: []string{body}})
-		assertRPCError(t, o, 400, -32600, `"name" occurs more than once`)
+		o := e.do(roundTrip{headers: session("s1"), body: []string{body}})
+		assertRPCError(t, o, 400, -32600, "repeats a member name")
 	}},
 	{name: "mcp_method_header_must_match_the_body", run: func(t *testing.T, e *env) {
 		hdrs := append(session("s1"), [2]string{"mcp-method", "tools/list"})
-		o := e.do(exchange{headers: hdrs, body: []string{call(2, "cart.pay", "")}})
-		assertRPCError(t, o, 400, -32600, "Mcp-Method header")
+		o := e.do(roundTrip{headers: hdrs, body: []string{call(2, "cart.pay", "")}})
+		assertRPCError(t, o, 400, -32020, "Mcp-Method header")
 	}},
 	{name: "batch_with_tools_call_is_refused", run: func(t *testing.T, e *env) {
-		o := e.do(exchange{headers: session("s1"), body: []string{"[" + call(1, "cart.pay", "") + "," + rpc(2, "ping", "") + "]"}})
+		o := e.do(roundTrip{headers: session("s1"), body: []string{"[" + call(1, "cart.pay", "") + "," + rpc(2, "ping", "") + "]"}})
 		assertRPCError(t, o, 400, -32600, "batch")
 	}},
 	{name: "oversized_body_is_a_clear_error", vmConfig: []byte(`{"maxRequestBodyBytes":1024}`), run: func(t *testing.T, e *env) {
 		body := call(9, "bulk.import", `{"rows":["`+strings.Repeat("r", 2000)+`"]}`)
-		o := e.do(exchange{headers: session("s1"), body: []string{body[:600], body[600:1200], body[1200:]}})
-		assertRPCError(t, o, 413, -32600, "1024 bytes (maxRequestBodyBytes)")
+		o := e.do(roundTrip{headers: session("s1"), body: []string{body[:600], body[600:1200], body[1200:]}})
+		assertRPCError(t, o, 413, -32600, "limit of 1024 bytes")
 		if id := gjson.GetBytes(o.local.Data, "id").Int(); id != 9 {
 			t.Errorf("id = %d; the error answers the request's id when it was seen", id)
 		}
 	}},
-	{name: "other_methods_pass_after_the_first_chunk", vmConfig: holdHeaders, run: func(t *testing.T, e *env) {
+	{name: "other_methods_pass_unchanged", vmConfig: holdHeaders, run: func(t *testing.T, e *env) {
 		body := `{"jsonrpc":"2.0","method":"notifications/initialized","params":{"x":"` + strings.Repeat("y", 200) + `"}}`
-		o := e.do(exchange{headers: session("s1"), body: []string{body[:60], body[60:]}})
-		if o.reqActions[1] != types.ActionContinue || !o.upstreamCalled {
-			t.Errorf("actions = %v; a method the filter does not need is released once known", o.reqActions)
+		o := e.do(roundTrip{headers: session("s1"), body: []string{body[:60], body[60:]}})
+		// The whole body is read first (the method is decided on the complete message, as
+		// the server reads it), then released unchanged.
+		if o.reqActions[2] != types.ActionContinue || !o.upstreamCalled || o.reqBody != body {
+			t.Errorf("actions = %v body %q; a method the filter does not act on passes unchanged", o.reqActions, o.reqBody)
 		}
 		if v, ok := header(o.reqHeaders, "accept-encoding"); !ok || v != "gzip" {
 			t.Error("headers of an untouched request were changed (holdRequestHeaders)")
@@ -262,7 +271,7 @@ var filterCases = []filterCase{
 			{"no_capabilities", `{"protocolVersion":"2025-06-18","serverInfo":{"name":"up","version":"1"}}`},
 			{"list_changed_false", `{"capabilities":{"tools":{"listChanged":false}}}`},
 		} {
-			o := e.do(exchange{headers: session(""), body: []string{rpc(1, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)},
+			o := e.do(roundTrip{headers: session(""), body: []string{rpc(1, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`)},
 				respHeaders: append(jsonResp, [2]string{"mcp-session-id", "s9"}), respBody: []string{`{"jsonrpc":"2.0","id":1,"result":` + tc.result + `}`}})
 			if gjson.Get(o.respBody, "result.capabilities.tools.listChanged").Type != gjson.True {
 				t.Errorf("%s: listChanged not advertised: %s", tc.name, o.respBody)
@@ -271,7 +280,7 @@ var filterCases = []filterCase{
 				t.Errorf("%s: other members changed: %s", tc.name, o.respBody)
 			}
 		}
-		o := e.do(exchange{headers: session(""), body: []string{rpc(1, "initialize", `{}`)}, respHeaders: sseResp,
+		o := e.do(roundTrip{headers: session(""), body: []string{rpc(1, "initialize", `{}`)}, respHeaders: sseResp,
 			respBody: []string{"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"capabilities\":{}}}\n\n"}})
 		if msgs := sseMessages(t, o.respBody); len(msgs) != 1 || gjson.Get(msgs[0], "result.capabilities.tools.listChanged").Type != gjson.True {
 			t.Errorf("SSE initialize not amended: %s", o.respBody)
@@ -279,14 +288,14 @@ var filterCases = []filterCase{
 	}},
 	{name: "initialize_without_workflows_is_untouched", config: []byte(`{"version":1}`), run: func(t *testing.T, e *env) {
 		result := `{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tools":{}}}}`
-		o := e.do(exchange{headers: session(""), body: []string{rpc(1, "initialize", `{}`)}, respHeaders: jsonResp, respBody: []string{result}})
+		o := e.do(roundTrip{headers: session(""), body: []string{rpc(1, "initialize", `{}`)}, respHeaders: jsonResp, respBody: []string{result}})
 		if o.respBody != result {
 			t.Errorf("initialize changed without workflows: %s", o.respBody)
 		}
 	}},
 	{name: "get_sse_stream_is_never_buffered", run: func(t *testing.T, e *env) {
 		events := []string{"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n", ": keepalive\n\n", "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[]}}\n\n"}
-		o := e.do(exchange{method: "GET", headers: [][2]string{{"accept", "text/event-stream"}, {"mcp-session-id", "s1"}},
+		o := e.do(roundTrip{method: "GET", headers: [][2]string{{"accept", "text/event-stream"}, {"mcp-session-id", "s1"}},
 			respHeaders: sseResp, respBody: events})
 		if o.reqActions[0] != types.ActionContinue {
 			t.Error("GET request headers paused")
@@ -302,14 +311,14 @@ var filterCases = []filterCase{
 	}},
 	{name: "session_advances_through_checkout_across_requests", run: func(t *testing.T, e *env) {
 		step := func(id int, tool string, sse bool) outcome {
-			x := exchange{headers: session("s1"), body: []string{call(id, tool, `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(id, "ok")}}
+			x := roundTrip{headers: session("s1"), body: []string{call(id, tool, `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(id, "ok")}}
 			if sse {
 				x.respHeaders, x.respBody = sseResp, []string{"data: " + okResult(id, "ok") + "\n\n"}
 			}
 			return e.do(x)
 		}
 		list := func() string {
-			return strings.Join(toolNames(e.do(exchange{headers: session("s1"), body: []string{rpc(1, "tools/list", "")},
+			return strings.Join(toolNames(e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")},
 				respHeaders: jsonResp, respBody: []string{toolsListResult}}).respBody), ",")
 		}
 		if o := step(10, "cart.checkout", false); o.local == nil {
@@ -346,21 +355,21 @@ var filterCases = []filterCase{
 		if o.local == nil || !strings.Contains(gjson.GetBytes(o.local.Data, "result.content.0.text").Str, "final state") {
 			t.Errorf("a finished workflow allowed another call: %+v", o.local)
 		}
-		if n := counter(t, e, "stategate.list_changed_sent"); n != 2 {
-			t.Errorf("list_changed_sent = %d; want 2 (empty->has_items over SSE, has_items->payment over SSE)", n)
+		if n := counter(t, e, "stategate.list_changed"); n != 3 {
+			t.Errorf("list_changed = %d; want 3 (empty->has_items, has_items->payment, payment->confirmed)", n)
 		}
 	}},
 	{name: "failed_call_does_not_advance", run: func(t *testing.T, e *env) {
-		e.do(exchange{headers: session("s1"), body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp,
+		e.do(roundTrip{headers: session("s1"), body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp,
 			respBody: []string{`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"out of stock"}],"isError":true}}`}})
 		if v, ok := sharedData(t, sessionKey); ok && v != "" {
 			t.Errorf("a failed call stored state: %s", v)
 		}
 	}},
 	{name: "delete_clears_the_session", run: func(t *testing.T, e *env) {
-		e.do(exchange{headers: session("s1"), body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "ok")}})
-		e.do(exchange{headers: session("s2"), body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "ok")}})
-		o := e.do(exchange{method: "DELETE", headers: [][2]string{{"mcp-session-id", "s1"}}, respHeaders: [][2]string{{":status", "204"}}})
+		e.do(roundTrip{headers: session("s1"), body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "ok")}})
+		e.do(roundTrip{headers: session("s2"), body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "ok")}})
+		o := e.do(roundTrip{method: "DELETE", headers: [][2]string{{"mcp-session-id", "s1"}}, respHeaders: [][2]string{{":status", "204"}}})
 		if !o.upstreamCalled {
 			t.Error("DELETE was not forwarded")
 		}
@@ -370,11 +379,11 @@ var filterCases = []filterCase{
 		if v, _ := sharedData(t, "stategate/v1/checkout/session//s2"); gjson.Get(v, "state").Str != "has_items" {
 			t.Errorf("another session was cleared: %s", v)
 		}
-		if o := e.do(exchange{headers: session("s1"), body: []string{call(2, "cart.checkout", `{}`)}}); o.local == nil {
+		if o := e.do(roundTrip{headers: session("s1"), body: []string{call(2, "cart.checkout", `{}`)}}); o.local == nil {
 			t.Error("cart.checkout allowed after the session was deleted")
 		}
 		// The tombstoned key is written again by CAS, not created: the bound is not charged.
-		e.do(exchange{headers: session("s1"), body: []string{call(3, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(3, "ok")}})
+		e.do(roundTrip{headers: session("s1"), body: []string{call(3, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(3, "ok")}})
 		if v, _ := sharedData(t, sessionKey); gjson.Get(v, "state").Str != "has_items" {
 			t.Errorf("state after re-adding = %s", v)
 		}
@@ -382,11 +391,11 @@ var filterCases = []filterCase{
 	{name: "principal_scopes_state", config: []byte(strings.Replace(string(sampleConfig), `"version": 1,`, `"version": 1, "principal": {"header": "X-User"},`, 1)), run: func(t *testing.T, e *env) {
 		alice := append(session("s1"), [2]string{"x-user", "alice"})
 		bob := append(session("s1"), [2]string{"x-user", "bob"})
-		e.do(exchange{headers: alice, body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "ok")}})
-		if o := e.do(exchange{headers: alice, body: []string{call(2, "cart.checkout", `{}`)}}); o.local != nil {
+		e.do(roundTrip{headers: alice, body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "ok")}})
+		if o := e.do(roundTrip{headers: alice, body: []string{call(2, "cart.checkout", `{}`)}}); o.local != nil {
 			t.Errorf("alice denied: %s", o.local.Data)
 		}
-		if o := e.do(exchange{headers: bob, body: []string{call(3, "cart.checkout", `{}`)}}); o.local == nil {
+		if o := e.do(roundTrip{headers: bob, body: []string{call(3, "cart.checkout", `{}`)}}); o.local == nil {
 			t.Error("bob's call used alice's state under the same session id")
 		}
 	}},
@@ -427,8 +436,8 @@ var filterCases = []filterCase{
 		}
 	}},
 	{name: "key_bound_fails_closed", vmConfig: []byte(`{"maxStateKeys":1}`), run: func(t *testing.T, e *env) {
-		e.do(exchange{headers: session("s1"), body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "ok")}})
-		o := e.do(exchange{headers: session("s2"), body: []string{call(2, "cart.add_item", `{}`)}})
+		e.do(roundTrip{headers: session("s1"), body: []string{call(1, "cart.add_item", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(1, "ok")}})
+		o := e.do(roundTrip{headers: session("s2"), body: []string{call(2, "cart.add_item", `{}`)}})
 		if o.local == nil {
 			t.Fatal("a call whose state could not be stored was run")
 		}
@@ -442,16 +451,16 @@ var filterCases = []filterCase{
 			t.Errorf("fault.gate_store = %d", n)
 		}
 		// Existing keys still work, and ungated tools are unaffected.
-		if o := e.do(exchange{headers: session("s1"), body: []string{call(3, "cart.checkout", `{}`)}}); o.local != nil {
+		if o := e.do(roundTrip{headers: session("s1"), body: []string{call(3, "cart.checkout", `{}`)}}); o.local != nil {
 			t.Errorf("s1 denied: %s", o.local.Data)
 		}
-		if o := e.do(exchange{headers: session("s2"), body: []string{call(4, "cart.view", `{}`)}}); o.local != nil {
+		if o := e.do(roundTrip{headers: session("s2"), body: []string{call(4, "cart.view", `{}`)}}); o.local != nil {
 			t.Errorf("ungated tool denied: %s", o.local.Data)
 		}
 	}},
 	{name: "decoration_fails_open_on_a_malformed_answer", run: func(t *testing.T, e *env) {
 		bad := `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"cart.pay"`
-		o := e.do(exchange{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{bad}})
+		o := e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{bad}})
 		if o.respBody != bad {
 			t.Errorf("malformed answer changed: %s", o.respBody)
 		}
@@ -463,7 +472,7 @@ var filterCases = []filterCase{
 		}
 	}},
 	{name: "oversized_answer_passes_unchanged", vmConfig: []byte(`{"maxResponseBodyBytes":64}`), run: func(t *testing.T, e *env) {
-		o := e.do(exchange{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{toolsListResult[:50], toolsListResult[50:]}})
+		o := e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{toolsListResult[:50], toolsListResult[50:]}})
 		if o.respBody != toolsListResult {
 			t.Errorf("oversized answer changed: %s", o.respBody)
 		}
@@ -472,7 +481,7 @@ var filterCases = []filterCase{
 		}
 	}},
 	{name: "upstream_timeout_answers_the_timeout_result", run: func(t *testing.T, e *env) {
-		o := e.do(exchange{headers: session("s1"), body: []string{call(21, "cart.view", `{}`)},
+		o := e.do(roundTrip{headers: session("s1"), body: []string{call(21, "cart.view", `{}`)},
 			respHeaders: [][2]string{{":status", "504"}, {"content-type", "text/plain"}, {"content-length", "24"}}, respBody: []string{"upstream request timeout"}})
 		if s, _ := header(o.respHeaders, ":status"); s != "200" {
 			t.Errorf(":status = %s", s)

@@ -89,9 +89,9 @@ func newEnv(t testing.TB, vm types.VMContext, config, vmConfig []byte) *env {
 	return &env{t: t, host: host}
 }
 
-// exchange is one HTTP request through the filter and, when the upstream is called, its
+// roundTrip is one HTTP request through the filter and, when the upstream is called, its
 // response. Bodies are lists of chunks: one body callback each.
-type exchange struct {
+type roundTrip struct {
 	method      string
 	headers     [][2]string // besides :method, :path
 	body        []string
@@ -111,7 +111,7 @@ type outcome struct {
 	respBody       string      // every continued chunk, concatenated
 }
 
-func (e *env) do(x exchange) outcome {
+func (e *env) do(x roundTrip) outcome {
 	e.t.Helper()
 	h := e.host
 	id := h.InitializeHttpContext()

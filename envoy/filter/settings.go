@@ -11,7 +11,8 @@ import (
 // (vm_config.configuration in Envoy), a JSON object whose members are all optional:
 //
 //	{"maxRequestBodyBytes": 1048576, "maxResponseBodyBytes": 8388608,
-//	 "maxStateKeys": 100000, "casRetries": 8, "holdRequestHeaders": false}
+//	 "maxStateKeys": 100000, "casRetries": 64, "holdRequestHeaders": false,
+//	 "allowedOrigins": ["https://app.example"], "allowedHosts": ["mcp.example"]}
 //
 // The plugin configuration stays the stategate configuration document, unchanged.
 type Settings struct {
@@ -34,6 +35,13 @@ type Settings struct {
 	// body callbacks and stalls every POST. Off (the default), headers go on at once and a
 	// denied call's upstream request is reset before any body byte was sent.
 	HoldRequestHeaders bool
+	// AllowedOrigins are the browser origins allowed to call through the filter (exact, or
+	// "*" for any); empty allows loopback origins only. Requests with another Origin get
+	// 403 (DNS rebinding, as the MCP specification asks servers to check).
+	AllowedOrigins []string
+	// AllowedHosts, when set, are the only :authority names (besides loopback names) the
+	// filter answers to.
+	AllowedHosts []string
 }
 
 // DefaultSettings are the settings of an empty VM configuration.
@@ -41,7 +49,7 @@ var DefaultSettings = Settings{
 	MaxRequestBodyBytes:  1 << 20,
 	MaxResponseBodyBytes: 8 << 20,
 	MaxStateKeys:         100000,
-	CASRetries:           8,
+	CASRetries:           64,
 }
 
 // ParseSettings reads a VM configuration. Empty means DefaultSettings; unknown members
@@ -62,6 +70,24 @@ func ParseSettings(doc []byte) (Settings, error) {
 	root.ForEach(func(k, v gjson.Result) bool {
 		var dst *int
 		switch k.Str {
+		case "allowedOrigins", "allowedHosts":
+			var list []string
+			ok := v.IsArray()
+			v.ForEach(func(_, e gjson.Result) bool {
+				ok = ok && e.Type == gjson.String && e.Str != ""
+				list = append(list, e.Str)
+				return ok
+			})
+			if !ok {
+				err = errors.New("vm configuration: " + k.Str + " must be an array of non-empty strings")
+				return false
+			}
+			if k.Str == "allowedOrigins" {
+				s.AllowedOrigins = list
+			} else {
+				s.AllowedHosts = list
+			}
+			return true
 		case "holdRequestHeaders":
 			if v.Type != gjson.True && v.Type != gjson.False {
 				err = errors.New("vm configuration: holdRequestHeaders must be true or false")

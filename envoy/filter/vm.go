@@ -14,9 +14,12 @@
 package filter
 
 import (
+	"context"
+	"errors"
+
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
-	"github.com/tidwall/gjson"
+	"github.com/stategate/stategate/exchange"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/engine"
@@ -61,17 +64,12 @@ type pluginContext struct {
 	types.DefaultPluginContext
 	vm       *vmContext
 	settings Settings
-	eng      *engine.Engine
-	// listChanged: the configuration has workflows, so initialize advertises
-	// capabilities.tools.listChanged.
-	listChanged     bool
-	principalHeader string
-	store           store
+	core     *exchange.Core
+	origins  exchange.OriginPolicy
 
-	metrics                              bool
-	faults                               [numFaults]proxywasm.MetricCounter
-	allowed, denied, listsDecorated      proxywasm.MetricCounter
-	listChangedSent, casConflicts, local proxywasm.MetricCounter
+	metrics  bool
+	faults   [exchange.NumFaults]proxywasm.MetricCounter
+	counters [exchange.NumCounters]proxywasm.MetricCounter
 }
 
 // OnPluginStart builds the engine from the plugin configuration (the stategate
@@ -95,39 +93,63 @@ func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 	for _, w := range eng.Warnings() {
 		proxywasm.LogWarn("stategate: configuration warning: " + w.String())
 	}
-	p.eng = eng
-	// The workflows, through the ABI like any host: check_config lists them.
-	p.listChanged = len(gjson.GetBytes(eng.Call(abi.FuncCheckConfig, nil), "workflows").Array()) > 0
-	p.principalHeader = eng.Config().PrincipalHeader
-	p.store = store{maxKeys: p.settings.MaxStateKeys}
+	p.core = exchange.New(exchange.Options{
+		Plugin:        enginePlugin{eng},
+		State:         &sharedState{maxKeys: p.settings.MaxStateKeys, retries: p.settings.CASRetries},
+		Reporter:      p,
+		Config:        cfg,
+		MaxBodyBytes:  p.settings.MaxRequestBodyBytes,
+		CASRetries:    p.settings.CASRetries,
+		ListMemoBytes: 8 << 20,
+	})
+	p.origins = exchange.OriginPolicy{AllowedOrigins: p.settings.AllowedOrigins, AllowedHosts: p.settings.AllowedHosts}
 	p.defineMetrics()
 	return types.OnPluginStartStatusOK
 }
 
 func (p *pluginContext) defineMetrics() {
-	for f := Fault(0); f < numFaults; f++ {
+	for f := exchange.Fault(0); f < exchange.NumFaults; f++ {
 		p.faults[f] = proxywasm.DefineCounterMetric("stategate.fault." + f.String())
 	}
-	p.allowed = proxywasm.DefineCounterMetric("stategate.calls_allowed")
-	p.denied = proxywasm.DefineCounterMetric("stategate.calls_denied")
-	p.local = proxywasm.DefineCounterMetric("stategate.requests_rejected")
-	p.listsDecorated = proxywasm.DefineCounterMetric("stategate.lists_decorated")
-	p.listChangedSent = proxywasm.DefineCounterMetric("stategate.list_changed_sent")
-	p.casConflicts = proxywasm.DefineCounterMetric("stategate.cas_conflicts")
-	p.metrics = true
-}
-
-func (p *pluginContext) count(m proxywasm.MetricCounter) {
-	if p.metrics {
-		m.Increment(1)
+	for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
+		p.counters[c] = proxywasm.DefineCounterMetric("stategate." + c.String())
 	}
+	p.metrics = true
 }
 
 func (p *pluginContext) NewHttpContext(uint32) types.HttpContext {
 	return &httpContext{p: p}
 }
 
-// call runs one engine export on in, exactly as a Wasm host calls the plugin's export.
-func (p *pluginContext) call(fn abi.Function, in []byte) []byte {
-	return p.eng.AppendCall(make([]byte, 0, len(in)+256), fn, in)
+// enginePlugin runs engine exports in process, exactly as a Wasm host calls the plugin's.
+type enginePlugin struct{ eng *engine.Engine }
+
+func (e enginePlugin) Call(_ context.Context, fn abi.Function, in []byte) ([]byte, error) {
+	return e.eng.AppendCall(make([]byte, 0, len(in)+256), fn, in), nil
+}
+
+// Fault implements exchange.Reporter: a log line and the metric stategate.fault.<name>.
+func (p *pluginContext) Fault(f exchange.Fault, pol exchange.Policy, err error, attrs ...any) {
+	if p.metrics {
+		p.faults[f].Increment(1)
+	}
+	msg := "stategate: fault[" + f.String() + "] policy[" + pol.String() + "]: " + err.Error()
+	for i := 0; i+1 < len(attrs); i += 2 {
+		k, _ := attrs[i].(string)
+		v, _ := attrs[i+1].(string)
+		msg += " " + k + "[" + v + "]"
+	}
+	proxywasm.LogWarn(msg)
+}
+
+// fault reports a fault the filter itself found.
+func (p *pluginContext) fault(f exchange.Fault, detail string) {
+	p.core.Fault(f, errors.New(detail))
+}
+
+// Count implements exchange.Reporter: each core counter is the metric stategate.<name>.
+func (p *pluginContext) Count(c exchange.Counter) {
+	if p.metrics {
+		p.counters[c].Increment(1)
+	}
 }

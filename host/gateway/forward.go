@@ -115,8 +115,7 @@ func (g *Gateway) answerJSON(ctx context.Context, w http.ResponseWriter, ex *exc
 		return
 	}
 	if len(body) > g.opts.MaxBodyBytes {
-		g.core.Stats.Faults[exchange.FaultResponseTooLarge].Add(1)
-		g.log.Warn("fault", "kind", exchange.FaultResponseTooLarge.String(), "policy", exchange.FailOpen.String(), "method", ex.Method)
+		g.core.Fault(exchange.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", ex.Method)
 		w.WriteHeader(resp.StatusCode)
 		w.Write(body)
 		io.Copy(w, resp.Body)

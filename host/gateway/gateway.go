@@ -93,8 +93,7 @@ func New(opts Options) (*Gateway, error) {
 		Transport:     opts.Transport,
 		FlushInterval: -1, // SSE: every write goes out at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			g.core.Stats.Faults[exchange.FaultUpstream].Add(1)
-			g.log.Warn("fault", "kind", exchange.FaultUpstream.String(), "policy", exchange.BadGateway.String(), "err", err)
+			g.core.Fault(exchange.FaultUpstream, err, "method", r.Method)
 			var id []byte
 			if b, ok := r.Context().Value(bodyKey{}).([]byte); ok {
 				if v := gjson.GetBytes(b, "id"); v.Type == gjson.String || v.Type == gjson.Number {
@@ -183,6 +182,8 @@ type reporter struct{ log *slog.Logger }
 func (r reporter) Fault(f exchange.Fault, p exchange.Policy, err error, attrs ...any) {
 	r.log.Warn("fault", append([]any{"kind", f.String(), "policy", p.String(), "err", err}, attrs...)...)
 }
+
+func (r reporter) Count(exchange.Counter) {}
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()

@@ -67,8 +67,7 @@ func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid str
 	resp, err := g.client.Do(req)
 	if err != nil {
 		if r.Context().Err() == nil {
-			g.core.Stats.Faults[exchange.FaultUpstream].Add(1)
-			g.log.Warn("fault", "kind", exchange.FaultUpstream.String(), "err", err)
+			g.core.Fault(exchange.FaultUpstream, err, "method", "GET")
 			w.WriteHeader(http.StatusBadGateway)
 		}
 		return

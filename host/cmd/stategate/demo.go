@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/stategate/stategate/exchange"
 	"io"
 	"log/slog"
 	"net"
@@ -68,8 +69,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("scripted session: %w", err)
 		}
 		fmt.Fprintf(stdout, "\ngateway stats: %d requests, %d tool calls, %d denied, %d invalidations, %d transitions, %d list_changed\n",
-			gw.Stats.Requests.Load(), gw.Stats.ToolCalls.Load(), gw.Stats.Denied.Load(), gw.Stats.Invalidations.Load(),
-			gw.Stats.Transitions.Load(), gw.Stats.ListChanged.Load())
+			gw.Stats.Get(exchange.CountRequests), gw.Stats.Get(exchange.CountToolCalls), gw.Stats.Get(exchange.CountDenied),
+			gw.Stats.Get(exchange.CountInvalidations), gw.Stats.Get(exchange.CountTransitions), gw.Stats.Get(exchange.CountListChanged))
 	}
 	if *once {
 		return nil
