@@ -1,0 +1,202 @@
+// Package exchangetest is the exchange-level conformance suite: request/answer cases as
+// data (cases/*.json), run against every Go host of the exchange core (the gateway through
+// net/http, the Envoy filter under proxytest, natively and as the built .wasm), asserting
+// the same decision and the same bytes out for every case.
+//
+// # Notes
+//
+//   - A case is a sequence of steps on one fresh host (state carries from step to step).
+//     A step is one HTTP request; when the upstream is to be called, the step gives its
+//     answer (status, media type, body; "{{id}}" in the body stands for the id the upstream
+//     received, as a server echoes it).
+//   - Each step states by hand what must hold (status, whether the upstream ran, what the
+//     answer contains) and carries the exact bytes out ("body", recorded from the gateway
+//     with -update and reviewed). Every host must give those bytes.
+//   - Durations (dev.stategate/durationMs) are set to 0 before comparing; an id the core
+//     replaced for the upstream is checked (a string of the client id's length) and then
+//     written as "MINTED" before comparing.
+package exchangetest
+
+import (
+	"embed"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+//go:embed cases/*.json configs/*.json
+var files embed.FS
+
+var update = flag.Bool("update-exchange", false, "record each step's answer bytes from this host into cases/*.json")
+
+// Case is one scenario.
+type Case struct {
+	Name   string `json:"-"`
+	About  string `json:"about"`
+	Config string `json:"config"` // a file under configs/
+	Steps  []Step `json:"steps"`
+}
+
+// Step is one request and what must come of it.
+type Step struct {
+	Method   string            `json:"method,omitempty"` // HTTP method (default POST)
+	Headers  map[string]string `json:"headers,omitempty"`
+	Body     string            `json:"body,omitempty"`
+	Upstream *Answer           `json:"upstream,omitempty"` // the upstream's answer, when it is called
+	Want     Want              `json:"want"`
+}
+
+// Answer is what the upstream answers.
+type Answer struct {
+	Status      int    `json:"status"`
+	ContentType string `json:"contentType"`
+	Body        string `json:"body"`
+}
+
+// Want is what the client must get.
+type Want struct {
+	Status         int      `json:"status"`
+	UpstreamCalled bool     `json:"upstreamCalled"`
+	IDMinted       bool     `json:"idMinted,omitempty"`     // the upstream saw an id of the core's
+	UpstreamBody   string   `json:"upstreamBody,omitempty"` // the exact request body the upstream got
+	ContentType    string   `json:"contentType,omitempty"`
+	Contains       []string `json:"contains,omitempty"`
+	NotContains    []string `json:"notContains,omitempty"`
+	Body           string   `json:"body"` // exact answer bytes (normalised), recorded with -update
+}
+
+// Got is what a host did with a step.
+type Got struct {
+	Status         int
+	ContentType    string
+	Body           string
+	UpstreamCalled bool
+	UpstreamBody   string // what the upstream received
+}
+
+// Host runs steps on one fresh host built for a configuration.
+type Host interface {
+	Do(t *testing.T, s Step) Got
+}
+
+// Config returns a configuration file of the suite.
+func Config(name string) []byte {
+	b, err := files.ReadFile("configs/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Cases returns every case, by name.
+func Cases() []Case {
+	entries, _ := files.ReadDir("cases")
+	var out []Case
+	for _, e := range entries {
+		b, _ := files.ReadFile("cases/" + e.Name())
+		var c Case
+		if err := json.Unmarshal(b, &c); err != nil {
+			panic(e.Name() + ": " + err.Error())
+		}
+		c.Name = strings.TrimSuffix(e.Name(), ".json")
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Run runs every case on hosts made by newHost.
+func Run(t *testing.T, newHost func(t *testing.T, config []byte) Host) {
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			h := newHost(t, Config(c.Config))
+			changed := false
+			for i := range c.Steps {
+				s := &c.Steps[i]
+				got := h.Do(t, *s)
+				body := normalise(t, got, *s)
+				check(t, i, *s, got, body)
+				if *update && body != s.Want.Body {
+					s.Want.Body, changed = body, true
+				} else if body != s.Want.Body {
+					t.Errorf("step %d: answer bytes differ from the recorded ones\n got: %s\nwant: %s", i, body, s.Want.Body)
+				}
+			}
+			if changed {
+				write(t, c)
+			}
+		})
+	}
+}
+
+var durationRE = regexp.MustCompile(`"dev\.stategate/durationMs":[0-9.eE+-]+`)
+
+func normalise(t *testing.T, got Got, s Step) string {
+	return durationRE.ReplaceAllString(got.Body, `"dev.stategate/durationMs":0`)
+}
+
+func check(t *testing.T, i int, s Step, got Got, body string) {
+	t.Helper()
+	w := s.Want
+	if got.Status != w.Status {
+		t.Errorf("step %d: status %d, want %d (%s)", i, got.Status, w.Status, got.Body)
+	}
+	if got.UpstreamCalled != w.UpstreamCalled {
+		t.Errorf("step %d: upstream called %v, want %v", i, got.UpstreamCalled, w.UpstreamCalled)
+	}
+	if w.ContentType != "" && !strings.HasPrefix(got.ContentType, w.ContentType) {
+		t.Errorf("step %d: content type %q, want %q", i, got.ContentType, w.ContentType)
+	}
+	up := got.UpstreamBody
+	if w.IDMinted {
+		sent, client := gjson.Get(up, "id"), gjson.Get(s.Body, "id")
+		if sent.Type != gjson.String || len(sent.Raw) != len(client.Raw) || sent.Raw == client.Raw {
+			t.Errorf("step %d: upstream got id %s for the client's %s; want a minted string of the same length", i, sent.Raw, client.Raw)
+		}
+		up, _ = sjson.Set(up, "id", "MINTED")
+	}
+	if w.UpstreamBody != "" && up != w.UpstreamBody {
+		t.Errorf("step %d: upstream got\n%s\nwant\n%s", i, up, w.UpstreamBody)
+	}
+	for _, c := range w.Contains {
+		if !strings.Contains(body, c) {
+			t.Errorf("step %d: answer lacks %q:\n%s", i, c, body)
+		}
+	}
+	for _, c := range w.NotContains {
+		if strings.Contains(body, c) {
+			t.Errorf("step %d: answer has %q:\n%s", i, c, body)
+		}
+	}
+}
+
+func write(t *testing.T, c Case) {
+	_, self, _, _ := runtime.Caller(0)
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(string(b)))
+	if err := os.WriteFile(filepath.Join(filepath.Dir(self), "cases", c.Name+".json"), append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// UpstreamAnswer returns the step's upstream answer body with "{{id}}" replaced by the id
+// in what the upstream received.
+func UpstreamAnswer(s Step, received []byte) string {
+	id := gjson.GetBytes(received, "id").Raw
+	if id == "" {
+		id = "null"
+	}
+	return strings.ReplaceAll(s.Upstream.Body, "{{id}}", id)
+}
