@@ -1,0 +1,198 @@
+package exchange
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestIsAnswer(t *testing.T) {
+	tests := []struct {
+		name, msg, id string
+		want          bool
+	}{
+		{"same number", `{"id":1,"result":{}}`, `1`, true},
+		{"number spelled differently", `{"id":1.0,"result":{}}`, `1`, true},
+		{"string escaped differently", `{"id":"\u0061","result":{}}`, `"a"`, true},
+		{"an error answer", `{"id":1,"error":{"code":1,"message":"x"}}`, `1`, true},
+		{"number vs string", `{"id":"1","result":{}}`, `1`, false},
+		{"other id", `{"id":2,"result":{}}`, `1`, false},
+		{"a request with the same id is not an answer", `{"id":1,"method":"sampling/createMessage"}`, `1`, false},
+		{"neither result nor error", `{"id":1}`, `1`, false},
+		{"a notification", `{"method":"notifications/progress"}`, `1`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isAnswer(gjson.Parse(tt.msg), []byte(tt.id)); got != tt.want {
+				t.Errorf("isAnswer(%s, %s) = %v", tt.msg, tt.id, got)
+			}
+		})
+	}
+}
+
+func TestEchoSafe(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`1`: true, `-7`: true, `123456789012345`: true, `"abc-1"`: true, `"é"`: true,
+		`1.5`: false, `1e3`: false, `1234567890123456`: false, `"a\"b"`: false, `"\u0061"`: false,
+		"\"\xff\"": false, "\"a\x01\"": false, `null`: false, `true`: false,
+	} {
+		if got := echoSafe(gjson.Parse(raw)); got != want {
+			t.Errorf("echoSafe(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
+func TestMintID(t *testing.T) {
+	seen := map[string]bool{}
+	for n := 3; n < 40; n++ {
+		id := mintID(n)
+		if len(id) != n || !gjson.ValidBytes(id) || gjson.ParseBytes(id).Type != gjson.String || !echoSafe(gjson.ParseBytes(id)) {
+			t.Fatalf("mintID(%d) = %s: want an echo-safe JSON string of %d bytes", n, id, n)
+		}
+		seen[string(id)] = true
+	}
+	if len(seen) != 37 {
+		t.Errorf("minted ids repeat: %d distinct of 37", len(seen))
+	}
+}
+
+func TestSessionOwned(t *testing.T) {
+	for key, want := range map[string]bool{
+		"stategate/v1/checkout/session//s1":        true,
+		"stategate/v1/cart/arg.cart_id/alice/c-42": false,
+		"stategate/v1/cart/arg.session/alice/c-42": false,
+		"stategate/v1/w/session/p%2Fq/a%2Fsession": true,
+		"garbage": false,
+	} {
+		if got := sessionOwned(key); got != want {
+			t.Errorf("sessionOwned(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
+
+func TestRepeatsMember(t *testing.T) {
+	var many strings.Builder
+	many.WriteString("{")
+	for i := 0; i < 5000; i++ {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		many.WriteString(`"k` + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676)) + `":1`)
+	}
+	for doc, want := range map[string]bool{
+		`{"a":1,"b":{"c":[{"d":1,"d":2}]}}`: true,
+		`{"a":1,"b":{"c":[{"d":1,"e":2}]}}`: false,
+		`[{"a":1},{"a":1}]`:                 false,
+		`{"a":1,"\u0061":2}`:                true, // the same name, spelled differently
+		many.String() + `}`:                 false,
+		many.String() + `,"kaaa":2}`:        true,
+	} {
+		if got := repeatsMember(gjson.Parse(doc), 0); got != want {
+			t.Errorf("repeatsMember(%.60s...) = %v, want %v", doc, got, want)
+		}
+	}
+}
+
+func TestSucceeded(t *testing.T) {
+	for msg, want := range map[string]bool{
+		`{"id":1,"result":{"content":[]}}`:                                 true,
+		`{"id":1,"result":{"content":[],"isError":false}}`:                 true,
+		`{"id":1,"result":{"content":[],"isError":true}}`:                  false,
+		`{"id":1,"result":{"content":[],"isError":"false"}}`:               false,
+		`{"id":1,"result":{"content":[],"isError":null}}`:                  false,
+		`{"id":1,"result":"done"}`:                                         false,
+		`{"id":1,"error":{"code":1,"message":"x"}}`:                        false,
+		`{"id":1,"result":{"content":[],"isError":true,"isError":false}}`: false,
+	} {
+		if got := succeeded(gjson.Parse(msg)); got != want {
+			t.Errorf("succeeded(%s) = %v, want %v", msg, got, want)
+		}
+	}
+}
+
+func TestNextEvent(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     string
+		eos    bool
+		events []string
+		rest   string
+	}{
+		{name: "lf", in: "data: a\n\ndata: b\n\n", events: []string{"data: a\n\n", "data: b\n\n"}},
+		{name: "crlf", in: "data: a\r\n\r\nid: 1\r\ndata: b\r\n\r\n", events: []string{"data: a\r\n\r\n", "id: 1\r\ndata: b\r\n\r\n"}},
+		{name: "cr", in: "data: a\r\rdata: b\r\r", eos: true, events: []string{"data: a\r\r", "data: b\r\r"}},
+		{name: "incomplete_event_is_held", in: "data: a\n\ndata: b\n", events: []string{"data: a\n\n"}, rest: "data: b\n"},
+		{name: "last_event_without_blank_line_at_eos", in: "data: a\n\ndata: b\n", eos: true, events: []string{"data: a\n\n", "data: b\n"}},
+		{name: "trailing_cr_waits_for_its_lf", in: "data: a\r\n\r", events: nil, rest: "data: a\r\n\r"},
+		{name: "comment_event", in: ": keepalive\n\n", events: []string{": keepalive\n\n"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := []byte(tc.in)
+			var got []string
+			for {
+				ev, rest, ok := NextEvent(buf, tc.eos)
+				if !ok {
+					break
+				}
+				got = append(got, string(ev))
+				buf = rest
+			}
+			if strings.Join(got, "|") != strings.Join(tc.events, "|") || string(buf) != tc.rest {
+				t.Errorf("events %q rest %q; want %q rest %q", got, buf, tc.events, tc.rest)
+			}
+		})
+	}
+}
+
+func TestRewriteEvent(t *testing.T) {
+	got := string(RewriteEvent(nil, []byte("event: message\r\nid: 4\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"), []byte("{\"b\":\n2}")))
+	if want := "event: message\nid: 4\ndata: {\"b\":\ndata: 2}\n\n"; got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+}
+
+func TestOriginPolicy(t *testing.T) {
+	loop := OriginPolicy{Loopback: true}
+	for _, tc := range []struct {
+		name         string
+		p            OriginPolicy
+		origin, host string
+		ok           bool
+	}{
+		{"no origin, loopback host", loop, "", "127.0.0.1:8080", true},
+		{"localhost origin", loop, "http://localhost:6274", "localhost:8080", true},
+		{"ipv6 loopback host", loop, "", "[::1]:8080", true},
+		{"rebinding host", loop, "", "evil.example:8080", false},
+		{"foreign origin", loop, "http://evil.example", "127.0.0.1:8080", false},
+		{"null origin", loop, "null", "127.0.0.1:8080", false},
+		{"allowed origin", OriginPolicy{Loopback: true, AllowedOrigins: []string{"https://app.example"}}, "https://app.example", "127.0.0.1", true},
+		{"loopback origin not in an explicit list", OriginPolicy{AllowedOrigins: []string{"https://app.example"}}, "http://localhost", "mcp.example", false},
+		{"any origin", OriginPolicy{AllowedOrigins: []string{"*"}}, "http://evil.example", "mcp.example", true},
+		{"public listener, any host", OriginPolicy{}, "", "mcp.example", true},
+		{"allowed host", OriginPolicy{AllowedHosts: []string{"mcp.example"}}, "", "mcp.example:443", true},
+		{"host outside the allowed list", OriginPolicy{AllowedHosts: []string{"mcp.example"}}, "", "other.example", false},
+	} {
+		if err := tc.p.Check(tc.origin, tc.host); (err == nil) != tc.ok {
+			t.Errorf("%s: Check(%q, %q) = %v, want ok=%v", tc.name, tc.origin, tc.host, err, tc.ok)
+		}
+	}
+}
+
+func TestWithListChanged(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"id":1,"result":{"capabilities":{"tools":{}}}}`:                    `{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}}}}`,
+		`{"id":1,"result":{"capabilities":{"tools":{"listChanged":false}}}}`: `{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}}}}`,
+		`{"id":1,"result":{"capabilities":{}}}`:                              `{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}}}}`,
+		`{"id":1,"result":{"x":1}}`:                                          `{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}},"x":1}}`,
+	} {
+		out, ok := withListChanged([]byte(in))
+		if !ok || string(out) != want {
+			t.Errorf("withListChanged(%s) = %s %v; want %s", in, out, ok, want)
+		}
+	}
+	if _, ok := withListChanged([]byte(`{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}}}}`)); ok {
+		t.Error("changed an answer that already declares listChanged")
+	}
+}

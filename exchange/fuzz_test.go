@@ -1,0 +1,168 @@
+package exchange
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
+)
+
+// enginePlugin runs the engine in process.
+type enginePlugin struct{ e *engine.Engine }
+
+func (p enginePlugin) Call(_ context.Context, fn abi.Function, in []byte) ([]byte, error) {
+	return p.e.Call(fn, in), nil
+}
+
+// mapState is a State in a map, for unit tests and fuzzing.
+type mapState struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (s *mapState) Load(_ context.Context, keys []string) ([]Slot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Slot, len(keys))
+	for i, k := range keys {
+		if v, ok := s.m[k]; ok {
+			out[i] = Slot{Value: v, Exists: true}
+		}
+	}
+	return out, nil
+}
+
+func (s *mapState) Store(_ context.Context, _, key string, value []byte, prev Slot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.m[key]
+	if ok != prev.Exists || string(cur) != string(prev.Value) {
+		return ErrConflict
+	}
+	s.m[key] = value
+	return nil
+}
+
+func (s *mapState) Lock(context.Context, []string, time.Duration) (func(), error) {
+	return func() {}, nil
+}
+
+func (s *mapState) Forget(_ context.Context, _ string, keys []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.m, k)
+	}
+	return nil
+}
+
+func testCore(t testing.TB) *Core {
+	cfg, err := os.ReadFile("exchangetest/configs/sample.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Options{Plugin: enginePlugin{e}, State: &mapState{m: map[string][]byte{}}, Config: cfg, MaxBodyBytes: 1 << 16})
+}
+
+func fuzzSeeds(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cart.add_item","arguments":{"sku":"A1"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":{"name":"cart.pay"}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]`,
+		`{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"\ud800","method":"initialize","params":{}}`,
+		`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"cart.pay","arguments":[1]}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks.update","arguments":{"ids":[1,2,3]}}}`,
+	} {
+		f.Add(s, "2025-06-18", "s1", "")
+		f.Add(s, "2025-03-26", "", "tools/call")
+	}
+}
+
+// FuzzAdmit: admission never panics, answers valid JSON, and never passes on (ungated) a
+// message that a last-member-wins server reads as a method the core acts on.
+func FuzzAdmit(f *testing.F) {
+	fuzzSeeds(f)
+	c := testCore(f)
+	f.Fuzz(func(t *testing.T, body, version, session, method string) {
+		h := http.Header{}
+		h.Set("MCP-Protocol-Version", version)
+		h.Set("Mcp-Session-Id", session)
+		h.Set("Mcp-Method", method)
+		ex := c.Admit(context.Background(), h, []byte(body))
+		switch ex.Verdict {
+		case Reply:
+			if !json.Valid(ex.Body) {
+				t.Fatalf("reply is not JSON: %s", ex.Body)
+			}
+		case Forward:
+			if !json.Valid(ex.Body) || !actsOn(ex.Method) || !echoSafe(gjson.GetBytes(ex.Body, "id")) {
+				t.Fatalf("forwarded %s (method %q)", ex.Body, ex.Method)
+			}
+			ex.Close()
+		case Pass:
+			var one struct {
+				Method any `json:"method"`
+			}
+			var many []struct {
+				Method any `json:"method"`
+			}
+			if json.Unmarshal([]byte(body), &one) == nil {
+				if m, _ := one.Method.(string); actsOn(m) {
+					t.Fatalf("passed ungated: %s", body)
+				}
+			} else if json.Unmarshal([]byte(body), &many) == nil {
+				for _, e := range many {
+					if m, _ := e.Method.(string); actsOn(m) {
+						t.Fatalf("batch passed ungated: %s", body)
+					}
+				}
+			}
+		}
+	})
+}
+
+// FuzzAnswer: whatever the upstream answers, as JSON or as an event stream cut anywhere,
+// rewriting never panics, and an event stream that holds no answer passes byte for byte.
+func FuzzAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}`,
+		"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n\r\n",
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\r\r: c\n\n",
+		`{"jsonrpc":"2.0","id":1,"result":{"isError":true,"isError":false}}`,
+	} {
+		f.Add(s, uint8(7))
+	}
+	c := testCore(f)
+	call := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks.update","arguments":{}}}`)
+	f.Fuzz(func(t *testing.T, answer string, cut uint8) {
+		ex := c.Admit(context.Background(), http.Header{}, call)
+		if ex.Verdict != Forward {
+			t.Fatalf("seed call not forwarded: %s", ex.Body)
+		}
+		out, _ := ex.RewriteJSON(context.Background(), []byte(answer))
+		if json.Valid([]byte(answer)) && !json.Valid(out) {
+			t.Fatalf("a JSON answer became invalid: %s -> %s", answer, out)
+		}
+		ex.Close()
+		ex = c.Admit(context.Background(), http.Header{}, call)
+		rw := ex.SSE(context.Background(), 1<<16)
+		at := int(cut) % (len(answer) + 1)
+		got := string(rw.Feed([]byte(answer[:at]), false)) + string(rw.Feed([]byte(answer[at:]), true))
+		if !ex.answered && got != answer {
+			t.Fatalf("a stream without the answer changed:\n%q\n%q", answer, got)
+		}
+		ex.Close()
+	})
+}
