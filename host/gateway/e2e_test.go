@@ -98,6 +98,8 @@ type env struct {
 	url      string
 	store    store.Store
 	upstream *upstreamCounter
+	// upstreamSrv is the upstream's server (tests close it to take the upstream down).
+	upstreamSrv *httptest.Server
 }
 
 type envOptions struct {
@@ -105,6 +107,7 @@ type envOptions struct {
 	config   []byte
 	store    store.Store
 	upstream http.Handler // replaces the demo upstream
+	gateway  gateway.Options
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -132,13 +135,15 @@ func newEnv(t *testing.T, o envOptions) *env {
 		st = store.NewMemory(store.Options{})
 	}
 	u, _ := url.Parse(up.URL + "/mcp")
-	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: st})
+	gopts := o.gateway
+	gopts.Upstream, gopts.Plugin, gopts.Config, gopts.Store = u, pool, cfg, st
+	gw, err := gateway.New(gopts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	return &env{gw: gw, url: srv.URL + "/mcp", store: st, upstream: counter}
+	return &env{gw: gw, url: srv.URL + "/mcp", store: st, upstream: counter, upstreamSrv: up}
 }
 
 type client struct {

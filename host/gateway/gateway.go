@@ -35,6 +35,7 @@ type Options struct {
 	Origins      exchange.OriginPolicy
 	MaxBodyBytes int               // request and buffered response cap (default 16 MiB)
 	BodyTimeout  time.Duration     // how long a request body may take to arrive (default 30 s)
+	LeaseWait    time.Duration     // how long a moving call waits for another's lease (default 5 s)
 	Transport    http.RoundTripper // default: a keep-alive transport sized for a gateway
 }
 
@@ -82,7 +83,7 @@ func New(opts Options) (*Gateway, error) {
 		streams: newStreams(),
 	}
 	g.core = exchange.New(exchange.Options{Plugin: opts.Plugin, State: storeState{opts.Store}, Reporter: reporter{g.log},
-		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes})
+		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait})
 	g.Stats = &g.core.Stats
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -151,12 +152,14 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(g.opts.BodyTimeout))
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(g.opts.MaxBodyBytes)+1))
-	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
+		// The deadline stays: the server gives up on the rest of the body and closes.
 		g.log.Warn("request body not read", "err", err, "remote", r.RemoteAddr)
+		w.Header().Set("Connection", "close")
 		writeJSON(w, http.StatusBadRequest, exchange.AppendError(nil, nil, exchange.CodeInvalidRequest, "the request body could not be read in time"))
 		return
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	ex := g.core.Admit(r.Context(), r.Header, body)
 	switch ex.Verdict {
 	case exchange.Reply:
