@@ -96,13 +96,13 @@ func TestRepeatsMember(t *testing.T) {
 
 func TestSucceeded(t *testing.T) {
 	for msg, want := range map[string]bool{
-		`{"id":1,"result":{"content":[]}}`:                                 true,
-		`{"id":1,"result":{"content":[],"isError":false}}`:                 true,
-		`{"id":1,"result":{"content":[],"isError":true}}`:                  false,
-		`{"id":1,"result":{"content":[],"isError":"false"}}`:               false,
-		`{"id":1,"result":{"content":[],"isError":null}}`:                  false,
-		`{"id":1,"result":"done"}`:                                         false,
-		`{"id":1,"error":{"code":1,"message":"x"}}`:                        false,
+		`{"id":1,"result":{"content":[]}}`:                                true,
+		`{"id":1,"result":{"content":[],"isError":false}}`:                true,
+		`{"id":1,"result":{"content":[],"isError":true}}`:                 false,
+		`{"id":1,"result":{"content":[],"isError":"false"}}`:              false,
+		`{"id":1,"result":{"content":[],"isError":null}}`:                 false,
+		`{"id":1,"result":"done"}`:                                        false,
+		`{"id":1,"error":{"code":1,"message":"x"}}`:                       false,
 		`{"id":1,"result":{"content":[],"isError":true,"isError":false}}`: false,
 	} {
 		if got := succeeded(gjson.Parse(msg)); got != want {
