@@ -41,7 +41,7 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 		return AnswerPass
 	}
 	if contentEncoding != "" && !strings.EqualFold(contentEncoding, "identity") {
-		ex.core.Fault(FaultUpstreamBody, errors.New("answer with content-encoding "+contentEncoding), "method", ex.Method)
+		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer with content-encoding "+contentEncoding), "method", ex.Method)
 		return AnswerPass
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
@@ -52,7 +52,7 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 		return AnswerSSE
 	}
 	if status != 202 {
-		ex.core.Fault(FaultUpstreamBody, errors.New("answer of media type "+contentType), "method", ex.Method)
+		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer of media type "+contentType), "method", ex.Method)
 	}
 	return AnswerPass
 }
@@ -62,12 +62,12 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 // is not the answer to this request comes back unchanged.
 func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, before [][]byte) {
 	if jsonx.Validate(body, maxValidateDepth) != nil {
-		ex.core.Fault(FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
+		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
 		return body, nil
 	}
 	root := gjson.ParseBytes(body)
 	if !isAnswer(root, ex.upstreamID) {
-		ex.core.Fault(FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
+		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
 		return body, nil
 	}
 	return ex.rewrite(ctx, body, root)
@@ -123,7 +123,7 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 	in = append(in, '}')
 	res, err := c.plugin.Call(context.WithoutCancel(ctx), abi.FuncDecorateResult, in)
 	if err = pluginErr(res, err); err != nil {
-		c.Fault(FaultDecoratePlugin, err, "tool", ex.Tool)
+		c.Fault(abi.FaultDecoratePlugin, err, "tool", ex.Tool)
 	} else {
 		ans := gjson.ParseBytes(res)
 		out = []byte(ans.Get("message").Raw)
@@ -147,7 +147,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 // UpstreamError is the answer when the upstream could not be reached or broke off: a
 // JSON-RPC error (-32603) for HTTP 502 that does not reveal the upstream's address.
 func (ex *Exchange) UpstreamError(err error) []byte {
-	ex.core.Fault(FaultUpstream, err, "method", ex.Method)
+	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
 	return AppendError(nil, ex.clientID, CodeInternal, "the gateway could not get an answer from the MCP server")
 }
 

@@ -84,17 +84,17 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 		ex.reject(200, CodeInvalidParams, "invalid params: "+pe.Message)
 		return
 	}
-	f, text := FaultLimitsPlugin, GateUnavailableText
+	f, text := abi.FaultLimitsPlugin, abi.GateUnavailableText
 	switch {
 	case errors.As(err, new(errBusy)):
-		f, text = FaultGateBusy, gateBusyText
+		f, text = abi.FaultGateBusy, abi.GateBusyText
 	case !c.facts.bound[ex.Tool]:
 	case errors.As(err, new(storeError)):
-		f = FaultGateStore
+		f = abi.FaultGateStore
 	default:
-		f = FaultGatePlugin
+		f = abi.FaultGatePlugin
 	}
-	if c.Fault(f, err, "tool", ex.Tool, "session", ex.Session) != FailClosed {
+	if c.Fault(f, err, "tool", ex.Tool, "session", ex.Session) != abi.FailClosed {
 		ex.Timeout, ex.st = DefaultTimeout, nil // forwarded ungated, with the default timeout
 		return
 	}
@@ -165,7 +165,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
 		if err != nil {
-			c.Fault(FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
+			c.Fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
 			return visible
 		}
 		st = next
@@ -187,7 +187,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 			case errors.Is(err, ErrConflict):
 				lost = append(lost, k.Str)
 			default:
-				c.Fault(FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
+				c.Fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
 				written[k.Str] = true // give up on this key; the others still move
 			}
 			return true
@@ -198,12 +198,12 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 		c.count(CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost)
 		if err != nil {
-			c.Fault(FaultTransition, storeError{err}, "tool", ex.Tool)
+			c.Fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
 			return visible
 		}
 		st = st.with(lost, fresh)
 	}
-	c.Fault(FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
+	c.Fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
 	return visible
 }
 
@@ -228,7 +228,7 @@ func sessionOwned(key string) bool {
 }
 
 // MarkSent records whether the request may have reached the upstream. A moving call that
-// was sent and never answered readably keeps its lease (FaultOutcomeUnknown).
+// was sent and never answered readably keeps its lease (abi.FaultOutcomeUnknown).
 func (ex *Exchange) MarkSent(sent bool) { ex.sent = sent }
 
 // Close ends the exchange: the lease of a moving call is released, unless the call reached
@@ -242,7 +242,7 @@ func (ex *Exchange) Close() {
 		return
 	}
 	if ex.sent && !ex.answered {
-		ex.core.Fault(FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
+		ex.core.Fault(abi.FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
 			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.leaseTTL.String())
 		ex.release = nil
 		return

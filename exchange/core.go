@@ -98,8 +98,8 @@ func (c *Core) LeaseTTL() time.Duration { return c.facts.leaseTTL }
 
 // Fault applies the failure policy to f: it is counted and reported, and the policy the
 // caller must carry out is returned. Hosts report the faults they find themselves here too.
-func (c *Core) Fault(f Fault, err error, attrs ...any) Policy {
-	p := PolicyFor(f)
+func (c *Core) Fault(f abi.Fault, err error, attrs ...any) abi.Policy {
+	p := abi.PolicyFor(f)
 	c.Stats.faults[f].Add(1)
 	c.reporter.Fault(f, p, err, attrs...)
 	return p
@@ -107,8 +107,8 @@ func (c *Core) Fault(f Fault, err error, attrs ...any) Policy {
 
 type nopReporter struct{}
 
-func (nopReporter) Fault(Fault, Policy, error, ...any) {}
-func (nopReporter) Count(Counter)                      {}
+func (nopReporter) Fault(abi.Fault, abi.Policy, error, ...any) {}
+func (nopReporter) Count(Counter)                              {}
 
 // facts are what a host needs to know about a configuration.
 type facts struct {
@@ -146,4 +146,11 @@ func factsOf(cfg []byte) facts {
 	})
 	f.leaseTTL = time.Duration(longest)*time.Millisecond + 30*time.Second
 	return f
+}
+
+// Reporter receives every fault with the policy applied, and every counter as it moves
+// (hosts log, count and export them).
+type Reporter interface {
+	Fault(f abi.Fault, p abi.Policy, err error, attrs ...any)
+	Count(c Counter)
 }

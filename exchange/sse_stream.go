@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/abi"
 	"strconv"
 )
 
@@ -63,7 +64,7 @@ func (s *SSERewriter) Feed(chunk []byte, eos bool) []byte {
 	if len(s.pending) > s.max {
 		if !s.matched {
 			s.matched = true
-			s.ex.core.Fault(FaultResponseTooLarge, errors.New("an SSE event over "+strconv.Itoa(s.max)+" bytes"), "method", s.ex.Method)
+			s.ex.core.Fault(abi.FaultResponseTooLarge, errors.New("an SSE event over "+strconv.Itoa(s.max)+" bytes"), "method", s.ex.Method)
 		}
 		out = append(out, s.pending...)
 		s.pending = nil
@@ -73,7 +74,7 @@ func (s *SSERewriter) Feed(chunk []byte, eos bool) []byte {
 		s.pending = nil
 		if !s.matched {
 			s.matched = true
-			s.ex.core.Fault(FaultUpstreamBody, errors.New("the event stream ended without the answer to request "+string(s.ex.clientID)), "method", s.ex.Method)
+			s.ex.core.Fault(abi.FaultUpstreamBody, errors.New("the event stream ended without the answer to request "+string(s.ex.clientID)), "method", s.ex.Method)
 		}
 	}
 	return out

@@ -1,5 +1,7 @@
 package exchange
 
+import "github.com/stategate/stategate/abi"
+
 import "sync/atomic"
 
 // Counter names one thing the core counts.
@@ -33,14 +35,14 @@ func (c Counter) String() string {
 // Stats counts what the core did; read with Get.
 type Stats struct {
 	counters [NumCounters]atomic.Int64
-	faults   [NumFaults]atomic.Int64
+	faults   [abi.NumFaults]atomic.Int64
 }
 
 // Get returns a counter's value.
 func (s *Stats) Get(c Counter) int64 { return s.counters[c].Load() }
 
 // Faults returns how often f happened.
-func (s *Stats) Faults(f Fault) int64 { return s.faults[f].Load() }
+func (s *Stats) Faults(f abi.Fault) int64 { return s.faults[f].Load() }
 
 // count adds one to c and tells the reporter.
 func (c *Core) count(n Counter) {

@@ -26,9 +26,9 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 	scope := ex.appendScope(make([]byte, 0, 128))
 	_, st, err := c.callWithState(ctx, abi.FuncDecorateTools, append(scope[:len(scope):len(scope)], emptyListProbe...), nil, nil)
 	if err != nil {
-		f := FaultDecoratePlugin
+		f := abi.FaultDecoratePlugin
 		if _, ok := err.(storeError); ok {
-			f = FaultListStore
+			f = abi.FaultListStore
 		}
 		c.Fault(f, err, "method", MethodToolsList)
 		return msg
@@ -44,7 +44,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		in = append(in, '}')
 		out, err = c.call(ctx, abi.FuncDecorateTools, in, st)
 		if err != nil {
-			c.Fault(FaultDecoratePlugin, err, "method", MethodToolsList)
+			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 			return msg
 		}
 		if c.lists != nil {
@@ -54,7 +54,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 	c.count(CountListsDecorated)
 	m := gjson.GetManyBytes(out, "message.result", "toolNames")
 	if !m[0].IsObject() {
-		c.Fault(FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
+		c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
 		return msg
 	}
 	if ex.Session != "" {
@@ -74,11 +74,11 @@ func (c *Core) EndSession(ctx context.Context, session, principal string) {
 	in = append(in, '}')
 	out, err := c.plugin.Call(ctx, abi.FuncDecorateTools, in)
 	if err = pluginErr(out, err); err != nil {
-		c.Fault(FaultClearSession, err, "session", session)
+		c.Fault(abi.FaultClearSession, err, "session", session)
 		return
 	}
 	if err := c.state.Forget(context.WithoutCancel(ctx), session, strs(gjson.GetBytes(out, "needState"))); err != nil {
-		c.Fault(FaultClearSession, err, "session", session)
+		c.Fault(abi.FaultClearSession, err, "session", session)
 	}
 }
 

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"context"
+	"github.com/stategate/stategate/abi"
 	"strconv"
 	"strings"
 
@@ -187,7 +188,7 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) (act types.Action) 
 	case respJSON:
 		if size > limit {
 			h.resp = respNone
-			h.p.fault(exchange.FaultResponseTooLarge, "JSON answer over "+strconv.Itoa(limit)+" bytes (maxResponseBodyBytes)")
+			h.p.fault(abi.FaultResponseTooLarge, "JSON answer over "+strconv.Itoa(limit)+" bytes (maxResponseBodyBytes)")
 			return types.ActionContinue
 		}
 		if !eos {
@@ -261,14 +262,14 @@ func (h *httpContext) recoverTo(act *types.Action) {
 		detail += ": " + v
 	}
 	if h.phase == reqBuffer {
-		h.p.fault(exchange.FaultGatePlugin, detail)
+		h.p.fault(abi.FaultGatePlugin, detail)
 		h.phase = reqAnswered
 		_ = proxywasm.SendHttpResponse(503, [][2]string{{"content-type", "application/json"}},
-			exchange.AppendError(nil, nil, exchange.CodeInternal, exchange.GateUnavailableText), -1)
+			exchange.AppendError(nil, nil, exchange.CodeInternal, abi.GateUnavailableText), -1)
 		*act = types.ActionPause
 		return
 	}
-	h.p.fault(exchange.FaultDecoratePlugin, detail)
+	h.p.fault(abi.FaultDecoratePlugin, detail)
 	h.resp = respNone
 	*act = types.ActionContinue
 }

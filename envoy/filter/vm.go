@@ -68,7 +68,7 @@ type pluginContext struct {
 	origins  exchange.OriginPolicy
 
 	metrics  bool
-	faults   [exchange.NumFaults]proxywasm.MetricCounter
+	faults   [abi.NumFaults]proxywasm.MetricCounter
 	counters [exchange.NumCounters]proxywasm.MetricCounter
 }
 
@@ -108,7 +108,7 @@ func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 }
 
 func (p *pluginContext) defineMetrics() {
-	for f := exchange.Fault(0); f < exchange.NumFaults; f++ {
+	for f := abi.Fault(0); f < abi.NumFaults; f++ {
 		p.faults[f] = proxywasm.DefineCounterMetric("stategate.fault." + f.String())
 	}
 	for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
@@ -129,7 +129,7 @@ func (e enginePlugin) Call(_ context.Context, fn abi.Function, in []byte) ([]byt
 }
 
 // Fault implements exchange.Reporter: a log line and the metric stategate.fault.<name>.
-func (p *pluginContext) Fault(f exchange.Fault, pol exchange.Policy, err error, attrs ...any) {
+func (p *pluginContext) Fault(f abi.Fault, pol abi.Policy, err error, attrs ...any) {
 	if p.metrics {
 		p.faults[f].Increment(1)
 	}
@@ -143,7 +143,7 @@ func (p *pluginContext) Fault(f exchange.Fault, pol exchange.Policy, err error, 
 }
 
 // fault reports a fault the filter itself found.
-func (p *pluginContext) fault(f exchange.Fault, detail string) {
+func (p *pluginContext) fault(f abi.Fault, detail string) {
 	p.core.Fault(f, errors.New(detail))
 }
 

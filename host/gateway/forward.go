@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/stategate/stategate/abi"
 	"io"
 	"net"
 	"net/http"
@@ -115,7 +116,7 @@ func (g *Gateway) answerJSON(ctx context.Context, w http.ResponseWriter, ex *exc
 		return
 	}
 	if len(body) > g.opts.MaxBodyBytes {
-		g.core.Fault(exchange.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", ex.Method)
+		g.core.Fault(abi.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", ex.Method)
 		w.WriteHeader(resp.StatusCode)
 		w.Write(body)
 		io.Copy(w, resp.Body)

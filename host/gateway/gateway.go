@@ -7,6 +7,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/abi"
 	"io"
 	"log/slog"
 	"net"
@@ -94,7 +95,7 @@ func New(opts Options) (*Gateway, error) {
 		Transport:     opts.Transport,
 		FlushInterval: -1, // SSE: every write goes out at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			g.core.Fault(exchange.FaultUpstream, err, "method", r.Method)
+			g.core.Fault(abi.FaultUpstream, err, "method", r.Method)
 			var id []byte
 			if b, ok := r.Context().Value(bodyKey{}).([]byte); ok {
 				if v := gjson.GetBytes(b, "id"); v.Type == gjson.String || v.Type == gjson.Number {
@@ -182,7 +183,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 // reporter logs the core's faults.
 type reporter struct{ log *slog.Logger }
 
-func (r reporter) Fault(f exchange.Fault, p exchange.Policy, err error, attrs ...any) {
+func (r reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	r.log.Warn("fault", append([]any{"kind", f.String(), "policy", p.String(), "err", err}, attrs...)...)
 }
 

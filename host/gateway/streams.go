@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"io"
 	"net/http"
@@ -67,7 +68,7 @@ func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid str
 	resp, err := g.client.Do(req)
 	if err != nil {
 		if r.Context().Err() == nil {
-			g.core.Fault(exchange.FaultUpstream, err, "method", "GET")
+			g.core.Fault(abi.FaultUpstream, err, "method", "GET")
 			w.WriteHeader(http.StatusBadGateway)
 		}
 		return

@@ -1,10 +1,12 @@
-package exchange
+package abi
 
-// Fault is something that went wrong while the core handled an exchange.
+// Fault is something that went wrong while a host handled an MCP exchange. The fault table
+// (PolicyFor) is part of the contract: every host, in any language, applies the same policy
+// to the same fault (ABI.md, "Hosts"). The Go hosts apply it through package exchange.
 type Fault int
 
-// The faults the core decides on. Each has exactly one policy, in PolicyFor; README.md and
-// abi/ABI.md show the same table.
+// The faults. Each has exactly one policy, in PolicyFor; README.md and ABI.md show the same
+// table.
 const (
 	FaultDecoratePlugin   Fault = iota // decorate_tools / decorate_result failed
 	FaultGatePlugin                    // check_limits failed for a tool bound to a workflow
@@ -66,15 +68,9 @@ func (p Policy) String() string {
 	return [...]string{"fail_open", "fail_closed", "report", "bad_gateway", "hold_lease"}[p]
 }
 
-// Reporter receives every fault with the policy applied, and every counter as it moves
-// (hosts log, count and export them).
-type Reporter interface {
-	Fault(f Fault, p Policy, err error, attrs ...any)
-	Count(c Counter)
-}
-
-// GateUnavailableText is the text of a fail-closed denial.
+// GateUnavailableText is the text of a fail-closed denial (GATE_UNAVAILABLE).
 const GateUnavailableText = "The gateway could not check whether this tool is available in the current workflow state, so it did not run it. Try again shortly."
 
-// gateBusyText is the text of a denial while another moving call holds the workflow.
-const gateBusyText = "Another call that can change this workflow is still running (or its outcome is not known yet), so the gateway did not run this one. Try again shortly."
+// GateBusyText is the text of a denial while another call that can move the same workflow
+// holds its state (GATE_UNAVAILABLE, retryable).
+const GateBusyText = "Another call that can change this workflow is still running (or its outcome is not known yet), so the gateway did not run this one. Try again shortly."
