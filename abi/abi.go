@@ -122,12 +122,6 @@ func Retryable(code string) bool {
 	return false
 }
 
-// Limits shared by every host and the guest.
-const (
-	// MaxDepth is the deepest JSON nesting any export accepts.
-	MaxDepth = 256
-	// MaxNameBytes is the tool-name length up to which glob resolution is memoised.
-	MaxNameBytes = 256
-	// ResolveCacheSize bounds the memoised name resolutions.
-	ResolveCacheSize = 2048
-)
+// MaxDepth is the deepest JSON nesting any export accepts, shared by every host and the
+// guest.
+const MaxDepth = 256
