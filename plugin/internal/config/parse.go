@@ -322,21 +322,23 @@ func (p *parser) limits(c *Config, r gjson.Result) {
 	seen := map[string]bool{}
 	t.ForEach(func(k, v gjson.Result) bool {
 		path := "limits.tools[" + strconv.Quote(k.Str) + "]"
-		if seen[k.Str] {
+		dup := seen[k.Str]
+		if dup {
 			p.errf(path, "duplicate pattern")
-			return true
 		}
 		seen[k.Str] = true
 		tl := ToolLimits{}
 		g, err := glob.Compile(k.Str, c.Separator)
-		if err != nil {
+		if err != nil && !dup {
 			p.errf(path, "%s", err.Error())
 		}
 		tl.Match = g
 		if p.object(path, v, "maxArraySize", "maxResponseBytes", "timeoutMs") {
 			p.limitFields(path, v, &tl.MaxArraySize, &tl.MaxResponseBytes, &tl.TimeoutMs)
 		}
-		c.Limits.Tools = append(c.Limits.Tools, tl)
+		if !dup {
+			c.Limits.Tools = append(c.Limits.Tools, tl)
+		}
 		return true
 	})
 }

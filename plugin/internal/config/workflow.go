@@ -35,16 +35,18 @@ func (p *parser) workflows(c *Config, r gjson.Result) {
 	seen := map[string]bool{}
 	for i, item := range r.Array() {
 		path := "workflows[" + strconv.Itoa(i) + "]"
-		w := p.workflow(path, item)
-		if w == nil {
-			continue
+		w, ok := p.workflow(path, item)
+		// A repeated id is an error whatever else is wrong with either workflow.
+		if w != nil && w.ID != "" {
+			if seen[w.ID] {
+				p.errf(path+".id", "duplicate workflow id %s", strconv.Quote(w.ID))
+				continue
+			}
+			seen[w.ID] = true
 		}
-		if seen[w.ID] {
-			p.errf(path+".id", "duplicate workflow id %s", strconv.Quote(w.ID))
-			continue
+		if ok {
+			c.Workflows = append(c.Workflows, w)
 		}
-		seen[w.ID] = true
-		c.Workflows = append(c.Workflows, w)
 	}
 	for _, w := range c.Workflows {
 		for k := range w.Tools {
@@ -54,13 +56,20 @@ func (p *parser) workflows(c *Config, r gjson.Result) {
 	}
 }
 
-// workflow parses one workflow; nil when it has errors.
-func (p *parser) workflow(path string, r gjson.Result) *Workflow {
+// workflow parses one workflow; ok is false when it has errors. w is nil only when r is
+// not an object; otherwise it carries what could be read (its ID for duplicate checks).
+//
+// # Notes
+//
+//   - Every part is checked even when another is wrong: when states is not an object,
+//     initial and the bindings are still checked, except for the state and event names
+//     they refer to.
+func (p *parser) workflow(path string, r gjson.Result) (w *Workflow, ok bool) {
 	if !p.object(path, r, "id", "initial", "key", "states", "tools") {
-		return nil
+		return nil, false
 	}
 	before := len(p.problems)
-	w := &Workflow{stateIndex: map[string]int{}}
+	w = &Workflow{stateIndex: map[string]int{}}
 	if id, ok := p.str(path+".id", r.Get("id")); ok {
 		if !validID(id) {
 			p.errf(path+".id", "must be 1-64 characters of [A-Za-z0-9_.-], got %s", strconv.Quote(id))
@@ -69,27 +78,31 @@ func (p *parser) workflow(path string, r gjson.Result) *Workflow {
 	}
 	p.workflowKey(path+".key", r.Get("key"), w)
 	states := r.Get("states")
-	if !states.IsObject() {
+	known := states.IsObject() // whether state and event names can be checked
+	if known {
+		p.states(path+".states", states, w)
+	} else {
 		p.errf(path+".states", "must be an object of states")
-		return nil
 	}
-	p.states(path+".states", states, w)
 	if in, ok := p.str(path+".initial", r.Get("initial")); ok {
-		if _, exists := w.stateIndex[in]; !exists {
+		if _, exists := w.stateIndex[in]; known && !exists {
 			p.errf(path+".initial", "unknown state %s", strconv.Quote(in))
 		}
 		w.Initial = in
 	}
-	events := p.events(path+".states", w)
+	var events map[string]bool // nil: unknown, names are not checked
+	if known {
+		events = p.events(path+".states", w)
+	}
 	if tools := r.Get("tools"); tools.Exists() {
 		p.bindings(path+".tools", tools, w, events)
 	}
 	if len(p.problems) > before && HasErrors(p.problems[before:]) {
-		return nil
+		return w, false
 	}
 	p.workflowWarnings(path, w)
 	w.Fingerprint = fingerprint(w)
-	return w
+	return w, true
 }
 
 // workflowKey reads "key": "session" (the default) or "argument:<name>".
@@ -118,14 +131,17 @@ func (p *parser) states(path string, states gjson.Result, w *Workflow) {
 		if !validID(k.Str) {
 			p.errf(spath, "state name must be 1-64 characters of [A-Za-z0-9_.-]")
 		}
-		if _, dup := w.stateIndex[k.Str]; dup {
+		_, dup := w.stateIndex[k.Str]
+		if dup {
 			p.errf(spath, "duplicate state")
-			return true
 		}
 		st := State{Name: k.Str}
 		if p.object(spath, v, "on", "type") {
 			p.stateType(spath+".type", v.Get("type"), &st)
 			p.stateOn(spath+".on", v.Get("on"), &st)
+		}
+		if dup {
+			return true // checked, not kept
 		}
 		w.stateIndex[k.Str] = len(w.States)
 		w.States = append(w.States, st)
@@ -171,11 +187,11 @@ func (p *parser) stateOn(path string, on gjson.Result, st *State) {
 		if !validID(ek.Str) {
 			p.errf(epath, "event name must be 1-64 characters of [A-Za-z0-9_.-]")
 		}
-		if _, dup := st.Next(ek.Str); dup {
+		_, dup := st.Next(ek.Str)
+		if dup {
 			p.errf(epath, "duplicate event")
-			return true
 		}
-		if tgt, ok := p.str(epath, ev); ok {
+		if tgt, ok := p.str(epath, ev); ok && !dup {
 			st.On = append(st.On, Edge{Event: ek.Str, Target: tgt})
 		}
 		return true
@@ -197,7 +213,8 @@ func (p *parser) events(path string, w *Workflow) map[string]bool {
 	return events
 }
 
-// bindings reads the tools object: tool name -> {states, event}.
+// bindings reads the tools object: tool name -> {states, event}. events is nil when the
+// workflow's states could not be read; state and event names are then not checked.
 func (p *parser) bindings(path string, tools gjson.Result, w *Workflow, events map[string]bool) {
 	if !tools.IsObject() {
 		p.errf(path, "must be an object of tool bindings")
@@ -206,12 +223,12 @@ func (p *parser) bindings(path string, tools gjson.Result, w *Workflow, events m
 	seen := map[string]bool{}
 	tools.ForEach(func(k, v gjson.Result) bool {
 		tpath := join(path, k.Str)
-		if seen[k.Str] {
+		dup := seen[k.Str]
+		if dup {
 			p.errf(tpath, "duplicate tool")
-			return true
 		}
 		seen[k.Str] = true
-		if b, ok := p.binding(tpath, k.Str, v, w, events); ok {
+		if b, ok := p.binding(tpath, k.Str, v, w, events); ok && !dup {
 			w.Tools = append(w.Tools, b)
 		}
 		return true
@@ -234,7 +251,7 @@ func (p *parser) binding(path, tool string, v gjson.Result, w *Workflow, events 
 		for n, s := range sts.Array() {
 			spath := path + ".states[" + strconv.Itoa(n) + "]"
 			if name, ok := p.str(spath, s); ok {
-				if _, exists := w.stateIndex[name]; !exists {
+				if _, exists := w.stateIndex[name]; events != nil && !exists {
 					p.errf(spath, "unknown state %s", strconv.Quote(name))
 				}
 				b.States = append(b.States, name)
@@ -243,7 +260,7 @@ func (p *parser) binding(path, tool string, v gjson.Result, w *Workflow, events 
 	}
 	if ev := v.Get("event"); ev.Exists() {
 		if name, ok := p.str(path+".event", ev); ok {
-			if !events[name] {
+			if events != nil && !events[name] {
 				p.errf(path+".event", "unknown event %s: no state handles it", strconv.Quote(name))
 			}
 			b.Event = name
