@@ -23,7 +23,7 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	var patterns []string
 	var inserted bool
 	var buf []byte
-	if res := r.message.Get("result"); res.IsObject() && res.Get("isError").Type != gjson.True {
+	if decorate.Succeeded(msg) {
 		if _, p := e.resolver.Resolve(r.tool); p != nil && len(p.Invalidates) > 0 {
 			for _, g := range p.Invalidates {
 				patterns = append(patterns, g.String())

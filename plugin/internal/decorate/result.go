@@ -40,6 +40,23 @@ func Block(patterns []string, tool string) string {
 	return "[System: Cache invalidated for " + strings.Join(patterns, ", ") + " \u2014 caused by " + tool + "]"
 }
 
+// Succeeded reports whether msg, a JSON-RPC response (valid JSON), answers a successful
+// tools/call: no "error" member, and a "result" that is an object whose isError is
+// absent or exactly false. Anything else (a JSON-RPC error, a result that is not an
+// object, an isError of any other value) is not a success and gets no invalidation block.
+func Succeeded(msg string) bool {
+	top := jsonx.SkipWS(msg, 0)
+	if top >= len(msg) || msg[top] != '{' || jsonx.Member(msg, top, "error") >= 0 {
+		return false
+	}
+	res := jsonx.Member(msg, top, "result")
+	if res < 0 || res >= len(msg) || msg[res] != '{' {
+		return false
+	}
+	at := jsonx.Member(msg, res, "isError")
+	return at < 0 || strings.HasPrefix(msg[at:], "false")
+}
+
 // InsertBlock inserts a text block at content[0] of the result inside msg and appends the
 // new message to dst. ok is false (and msg appended unchanged) when msg has no result
 // object or its content is present but not an array.

@@ -139,6 +139,38 @@ func TestInsertBlock(t *testing.T) {
 	}
 }
 
+func TestSucceeded(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  string
+		want bool
+	}{
+		{"is_error_absent", `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, true},
+		{"is_error_false", `{"jsonrpc":"2.0","id":1,"result":{"isError":false,"content":[]}}`, true},
+		{"whitespace_everywhere", " {\n\"result\" : { \"isError\" :\tfalse } } ", true},
+		{"is_error_true", `{"jsonrpc":"2.0","id":1,"result":{"isError":true}}`, false},
+		{"is_error_string", `{"jsonrpc":"2.0","id":1,"result":{"isError":"false"}}`, false},
+		{"is_error_null", `{"jsonrpc":"2.0","id":1,"result":{"isError":null}}`, false},
+		{"is_error_number", `{"jsonrpc":"2.0","id":1,"result":{"isError":0}}`, false},
+		{"is_error_object", `{"jsonrpc":"2.0","id":1,"result":{"isError":{}}}`, false},
+		{"result_array", `{"jsonrpc":"2.0","id":1,"result":[]}`, false},
+		{"result_string", `{"jsonrpc":"2.0","id":1,"result":"ok"}`, false},
+		{"result_null", `{"jsonrpc":"2.0","id":1,"result":null}`, false},
+		{"jsonrpc_error", `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}`, false},
+		{"result_beside_error", `{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}`, false},
+		{"no_result", `{"jsonrpc":"2.0","id":1}`, false},
+		{"not_an_object", `[]`, false},
+		{"empty", ``, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Succeeded(tc.msg); got != tc.want {
+				t.Errorf("Succeeded(%s) = %v, want %v", tc.msg, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSanitizeName(t *testing.T) {
 	long := strings.Repeat("a", 1000)
 	tests := []struct {
