@@ -33,10 +33,16 @@ $(BUILD)/stategate-go.wasm: $(PLUGIN_SRC)
 tinygo:
 	@scripts/install-tinygo.sh
 
-node: testharness/node/node_modules
+# The Node Extism host of the conformance suite, and the official TypeScript MCP client
+# test of cut results (testharness/tsclient).
+node: testharness/node/node_modules testharness/tsclient/node_modules
 
 testharness/node/node_modules: testharness/node/package.json testharness/node/package-lock.json
 	cd testharness/node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+testharness/tsclient/node_modules: testharness/tsclient/package.json testharness/tsclient/package-lock.json
+	cd testharness/tsclient && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Every test, on the built artifacts (a missing artifact fails instead of skipping), then

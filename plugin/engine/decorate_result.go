@@ -87,6 +87,8 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 		dst = strconv.AppendInt(dst, int64(tr.DroppedItems), 10)
 		dst = append(dst, `,"structuredContentDropped":`...)
 		dst = appendBool(dst, tr.DroppedStructuredContent)
+		dst = append(dst, `,"resultWithheld":`...)
+		dst = appendBool(dst, tr.ResultWithheld)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}'), nil
