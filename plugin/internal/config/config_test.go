@@ -788,6 +788,11 @@ func TestParse_warnings(t *testing.T) {
 			want: []string{`warning: workflows[0].states.island: unreachable from the initial state "a"`},
 		},
 		{
+			name: "glob_in_a_binding",
+			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{}},"tools":{"cart.*":{"states":["a"]},"cart.pay":{"states":["a"]}}}]}`,
+			want: []string{`warning: workflows[0].tools["cart.*"]: tool names in bindings are exact, not globs: this binds only a tool named "cart.*"`},
+		},
+		{
 			name: "event_not_handled_in_bound_states",
 			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{"on":{"GO":"b"}},"b":{}},"tools":{"t":{"states":["b"],"event":"GO"}}}]}`,
 			want: []string{`warning: workflows[0].tools.t.event: none of the tool's states handles "GO": its calls never advance the workflow`},

@@ -241,6 +241,9 @@ func (p *parser) binding(path, tool string, v gjson.Result, w *Workflow, events 
 	if tool == "" {
 		p.errf(path, "empty tool name")
 	}
+	if strings.Contains(tool, "*") {
+		p.warnf(path, "tool names in bindings are exact, not globs: this binds only a tool named %s", strconv.Quote(tool))
+	}
 	if !p.object(path, v, "states", "event") {
 		return b, false
 	}
