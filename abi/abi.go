@@ -86,7 +86,6 @@ const MetaPrefix = "dev.stategate/"
 const (
 	MetaError     = MetaPrefix + "error"     // {code, retryable, details} on a denial
 	MetaTruncated = MetaPrefix + "truncated" // {originalBytes, limitBytes, ...} on a cut result
-	MetaWorkflow  = MetaPrefix + "workflow"  // availability of a workflow-bound tool in tools/list
 	MetaDuration  = MetaPrefix + "durationMs"
 )
 
