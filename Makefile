@@ -6,7 +6,7 @@ PLUGIN_SRC := $(shell find plugin abi -name '*.go' -not -name '*_test.go') go.mo
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative -panic=trap
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
-.PHONY: build build.go build.debug build.cli tinygo test bench fuzz check run clean node
+.PHONY: build build.go build.debug build.cli tinygo test bench fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -33,22 +33,34 @@ $(BUILD)/stategate-go.wasm: $(PLUGIN_SRC)
 tinygo:
 	@scripts/install-tinygo.sh
 
-node: testharness/node/node_modules
+# The Node Extism host of the conformance suite, and the official TypeScript MCP client
+# test of cut results (testharness/tsclient).
+node: testharness/node/node_modules testharness/tsclient/node_modules
 
 testharness/node/node_modules: testharness/node/package.json testharness/node/package-lock.json
 	cd testharness/node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+testharness/tsclient/node_modules: testharness/tsclient/package.json testharness/tsclient/package-lock.json
+	cd testharness/tsclient && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Every test, on the built artifacts (a missing artifact fails instead of skipping), then
 # a short run of every fuzz target.
 test: build build.go build.envoy node node.extism-node
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
-	scripts/fuzz.sh $(FUZZTIME)
+	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 
-FUZZTIME ?= 5s
-
+# Every fuzz target (scripts/fuzz.sh finds them), FUZZTIME each; FUZZ=regex picks targets
+# by "package/FuzzName".
 fuzz:
-	scripts/fuzz.sh $(or $(FUZZTIME),60s)
+	scripts/fuzz.sh $(or $(FUZZTIME),60s) '$(or $(FUZZ),.)'
+
+# The long proof run: every target for FUZZTIME (default 10m) each, going on past a failure,
+# with executions per target; failing inputs stay under the package's testdata/fuzz as
+# regression cases.
+fuzz.long:
+	scripts/fuzz.sh --keep-going $(or $(FUZZTIME),10m) '$(or $(FUZZ),.)'
 
 bench: build
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./testharness/ ./host/ -run '^$$' -bench . -benchmem

@@ -86,7 +86,6 @@ const MetaPrefix = "dev.stategate/"
 const (
 	MetaError     = MetaPrefix + "error"     // {code, retryable, details} on a denial
 	MetaTruncated = MetaPrefix + "truncated" // {originalBytes, limitBytes, ...} on a cut result
-	MetaWorkflow  = MetaPrefix + "workflow"  // availability of a workflow-bound tool in tools/list
 	MetaDuration  = MetaPrefix + "durationMs"
 )
 
@@ -122,12 +121,6 @@ func Retryable(code string) bool {
 	return false
 }
 
-// Limits shared by every host and the guest.
-const (
-	// MaxDepth is the deepest JSON nesting any export accepts.
-	MaxDepth = 256
-	// MaxNameBytes is the tool-name length up to which glob resolution is memoised.
-	MaxNameBytes = 256
-	// ResolveCacheSize bounds the memoised name resolutions.
-	ResolveCacheSize = 2048
-)
+// MaxDepth is the deepest JSON nesting any export accepts, shared by every host and the
+// guest.
+const MaxDepth = 256

@@ -393,6 +393,7 @@ func TestSchemasRejectWrongDocuments(t *testing.T) {
 	timeout := `{"content":[{"type":"text","text":"t"}],"isError":true,"_meta":{"dev.stategate/error":{"code":"TOOL_TIMEOUT","retryable":true,"details":{"tool":"x","timeoutMs":1}}}}`
 	allow := `{"allow":true,"timeoutMs":1,"onTimeout":` + timeout + `,"notices":[]}`
 	snap := `{"workflow":"w","fingerprint":"712bfba3e84cae296669be36f3bc554b","state":"a","seq":1}`
+	host := `{"principalHeader":"","maxTimeoutMs":30000,"listChanged":false,"tools":{}}`
 	cases := []struct {
 		name, schema, doc string
 		valid             bool
@@ -421,7 +422,12 @@ func TestSchemasRejectWrongDocuments(t *testing.T) {
 		{"snapshot seq 0", "snapshot.schema.json", strings.Replace(snap, `"seq":1`, `"seq":0`, 1), false},
 		{"snapshot without state", "snapshot.schema.json", strings.Replace(snap, `"state":"a",`, ``, 1), false},
 		{"truncated without limitBytes", "decorate_result.output.schema.json", `{"message":{},"invalidated":{"patterns":[],"tools":[]},"truncated":{"originalBytes":1,"droppedItems":0,"structuredContentDropped":false}}`, false},
-		{"check_config valid with errors", "check_config.output.schema.json", `{"valid":true,"errors":["x"],"warnings":[],"workflows":[]}`, false},
+		{"check_config valid with errors", "check_config.output.schema.json", `{"valid":true,"errors":["x"],"warnings":[],"workflows":[],"host":` + host + `}`, false},
+		{"check_config valid without host", "check_config.output.schema.json", `{"valid":true,"errors":[],"warnings":[],"workflows":[],"host":null}`, false},
+		{"check_config invalid with host", "check_config.output.schema.json", `{"valid":false,"errors":["x"],"warnings":[],"workflows":[],"host":` + host + `}`, false},
+		{"check_config host tool without workflows", "check_config.output.schema.json", `{"valid":true,"errors":[],"warnings":[],"workflows":[],"host":` + strings.Replace(host, `"tools":{}`, `"tools":{"t":{"gated":true,"moves":false,"workflows":[]}}`, 1) + `}`, false},
+		{"check_config host principal header in upper case", "check_config.output.schema.json", `{"valid":true,"errors":[],"warnings":[],"workflows":[],"host":` + strings.Replace(host, `"principalHeader":""`, `"principalHeader":"X-User"`, 1) + `}`, false},
+		{"check_config valid", "check_config.output.schema.json", `{"valid":true,"errors":[],"warnings":[],"workflows":[],"host":` + host + `}`, true},
 		{"input: session not a string", "transition.input.schema.json", `{"tool":"t","session":1}`, false},
 		{"input: states an array", "check_limits.input.schema.json", `{"tool":"t","states":[]}`, false},
 		{"input: knownTools a string", "decorate_result.input.schema.json", `{"tool":"t","message":{},"knownTools":"a"}`, false},

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/internal/decorate"
+	"github.com/tidwall/gjson"
 )
 
 // seeds adds every golden input of fn (abi/testdata/<fn>) to the fuzz corpus.
@@ -73,10 +75,53 @@ func fuzzExport(f *testing.F, fn abi.Function) {
 	})
 }
 
-func FuzzDecorateTools(f *testing.F)  { fuzzExport(f, abi.FuncDecorateTools) }
-func FuzzDecorateResult(f *testing.F) { fuzzExport(f, abi.FuncDecorateResult) }
-func FuzzTransition(f *testing.F)     { fuzzExport(f, abi.FuncTransition) }
-func FuzzCheckLimits(f *testing.F)    { fuzzExport(f, abi.FuncCheckLimits) }
+func FuzzDecorateTools(f *testing.F) { fuzzExport(f, abi.FuncDecorateTools) }
+
+// FuzzDecorateResult also runs each input under small-limit.json (maxResponseBytes 1024),
+// where most results are cut: the message stays within the limit, and a successful result
+// keeps its structuredContent whole or is withheld as isError, which strict clients accept.
+func FuzzDecorateResult(f *testing.F) {
+	seeds(f, abi.FuncDecorateResult)
+	e := sampleEngine(f)
+	cfg, err := os.ReadFile(filepath.Join("..", "..", "abi", "testdata", "config", "small-limit.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	small, err := New(cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		for _, eng := range []*Engine{e, small} {
+			out := eng.Call(abi.FuncDecorateResult, in)
+			var doc struct {
+				Error   json.RawMessage `json:"error"`
+				Message json.RawMessage `json:"message"`
+			}
+			if !json.Valid(out) || json.Unmarshal(out, &doc) != nil {
+				t.Fatalf("output is not a JSON object for input %q:\n%s", in, out)
+			}
+			if doc.Error != nil {
+				continue
+			}
+			_, limit, _ := eng.cfg.Limits.For(gjson.GetBytes(in, "tool").Str)
+			if limit > 0 && len(doc.Message) > limit {
+				t.Fatalf("decorated message of %d bytes exceeds the %d limit", len(doc.Message), limit)
+			}
+			msg := gjson.GetBytes(in, "message").Raw
+			sc := gjson.Get(msg, "result.structuredContent")
+			if !sc.Exists() || !decorate.Succeeded(msg) {
+				continue
+			}
+			got := gjson.ParseBytes(doc.Message)
+			if got.Get("result.structuredContent").Raw != sc.Raw && got.Get("result.isError").Type != gjson.True {
+				t.Fatalf("a success lost its structuredContent without isError:\n in %s\nout %s", in, out)
+			}
+		}
+	})
+}
+func FuzzTransition(f *testing.F)  { fuzzExport(f, abi.FuncTransition) }
+func FuzzCheckLimits(f *testing.F) { fuzzExport(f, abi.FuncCheckLimits) }
 
 // FuzzNew feeds arbitrary configurations to New: an error or an engine, never a panic,
 // and an engine always answers check_config as valid.

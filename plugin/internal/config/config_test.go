@@ -503,6 +503,66 @@ func TestParse_errors(t *testing.T) {
 			want: []string{`workflows[2].id: duplicate workflow id "w"`},
 		},
 		{
+			name: "duplicate_id_of_an_invalid_workflow",
+			doc: `{"version":1,"workflows":[{"id":"w","initial":"nowhere","states":{"a":{}}},
+				{"id":"w","initial":"a","states":{"a":{}}},{"id":"w","initial":"b","states":[]}]}`,
+			want: []string{
+				`workflows[0].initial: unknown state "nowhere"`,
+				`workflows[1].id: duplicate workflow id "w"`,
+				`workflows[2].states: must be an object of states`,
+				`workflows[2].id: duplicate workflow id "w"`,
+			},
+		},
+		{
+			name: "states_not_an_object_still_checks_the_rest",
+			doc: `{"version":1,"workflows":[{"id":"a b","initial":1,"key":"user","states":[],
+				"tools":{"t":{"states":"a","x":1},"u":{"states":["s"],"event":2}}}]}`,
+			want: []string{
+				`workflows[0].id: must be 1-64 characters of [A-Za-z0-9_.-], got "a b"`,
+				`workflows[0].key: must be "session" or "argument:<name>", got "user"`,
+				`workflows[0].states: must be an object of states`,
+				`workflows[0].initial: must be a string`,
+				`workflows[0].tools.t.x: unknown field`,
+				`workflows[0].tools.t.states: must be a non-empty array of state names`,
+				`workflows[0].tools.u.event: must be a string`,
+			},
+		},
+		{
+			name: "duplicate_state_body_is_checked",
+			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{},"a":{"type":"start","on":{"GO":1}}}}]}`,
+			want: []string{
+				`workflows[0].states.a: duplicate state`,
+				`workflows[0].states.a.type: must be "final" or "normal", got "start"`,
+				`workflows[0].states.a.on.GO: must be a string`,
+			},
+		},
+		{
+			name: "duplicate_event_target_is_checked",
+			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{"on":{"GO":"a","GO":1}}}}]}`,
+			want: []string{
+				`workflows[0].states.a.on.GO: duplicate event`,
+				`workflows[0].states.a.on.GO: must be a string`,
+			},
+		},
+		{
+			name: "duplicate_tool_binding_body_is_checked",
+			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{}},"tools":{"t":{"states":["a"]},"t":{"states":["zzz"],"when":1}}}]}`,
+			want: []string{
+				`workflows[0].tools.t: duplicate tool`,
+				`workflows[0].tools.t.when: unknown field`,
+				`workflows[0].tools.t.states[0]: unknown state "zzz"`,
+			},
+		},
+		{
+			name: "duplicate_tool_limits_body_is_checked",
+			doc:  `{"version":1,"limits":{"tools":{"t":{"timeoutMs":1},"t":{"timeoutMs":0,"max":1}}}}`,
+			want: []string{
+				`limits.tools["t"]: duplicate pattern`,
+				`limits.tools["t"].max: unknown field`,
+				`limits.tools["t"].timeoutMs: must be between 1 and 86400000, got 0`,
+			},
+		},
+		{
 			name: "limits_below_minimum",
 			doc:  `{"version":1,"limits":{"maxArraySize":0,"maxResponseBytes":1023,"timeoutMs":-1}}`,
 			want: []string{
@@ -645,7 +705,8 @@ func TestParse_allErrorsAtOnce(t *testing.T) {
 			 "states": {"a": {"on": {"GO": "b"}}, "f": {"type": "final", "on": {"X": "a"}}},
 			 "tools": {"t": {"states": ["zzz"], "event": "STOP"}}},
 			{"id": "v", "initial": "a", "states": {"a": {}}},
-			{"id": "v", "initial": "a", "states": {"a": {}}}
+			{"id": "v", "initial": "a", "states": {"a": {}}},
+			{"id": "w", "initial": "a", "states": {"a": {}, "a": {"type": "start"}}}
 		],
 		"limits": {"maxArraySize": 0, "timeoutMs": 1.5, "tools": {"x": {"maxResponseBytes": 1}}}
 	}`
@@ -666,6 +727,9 @@ func TestParse_allErrorsAtOnce(t *testing.T) {
 		`workflows[0].tools.t.states[0]: unknown state "zzz"`,
 		`workflows[0].tools.t.event: unknown event "STOP": no state handles it`,
 		`workflows[2].id: duplicate workflow id "v"`,
+		`workflows[3].states.a: duplicate state`,
+		`workflows[3].states.a.type: must be "final" or "normal", got "start"`,
+		`workflows[3].id: duplicate workflow id "w"`,
 		"limits.maxArraySize: must be between 1 and 1073741824, got 0",
 		"limits.timeoutMs: must be a whole number, got 1.5",
 		`limits.tools["x"].maxResponseBytes: must be between 1024 and 1073741824, got 1`,
@@ -722,6 +786,11 @@ func TestParse_warnings(t *testing.T) {
 			name: "unreachable_state",
 			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{"on":{"GO":"b"}},"b":{},"island":{"on":{"GO":"a"}}}}]}`,
 			want: []string{`warning: workflows[0].states.island: unreachable from the initial state "a"`},
+		},
+		{
+			name: "glob_in_a_binding",
+			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{}},"tools":{"cart.*":{"states":["a"]},"cart.pay":{"states":["a"]}}}]}`,
+			want: []string{`warning: workflows[0].tools["cart.*"]: tool names in bindings are exact, not globs: this binds only a tool named "cart.*"`},
 		},
 		{
 			name: "event_not_handled_in_bound_states",

@@ -223,46 +223,60 @@ func (p *parser) stateSync(c *Config, r gjson.Result) {
 		p.errf("stateSync.policies", "must be an array")
 		return
 	}
-	type entry struct {
-		path string
-		pol  Policy
-		ok   bool
-	}
-	var entries []entry
+	var entries []policyEntry
 	for i, item := range pol.Array() {
-		path := "stateSync.policies[" + strconv.Itoa(i) + "]"
-		e := entry{path: path}
-		if !p.object(path, item, "match", "cacheControl", "invalidates") {
-			entries = append(entries, e)
-			continue
-		}
-		m, mok := p.pattern(path+".match", item.Get("match"), c.Separator)
-		e.pol.Match = m
-		e.pol.CacheControl = c.Default
-		cc, inv := item.Get("cacheControl"), item.Get("invalidates")
-		if !cc.Exists() && !inv.Exists() {
-			p.errf(path, "needs cacheControl, invalidates or both")
-		}
-		ok := mok
-		if cc.Exists() {
-			v, vok := p.cacheControl(path+".cacheControl", cc)
-			e.pol.CacheControl, ok = v, ok && vok
-		}
-		if inv.Exists() {
-			if !inv.IsArray() || len(inv.Array()) == 0 {
-				p.errf(path+".invalidates", "must be a non-empty array of patterns")
-				ok = false
-			} else {
-				for k, g := range inv.Array() {
-					pat, gok := p.pattern(path+".invalidates["+strconv.Itoa(k)+"]", g, c.Separator)
-					ok = ok && gok
-					e.pol.Invalidates = append(e.pol.Invalidates, pat)
-				}
+		entries = append(entries, p.policy("stateSync.policies["+strconv.Itoa(i)+"]", item, c))
+	}
+	p.policyWarnings(entries)
+	for _, e := range entries {
+		c.Policies = append(c.Policies, e.pol)
+	}
+}
+
+// policyEntry is one parsed policy, with its path and whether it is free of errors.
+type policyEntry struct {
+	path string
+	pol  Policy
+	ok   bool
+}
+
+// policy reads one entry of stateSync.policies (after the defaults, which it inherits).
+func (p *parser) policy(path string, item gjson.Result, c *Config) policyEntry {
+	e := policyEntry{path: path}
+	if !p.object(path, item, "match", "cacheControl", "invalidates") {
+		return e
+	}
+	m, mok := p.pattern(path+".match", item.Get("match"), c.Separator)
+	e.pol.Match = m
+	e.pol.CacheControl = c.Default
+	cc, inv := item.Get("cacheControl"), item.Get("invalidates")
+	if !cc.Exists() && !inv.Exists() {
+		p.errf(path, "needs cacheControl, invalidates or both")
+	}
+	ok := mok
+	if cc.Exists() {
+		v, vok := p.cacheControl(path+".cacheControl", cc)
+		e.pol.CacheControl, ok = v, ok && vok
+	}
+	if inv.Exists() {
+		if !inv.IsArray() || len(inv.Array()) == 0 {
+			p.errf(path+".invalidates", "must be a non-empty array of patterns")
+			ok = false
+		} else {
+			for k, g := range inv.Array() {
+				pat, gok := p.pattern(path+".invalidates["+strconv.Itoa(k)+"]", g, c.Separator)
+				ok = ok && gok
+				e.pol.Invalidates = append(e.pol.Invalidates, pat)
 			}
 		}
-		e.ok = ok
-		entries = append(entries, e)
 	}
+	e.ok = ok
+	return e
+}
+
+// policyWarnings warns about policies an earlier one shadows entirely, and about partial
+// overlaps (with an example name), among the entries free of errors.
+func (p *parser) policyWarnings(entries []policyEntry) {
 	for j := range entries {
 		if !entries[j].ok {
 			continue
@@ -287,9 +301,6 @@ func (p *parser) stateSync(c *Config, r gjson.Result) {
 			}
 		}
 	}
-	for _, e := range entries {
-		c.Policies = append(c.Policies, e.pol)
-	}
 }
 
 func (p *parser) limits(c *Config, r gjson.Result) {
@@ -311,21 +322,23 @@ func (p *parser) limits(c *Config, r gjson.Result) {
 	seen := map[string]bool{}
 	t.ForEach(func(k, v gjson.Result) bool {
 		path := "limits.tools[" + strconv.Quote(k.Str) + "]"
-		if seen[k.Str] {
+		dup := seen[k.Str]
+		if dup {
 			p.errf(path, "duplicate pattern")
-			return true
 		}
 		seen[k.Str] = true
 		tl := ToolLimits{}
 		g, err := glob.Compile(k.Str, c.Separator)
-		if err != nil {
+		if err != nil && !dup {
 			p.errf(path, "%s", err.Error())
 		}
 		tl.Match = g
 		if p.object(path, v, "maxArraySize", "maxResponseBytes", "timeoutMs") {
 			p.limitFields(path, v, &tl.MaxArraySize, &tl.MaxResponseBytes, &tl.TimeoutMs)
 		}
-		c.Limits.Tools = append(c.Limits.Tools, tl)
+		if !dup {
+			c.Limits.Tools = append(c.Limits.Tools, tl)
+		}
 		return true
 	})
 }

@@ -35,16 +35,18 @@ func (p *parser) workflows(c *Config, r gjson.Result) {
 	seen := map[string]bool{}
 	for i, item := range r.Array() {
 		path := "workflows[" + strconv.Itoa(i) + "]"
-		w := p.workflow(path, item)
-		if w == nil {
-			continue
+		w, ok := p.workflow(path, item)
+		// A repeated id is an error whatever else is wrong with either workflow.
+		if w != nil && w.ID != "" {
+			if seen[w.ID] {
+				p.errf(path+".id", "duplicate workflow id %s", strconv.Quote(w.ID))
+				continue
+			}
+			seen[w.ID] = true
 		}
-		if seen[w.ID] {
-			p.errf(path+".id", "duplicate workflow id %s", strconv.Quote(w.ID))
-			continue
+		if ok {
+			c.Workflows = append(c.Workflows, w)
 		}
-		seen[w.ID] = true
-		c.Workflows = append(c.Workflows, w)
 	}
 	for _, w := range c.Workflows {
 		for k := range w.Tools {
@@ -54,154 +56,225 @@ func (p *parser) workflows(c *Config, r gjson.Result) {
 	}
 }
 
-// workflow parses one workflow; nil when it has errors.
-func (p *parser) workflow(path string, r gjson.Result) *Workflow {
+// workflow parses one workflow; ok is false when it has errors. w is nil only when r is
+// not an object; otherwise it carries what could be read (its ID for duplicate checks).
+//
+// # Notes
+//
+//   - Every part is checked even when another is wrong: when states is not an object,
+//     initial and the bindings are still checked, except for the state and event names
+//     they refer to.
+func (p *parser) workflow(path string, r gjson.Result) (w *Workflow, ok bool) {
 	if !p.object(path, r, "id", "initial", "key", "states", "tools") {
-		return nil
+		return nil, false
 	}
 	before := len(p.problems)
-	w := &Workflow{stateIndex: map[string]int{}}
+	w = &Workflow{stateIndex: map[string]int{}}
 	if id, ok := p.str(path+".id", r.Get("id")); ok {
 		if !validID(id) {
 			p.errf(path+".id", "must be 1-64 characters of [A-Za-z0-9_.-], got %s", strconv.Quote(id))
 		}
 		w.ID = id
 	}
-	if k := r.Get("key"); k.Exists() {
-		if s, ok := p.str(path+".key", k); ok {
-			switch {
-			case s == "session":
-				w.Key = KeySession
-			case strings.HasPrefix(s, "argument:") && len(s) > len("argument:"):
-				w.Key, w.KeyArg = KeyArgument, s[len("argument:"):]
-			default:
-				p.errf(path+".key", "must be \"session\" or \"argument:<name>\", got %s", strconv.Quote(s))
-			}
-		}
-	}
+	p.workflowKey(path+".key", r.Get("key"), w)
 	states := r.Get("states")
-	if !states.IsObject() {
+	known := states.IsObject() // whether state and event names can be checked
+	if known {
+		p.states(path+".states", states, w)
+	} else {
 		p.errf(path+".states", "must be an object of states")
-		return nil
 	}
+	if in, ok := p.str(path+".initial", r.Get("initial")); ok {
+		if _, exists := w.stateIndex[in]; known && !exists {
+			p.errf(path+".initial", "unknown state %s", strconv.Quote(in))
+		}
+		w.Initial = in
+	}
+	var events map[string]bool // nil: unknown, names are not checked
+	if known {
+		events = p.events(path+".states", w)
+	}
+	if tools := r.Get("tools"); tools.Exists() {
+		p.bindings(path+".tools", tools, w, events)
+	}
+	if len(p.problems) > before && HasErrors(p.problems[before:]) {
+		return w, false
+	}
+	p.workflowWarnings(path, w)
+	w.Fingerprint = fingerprint(w)
+	return w, true
+}
+
+// workflowKey reads "key": "session" (the default) or "argument:<name>".
+func (p *parser) workflowKey(path string, k gjson.Result, w *Workflow) {
+	if !k.Exists() {
+		return
+	}
+	s, ok := p.str(path, k)
+	if !ok {
+		return
+	}
+	switch {
+	case s == "session":
+		w.Key = KeySession
+	case strings.HasPrefix(s, "argument:") && len(s) > len("argument:"):
+		w.Key, w.KeyArg = KeyArgument, s[len("argument:"):]
+	default:
+		p.errf(path, "must be \"session\" or \"argument:<name>\", got %s", strconv.Quote(s))
+	}
+}
+
+// states reads the states object into w, in document order.
+func (p *parser) states(path string, states gjson.Result, w *Workflow) {
 	states.ForEach(func(k, v gjson.Result) bool {
-		spath := join(path+".states", k.Str)
+		spath := join(path, k.Str)
 		if !validID(k.Str) {
 			p.errf(spath, "state name must be 1-64 characters of [A-Za-z0-9_.-]")
 		}
-		if _, dup := w.stateIndex[k.Str]; dup {
+		_, dup := w.stateIndex[k.Str]
+		if dup {
 			p.errf(spath, "duplicate state")
-			return true
 		}
 		st := State{Name: k.Str}
 		if p.object(spath, v, "on", "type") {
-			if t := v.Get("type"); t.Exists() {
-				if s, ok := p.str(spath+".type", t); ok {
-					switch s {
-					case "final":
-						st.Final = true
-					case "normal":
-					default:
-						p.errf(spath+".type", "must be \"final\" or \"normal\", got %s", strconv.Quote(s))
-					}
-				}
-			}
-			if on := v.Get("on"); on.Exists() {
-				if !on.IsObject() {
-					p.errf(spath+".on", "must be an object of event: target")
-				} else {
-					if st.Final && len(on.Map()) > 0 {
-						p.errf(spath+".on", "a final state has no transitions")
-					}
-					on.ForEach(func(ek, ev gjson.Result) bool {
-						epath := join(spath+".on", ek.Str)
-						if !validID(ek.Str) {
-							p.errf(epath, "event name must be 1-64 characters of [A-Za-z0-9_.-]")
-						}
-						if _, dup := st.Next(ek.Str); dup {
-							p.errf(epath, "duplicate event")
-							return true
-						}
-						if tgt, ok := p.str(epath, ev); ok {
-							st.On = append(st.On, Edge{Event: ek.Str, Target: tgt})
-						}
-						return true
-					})
-				}
-			}
+			p.stateType(spath+".type", v.Get("type"), &st)
+			p.stateOn(spath+".on", v.Get("on"), &st)
+		}
+		if dup {
+			return true // checked, not kept
 		}
 		w.stateIndex[k.Str] = len(w.States)
 		w.States = append(w.States, st)
 		return true
 	})
 	if len(w.States) == 0 {
-		p.errf(path+".states", "needs at least one state")
+		p.errf(path, "needs at least one state")
 	}
-	if in, ok := p.str(path+".initial", r.Get("initial")); ok {
-		if _, exists := w.stateIndex[in]; !exists {
-			p.errf(path+".initial", "unknown state %s", strconv.Quote(in))
+}
+
+// stateType reads a state's "type": "final" or "normal" (the default).
+func (p *parser) stateType(path string, t gjson.Result, st *State) {
+	if !t.Exists() {
+		return
+	}
+	s, ok := p.str(path, t)
+	if !ok {
+		return
+	}
+	switch s {
+	case "final":
+		st.Final = true
+	case "normal":
+	default:
+		p.errf(path, "must be \"final\" or \"normal\", got %s", strconv.Quote(s))
+	}
+}
+
+// stateOn reads a state's "on": event -> target state, in document order.
+func (p *parser) stateOn(path string, on gjson.Result, st *State) {
+	if !on.Exists() {
+		return
+	}
+	if !on.IsObject() {
+		p.errf(path, "must be an object of event: target")
+		return
+	}
+	if st.Final && len(on.Map()) > 0 {
+		p.errf(path, "a final state has no transitions")
+	}
+	on.ForEach(func(ek, ev gjson.Result) bool {
+		epath := join(path, ek.Str)
+		if !validID(ek.Str) {
+			p.errf(epath, "event name must be 1-64 characters of [A-Za-z0-9_.-]")
 		}
-		w.Initial = in
-	}
+		_, dup := st.Next(ek.Str)
+		if dup {
+			p.errf(epath, "duplicate event")
+		}
+		if tgt, ok := p.str(epath, ev); ok && !dup {
+			st.On = append(st.On, Edge{Event: ek.Str, Target: tgt})
+		}
+		return true
+	})
+}
+
+// events checks every transition's target and returns the set of events some state
+// handles.
+func (p *parser) events(path string, w *Workflow) map[string]bool {
 	events := map[string]bool{}
 	for _, s := range w.States {
 		for _, e := range s.On {
 			events[e.Event] = true
 			if _, ok := w.stateIndex[e.Target]; !ok {
-				p.errf(join(join(path+".states", s.Name)+".on", e.Event), "unknown target state %s", strconv.Quote(e.Target))
+				p.errf(join(join(path, s.Name)+".on", e.Event), "unknown target state %s", strconv.Quote(e.Target))
 			}
 		}
 	}
-	if tools := r.Get("tools"); tools.Exists() {
-		if !tools.IsObject() {
-			p.errf(path+".tools", "must be an object of tool bindings")
-		} else {
-			seen := map[string]bool{}
-			tools.ForEach(func(k, v gjson.Result) bool {
-				tpath := join(path+".tools", k.Str)
-				if seen[k.Str] {
-					p.errf(tpath, "duplicate tool")
-					return true
+	return events
+}
+
+// bindings reads the tools object: tool name -> {states, event}. events is nil when the
+// workflow's states could not be read; state and event names are then not checked.
+func (p *parser) bindings(path string, tools gjson.Result, w *Workflow, events map[string]bool) {
+	if !tools.IsObject() {
+		p.errf(path, "must be an object of tool bindings")
+		return
+	}
+	seen := map[string]bool{}
+	tools.ForEach(func(k, v gjson.Result) bool {
+		tpath := join(path, k.Str)
+		dup := seen[k.Str]
+		if dup {
+			p.errf(tpath, "duplicate tool")
+		}
+		seen[k.Str] = true
+		if b, ok := p.binding(tpath, k.Str, v, w, events); ok && !dup {
+			w.Tools = append(w.Tools, b)
+		}
+		return true
+	})
+}
+
+// binding reads one tool binding; ok is false when it is not an object.
+func (p *parser) binding(path, tool string, v gjson.Result, w *Workflow, events map[string]bool) (Binding, bool) {
+	b := Binding{Tool: tool}
+	if tool == "" {
+		p.errf(path, "empty tool name")
+	}
+	if strings.Contains(tool, "*") {
+		p.warnf(path, "tool names in bindings are exact, not globs: this binds only a tool named %s", strconv.Quote(tool))
+	}
+	if !p.object(path, v, "states", "event") {
+		return b, false
+	}
+	sts := v.Get("states")
+	if !sts.IsArray() || len(sts.Array()) == 0 {
+		p.errf(path+".states", "must be a non-empty array of state names")
+	} else {
+		for n, s := range sts.Array() {
+			spath := path + ".states[" + strconv.Itoa(n) + "]"
+			if name, ok := p.str(spath, s); ok {
+				if _, exists := w.stateIndex[name]; events != nil && !exists {
+					p.errf(spath, "unknown state %s", strconv.Quote(name))
 				}
-				seen[k.Str] = true
-				b := Binding{Tool: k.Str}
-				if k.Str == "" {
-					p.errf(tpath, "empty tool name")
-				}
-				if !p.object(tpath, v, "states", "event") {
-					return true
-				}
-				sts := v.Get("states")
-				if !sts.IsArray() || len(sts.Array()) == 0 {
-					p.errf(tpath+".states", "must be a non-empty array of state names")
-				} else {
-					for n, s := range sts.Array() {
-						spath := tpath + ".states[" + strconv.Itoa(n) + "]"
-						if name, ok := p.str(spath, s); ok {
-							if _, exists := w.stateIndex[name]; !exists {
-								p.errf(spath, "unknown state %s", strconv.Quote(name))
-							}
-							b.States = append(b.States, name)
-						}
-					}
-				}
-				if ev := v.Get("event"); ev.Exists() {
-					if name, ok := p.str(tpath+".event", ev); ok {
-						if !events[name] {
-							p.errf(tpath+".event", "unknown event %s: no state handles it", strconv.Quote(name))
-						}
-						b.Event = name
-					}
-				}
-				w.Tools = append(w.Tools, b)
-				return true
-			})
+				b.States = append(b.States, name)
+			}
 		}
 	}
-	if len(p.problems) > before && HasErrors(p.problems[before:]) {
-		return nil
+	if ev := v.Get("event"); ev.Exists() {
+		if name, ok := p.str(path+".event", ev); ok {
+			if events != nil && !events[name] {
+				p.errf(path+".event", "unknown event %s: no state handles it", strconv.Quote(name))
+			}
+			b.Event = name
+		}
 	}
-	// Warnings: unreachable states, and bindings whose event none of their states handles.
+	return b, true
+}
+
+// workflowWarnings warns about unreachable states, and about bindings whose event none
+// of their states handles. w has no errors.
+func (p *parser) workflowWarnings(path string, w *Workflow) {
 	reach := map[string]bool{w.Initial: true}
 	queue := []string{w.Initial}
 	for len(queue) > 0 {
@@ -234,6 +307,4 @@ func (p *parser) workflow(path string, r gjson.Result) *Workflow {
 			p.warnf(join(path+".tools", b.Tool)+".event", "none of the tool's states handles %s: its calls never advance the workflow", strconv.Quote(b.Event))
 		}
 	}
-	w.Fingerprint = fingerprint(w)
-	return w
 }

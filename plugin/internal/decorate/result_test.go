@@ -139,6 +139,38 @@ func TestInsertBlock(t *testing.T) {
 	}
 }
 
+func TestSucceeded(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  string
+		want bool
+	}{
+		{"is_error_absent", `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, true},
+		{"is_error_false", `{"jsonrpc":"2.0","id":1,"result":{"isError":false,"content":[]}}`, true},
+		{"whitespace_everywhere", " {\n\"result\" : { \"isError\" :\tfalse } } ", true},
+		{"is_error_true", `{"jsonrpc":"2.0","id":1,"result":{"isError":true}}`, false},
+		{"is_error_string", `{"jsonrpc":"2.0","id":1,"result":{"isError":"false"}}`, false},
+		{"is_error_null", `{"jsonrpc":"2.0","id":1,"result":{"isError":null}}`, false},
+		{"is_error_number", `{"jsonrpc":"2.0","id":1,"result":{"isError":0}}`, false},
+		{"is_error_object", `{"jsonrpc":"2.0","id":1,"result":{"isError":{}}}`, false},
+		{"result_array", `{"jsonrpc":"2.0","id":1,"result":[]}`, false},
+		{"result_string", `{"jsonrpc":"2.0","id":1,"result":"ok"}`, false},
+		{"result_null", `{"jsonrpc":"2.0","id":1,"result":null}`, false},
+		{"jsonrpc_error", `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}`, false},
+		{"result_beside_error", `{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}`, false},
+		{"no_result", `{"jsonrpc":"2.0","id":1}`, false},
+		{"not_an_object", `[]`, false},
+		{"empty", ``, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Succeeded(tc.msg); got != tc.want {
+				t.Errorf("Succeeded(%s) = %v, want %v", tc.msg, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSanitizeName(t *testing.T) {
 	long := strings.Repeat("a", 1000)
 	tests := []struct {
@@ -380,19 +412,94 @@ func TestTruncate(t *testing.T) {
 			wantErr: true,
 		},
 		{
-			name:      "structuredContent dropped",
+			name:      "structuredContent that fits is kept whole",
 			msg:       `{"jsonrpc":"2.0","id":1,"result":{"content":[` + textItem(big) + `],"structuredContent":{"rows":[1,2,3]}}}`,
 			limit:     1024,
 			wantItems: 1,
 			check: func(t *testing.T, d truncated, tr *Truncation) {
+				if d.Result.StructuredContent == nil {
+					t.Errorf("structuredContent dropped")
+				}
+				if tr.DroppedStructuredContent || tr.ResultWithheld {
+					t.Errorf("Truncation = %+v", tr)
+				}
+				if d.Result.IsError != nil {
+					t.Errorf("isError added")
+				}
+			},
+		},
+		{
+			name:      "a success whose structuredContent cannot fit is withheld",
+			msg:       `{"jsonrpc":"2.0","id":1,"result":{"content":[` + textItem(big) + `],"isError":false,"structuredContent":{"rows":"` + big + `"},"_meta":{"io.x/a":1}}}`,
+			limit:     1024,
+			wantItems: 0,
+			check: func(t *testing.T, d truncated, tr *Truncation) {
 				if d.Result.StructuredContent != nil {
 					t.Errorf("structuredContent kept")
 				}
-				if !tr.DroppedStructuredContent {
-					t.Errorf("DroppedStructuredContent = false")
+				if d.Result.IsError == nil || !*d.Result.IsError {
+					t.Errorf("isError = %v, want true", d.Result.IsError)
 				}
-				if !strings.Contains(string(d.Result.Meta[abi.MetaTruncated]), `"structuredContentDropped":true`) {
-					t.Errorf("flag does not say structuredContent was dropped: %s", d.Result.Meta[abi.MetaTruncated])
+				if !tr.DroppedStructuredContent || !tr.ResultWithheld || tr.DroppedItems != 1 {
+					t.Errorf("Truncation = %+v", tr)
+				}
+				if string(d.Result.Meta["io.x/a"]) != "1" {
+					t.Errorf("_meta members lost: %v", d.Result.Meta)
+				}
+				if !strings.Contains(string(d.Result.Meta[abi.MetaTruncated]), `"structuredContentDropped":true,"resultWithheld":true`) {
+					t.Errorf("flag = %s", d.Result.Meta[abi.MetaTruncated])
+				}
+			},
+		},
+		{
+			name:      "a withheld result keeps the block",
+			msg:       `{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"rows":"` + big + `"},"content":[` + block + `,` + textItem(big) + `]}}`,
+			limit:     1024,
+			protect:   true,
+			wantItems: 1,
+			check: func(t *testing.T, d truncated, tr *Truncation) {
+				if d.Result.Content[0]["text"] != sampleBlock {
+					t.Errorf("content[0] = %v, want the block", d.Result.Content[0])
+				}
+				if !tr.ResultWithheld || tr.DroppedItems != 1 {
+					t.Errorf("Truncation = %+v", tr)
+				}
+			},
+		},
+		{
+			name:      "a withheld result drops other members that do not fit",
+			msg:       `{"jsonrpc":"2.0","id":1,"result":{"other":"` + big + `","structuredContent":{"rows":"` + big + `"},"content":[` + block + `]}}`,
+			limit:     1024,
+			protect:   true,
+			wantItems: 1,
+			check: func(t *testing.T, d truncated, tr *Truncation) {
+				if d.Result.Other != nil || !tr.ResultWithheld {
+					t.Errorf("other kept or not withheld: %+v", tr)
+				}
+			},
+		},
+		{
+			name:      "a failed call's structuredContent that cannot fit is dropped",
+			msg:       `{"jsonrpc":"2.0","id":1,"result":{"content":[` + textItem(big) + `],"isError":true,"structuredContent":{"rows":"` + big + `"}}}`,
+			limit:     1024,
+			wantItems: 1,
+			check: func(t *testing.T, d truncated, tr *Truncation) {
+				if d.Result.StructuredContent != nil || !tr.DroppedStructuredContent || tr.ResultWithheld {
+					t.Errorf("Truncation = %+v", tr)
+				}
+				if d.Result.IsError == nil || !*d.Result.IsError {
+					t.Errorf("isError lost")
+				}
+			},
+		},
+		{
+			name:      "a null isError is not a success: structuredContent dropped, not withheld",
+			msg:       `{"jsonrpc":"2.0","id":1,"result":{"content":[` + textItem(big) + `],"isError":null,"structuredContent":{"rows":"` + big + `"}}}`,
+			limit:     1024,
+			wantItems: 1,
+			check: func(t *testing.T, d truncated, tr *Truncation) {
+				if !tr.DroppedStructuredContent || tr.ResultWithheld {
+					t.Errorf("Truncation = %+v", tr)
 				}
 			},
 		},
@@ -498,7 +605,7 @@ func TestTruncate(t *testing.T) {
 				t.Errorf("bytes around the result changed: %.80s", out)
 			}
 			d := decodeTruncated(t, out)
-			assertTruncated(t, d, len(tt.msg), tt.limit)
+			assertTruncated(t, d, tt.msg, tt.limit)
 			if got := len(d.Result.Content) - 1; got != tt.wantItems {
 				t.Errorf("%d items before the note, want %d", got, tt.wantItems)
 			}
@@ -509,12 +616,18 @@ func TestTruncate(t *testing.T) {
 	}
 }
 
-// assertTruncated checks the flag and the note of a truncated result.
-func assertTruncated(t *testing.T, d truncated, original, limit int) {
+// assertTruncated checks the flag and the note of a result cut from msg, and that a strict
+// client (one that checks structuredContent against the tool's outputSchema, as the
+// official TypeScript SDK does) accepts it: a successful result keeps its structuredContent
+// whole or is withheld as isError.
+func assertTruncated(t *testing.T, d truncated, msg string, limit int) {
 	t.Helper()
+	original := len(msg)
 	var flag struct {
-		OriginalBytes *int `json:"originalBytes"`
-		LimitBytes    *int `json:"limitBytes"`
+		OriginalBytes            *int `json:"originalBytes"`
+		LimitBytes               *int `json:"limitBytes"`
+		StructuredContentDropped bool `json:"structuredContentDropped"`
+		ResultWithheld           bool `json:"resultWithheld"`
 	}
 	raw, ok := d.Result.Meta[abi.MetaTruncated]
 	if !ok {
@@ -523,14 +636,39 @@ func assertTruncated(t *testing.T, d truncated, original, limit int) {
 	if err := json.Unmarshal(raw, &flag); err != nil || flag.OriginalBytes == nil || *flag.OriginalBytes != original || flag.LimitBytes == nil || *flag.LimitBytes != limit {
 		t.Errorf("flag = %s, want originalBytes %d and limitBytes %d", raw, original, limit)
 	}
-	if d.Result.StructuredContent != nil {
-		t.Errorf("structuredContent kept in a truncated result")
+	orig := gjson.Get(msg, "result.structuredContent")
+	switch {
+	case d.Result.StructuredContent != nil:
+		var want any
+		_ = json.Unmarshal([]byte(orig.Raw), &want)
+		if !reflect.DeepEqual(d.Result.StructuredContent, want) {
+			t.Errorf("structuredContent changed: %v", d.Result.StructuredContent)
+		}
+		if flag.StructuredContentDropped || flag.ResultWithheld {
+			t.Errorf("flag %s for a kept structuredContent", raw)
+		}
+	case orig.Exists():
+		if !flag.StructuredContentDropped {
+			t.Errorf("structuredContent dropped but the flag %s does not say so", raw)
+		}
+		if Succeeded(msg) && (!flag.ResultWithheld || d.Result.IsError == nil || !*d.Result.IsError) {
+			t.Errorf("a success lost its structuredContent without being withheld as isError (flag %s)", raw)
+		}
 	}
 	if len(d.Result.Content) == 0 {
 		t.Fatalf("no content")
 	}
 	note := d.Result.Content[len(d.Result.Content)-1]
 	text, _ := note["text"].(string)
+	if flag.ResultWithheld {
+		if note["type"] != "text" || !strings.Contains(text, "withheld") || !strings.Contains(text, strconv.Itoa(original)+" bytes") || !strings.Contains(text, strconv.Itoa(limit)+"-byte limit") || !strings.Contains(text, "Ask for less") {
+			t.Errorf("last item is not the withheld note: %v", note)
+		}
+		if len(d.Result.Content) > 2 {
+			t.Errorf("a withheld result has %d items", len(d.Result.Content))
+		}
+		return
+	}
 	if note["type"] != "text" || !strings.Contains(text, "truncated") || !strings.Contains(text, strconv.Itoa(original)+" bytes") || !strings.Contains(text, "% was cut") {
 		t.Errorf("last item is not the note: %v", note)
 	}
@@ -661,7 +799,7 @@ func TestTruncate_property(t *testing.T) {
 			t.Fatalf("iteration %d: nil Truncation", iter)
 		}
 		d := decodeTruncated(t, out)
-		assertTruncated(t, d, len(msg), limit)
+		assertTruncated(t, d, msg, limit)
 		var orig struct {
 			Result struct {
 				Content []json.RawMessage `json:"content"`
@@ -787,6 +925,13 @@ func checkTruncate(t *testing.T, msg string, limit int, protect bool) {
 	content := gjson.Get(string(out), "result.content").Array()
 	if len(content) == 0 || !strings.Contains(content[len(content)-1].Get("text").Str, strconv.Itoa(len(msg))+" bytes") {
 		t.Fatalf("no note: %s", out)
+	}
+	// What a strict client checks: a success keeps its structuredContent whole, or is
+	// withheld as isError.
+	if sc := gjson.Get(msg, "result.structuredContent"); sc.Exists() && Succeeded(msg) {
+		if gjson.Get(string(out), "result.structuredContent").Raw != sc.Raw && gjson.Get(string(out), "result.isError").Type != gjson.True {
+			t.Fatalf("a success lost its structuredContent without isError:\n in %s\nout %s", msg, out)
+		}
 	}
 	if protect {
 		if first := gjson.Get(msg, "result.content.0"); first.Exists() && gjson.Get(msg, "result.content").IsArray() {

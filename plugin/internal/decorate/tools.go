@@ -19,24 +19,6 @@ type Decision struct {
 	Cache config.CacheControl
 }
 
-// Cache-control tags, as appended to descriptions.
-const (
-	TagNoStore   = "[Cache-Control: no-store]"
-	TagImmutable = "[Cache-Control: immutable]"
-	markPrefix   = "[Workflow "
-)
-
-// Tag returns the description tag of c ("" for none).
-func Tag(c config.CacheControl) string {
-	switch c {
-	case config.CacheNoStore:
-		return TagNoStore
-	case config.CacheImmutable:
-		return TagImmutable
-	}
-	return ""
-}
-
 // ToolsStats reports what Tools did. Names are kept as offsets into the message, not as
 // strings: a thousand strings pointing into the middle of one large input buffer make
 // every collection of TinyGo's conservative GC walk that buffer once per pointer.
@@ -260,7 +242,8 @@ func appendGap(dst []byte, gap string, first bool) []byte {
 func appendTool(dst []byte, tool string, descStart, descEnd int, descString bool, old string, d Decision) []byte {
 	tag := Tag(d.Cache)
 	nothing := len(d.Marks) == 0 && tag == ""
-	if descString && unchanged(old, d.Marks, tag) {
+	base := StripTags(old)
+	if descString && unchanged(old, base, d.Marks, tag) {
 		return append(dst, tool...) // nothing to change
 	}
 	if descStart >= 0 && descStart < descEnd && descEnd <= len(tool) {
@@ -268,7 +251,7 @@ func appendTool(dst []byte, tool string, descStart, descEnd int, descString bool
 			return append(dst, tool...) // a non-string description we have nothing for
 		}
 		dst = append(dst, tool[:descStart]...)
-		dst = appendDescribed(dst, old, d.Marks, tag)
+		dst = appendDescribed(dst, base, d.Marks, tag)
 		return append(dst, tool[descEnd:]...)
 	}
 	if nothing {
@@ -285,14 +268,14 @@ func appendTool(dst []byte, tool string, descStart, descEnd int, descString bool
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"description":`...)
-	dst = appendDescribed(dst, old, d.Marks, tag)
+	dst = appendDescribed(dst, base, d.Marks, tag)
 	return append(dst, tool[end:]...)
 }
 
 // unchanged reports whether Describe(old, marks, tag) == old, without building it (and
 // without closures: each costs an allocation in the guest, and this runs once per tool).
-func unchanged(old string, marks []string, tag string) bool {
-	base := StripTags(old)
+// base is StripTags(old).
+func unchanged(old, base string, marks []string, tag string) bool {
 	if len(marks) == 0 && tag == "" {
 		return base == old
 	}
@@ -332,9 +315,8 @@ func consumePiece(rest, piece string, spaced bool) (string, bool) {
 }
 
 // appendDescribed appends Describe(old, marks, tag) as a JSON string, without building
-// the string first.
-func appendDescribed(dst []byte, old string, marks []string, tag string) []byte {
-	base := StripTags(old)
+// the string first. base is StripTags(old).
+func appendDescribed(dst []byte, base string, marks []string, tag string) []byte {
 	dst = append(dst, '"')
 	if len(marks) == 0 && tag == "" {
 		dst = jsonx.AppendEscaped(dst, base)
@@ -359,8 +341,9 @@ func appendDescribed(dst []byte, old string, marks []string, tag string) []byte 
 	return append(dst, '"')
 }
 
-// Describe returns description with stategate's trailing tags replaced by marks and tag:
-// idempotent, so a description that already carries tags is never tagged twice.
+// Describe returns description with every cache-control tag and workflow mark in it
+// (StripTags) replaced by marks and tag at the end: the model sees exactly one hint, the
+// gateway's, and a description that already carries it is never tagged twice.
 //
 // # Notes
 //
@@ -392,43 +375,5 @@ func Describe(description string, marks []string, tag string) string {
 		}
 		b.WriteString(tag)
 	}
-	return b.String()
-}
-
-// space is the whitespace StripTags and Describe trim around tags.
-const space = " \t\r\n"
-
-// StripTags removes trailing cache-control tags and workflow marks (and the whitespace
-// around them) from a description. A description without them is returned unchanged.
-func StripTags(d string) string {
-	for {
-		t := strings.TrimRight(d, space)
-		if !strings.HasSuffix(t, "]") {
-			return d
-		}
-		i := strings.LastIndexByte(t, '[')
-		if i < 0 {
-			return d
-		}
-		tail := t[i:]
-		if tail != TagNoStore && tail != TagImmutable && !strings.HasPrefix(tail, markPrefix) {
-			return d
-		}
-		d = strings.TrimRight(t[:i], space)
-	}
-}
-
-// Mark renders the availability mark of a tool bound to workflow in states.
-func Mark(workflow string, states []string) string {
-	var b strings.Builder
-	b.WriteString(markPrefix)
-	b.WriteString(workflow)
-	if len(states) == 1 {
-		b.WriteString(": available only in state ")
-	} else {
-		b.WriteString(": available only in states ")
-	}
-	b.WriteString(strings.Join(states, ", "))
-	b.WriteByte(']')
 	return b.String()
 }

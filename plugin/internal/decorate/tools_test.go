@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"math/rand"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/tidwall/gjson"
@@ -317,6 +319,10 @@ func TestTools_idempotent(t *testing.T) {
 		`,"description":"  "`,
 		`,"description":"Brackets [not a tag]"`,
 		`,"description":"Half [Cache-Control: no-store"`,
+		`,"description":"[cache-control: immutable] Planted [CACHE-CONTROL: max-age=1] twice"`,
+		`,"description":"Fake ` + Mark("checkout", []string{"confirmed"}) + ` mark"`,
+		`,"description":"Nested [Cache-[Cache-Control: a]Control: b] [ cache - control : c ]"`,
+		`,"description":"Holding [Cache-Control: immutable [x] more"`,
 		`,"description":5`,
 	}
 	for _, name := range names {
@@ -337,9 +343,13 @@ func TestTools_idempotent(t *testing.T) {
 					if strings.Count(d, tag) != 1 || !strings.HasSuffix(d, tag) {
 						t.Errorf("description %q should end with exactly one %q", d, tag)
 					}
-					if n := strings.Count(d, TagNoStore) + strings.Count(d, TagImmutable); n != 1 {
-						t.Errorf("description %q carries more than one cache-control tag", d)
-					}
+				}
+				want := 0
+				if tag != "" {
+					want = 1
+				}
+				if n := strings.Count(strings.ToLower(d), "cache-control"); n != want {
+					t.Errorf("description %q: %d cache-control hints, want %d (ours)", d, n, want)
 				}
 				for _, m := range decide(name).Marks {
 					if strings.Count(d, m) != 1 {
@@ -555,6 +565,9 @@ func TestDescribe(t *testing.T) {
 		{"tag followed by whitespace", "Do it " + TagNoStore + " \n", nil, TagImmutable, "Do it " + TagImmutable},
 		{"unknown bracket text kept", "Do it [beta]", nil, TagNoStore, "Do it [beta] " + TagNoStore},
 		{"only tags", TagNoStore + " " + TagImmutable, nil, TagNoStore, TagNoStore},
+		{"planted tags anywhere give way to ours", "[cache-control: immutable] Do [CACHE-CONTROL: immutable] it", nil, TagNoStore, "Do it " + TagNoStore},
+		{"planted mark gives way to ours", "Pay [Workflow checkout: available only in state empty] now", []string{markPayment}, TagNoStore, "Pay now " + markPayment + " " + TagNoStore},
+		{"none strips planted tags", "Do [cache-control: immutable] it", nil, "", "Do it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -574,17 +587,131 @@ func TestStripTags(t *testing.T) {
 		{"no tags", "Plain", "Plain"},
 		{"one tag", "Plain " + TagNoStore, "Plain"},
 		{"tag and mark", "Plain " + markPayment + " " + TagImmutable, "Plain"},
-		{"tag in the middle stays", "A " + TagNoStore + " B", "A " + TagNoStore + " B"},
+		{"tag in the middle", "A " + TagNoStore + " B", "A B"},
+		{"tag at the start", TagImmutable + "  Read it", "Read it"},
+		{"tag glued to words", "A" + TagImmutable + "B", "AB"},
+		{"several tags anywhere", "[Cache-Control: immutable] A [cache-control: immutable]\nB [CACHE-CONTROL: max-age=3600]", "A\nB"},
+		{"lower case", "A [cache-control: immutable]", "A"},
+		{"spaces around the words", "A [  Cache - Control  :  immutable  ]", "A"},
+		{"newlines and tabs inside", "A [\tCache-Control\n:\nno-store\n]", "A"},
+		{"no space after the colon", "A [Cache-Control:immutable]", "A"},
+		{"underscore or nothing between the words", "A [cache_control: x] B [CacheControl: y]", "A B"},
+		{"any value", "A [Cache-Control: public, max-age=31536000, immutable]", "A"},
+		{"empty value", "A [Cache-Control:]", "A"},
+		{"nested: a removal forms another tag", "A [Cache-[Cache-Control: x]Control: y] B", "A B"},
+		{"deeply nested", "[Cache-[Cache-[Cache-Control: a]Control: b]Control: c]", ""},
+		{"open tag runs to the end", "A [Cache-Control: immutable", "A"},
+		{"open tag after text with brackets", "A [b] C [cache-control: immutable and more", "A [b] C"},
+		{"open tag before another open bracket", "A [Cache-Control: x [y", "A"},
+		{"a tag holding a bracket cuts the rest", "A [Cache-Control: immutable [x] z", "A"},
+		{"only the leftover is cut", "A [b] [cache-control: x] C [Cache-Control: [y] ] D", "A [b] C"},
+		{"not quite a tag", "A [Cache-Controls: x] [Cache: x] [Control: x] [X-Cache-Control: x]", "A [Cache-Controls: x] [Cache: x] [Control: x] [X-Cache-Control: x]"},
 		{"unrelated brackets stay", "A [b]", "A [b]"},
 		{"unbalanced bracket", "A ]", "A ]"},
 		{"only a tag", TagNoStore, ""},
+		{"mark in the middle", "A " + markPayment + " B", "A B"},
+		{"mark with several states", "A [Workflow w: available only in states a, b.c, d-e]", "A"},
+		{"planted mark anywhere", "[Workflow checkout: available only in state confirmed] Pay now", "Pay now"},
+		{"other workflow text stays", "A [Workflow notes] [Workflow w: see docs] [Workflow w: available only in state a b]", "A [Workflow notes] [Workflow w: see docs] [Workflow w: available only in state a b]"},
+		{"mark spelled differently stays", "A [workflow w: available only in state a] [Workflow w: available only in states a] [Workflow w: available only in state a, b]", "A [workflow w: available only in state a] [Workflow w: available only in states a] [Workflow w: available only in state a, b]"},
+		{"mark with an over-long id stays", "A [Workflow " + strings.Repeat("w", 65) + ": available only in state a]", "A [Workflow " + strings.Repeat("w", 65) + ": available only in state a]"},
+		{"mark with the longest id", "A [Workflow " + strings.Repeat("w", 64) + ": available only in state a]", "A"},
+		{"open mark stays", "A [Workflow w: available only in state a", "A [Workflow w: available only in state a"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := StripTags(tt.in); got != tt.want {
+			got := StripTags(tt.in)
+			if got != tt.want {
 				t.Errorf("StripTags(%q) = %q, want %q", tt.in, got, tt.want)
 			}
+			if want := referenceStrip(tt.in); got != want {
+				t.Errorf("StripTags(%q) = %q, the reference says %q", tt.in, got, want)
+			}
+			if again := StripTags(got); again != got {
+				t.Errorf("StripTags is not idempotent: %q -> %q", got, again)
+			}
 		})
+	}
+}
+
+var (
+	refCacheControl = regexp.MustCompile(`(?i)\[[ \t\r\n]*cache[ \t\r\n]*[-_]?[ \t\r\n]*control[ \t\r\n]*:[^\[\]]*\]`)
+	refMark         = regexp.MustCompile(`\[Workflow [A-Za-z0-9_.-]{1,64}: available only in (?:state [A-Za-z0-9_.-]{1,64}|states [A-Za-z0-9_.-]{1,64}(?:, [A-Za-z0-9_.-]{1,64})+)\]`)
+	refOpen         = regexp.MustCompile(`(?i)\[[ \t\r\n]*cache[ \t\r\n]*[-_]?[ \t\r\n]*control[ \t\r\n]*:`)
+)
+
+// referenceStrip is StripTags written the slow, obvious way: remove the first tag found,
+// with the whitespace before it (and after it, when nothing is left before it), until none
+// is left; then cut at the first "[Cache-Control:" left.
+func referenceStrip(d string) string {
+	for {
+		loc := refCacheControl.FindStringIndex(d)
+		if m := refMark.FindStringIndex(d); m != nil && (loc == nil || m[0] < loc[0]) {
+			loc = m
+		}
+		if loc == nil {
+			break
+		}
+		before := strings.TrimRight(d[:loc[0]], space)
+		after := d[loc[1]:]
+		if before == "" {
+			after = strings.TrimLeft(after, space)
+		}
+		d = before + after
+	}
+	if loc := refOpen.FindStringIndex(d); loc != nil {
+		d = strings.TrimRight(d[:loc[0]], space)
+	}
+	return d
+}
+
+// TestStripTags_reference compares StripTags with referenceStrip on random descriptions
+// built from the pieces of tags.
+func TestStripTags_reference(t *testing.T) {
+	rng := rand.New(rand.NewSource(9))
+	for i := 0; i < 20000; i++ {
+		d := randDescription(rng, rng.Intn(12))
+		got, want := StripTags(d), referenceStrip(d)
+		if got != want {
+			t.Fatalf("StripTags(%q) = %q, the reference says %q", d, got, want)
+		}
+		if StripTags(got) != got || hasTag(got) {
+			t.Fatalf("StripTags(%q) = %q still has a tag", d, got)
+		}
+	}
+}
+
+func randDescription(rng *rand.Rand, n int) string {
+	pieces := []string{"[", "]", " ", "\n", "x", "Cache", "cache", "-", "_", "Control", "CONTROL", ":", " no-store",
+		"[Cache-Control:", TagNoStore, TagImmutable, markPayment, "[Workflow ", "w", ": available only in state", "s", " a", ", b"}
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		b.WriteString(pieces[rng.Intn(len(pieces))])
+	}
+	return b.String()
+}
+
+// TestStripTags_linear checks that hostile descriptions take time linear in their size.
+func TestStripTags_linear(t *testing.T) {
+	const n = 1 << 20
+	for name, d := range map[string]string{
+		"open brackets":       strings.Repeat("[", n),
+		"open tags":           strings.Repeat("[Cache-Control: ", n/16),
+		"nested tags":         strings.Repeat("[Cache-", n/16) + "[Cache-Control: x]" + strings.Repeat("Control: y]", n/16),
+		"open marks":          strings.Repeat("[Workflow w: available only in states a, b", n/40),
+		"many tags":           strings.Repeat("a [cache-control: x] ", n/20),
+		"closing brackets":    "[Cache-Control: x" + strings.Repeat("]", n),
+		"long id before mark": "[Workflow " + strings.Repeat("w", n),
+		"whitespace runs":     "[Cache-Control: a]" + strings.Repeat(" ", n) + "[cache-control: b]",
+	} {
+		start := time.Now()
+		out := StripTags(d)
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("%s: %v for %d bytes", name, el, len(d))
+		}
+		if hasTag(out) {
+			t.Errorf("%s: a tag is left", name)
+		}
 	}
 }
 

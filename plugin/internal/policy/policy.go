@@ -6,8 +6,16 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/config"
+)
+
+// Memoisation bounds: engine tuning, not part of the ABI.
+const (
+	// MaxNameBytes is the tool-name length up to which resolutions are memoised; longer
+	// names are matched every time, so one entry's memory stays bounded.
+	MaxNameBytes = 256
+	// ResolveCacheSize bounds the memoised resolutions (FIFO eviction).
+	ResolveCacheSize = 2048
 )
 
 // Resolver answers which policy applies to a tool name. It is safe for concurrent use.
@@ -40,7 +48,7 @@ func (r *Resolver) index(name string) int32 {
 	if len(r.cfg.Policies) == 0 {
 		return -1
 	}
-	if len(name) > abi.MaxNameBytes {
+	if len(name) > MaxNameBytes {
 		return r.match(name) // never cached: bounded memory per entry
 	}
 	r.mu.Lock()
@@ -53,7 +61,7 @@ func (r *Resolver) index(name string) int32 {
 	r.mu.Lock()
 	if _, ok := r.cache[name]; !ok {
 		name = strings.Clone(name) // the caller's string may view a reused input buffer
-		if len(r.ring) < abi.ResolveCacheSize {
+		if len(r.ring) < ResolveCacheSize {
 			r.ring = append(r.ring, name)
 		} else {
 			delete(r.cache, r.ring[r.next])

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/config"
 )
 
@@ -132,12 +131,12 @@ func TestResolver_cacheBounded(t *testing.T) {
 		if cc, p := r.Resolve(name); cc != wantCC || p != wantP {
 			t.Fatalf("Resolve(%q) = %v, %p; want %v, %p", name, cc, p, wantCC, wantP)
 		}
-		if n := r.CacheLen(); n > abi.ResolveCacheSize {
-			t.Fatalf("after %d names CacheLen = %d, over %d", i+1, n, abi.ResolveCacheSize)
+		if n := r.CacheLen(); n > ResolveCacheSize {
+			t.Fatalf("after %d names CacheLen = %d, over %d", i+1, n, ResolveCacheSize)
 		}
 	}
-	if n := r.CacheLen(); n != abi.ResolveCacheSize {
-		t.Errorf("CacheLen = %d, want %d", n, abi.ResolveCacheSize)
+	if n := r.CacheLen(); n != ResolveCacheSize {
+		t.Errorf("CacheLen = %d, want %d", n, ResolveCacheSize)
 	}
 	// Evicted names still resolve right.
 	for _, name := range []string{"countries.0", "x1", "countries.9998"} {
@@ -146,15 +145,15 @@ func TestResolver_cacheBounded(t *testing.T) {
 			t.Errorf("Resolve(%q) after eviction = %v, %p", name, cc, p)
 		}
 	}
-	if n := r.CacheLen(); n != abi.ResolveCacheSize {
-		t.Errorf("CacheLen = %d, want %d", n, abi.ResolveCacheSize)
+	if n := r.CacheLen(); n != ResolveCacheSize {
+		t.Errorf("CacheLen = %d, want %d", n, ResolveCacheSize)
 	}
 }
 
 func TestResolver_longNames(t *testing.T) {
 	c := sampleConfig(t)
 	r := New(c)
-	longest := "countries." + strings.Repeat("z", abi.MaxNameBytes-len("countries."))
+	longest := "countries." + strings.Repeat("z", MaxNameBytes-len("countries."))
 	tooLong := longest + "z"
 	if cc, p := r.Resolve(longest); cc != config.CacheImmutable || p != &c.Policies[0] {
 		t.Errorf("Resolve(longest) = %v, %p", cc, p)
@@ -167,12 +166,12 @@ func TestResolver_longNames(t *testing.T) {
 		if cc, p := r.Resolve(name); cc != config.CacheImmutable || p != &c.Policies[0] {
 			t.Fatalf("Resolve(long) = %v, %p", cc, p)
 		}
-		if cc, p := r.Resolve(strings.Repeat("q", abi.MaxNameBytes+1+i)); cc != config.CacheNoStore || p != nil {
+		if cc, p := r.Resolve(strings.Repeat("q", MaxNameBytes+1+i)); cc != config.CacheNoStore || p != nil {
 			t.Fatalf("Resolve(long, unmatched) = %v, %p", cc, p)
 		}
 	}
 	if n := r.CacheLen(); n != 1 {
-		t.Errorf("names over %d bytes were cached: CacheLen = %d", abi.MaxNameBytes, n)
+		t.Errorf("names over %d bytes were cached: CacheLen = %d", MaxNameBytes, n)
 	}
 }
 
@@ -201,21 +200,21 @@ func TestResolver_noAlias(t *testing.T) {
 	// the buffer could not be found to delete, and the cache would grow past its bound.
 	r = New(c)
 	big := make([]byte, 32)
-	for i := 0; i < abi.ResolveCacheSize; i++ {
+	for i := 0; i < ResolveCacheSize; i++ {
 		n := copy(big, "countries."+strconv.Itoa(i))
 		r.Resolve(unsafe.String(&big[0], n))
 	}
 	for i := range big {
 		big[i] = 'x'
 	}
-	for i := 0; i < 2*abi.ResolveCacheSize; i++ {
+	for i := 0; i < 2*ResolveCacheSize; i++ {
 		name := "other." + strconv.Itoa(i)
 		if cc, p := r.Resolve(name); cc != config.CacheNoStore || p != nil {
 			t.Fatalf("Resolve(%q) = %v, %p", name, cc, p)
 		}
 	}
-	if n := r.CacheLen(); n != abi.ResolveCacheSize {
-		t.Errorf("CacheLen = %d, want %d", n, abi.ResolveCacheSize)
+	if n := r.CacheLen(); n != ResolveCacheSize {
+		t.Errorf("CacheLen = %d, want %d", n, ResolveCacheSize)
 	}
 	if cc, p := r.Resolve("countries.7"); cc != config.CacheImmutable || p != &c.Policies[0] {
 		t.Errorf("Resolve(countries.7) = %v, %p", cc, p)
@@ -243,7 +242,7 @@ func TestResolver_concurrent(t *testing.T) {
 					errs <- "Resolve(" + strconv.Quote(name) + ") disagrees with the reference"
 					return
 				}
-				if rng.Intn(100) == 0 && r.CacheLen() > abi.ResolveCacheSize {
+				if rng.Intn(100) == 0 && r.CacheLen() > ResolveCacheSize {
 					errs <- "cache over its bound"
 					return
 				}
@@ -255,7 +254,7 @@ func TestResolver_concurrent(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
-	if n := r.CacheLen(); n > abi.ResolveCacheSize {
+	if n := r.CacheLen(); n > ResolveCacheSize {
 		t.Errorf("CacheLen = %d", n)
 	}
 }

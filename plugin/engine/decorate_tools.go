@@ -70,10 +70,3 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	dst = appendNotices(dst, l.notices)
 	return append(dst, '}'), nil
 }
-
-func appendBool(dst []byte, b bool) []byte {
-	if b {
-		return append(dst, "true"...)
-	}
-	return append(dst, "false"...)
-}

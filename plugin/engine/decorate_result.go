@@ -23,7 +23,7 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	var patterns []string
 	var inserted bool
 	var buf []byte
-	if res := r.message.Get("result"); res.IsObject() && res.Get("isError").Type != gjson.True {
+	if decorate.Succeeded(msg) {
 		if _, p := e.resolver.Resolve(r.tool); p != nil && len(p.Invalidates) > 0 {
 			for _, g := range p.Invalidates {
 				patterns = append(patterns, g.String())
@@ -87,6 +87,8 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 		dst = strconv.AppendInt(dst, int64(tr.DroppedItems), 10)
 		dst = append(dst, `,"structuredContentDropped":`...)
 		dst = appendBool(dst, tr.DroppedStructuredContent)
+		dst = append(dst, `,"resultWithheld":`...)
+		dst = appendBool(dst, tr.ResultWithheld)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}'), nil

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"strconv"
+
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/gate"
+	"github.com/stategate/stategate/plugin/jsonx"
+)
+
+// CheckConfig reports a configuration's validity, errors and warnings without an Engine:
+// {"valid", "errors", "warnings", "workflows":[{"id","fingerprint"}], "host"}; "host" is
+// null for an invalid configuration.
+func CheckConfig(cfg []byte) []byte {
+	eng, err := New(cfg)
+	if err != nil {
+		var errs []string
+		if ee, ok := err.(*Error); ok {
+			errs = ee.Details
+			if len(errs) == 0 {
+				errs = []string{ee.Message}
+			}
+		}
+		_, problems := config.Parse(cfg)
+		dst := append([]byte(nil), `{"valid":false,"errors":`...)
+		dst = appendStrings(dst, errs)
+		dst = append(dst, `,"warnings":`...)
+		dst = appendStrings(dst, warningStrings(problems))
+		return append(dst, `,"workflows":[],"host":null}`...)
+	}
+	return eng.checkConfig(nil)
+}
+
+func (e *Engine) checkConfig(dst []byte) []byte {
+	dst = append(dst, `{"valid":true,"errors":[],"warnings":`...)
+	dst = appendStrings(dst, warningStrings(e.warnings))
+	dst = append(dst, `,"workflows":[`...)
+	for i, w := range e.cfg.Workflows {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"id":`...)
+		dst = jsonx.AppendString(dst, w.ID)
+		dst = append(dst, `,"fingerprint":`...)
+		dst = jsonx.AppendString(dst, w.Fingerprint)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"host":`...)
+	dst = e.appendHostFacts(dst)
+	return append(dst, '}')
+}
+
+func warningStrings(problems []config.Problem) []string {
+	out := []string{}
+	for _, p := range problems {
+		if p.Warning {
+			out = append(out, p.String())
+		}
+	}
+	return out
+}
+
+// HostFacts is what a host needs to know about a configuration to call the engine well,
+// so that it never reads the configuration itself. check_config answers the same facts
+// as its "host" member (the JSON names are the tags).
+type HostFacts struct {
+	// PrincipalHeader is the request header (lower case) whose value to pass as
+	// "principal"; "" when the configuration names none.
+	PrincipalHeader string `json:"principalHeader"`
+	// MaxTimeoutMs is the longest timeout any call can get (limits.timeoutMs or a per-tool
+	// override; an upper bound): a lease held over a call must outlive it.
+	MaxTimeoutMs int `json:"maxTimeoutMs"`
+	// ListChanged is true when some workflow hides tools (a session-keyed workflow): in the
+	// session era tools/list then depends on the session's state and transition may answer
+	// visibleChanged, so declare capabilities.tools.listChanged in initialize.
+	ListChanged bool `json:"listChanged"`
+	// Tools holds every tool a workflow binds, by its exact name: bindings are keyed by
+	// exact tool names, never globs. A tool not in it is neither gated nor moves anything.
+	Tools map[string]ToolFacts `json:"tools"`
+}
+
+// ToolFacts is what a host needs to know about one tool bound to a workflow.
+type ToolFacts struct {
+	// Gated: check_limits needs its workflow state (expect needState) and may deny it;
+	// treat a failure to read its state as fail-closed. True for every bound tool.
+	Gated bool `json:"gated"`
+	// Moves: its success fires an event, so call transition after it and serialise
+	// concurrent calls on its state keys (the answer of check_limits' needState).
+	Moves bool `json:"moves"`
+	// Workflows are the ids of the workflows that bind it, in configuration order.
+	Workflows []string `json:"workflows"`
+}
+
+// HostFacts returns what a host needs to know about the engine's configuration: the same
+// facts check_config answers under "host".
+func (e *Engine) HostFacts() HostFacts {
+	f := HostFacts{
+		PrincipalHeader: e.cfg.PrincipalHeader,
+		MaxTimeoutMs:    e.maxTimeoutMs(),
+		ListChanged:     e.listChanged(),
+		Tools:           map[string]ToolFacts{},
+	}
+	for _, name := range e.boundTools() {
+		f.Tools[name] = e.toolFacts(name)
+	}
+	return f
+}
+
+func (e *Engine) maxTimeoutMs() int {
+	longest := e.cfg.Limits.TimeoutMs
+	for _, t := range e.cfg.Limits.Tools {
+		if t.TimeoutMs > longest {
+			longest = t.TimeoutMs
+		}
+	}
+	return longest
+}
+
+func (e *Engine) listChanged() bool {
+	for _, w := range e.cfg.Workflows {
+		if gate.Hides(w, gate.EraSession) {
+			return true
+		}
+	}
+	return false
+}
+
+// boundTools lists every bound tool name once, in configuration order.
+func (e *Engine) boundTools() []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, w := range e.cfg.Workflows {
+		for i := range w.Tools {
+			if name := w.Tools[i].Tool; !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		}
+	}
+	return names
+}
+
+func (e *Engine) toolFacts(name string) ToolFacts {
+	refs := e.cfg.Bindings(name)
+	t := ToolFacts{Gated: len(refs) > 0, Workflows: make([]string, 0, len(refs))}
+	for _, ref := range refs {
+		t.Moves = t.Moves || ref.Binding.Event != ""
+		t.Workflows = append(t.Workflows, ref.Workflow.ID)
+	}
+	return t
+}
+
+// appendHostFacts appends HostFacts as JSON, tools in configuration order.
+func (e *Engine) appendHostFacts(dst []byte) []byte {
+	dst = append(dst, `{"principalHeader":`...)
+	dst = jsonx.AppendString(dst, e.cfg.PrincipalHeader)
+	dst = append(dst, `,"maxTimeoutMs":`...)
+	dst = strconv.AppendInt(dst, int64(e.maxTimeoutMs()), 10)
+	dst = append(dst, `,"listChanged":`...)
+	dst = appendBool(dst, e.listChanged())
+	dst = append(dst, `,"tools":{`...)
+	for i, name := range e.boundTools() {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		t := e.toolFacts(name)
+		dst = jsonx.AppendString(dst, name)
+		dst = append(dst, `:{"gated":`...)
+		dst = appendBool(dst, t.Gated)
+		dst = append(dst, `,"moves":`...)
+		dst = appendBool(dst, t.Moves)
+		dst = append(dst, `,"workflows":`...)
+		dst = appendStrings(dst, t.Workflows)
+		dst = append(dst, '}')
+	}
+	return append(dst, "}}"...)
+}

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/stategate/stategate/abi"
+)
+
+// TestHostFacts checks that the Go accessor and check_config's "host" member say the same
+// for every configuration of the golden vectors.
+func TestHostFacts(t *testing.T) {
+	var configs [][]byte
+	files, _ := filepath.Glob(filepath.Join("..", "..", "abi", "testdata", "config", "*.json"))
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs = append(configs, raw)
+	}
+	vectors, _ := filepath.Glob(filepath.Join("..", "..", "abi", "testdata", "*", "*.json"))
+	for _, f := range vectors {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Config json.RawMessage `json:"config"`
+		}
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Config) > 0 && v.Config[0] == '{' {
+			configs = append(configs, v.Config)
+		}
+	}
+	valid := 0
+	for _, cfg := range configs {
+		e, err := New(cfg)
+		if err != nil {
+			continue
+		}
+		valid++
+		var out struct {
+			Host *HostFacts `json:"host"`
+		}
+		if err := json.Unmarshal(e.Call(abi.FuncCheckConfig, nil), &out); err != nil || out.Host == nil {
+			t.Fatalf("check_config: %v, host %v", err, out.Host)
+		}
+		if got := e.HostFacts(); !reflect.DeepEqual(got, *out.Host) {
+			t.Errorf("HostFacts() = %+v\ncheck_config says %+v\nconfig %s", got, *out.Host, cfg)
+		}
+	}
+	if valid < 6 {
+		t.Errorf("only %d valid configurations checked", valid)
+	}
+}
+
+func TestHostFacts_sample(t *testing.T) {
+	got := sampleEngine(t).HostFacts()
+	want := HostFacts{
+		PrincipalHeader: "",
+		MaxTimeoutMs:    120000,
+		ListChanged:     true,
+		Tools: map[string]ToolFacts{
+			"cart.add_item": {Gated: true, Moves: true, Workflows: []string{"checkout"}},
+			"cart.checkout": {Gated: true, Moves: true, Workflows: []string{"checkout"}},
+			"cart.pay":      {Gated: true, Moves: true, Workflows: []string{"checkout"}},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("HostFacts() = %+v, want %+v", got, want)
+	}
+	if _, ok := got.Tools["cart.view"]; ok {
+		t.Error("an unbound tool is listed")
+	}
+}

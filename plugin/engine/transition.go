@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/gate"
+	"github.com/stategate/stategate/plugin/jsonx"
+)
+
+// transition: {"tool", "arguments"?, "session"?, "principal"?, "protocolVersion"?,
+// "isError"?, "states"?} -> {"states", "events", "visibleChanged", "notices"} or
+// {"needState"}.
+func (e *Engine) transition(dst []byte, in []byte) ([]byte, error) {
+	r, err := parse(in, true, false)
+	if err != nil {
+		return nil, err
+	}
+	fire, wfs := e.firing(r)
+	l, _ := r.load(wfs)
+	if len(l.need) > 0 {
+		return appendNeedState(dst, l.need), nil
+	}
+	var out transitions
+	out.notices = l.notices
+	for i, ref := range fire {
+		out.apply(ref, &l.cur[i], r.eraOf)
+	}
+	dst = append(dst, `{"states":{`...)
+	dst = append(dst, out.writes...)
+	dst = append(dst, `},"events":[`...)
+	dst = append(dst, out.events...)
+	dst = append(dst, `],"visibleChanged":`...)
+	dst = appendBool(dst, out.visibleChanged)
+	dst = append(dst, ',')
+	dst = appendNotices(dst, out.notices)
+	return append(dst, '}'), nil
+}
+
+// firing returns the bindings of r's tool whose event the call fires, and their
+// workflows: only bindings with an event matter, and nothing moves on a failed call.
+func (e *Engine) firing(r *request) ([]config.Ref, []*config.Workflow) {
+	if r.isError {
+		return nil, nil
+	}
+	var fire []config.Ref
+	var wfs []*config.Workflow
+	for _, ref := range e.cfg.Bindings(r.tool) {
+		if ref.Binding.Event != "" {
+			fire = append(fire, ref)
+			wfs = append(wfs, ref.Workflow)
+		}
+	}
+	return fire, wfs
+}
+
+// transitions collects the answer of one transition call: the snapshots to write and
+// the events, each as JSON members, and the notices.
+type transitions struct {
+	writes, events []byte
+	nWrites        int
+	visibleChanged bool
+	notices        []gate.Notice
+}
+
+// apply fires ref's event in the workflow state cur and records the outcome.
+func (t *transitions) apply(ref config.Ref, cur *gate.Current, era gate.Era) {
+	w := ref.Workflow
+	from := cur.State
+	to, outcome := t.next(ref, cur)
+	t.appendEvent(w.ID, cur.Key, ref.Binding.Event, from, to, outcome)
+	if cur.Status != gate.KeyOK || (to == from && !cur.Healed) {
+		return // nothing to store: a self-loop writes nothing
+	}
+	if gate.Hides(w, era) && !gate.SameTools(w, from, to) {
+		t.visibleChanged = true
+	}
+	if t.nWrites > 0 {
+		t.writes = append(t.writes, ',')
+	}
+	t.nWrites++
+	t.writes = jsonx.AppendString(t.writes, cur.Key)
+	t.writes = append(t.writes, ':')
+	seq := cur.Seq + 1
+	if seq <= 0 {
+		seq = 1 // a saturated sequence starts over rather than going negative
+	}
+	t.writes = gate.AppendSnapshot(t.writes, w, to, seq)
+}
+
+// next returns the state ref's event leads to from cur and the outcome's name
+// (transitioned, unstorable, final or ignored), noting why an event did nothing.
+func (t *transitions) next(ref config.Ref, cur *gate.Current) (string, string) {
+	w, event, from := ref.Workflow, ref.Binding.Event, cur.State
+	st, _ := w.State(from)
+	switch {
+	case cur.Status != gate.KeyOK:
+		return from, "unstorable"
+	case st.Final:
+		t.notices = append(t.notices, gate.Notice{Code: gate.NoticeFinal, Workflow: w.ID,
+			Message: "event " + event + " ignored: " + from + " is a final state"})
+		return from, "final"
+	}
+	if to, ok := st.Next(event); ok {
+		return to, "transitioned"
+	}
+	t.notices = append(t.notices, gate.Notice{Code: gate.NoticeIgnored, Workflow: w.ID,
+		Message: "state " + from + " does not handle event " + event})
+	return from, "ignored"
+}
+
+// appendEvent appends one {"workflow","key","event","from","to","outcome"}.
+func (t *transitions) appendEvent(workflow, key, event, from, to, outcome string) {
+	if len(t.events) > 0 {
+		t.events = append(t.events, ',')
+	}
+	t.events = append(t.events, `{"workflow":`...)
+	t.events = jsonx.AppendString(t.events, workflow)
+	t.events = append(t.events, `,"key":`...)
+	t.events = jsonx.AppendString(t.events, key)
+	t.events = append(t.events, `,"event":`...)
+	t.events = jsonx.AppendString(t.events, event)
+	t.events = append(t.events, `,"from":`...)
+	t.events = jsonx.AppendString(t.events, from)
+	t.events = append(t.events, `,"to":`...)
+	t.events = jsonx.AppendString(t.events, to)
+	t.events = append(t.events, `,"outcome":`...)
+	t.events = jsonx.AppendString(t.events, outcome)
+	t.events = append(t.events, '}')
+}
