@@ -87,7 +87,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root gjson.Result) 
 	}
 	switch ex.Method {
 	case MethodInitialize:
-		if ex.core.facts.workflows {
+		if ex.core.facts.listChanged {
 			if out, ok := withListChanged(msg); ok {
 				return out, nil
 			}

@@ -37,8 +37,9 @@ type Options struct {
 	Plugin   Plugin
 	State    State
 	Reporter Reporter
-	// Config is the stategate configuration the plugin runs with (for the facts hosts need:
-	// bound tools, principal header, longest timeout).
+	// Config is the stategate configuration the plugin runs with. The core takes the facts
+	// it needs (bound tools, principal header, longest timeout, listChanged) from the
+	// plugin's check_config; Config is read only for a module too old to answer them.
 	Config []byte
 	// MaxBodyBytes caps a request body (default 16 MiB).
 	MaxBodyBytes int
@@ -83,7 +84,7 @@ func New(opts Options) *Core {
 		opts.Reporter = nopReporter{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, opts: opts,
-		facts: factsOf(opts.Config), known: newKnownTools(10000)}
+		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000)}
 	if opts.ListMemoBytes > 0 {
 		c.lists = newListMemo(64, opts.ListMemoBytes)
 	}
@@ -110,20 +111,49 @@ type nopReporter struct{}
 func (nopReporter) Fault(abi.Fault, abi.Policy, error, ...any) {}
 func (nopReporter) Count(Counter)                              {}
 
-// facts are what a host needs to know about a configuration.
+// facts are what a host needs to know about a configuration, as the engine's check_config
+// answers them under "host" (ABI.md): the core never reads the configuration itself.
 type facts struct {
-	bound     map[string]bool // tools bound to a workflow: the gate fails closed for them
-	moves     map[string]bool // bound tools whose success fires an event
-	workflows bool
-	principal string
-	leaseTTL  time.Duration
+	bound       map[string]bool // tools bound to a workflow: the gate fails closed for them
+	moves       map[string]bool // bound tools whose success fires an event
+	listChanged bool            // declare capabilities.tools.listChanged in initialize
+	principal   string
+	leaseTTL    time.Duration
 }
 
-func factsOf(cfg []byte) facts {
+// factsOf asks the plugin's check_config for the host facts. A module without check_config
+// (or one that answers no facts) gets the facts read from cfg the way the engine reads them.
+func factsOf(p Plugin, cfg []byte) facts {
+	if p != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := p.Call(ctx, abi.FuncCheckConfig, nil)
+		cancel()
+		if host := gjson.GetBytes(out, "host"); err == nil && host.IsObject() {
+			return factsOfHost(host)
+		}
+	}
+	return factsOfConfig(cfg)
+}
+
+func factsOfHost(host gjson.Result) facts {
+	f := facts{bound: map[string]bool{}, moves: map[string]bool{}}
+	host.Get("tools").ForEach(func(name, t gjson.Result) bool {
+		f.bound[name.Str] = t.Get("gated").Bool()
+		f.moves[name.Str] = t.Get("moves").Bool()
+		return true
+	})
+	f.listChanged = host.Get("listChanged").Bool()
+	f.principal = host.Get("principalHeader").Str
+	f.leaseTTL = leaseTTL(host.Get("maxTimeoutMs").Int())
+	return f
+}
+
+// factsOfConfig is the fallback for modules older than check_config's host facts.
+func factsOfConfig(cfg []byte) facts {
 	f := facts{bound: map[string]bool{}, moves: map[string]bool{}}
 	doc := gjson.ParseBytes(cfg)
 	doc.Get("workflows").ForEach(func(_, w gjson.Result) bool {
-		f.workflows = true
+		f.listChanged = true
 		w.Get("tools").ForEach(func(k, b gjson.Result) bool {
 			f.bound[k.Str] = true
 			if b.Get("event").Str != "" {
@@ -134,8 +164,6 @@ func factsOf(cfg []byte) facts {
 		return true
 	})
 	f.principal = doc.Get("principal.header").Str
-	// A lease outlives the longest call it can cover with room to store the transition;
-	// a crashed holder's lease then lapses on its own.
 	longest := int64(30000)
 	if t := doc.Get("limits.timeoutMs"); t.Exists() {
 		longest = t.Int()
@@ -144,8 +172,14 @@ func factsOf(cfg []byte) facts {
 		longest = max(longest, v.Get("timeoutMs").Int())
 		return true
 	})
-	f.leaseTTL = time.Duration(longest)*time.Millisecond + 30*time.Second
+	f.leaseTTL = leaseTTL(longest)
 	return f
+}
+
+// leaseTTL: a lease outlives the longest call it can cover with room to store the
+// transition; a crashed holder's lease then lapses on its own.
+func leaseTTL(longestMs int64) time.Duration {
+	return time.Duration(max(longestMs, 0))*time.Millisecond + 30*time.Second
 }
 
 // Reporter receives every fault with the policy applied, and every counter as it moves
