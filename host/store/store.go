@@ -38,9 +38,20 @@ type Store interface {
 	Forget(ctx context.Context, session string) error
 	// Lock takes exclusive leases on keys (for at most ttl, so a crashed holder cannot
 	// block them for good) and returns the function that releases them. It waits while
-	// another holder has one, until ctx ends. The gateway holds the state keys of a call
-	// that can move a workflow from its admission to its stored transition, so two racing
-	// calls are admitted one at a time, on one replica or several.
+	// another holder has one, until ctx ends: callers bound the wait with ctx's deadline.
+	// The gateway holds the state keys of a call that can move a workflow from its
+	// admission to its stored transition, so two racing calls are admitted one at a time,
+	// on one replica or several.
+	//
+	// # Notes
+	//
+	//   - A wait that ends because another holder kept a key returns an error wrapping
+	//     ErrBusy (and ctx's error); the message names the key. Every other error is the
+	//     store failing (or ctx ending before the store answered), never ErrBusy.
+	//   - A lease lapses after ttl (at least 1ms), and may then be taken by a waiter.
+	//     Releasing a lease that lapsed does nothing, even when another holder has taken
+	//     the key since.
+	//   - The release function may be called more than once.
 	Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error)
 	// Close releases the store's resources.
 	Close() error
@@ -78,7 +89,11 @@ func Open(ctx context.Context, spec string, opts Options) (Store, error) {
 	case spec == "memory":
 		return NewMemory(opts), nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
-		return NewRedis(ctx, spec, opts)
+		r, err := NewRedis(ctx, spec, opts)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
 	default:
 		return nil, fmt.Errorf("store: unknown spec[%s]: want \"memory\" or \"redis://HOST:PORT/DB\"", spec)
 	}

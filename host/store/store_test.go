@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,7 +18,8 @@ import (
 // opener gives a fresh, empty store and the clock its TTLs run on.
 type opener func(t testing.TB, opts Options) (Store, clock)
 
-// clock is the time a store sees: real time for Redis, a fake clock for Memory.
+// clock is the time a store's entries expire on: real time for Redis, a fake clock for
+// Memory. Leases always run on real time.
 type clock interface {
 	Now() time.Time
 	Advance(d time.Duration) // lets at least d pass
@@ -92,9 +94,7 @@ func TestStore(t *testing.T) {
 			}
 			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
-			if _, err := s.Lock(wctx, []string{"a"}, 5*time.Second); err == nil {
-				t.Fatal("a held key was locked twice")
-			}
+			mustBusy(t, s, wctx, "a", "a")
 			other, err := s.Lock(ctx, []string{"c"}, 5*time.Second)
 			if err != nil {
 				t.Fatalf("an unrelated key: %v", err)
@@ -106,6 +106,65 @@ func TestStore(t *testing.T) {
 				t.Fatalf("after release: %v", err)
 			}
 			again()
+		}},
+		{name: "lock_held_elsewhere_is_busy_at_the_deadline", run: func(t *testing.T, s Store, _ clock) {
+			unlock, err := s.Lock(ctx, []string{"b"}, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unlock()
+			const wait = 40 * time.Millisecond
+			wctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			start := time.Now()
+			mustBusy(t, s, wctx, "b", "a", "b", "c")
+			if took := time.Since(start); took < wait {
+				t.Errorf("gave up after %v, before the deadline (%v)", took, wait)
+			}
+			// The key taken before the busy one ("a") was released, the one after ("c")
+			// never taken.
+			free, err := s.Lock(ctx, []string{"a", "c"}, 5*time.Second)
+			if err != nil {
+				t.Fatalf("keys a busy Lock gave up: %v", err)
+			}
+			free()
+		}},
+		{name: "lock_lease_lapses_and_a_late_release_keeps_the_next", run: func(t *testing.T, s Store, _ clock) {
+			first, err := s.Lock(ctx, []string{"k"}, 20*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			second, err := s.Lock(wctx, []string{"k"}, 5*time.Second)
+			if err != nil {
+				t.Fatalf("a lapsed lease was not taken over: %v", err)
+			}
+			if took := time.Since(start); took < 15*time.Millisecond {
+				t.Errorf("taken over after %v, before the 20ms lease lapsed", took)
+			}
+			first() // late: the lease it names lapsed, and k is the second holder's
+			bctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+			defer cancel()
+			mustBusy(t, s, bctx, "k", "k")
+			second()
+			second() // twice: still nothing else released
+			third, err := s.Lock(ctx, []string{"k"}, 5*time.Second)
+			if err != nil {
+				t.Fatalf("after the second holder's release: %v", err)
+			}
+			third()
+		}},
+		{name: "lock_refuses_a_ttl_under_1ms", run: func(t *testing.T, s Store, _ clock) {
+			for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
+				if unlock, err := s.Lock(ctx, []string{"k"}, d); err == nil {
+					unlock()
+					t.Errorf("Lock(ttl %v) succeeded", d)
+				} else if errors.Is(err, ErrBusy) {
+					t.Errorf("Lock(ttl %v) = %v, a store error and not ErrBusy", d, err)
+				}
+			}
 		}},
 		{name: "lock_serialises_concurrent_holders", run: func(t *testing.T, s Store, _ clock) {
 			var inside, most atomic.Int32
@@ -427,6 +486,9 @@ func TestOpen(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			s, err := Open(ctx, tc.spec, Options{})
+			if s != nil {
+				t.Errorf("Open(%q) = %#v with its error, want a nil Store", tc.spec, s)
+			}
 			if err == nil {
 				_ = s.Close()
 				t.Fatalf("Open(%q) succeeded, want error %q", tc.spec, tc.wantErr)
@@ -489,6 +551,23 @@ func BenchmarkStore(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// mustBusy checks that Lock(keys) waits until ctx ends, then fails with ErrBusy (and
+// ctx's error) naming busy.
+func mustBusy(t testing.TB, s Store, ctx context.Context, busy string, keys ...string) {
+	t.Helper()
+	unlock, err := s.Lock(ctx, keys, 5*time.Second)
+	if err == nil {
+		unlock()
+		t.Fatalf("Lock(%q) succeeded while %q was held", keys, busy)
+	}
+	if !errors.Is(err, ErrBusy) || !errors.Is(err, ctx.Err()) || ctx.Err() == nil {
+		t.Fatalf("Lock(%q) = %v, want ErrBusy and ctx's error %v", keys, err, ctx.Err())
+	}
+	if want := fmt.Sprintf("key[%q]", busy); !strings.Contains(err.Error(), want) {
+		t.Errorf("Lock(%q) error %q does not name %s", keys, err, want)
 	}
 }
 
