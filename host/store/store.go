@@ -2,9 +2,10 @@
 // derives the keys and produces the values, the store only keeps opaque bytes and swaps
 // them atomically.
 //
-// Two implementations share one contract (the suite in store_test.go runs against both):
-// Memory, the embedded default, bounded with LRU eviction; and Redis, for replicas that
-// share state.
+// Three implementations share one contract (the suite in store_test.go runs against each):
+// Memory, in the process and bounded with LRU eviction (the demo's and tests' store); Bolt,
+// a file on disk that survives restarts (the default of stategate serve); and Redis, for
+// replicas that share state.
 package store
 
 import (
@@ -60,7 +61,9 @@ type Store interface {
 // Options tunes a Store. The zero value gives the defaults.
 type Options struct {
 	// MaxEntries bounds the entries of a Memory store; the least recently used entry is
-	// evicted past it (default 100000). Redis ignores it: bound Redis with maxmemory.
+	// evicted past it (default 100000). It is for Memory only: Redis ignores it (bound
+	// Redis with maxmemory), and so does Bolt, whose file holds the entries written within
+	// IdleTTL, however many (bound it with IdleTTL and disk space).
 	MaxEntries int
 	// IdleTTL is how long an entry lives without a read or a write (default 24h).
 	IdleTTL time.Duration
@@ -82,12 +85,23 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Open opens the store named by spec: "memory" for a Memory store, or
+// Open opens the store named by spec: "memory" for a Memory store, "bolt:PATH" for a Bolt
+// store in the file PATH (relative to the working directory unless absolute), or
 // "redis://HOST:PORT/DB" (also "rediss://" for TLS) for a Redis store.
 func Open(ctx context.Context, spec string, opts Options) (Store, error) {
 	switch {
 	case spec == "memory":
 		return NewMemory(opts), nil
+	case strings.HasPrefix(spec, "bolt:"):
+		path := strings.TrimPrefix(spec, "bolt:")
+		if path == "" {
+			return nil, fmt.Errorf("store: spec[%s] names no file: want \"bolt:PATH\"", spec)
+		}
+		b, err := NewBolt(path, opts)
+		if err != nil {
+			return nil, err // not a nil *Bolt in a non-nil Store
+		}
+		return b, nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
 		r, err := NewRedis(ctx, spec, opts)
 		if err != nil {
@@ -95,6 +109,6 @@ func Open(ctx context.Context, spec string, opts Options) (Store, error) {
 		}
 		return r, nil
 	default:
-		return nil, fmt.Errorf("store: unknown spec[%s]: want \"memory\" or \"redis://HOST:PORT/DB\"", spec)
+		return nil, fmt.Errorf("store: unknown spec[%s]: want \"memory\", \"bolt:PATH\" or \"redis://HOST:PORT/DB\"", spec)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ import (
 type opener func(t testing.TB, opts Options) (Store, clock)
 
 // clock is the time a store's entries expire on: real time for Redis, a fake clock for
-// Memory. Leases always run on real time.
+// Memory and Bolt. Leases always run on real time.
 type clock interface {
 	Now() time.Time
 	Advance(d time.Duration) // lets at least d pass
@@ -32,6 +33,7 @@ var implementations = []struct {
 	setup func(t testing.TB) opener
 }{
 	{name: "memory", setup: func(testing.TB) opener { return openMemory }},
+	{name: "bolt", setup: func(testing.TB) opener { return openTempBolt }},
 	{name: "redis", setup: func(t testing.TB) opener {
 		url := storetest.Redis(t)
 		return func(t testing.TB, opts Options) (Store, clock) {
@@ -67,6 +69,18 @@ func openMemory(_ testing.TB, opts Options) (Store, clock) {
 	c := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	m.now = c.Now
 	return m, c
+}
+
+// openTempBolt gives a Bolt store in a new file, on a fake clock, its sweeper idle (tests
+// call sweep).
+func openTempBolt(t testing.TB, opts Options) (Store, clock) {
+	c := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	b, err := openBolt(filepath.Join(t.TempDir(), "stategate.db"), opts, c.Now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b, c
 }
 
 // hostileKeys are keys and session ids that break naive escaping, globbing, hash tags or
@@ -472,11 +486,21 @@ func TestOpen(t *testing.T) {
 		t.Errorf("Open(memory) = %T, want *Memory", s)
 	}
 	_ = s.Close()
+	s, err = Open(ctx, "bolt:"+filepath.Join(t.TempDir(), "s.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.(*Bolt); !ok {
+		t.Errorf("Open(bolt:...) = %T, want *Bolt", s)
+	}
+	_ = s.Close()
 
 	tests := []struct {
 		name, spec, wantErr string
 	}{
-		{name: "unknown_scheme", spec: "etcd://x", wantErr: `store: unknown spec[etcd://x]: want "memory" or "redis://HOST:PORT/DB"`},
+		{name: "unknown_scheme", spec: "etcd://x", wantErr: `store: unknown spec[etcd://x]: want "memory", "bolt:PATH" or "redis://HOST:PORT/DB"`},
+		{name: "bolt_without_path", spec: "bolt:", wantErr: `store: spec[bolt:] names no file: want "bolt:PATH"`},
+		{name: "bolt_in_missing_directory", spec: "bolt:" + filepath.Join(t.TempDir(), "no", "such", "dir", "s.db"), wantErr: "store[bolt] path["},
 		{name: "empty", spec: "", wantErr: `store: unknown spec[]`},
 		{name: "bad_redis_url", spec: "redis://127.0.0.1:6379/notadb", wantErr: "store[redis] url[redis://127.0.0.1:6379/notadb]: "},
 		{name: "nothing_listening", spec: "redis://:secret@127.0.0.1:1/0", wantErr: "store[redis] url[redis://:xxxxx@127.0.0.1:1/0]: ping: "},
