@@ -29,13 +29,13 @@ type Memory struct {
 	lru      *list.List               // of *entry, most recently used first
 	entries  map[string]*list.Element // key -> element of lru
 	sessions map[string]map[string]struct{}
-	locks    keyLocks
+	leases   *leases
 }
 
-// Lock implements Store.Lock: in this process, the leases never expire (a holder in the
-// same process cannot crash without the process).
-func (m *Memory) Lock(ctx context.Context, keys []string, _ time.Duration) (func(), error) {
-	return m.locks.lock(ctx, keys)
+// Lock implements Store.Lock with leases in this process (see leases): they lapse after
+// ttl like Redis leases, on real time (not on the clock tests replace).
+func (m *Memory) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
+	return m.leases.lock(ctx, keys, ttl)
 }
 
 type entry struct {
@@ -57,7 +57,7 @@ func NewMemory(opts Options) *Memory {
 		lru:      list.New(),
 		entries:  make(map[string]*list.Element),
 		sessions: make(map[string]map[string]struct{}),
-		locks:    keyLocks{m: map[string]*keyLock{}},
+		leases:   newLeases("memory"),
 	}
 }
 

@@ -2,13 +2,11 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,67 +38,14 @@ type Redis struct {
 	client *redis.Client
 	ttl    time.Duration
 	name   string // the URL without its password, for errors
+
+	orphans chan orphan   // leases to release in the background (see janitor)
+	stop    chan struct{} // closed by Close
+	done    chan struct{} // closed when the janitor has stopped
+	once    sync.Once
 }
 
 var _ Store = (*Redis)(nil)
-
-// unlockScript deletes a lease only if it is still the caller's.
-var unlockScript = redis.NewScript(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-  return redis.call("DEL", KEYS[1])
-end
-return 0
-`)
-
-// Lock implements Store.Lock with one lease per key (SET NX PX with a random token),
-// taken in sorted order, retried with a short backoff while held elsewhere.
-func (r *Redis) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
-	keys = append([]string(nil), keys...)
-	sort.Strings(keys)
-	var tok [16]byte
-	if _, err := rand.Read(tok[:]); err != nil {
-		return nil, err
-	}
-	token := hex.EncodeToString(tok[:])
-	var held []string
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		for _, k := range held {
-			unlockScript.Run(rctx, r.client, []string{redisLockPrefix + k}, token)
-		}
-	}
-	for i, k := range keys {
-		if i > 0 && keys[i-1] == k {
-			continue
-		}
-		wait := time.Millisecond
-		for {
-			ok, err := r.client.SetNX(ctx, redisLockPrefix+k, token, ttl).Result()
-			if err != nil {
-				release()
-				return nil, fmt.Errorf("store[redis] url[%s]: lock: %w", r.name, err)
-			}
-			if ok {
-				held = append(held, k)
-				break
-			}
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				release()
-				return nil, ctx.Err()
-			}
-			if wait < 20*time.Millisecond {
-				wait *= 2
-			}
-		}
-	}
-	return release, nil
-}
-
-// redisLockPrefix namespaces the leases of Lock.
-const redisLockPrefix = "stategate:lock:"
 
 // casScript: KEYS[1] the value key, KEYS[2] the session set (absent: no session);
 // ARGV[1] "1" when old must equal ARGV[2], "0" when the key must be absent;
@@ -149,7 +94,10 @@ func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 		_ = client.Close()
 		return nil, fmt.Errorf("store[redis] url[%s]: ping: %w", name, err)
 	}
-	return &Redis{client: client, ttl: opts.IdleTTL, name: name}, nil
+	r := &Redis{client: client, ttl: opts.IdleTTL, name: name,
+		orphans: make(chan orphan, orphanQueue), stop: make(chan struct{}), done: make(chan struct{})}
+	go r.janitor()
+	return r, nil
 }
 
 // Get implements Store.Get.
@@ -198,8 +146,15 @@ func (r *Redis) Forget(ctx context.Context, session string) error {
 	return nil
 }
 
-// Close implements Store.Close: it closes the connection pool.
-func (r *Redis) Close() error { return r.client.Close() }
+// Close implements Store.Close: it stops the janitor (leases it still had to release lapse
+// after their ttl) and closes the connection pool.
+func (r *Redis) Close() error {
+	r.once.Do(func() {
+		close(r.stop)
+		<-r.done
+	})
+	return r.client.Close()
+}
 
 func (r *Redis) ttlMillis() int64 { return max(r.ttl.Milliseconds(), 1) }
 

@@ -3,7 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +19,8 @@ import (
 // opener gives a fresh, empty store and the clock its TTLs run on.
 type opener func(t testing.TB, opts Options) (Store, clock)
 
-// clock is the time a store sees: real time for Redis, a fake clock for Memory.
+// clock is the time a store's entries expire on: real time for Redis, a fake clock for
+// Memory and Bolt. Leases always run on real time.
 type clock interface {
 	Now() time.Time
 	Advance(d time.Duration) // lets at least d pass
@@ -30,6 +33,7 @@ var implementations = []struct {
 	setup func(t testing.TB) opener
 }{
 	{name: "memory", setup: func(testing.TB) opener { return openMemory }},
+	{name: "bolt", setup: func(testing.TB) opener { return openTempBolt }},
 	{name: "redis", setup: func(t testing.TB) opener {
 		url := storetest.Redis(t)
 		return func(t testing.TB, opts Options) (Store, clock) {
@@ -67,6 +71,18 @@ func openMemory(_ testing.TB, opts Options) (Store, clock) {
 	return m, c
 }
 
+// openTempBolt gives a Bolt store in a new file, on a fake clock, its sweeper idle (tests
+// call sweep).
+func openTempBolt(t testing.TB, opts Options) (Store, clock) {
+	c := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	b, err := openBolt(filepath.Join(t.TempDir(), "stategate.db"), opts, c.Now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b, c
+}
+
 // hostileKeys are keys and session ids that break naive escaping, globbing, hash tags or
 // line-based protocols.
 var hostileKeys = []string{
@@ -92,9 +108,7 @@ func TestStore(t *testing.T) {
 			}
 			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
-			if _, err := s.Lock(wctx, []string{"a"}, 5*time.Second); err == nil {
-				t.Fatal("a held key was locked twice")
-			}
+			mustBusy(t, s, wctx, "a", "a")
 			other, err := s.Lock(ctx, []string{"c"}, 5*time.Second)
 			if err != nil {
 				t.Fatalf("an unrelated key: %v", err)
@@ -106,6 +120,65 @@ func TestStore(t *testing.T) {
 				t.Fatalf("after release: %v", err)
 			}
 			again()
+		}},
+		{name: "lock_held_elsewhere_is_busy_at_the_deadline", run: func(t *testing.T, s Store, _ clock) {
+			unlock, err := s.Lock(ctx, []string{"b"}, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unlock()
+			const wait = 40 * time.Millisecond
+			wctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			start := time.Now()
+			mustBusy(t, s, wctx, "b", "a", "b", "c")
+			if took := time.Since(start); took < wait {
+				t.Errorf("gave up after %v, before the deadline (%v)", took, wait)
+			}
+			// The key taken before the busy one ("a") was released, the one after ("c")
+			// never taken.
+			free, err := s.Lock(ctx, []string{"a", "c"}, 5*time.Second)
+			if err != nil {
+				t.Fatalf("keys a busy Lock gave up: %v", err)
+			}
+			free()
+		}},
+		{name: "lock_lease_lapses_and_a_late_release_keeps_the_next", run: func(t *testing.T, s Store, _ clock) {
+			first, err := s.Lock(ctx, []string{"k"}, 20*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			second, err := s.Lock(wctx, []string{"k"}, 5*time.Second)
+			if err != nil {
+				t.Fatalf("a lapsed lease was not taken over: %v", err)
+			}
+			if took := time.Since(start); took < 15*time.Millisecond {
+				t.Errorf("taken over after %v, before the 20ms lease lapsed", took)
+			}
+			first() // late: the lease it names lapsed, and k is the second holder's
+			bctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+			defer cancel()
+			mustBusy(t, s, bctx, "k", "k")
+			second()
+			second() // twice: still nothing else released
+			third, err := s.Lock(ctx, []string{"k"}, 5*time.Second)
+			if err != nil {
+				t.Fatalf("after the second holder's release: %v", err)
+			}
+			third()
+		}},
+		{name: "lock_refuses_a_ttl_under_1ms", run: func(t *testing.T, s Store, _ clock) {
+			for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
+				if unlock, err := s.Lock(ctx, []string{"k"}, d); err == nil {
+					unlock()
+					t.Errorf("Lock(ttl %v) succeeded", d)
+				} else if errors.Is(err, ErrBusy) {
+					t.Errorf("Lock(ttl %v) = %v, a store error and not ErrBusy", d, err)
+				}
+			}
 		}},
 		{name: "lock_serialises_concurrent_holders", run: func(t *testing.T, s Store, _ clock) {
 			var inside, most atomic.Int32
@@ -413,11 +486,21 @@ func TestOpen(t *testing.T) {
 		t.Errorf("Open(memory) = %T, want *Memory", s)
 	}
 	_ = s.Close()
+	s, err = Open(ctx, "bolt:"+filepath.Join(t.TempDir(), "s.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.(*Bolt); !ok {
+		t.Errorf("Open(bolt:...) = %T, want *Bolt", s)
+	}
+	_ = s.Close()
 
 	tests := []struct {
 		name, spec, wantErr string
 	}{
-		{name: "unknown_scheme", spec: "etcd://x", wantErr: `store: unknown spec[etcd://x]: want "memory" or "redis://HOST:PORT/DB"`},
+		{name: "unknown_scheme", spec: "etcd://x", wantErr: `store: unknown spec[etcd://x]: want "memory", "bolt:PATH" or "redis://HOST:PORT/DB"`},
+		{name: "bolt_without_path", spec: "bolt:", wantErr: `store: spec[bolt:] names no file: want "bolt:PATH"`},
+		{name: "bolt_in_missing_directory", spec: "bolt:" + filepath.Join(t.TempDir(), "no", "such", "dir", "s.db"), wantErr: "store[bolt] path["},
 		{name: "empty", spec: "", wantErr: `store: unknown spec[]`},
 		{name: "bad_redis_url", spec: "redis://127.0.0.1:6379/notadb", wantErr: "store[redis] url[redis://127.0.0.1:6379/notadb]: "},
 		{name: "nothing_listening", spec: "redis://:secret@127.0.0.1:1/0", wantErr: "store[redis] url[redis://:xxxxx@127.0.0.1:1/0]: ping: "},
@@ -427,6 +510,9 @@ func TestOpen(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			s, err := Open(ctx, tc.spec, Options{})
+			if s != nil {
+				t.Errorf("Open(%q) = %#v with its error, want a nil Store", tc.spec, s)
+			}
 			if err == nil {
 				_ = s.Close()
 				t.Fatalf("Open(%q) succeeded, want error %q", tc.spec, tc.wantErr)
@@ -489,6 +575,23 @@ func BenchmarkStore(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// mustBusy checks that Lock(keys) waits until ctx ends, then fails with ErrBusy (and
+// ctx's error) naming busy.
+func mustBusy(t testing.TB, s Store, ctx context.Context, busy string, keys ...string) {
+	t.Helper()
+	unlock, err := s.Lock(ctx, keys, 5*time.Second)
+	if err == nil {
+		unlock()
+		t.Fatalf("Lock(%q) succeeded while %q was held", keys, busy)
+	}
+	if !errors.Is(err, ErrBusy) || !errors.Is(err, ctx.Err()) || ctx.Err() == nil {
+		t.Fatalf("Lock(%q) = %v, want ErrBusy and ctx's error %v", keys, err, ctx.Err())
+	}
+	if want := fmt.Sprintf("key[%q]", busy); !strings.Contains(err.Error(), want) {
+		t.Errorf("Lock(%q) error %q does not name %s", keys, err, want)
 	}
 }
 

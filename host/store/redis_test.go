@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stategate/stategate/host/store/storetest"
+)
+
+// busyScript keeps the server busy for ARGV[1] milliseconds: every other client waits,
+// its commands unread, as behind any slow script or a stalled host.
+const busyScript = `
+local t = redis.call('TIME')
+local start = t[1] * 1000000 + t[2]
+repeat
+  t = redis.call('TIME')
+until t[1] * 1000000 + t[2] - start >= ARGV[1] * 1000
+return 1
+`
+
+// TestRedis_lockDuringStallLeavesNoLease stalls the server while Lock's SET NX is in
+// flight: the client times out, the server may set the key once it resumes (it does after
+// a slow script), and the release Lock queued must delete it, so no lease outlives the
+// stall for its ttl.
+func TestRedis_lockDuringStallLeavesNoLease(t *testing.T) {
+	url := storetest.Redis(t)
+	ctx := context.Background()
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(ro)
+	defer admin.Close()
+	const stall = 600 * time.Millisecond
+	tests := []struct {
+		name string
+		// stall stalls the server for about stall and returns once it has resumed; started
+		// is closed once the stall is certain to have begun, or soon after.
+		stall func(started chan<- struct{}) error
+	}{
+		{name: "slow_script", stall: func(started chan<- struct{}) error {
+			go func() { time.Sleep(50 * time.Millisecond); close(started) }()
+			return admin.Eval(ctx, busyScript, nil, stall.Milliseconds()).Err()
+		}},
+		{name: "client_pause", stall: func(started chan<- struct{}) error {
+			err := admin.ClientPause(ctx, stall).Err()
+			close(started)
+			time.Sleep(stall) // CLIENT PAUSE answers at once; PING would wait for the end
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// A 100ms read timeout stands for a client whose patience ends before the stall.
+			r, err := NewRedis(ctx, url+"?read_timeout=100ms", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if err := admin.FlushDB(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for attempt := 0; ; attempt++ {
+				started, resumed := make(chan struct{}), make(chan error, 1)
+				go func() { resumed <- tc.stall(started) }()
+				<-started
+				unlock, lerr := r.Lock(ctx, []string{"a", "k"}, time.Minute)
+				if err := <-resumed; err != nil {
+					t.Fatalf("stall: %v", err)
+				}
+				if lerr == nil { // the stall began late: Lock got in first
+					unlock()
+					if attempt == 4 {
+						t.Skip("Lock never overlapped the stall")
+					}
+					continue
+				}
+				if errors.Is(lerr, ErrBusy) {
+					t.Errorf("Lock during a stall = %v, a store error and not ErrBusy", lerr)
+				}
+				t.Logf("Lock during the stall: %v", lerr)
+				break
+			}
+			// The server has resumed (it answers), so it has run the SET NX whose reply was
+			// lost; the janitor's release follows within its backoff.
+			if err := admin.Ping(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				n, err := admin.Exists(ctx, redisLockPrefix+"a", redisLockPrefix+"k").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					ttl, _ := admin.PTTL(ctx, redisLockPrefix+"a").Result()
+					t.Fatalf("%d lease keys left 3s after the stall (PTTL of a: %v)", n, ttl)
+				}
+			}
+			wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			unlock, err := r.Lock(wctx, []string{"a", "k"}, time.Minute)
+			if err != nil {
+				t.Fatalf("Lock after the stall: %v", err)
+			}
+			unlock()
+		})
+	}
+}
