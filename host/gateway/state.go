@@ -41,7 +41,9 @@ func (st storeState) Store(ctx context.Context, owner, key string, value []byte,
 
 func (st storeState) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
 	release, err := st.s.Lock(ctx, keys, ttl)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+	// Only a wait that another holder's lease ended is "busy" (retryable); a store that
+	// stalls or fails is a state fault, which the core treats as such.
+	if err != nil && errors.Is(err, store.ErrBusy) {
 		return nil, errors.Join(exchange.ErrBusy, err)
 	}
 	return release, err

@@ -254,10 +254,20 @@ func splitList(s string) []string {
 
 // startGateway builds the gateway for cfg in front of upstream and serves it on listen.
 func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOptions, logger *slog.Logger) (*http.Server, net.Listener, *gateway.Gateway, func(), error) {
-	rt, err := loadPlugin(ctx, o.plugin, logger, o.interruptible)
-	if err != nil {
+	// undo closes what was opened so far, last first: a start that fails half-way leaves
+	// no plugin, pool, store (a bolt file stays locked while open) or listener behind.
+	var undo []func(context.Context)
+	fail := func(err error) (*http.Server, net.Listener, *gateway.Gateway, func(), error) {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i](ctx)
+		}
 		return nil, nil, nil, nil, err
 	}
+	rt, err := loadPlugin(ctx, o.plugin, logger, o.interruptible)
+	if err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func(c context.Context) { rt.Close(c) })
 	var gw *gateway.Gateway
 	pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2 * runtime.GOMAXPROCS(0), Timeout: 2 * time.Second,
 		Replaced: func() {
@@ -266,23 +276,23 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 			}
 		}})
 	if err != nil {
-		rt.Close(ctx)
-		return nil, nil, nil, nil, err
+		return fail(err)
 	}
+	undo = append(undo, func(c context.Context) { pool.Close(c) })
 	st, err := store.Open(ctx, o.store, store.Options{})
 	if err != nil {
-		rt.Close(ctx)
-		return nil, nil, nil, nil, err
+		return fail(err)
 	}
+	undo = append(undo, func(context.Context) { st.Close() })
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return fail(err)
 	}
+	undo = append(undo, func(context.Context) { ln.Close() })
 	gw, err = gateway.New(gateway.Options{Upstream: upstream, Plugin: pool, Config: cfg, Store: st, Logger: logger,
 		Origins: o.originPolicy(ln.Addr())})
 	if err != nil {
-		ln.Close()
-		return nil, nil, nil, nil, err
+		return fail(err)
 	}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
