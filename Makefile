@@ -33,10 +33,16 @@ $(BUILD)/stategate-go.wasm: $(PLUGIN_SRC)
 tinygo:
 	@scripts/install-tinygo.sh
 
-node: testharness/node/node_modules
+node: testharness/node/node_modules testharness/conformance/node_modules
 
 testharness/node/node_modules: testharness/node/package.json testharness/node/package-lock.json
 	cd testharness/node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The official MCP conformance suite, its reference server's SDK and server-everything
+# (testharness/conformance_mcp_test.go).
+testharness/conformance/node_modules: testharness/conformance/package.json testharness/conformance/package-lock.json
+	cd testharness/conformance && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Every test, on the built artifacts (a missing artifact fails instead of skipping), then
