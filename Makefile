@@ -33,9 +33,9 @@ $(BUILD)/stategate-go.wasm: $(PLUGIN_SRC)
 tinygo:
 	@scripts/install-tinygo.sh
 
-# The Node Extism host of the conformance suite, and the official TypeScript MCP client
-# test of cut results (testharness/tsclient).
-node: testharness/node/node_modules testharness/tsclient/node_modules
+# The Node Extism host of the conformance kit, the official TypeScript MCP client test of
+# cut results (testharness/tsclient) and the official MCP conformance suite.
+node: testharness/node/node_modules testharness/tsclient/node_modules testharness/conformance/node_modules
 
 testharness/node/node_modules: testharness/node/package.json testharness/node/package-lock.json
 	cd testharness/node && npm ci --no-audit --no-fund --loglevel=error
@@ -43,6 +43,12 @@ testharness/node/node_modules: testharness/node/package.json testharness/node/pa
 
 testharness/tsclient/node_modules: testharness/tsclient/package.json testharness/tsclient/package-lock.json
 	cd testharness/tsclient && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The official MCP conformance suite, its reference server's SDK and server-everything
+# (testharness/conformance_mcp_test.go).
+testharness/conformance/node_modules: testharness/conformance/package.json testharness/conformance/package-lock.json
+	cd testharness/conformance && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Every test, on the built artifacts (a missing artifact fails instead of skipping), then
