@@ -337,8 +337,10 @@ func confStartUpstream(ctx context.Context, t *testing.T, which string) string {
 // confStartGateway starts `stategate serve` on a free loopback port in front of upstream.
 func confStartGateway(ctx context.Context, t *testing.T, bin, upstream string) string {
 	t.Helper()
+	// Each gateway keeps its state in its own bolt file (the serve default, in a test's
+	// directory): two gateways on one file would wait for each other's file lock.
 	cmd := exec.CommandContext(ctx, bin, "serve", "--config", confConfig, "--upstream", upstream,
-		"--listen", "127.0.0.1:0", "--plugin", confPlugin)
+		"--listen", "127.0.0.1:0", "--plugin", confPlugin, "--store", "bolt:"+filepath.Join(t.TempDir(), "stategate.db"))
 	addr := confStart(t, cmd, regexp.MustCompile(`^stategate: serving http://(\S+) ->`), true)
 	return "http://" + addr + "/mcp"
 }
