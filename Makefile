@@ -51,9 +51,10 @@ testharness/conformance/node_modules: testharness/conformance/package.json testh
 	cd testharness/conformance && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# Every test, on the built artifacts (a missing artifact fails instead of skipping), then
+# gofmt, vet and go.mod tidiness, then every test on the built artifacts (a missing artifact
+# fails instead of skipping), then
 # a short run of every fuzz target.
-test: build build.go build.envoy node node.extism-node
+test: check build build.go build.envoy node node.extism-node
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 
