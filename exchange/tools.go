@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // emptyListProbe asks the engine, cheaply, which state a list needs for this request.
@@ -60,7 +61,38 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 	if ex.Session != "" {
 		c.known.set(ex.Session, []byte(m[1].Raw))
 	}
-	return splice(msg, result, []byte(m[0].Raw))
+	decorated := []byte(m[0].Raw)
+	if ex.version >= cacheableVersion {
+		decorated = c.cacheHints(decorated)
+	}
+	return splice(msg, result, decorated)
+}
+
+// cacheableVersion is the first protocol version whose list results carry ttlMs and
+// cacheScope (CacheableResult, SEP-2549).
+const cacheableVersion = "2026-07-28"
+
+// cacheHints makes a decorated tools/list result carry valid, conservative cache hints:
+// the upstream's ttlMs when it is a number >= 0, else 0 (absent or invalid means 0, so
+// the gateway says so); the upstream's cacheScope when it is "public" or "private", else
+// "private". A configuration that names a principal header scopes workflow state by
+// principal, so the gateway's view may vary by authorization: the scope is then
+// "private" whatever the upstream said (a private result must not be shared across
+// authorization contexts; combining hints, any private makes private).
+func (c *Core) cacheHints(result []byte) []byte {
+	h := gjson.GetManyBytes(result, "ttlMs", "cacheScope")
+	if ttl := h[0]; ttl.Type != gjson.Number || ttl.Num < 0 {
+		if out, err := sjson.SetRawBytes(result, "ttlMs", []byte("0")); err == nil {
+			result = out
+		}
+	}
+	valid := h[1].Type == gjson.String && (h[1].Str == "public" || h[1].Str == "private")
+	if !valid || (c.facts.principal != "" && h[1].Str != "private") {
+		if out, err := sjson.SetBytes(result, "cacheScope", "private"); err == nil {
+			result = out
+		}
+	}
+	return result
 }
 
 // EndSession frees a session's state (DELETE, or 404 from the upstream).
