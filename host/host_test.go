@@ -3,10 +3,13 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stategate/stategate/internal/testenv"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/engine"
@@ -209,10 +212,7 @@ func TestCall_trapDiscardsInstance(t *testing.T) {
 func builtPlugin(t testing.TB) []byte {
 	wasm, err := os.ReadFile("../build/stategate.wasm")
 	if err != nil {
-		if os.Getenv("STATEGATE_REQUIRE_ALL") == "1" {
-			t.Fatalf("build/stategate.wasm: %v (run make build)", err)
-		}
-		t.Skip("build/stategate.wasm is missing: run make build")
+		testenv.Missing(t, fmt.Errorf("build/stategate.wasm: %w (run make build)", err))
 	}
 	return wasm
 }

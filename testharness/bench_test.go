@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stategate/stategate/internal/testenv"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/plugin/engine"
@@ -76,7 +78,7 @@ func runners(b *testing.B) []runner {
 	}}}
 	wasm, err := os.ReadFile(tinyGoWasm)
 	if err != nil {
-		if requireAll() {
+		if testenv.RequireAll() {
 			b.Fatalf("%s: %v", tinyGoWasm, err)
 		}
 		b.Logf("skipping wasm: %v", err)

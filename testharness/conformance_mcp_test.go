@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stategate/stategate/internal/testenv"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -81,12 +83,7 @@ type confResults map[string][]confCheck
 
 func confRequire(t *testing.T) (gobin string) {
 	t.Helper()
-	missing := func(err error) {
-		if requireAll() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	missing := func(err error) { testenv.Missing(t, err) }
 	if _, err := exec.LookPath("node"); err != nil {
 		missing(fmt.Errorf("MCP conformance suite: node is not on PATH (install Node >= 20, then `make node`): %v", err))
 	}

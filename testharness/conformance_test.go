@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stategate/stategate/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden outputs of abi/testdata from the native engine")
@@ -19,18 +21,9 @@ const (
 	nodeDir    = "node"
 )
 
-// requireAll makes a missing artifact a failure instead of a skip (set by `make test`
-// and CI, so the deployed module is always what is tested there).
-func requireAll() bool { return os.Getenv("STATEGATE_REQUIRE_ALL") == "1" }
-
 func need(t *testing.T, path string) {
 	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		if requireAll() {
-			t.Fatalf("%s is missing: run `make build build.go` (%v)", path, err)
-		}
-		t.Skipf("%s is missing: run `make build build.go`", path)
-	}
+	testenv.NeedFile(t, path, "run `make build build.go`")
 }
 
 // engines returns every engine the conformance suite runs, skipping (or failing, under
@@ -44,7 +37,7 @@ func engines(t *testing.T) []Engine {
 		{Label: "go/extism", Path: stdGoWasm, Extism: true},
 	} {
 		if _, err := os.Stat(w.Path); err != nil {
-			if requireAll() {
+			if testenv.RequireAll() {
 				t.Fatalf("%s is missing: run `make build build.go`", w.Path)
 			}
 			t.Logf("skipping %s: %s is missing", w.Label, w.Path)
@@ -53,7 +46,7 @@ func engines(t *testing.T) []Engine {
 		es = append(es, w)
 	}
 	if err := NodeAvailable(nodeDir); err != nil {
-		if requireAll() {
+		if testenv.RequireAll() {
 			t.Fatalf("node extism host: %v", err)
 		}
 		t.Logf("skipping node/extism: %v", err)

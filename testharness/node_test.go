@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stategate/stategate/internal/testenv"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/engine"
 )
@@ -22,16 +24,7 @@ const (
 
 // nodeSmokeRequire skips the test when a prerequisite is missing, unless
 // STATEGATE_REQUIRE_ALL=1, in which case the missing prerequisite is a failure.
-func nodeSmokeRequire(t *testing.T, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	if os.Getenv("STATEGATE_REQUIRE_ALL") == "1" {
-		t.Fatal(err)
-	}
-	t.Skip(err)
-}
+func nodeSmokeRequire(t *testing.T, err error) { t.Helper(); testenv.Missing(t, err) }
 
 func nodeSmokeHost(t *testing.T) NodeExtism {
 	t.Helper()

@@ -1,11 +1,14 @@
 package filter
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stategate/stategate/internal/testenv"
 
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -26,9 +29,6 @@ func mustRead(path string) []byte {
 	return b
 }
 
-// requireAll makes a missing artifact a failure instead of a skip (CI sets it).
-func requireAll() bool { return os.Getenv("STATEGATE_REQUIRE_ALL") == "1" }
-
 var (
 	wasmOnce sync.Once
 	wasmVM   types.VMContext
@@ -47,8 +47,8 @@ func wasmVMContext(tb testing.TB) types.VMContext {
 		}
 	})
 	if wasmErr != nil {
-		if os.IsNotExist(wasmErr) && !requireAll() {
-			tb.Skipf("%s is missing: run `make build.envoy` (STATEGATE_REQUIRE_ALL=1 makes this a failure)", wasmPath)
+		if os.IsNotExist(wasmErr) {
+			testenv.Missing(tb, fmt.Errorf("%s is missing: run `make build.envoy`", wasmPath))
 		}
 		tb.Fatalf("loading %s: %v", wasmPath, wasmErr)
 	}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stategate/stategate/internal/testenv"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/host"
@@ -52,10 +54,7 @@ func pluginRuntime(t testing.TB) *host.Runtime {
 		sharedRT, rtErr = host.New(context.Background(), wasm, host.Options{})
 	})
 	if rtErr != nil {
-		if os.Getenv("STATEGATE_REQUIRE_ALL") == "1" {
-			t.Fatalf("plugin: %v (run make build)", rtErr)
-		}
-		t.Skipf("plugin: %v (run make build)", rtErr)
+		testenv.Missing(t, fmt.Errorf("plugin: %w (run make build)", rtErr))
 	}
 	return sharedRT
 }

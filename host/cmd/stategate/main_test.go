@@ -6,18 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stategate/stategate/internal/testenv"
 )
 
 const plugin = "../../../build/stategate.wasm"
 
 func needPlugin(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(plugin); err != nil {
-		if os.Getenv("STATEGATE_REQUIRE_ALL") == "1" {
-			t.Fatalf("%s: %v (run make build)", plugin, err)
-		}
-		t.Skip("build/stategate.wasm is missing: run make build")
-	}
+	testenv.NeedFile(t, plugin, "run `make build`")
 }
 
 func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {

@@ -12,11 +12,13 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stategate/stategate/internal/testenv"
 )
 
 // RequireAllEnv, when "1", turns a Redis server that cannot be started from a skip into
 // a failure (as `make test` and CI set it). It also lets the helper install redis-server.
-const RequireAllEnv = "STATEGATE_REQUIRE_ALL"
+const RequireAllEnv = testenv.RequireAllEnv
 
 // Redis starts a redis-server on a free loopback port with scripts/redis.sh, stops it
 // when the test ends, and returns its URL (redis://127.0.0.1:PORT/0).
@@ -32,10 +34,7 @@ func Redis(t testing.TB) string {
 	if err == nil {
 		return url
 	}
-	if os.Getenv(RequireAllEnv) == "1" {
-		t.Fatalf("storetest: %v", err)
-	}
-	t.Skipf("storetest: %v (set %s=1 to fail instead)", err, RequireAllEnv)
+	testenv.Missing(t, fmt.Errorf("storetest: %w", err))
 	return ""
 }
 
