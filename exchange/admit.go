@@ -48,6 +48,7 @@ type Exchange struct {
 	sent      bool
 	answered  bool
 	closed    bool
+	reported  bool // tool_called was published
 }
 
 // Headers the core reads.

@@ -110,6 +110,11 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		before = append(before, ListChanged)
 	}
 	ex.releaseNow() // the transition is stored: the next moving call may go
+	if succeeded(root) {
+		ex.called(OutcomeSuccess)
+	} else {
+		ex.called(OutcomeError)
+	}
 	out := msg
 	in := make([]byte, 0, len(msg)+len(ex.Tool)+64)
 	in = append(in, `{"tool":`...)
@@ -141,6 +146,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 		return nil
 	}
 	ex.core.count(CountTimeouts)
+	ex.called(OutcomeTimeout)
 	return ex.resultMessage(ex.onTimeout)
 }
 
@@ -148,6 +154,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 // JSON-RPC error (-32603) for HTTP 502 that does not reveal the upstream's address.
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
+	ex.called(OutcomeFailed)
 	return AppendError(nil, ex.clientID, CodeInternal, "the gateway could not get an answer from the MCP server")
 }
 

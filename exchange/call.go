@@ -65,6 +65,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 		c.count(CountDenied)
 		ex.releaseNow()
 		ex.answerLocal([]byte(ans.Get("result").Raw))
+		ex.called(OutcomeDenied)
 		return
 	}
 	if b, ok := c.state.(Bounded); ok && !c.canRecord(ctx, ex, b) {
@@ -102,6 +103,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	details := jsonx.AppendString([]byte(`{"tool":`), ex.Tool)
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))
+	ex.called(OutcomeDenied)
 }
 
 type errBusy struct{ err error }
@@ -160,7 +162,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 		in = append(in, "true"...)
 	}
 	st := ex.st
-	written := map[string]bool{}
+	written, failed := map[string]bool{}, map[string]bool{}
 	visible := false
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
@@ -189,10 +191,12 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 			default:
 				c.Fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
 				written[k.Str] = true // give up on this key; the others still move
+				failed[k.Str] = true
 			}
 			return true
 		})
 		if len(lost) == 0 {
+			ex.transitioned(ans, failed)
 			return visible
 		}
 		c.count(CountCASConflicts)

@@ -37,6 +37,9 @@ type Options struct {
 	Plugin   Plugin
 	State    State
 	Reporter Reporter
+	// Publisher receives the core's events (tool_called, workflow_transitioned, ...);
+	// nil publishes nothing.
+	Publisher Publisher
 	// Config is the stategate configuration the plugin runs with. The core takes the facts
 	// it needs (bound tools, principal header, longest timeout, listChanged) from the
 	// plugin's check_config; Config is read only for a module too old to answer them.
@@ -56,14 +59,15 @@ type Options struct {
 
 // Core is one configuration's exchange logic; it is safe for concurrent use.
 type Core struct {
-	plugin   Plugin
-	state    State
-	reporter Reporter
-	opts     Options
-	facts    facts
-	lists    *listMemo
-	known    *knownTools
-	Stats    Stats
+	plugin    Plugin
+	state     State
+	reporter  Reporter
+	publisher Publisher
+	opts      Options
+	facts     facts
+	lists     *listMemo
+	known     *knownTools
+	Stats     Stats
 }
 
 // New returns a Core.
@@ -83,7 +87,10 @@ func New(opts Options) *Core {
 	if opts.Reporter == nil {
 		opts.Reporter = nopReporter{}
 	}
-	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, opts: opts,
+	if opts.Publisher == nil {
+		opts.Publisher = nopPublisher{}
+	}
+	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
 		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000)}
 	if opts.ListMemoBytes > 0 {
 		c.lists = newListMemo(64, opts.ListMemoBytes)

@@ -38,6 +38,8 @@ type Options struct {
 	BodyTimeout  time.Duration     // how long a request body may take to arrive (default 30 s)
 	LeaseWait    time.Duration     // how long a moving call waits for another's lease (default 5 s)
 	Transport    http.RoundTripper // default: a keep-alive transport sized for a gateway
+	// Publisher receives the exchange core's events (nil: none are published).
+	Publisher exchange.Publisher
 }
 
 // Gateway is an http.Handler.
@@ -84,7 +86,7 @@ func New(opts Options) (*Gateway, error) {
 		streams: newStreams(),
 	}
 	g.core = exchange.New(exchange.Options{Plugin: opts.Plugin, State: storeState{opts.Store}, Reporter: reporter{g.log},
-		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait})
+		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher})
 	g.Stats = &g.core.Stats
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

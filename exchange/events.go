@@ -1,0 +1,79 @@
+package exchange
+
+import (
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// Event types the core publishes. Wave-2 features add theirs here, so that every host and
+// every subscriber sees one vocabulary (README "Events" lists them with their fields).
+const (
+	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, outcome
+	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: key, workflow, event
+	EventCacheInvalidated     = "cache_invalidated"     // Tool (the cause); Data: causedBy, patterns, tools
+)
+
+// Outcomes of a tool_called event.
+const (
+	OutcomeSuccess = "success" // an object result without isError: true
+	OutcomeError   = "error"   // isError, a JSON-RPC error or an answer the core could not read
+	OutcomeDenied  = "denied"  // refused by the gate or the limits; the upstream was not called
+	OutcomeTimeout = "timeout" // TOOL_TIMEOUT
+	OutcomeFailed  = "failed"  // the upstream could not be reached or broke the exchange
+)
+
+// Event is one thing that happened, published after it was committed (a transition after
+// its snapshot was stored). Fields that do not apply stay empty.
+type Event struct {
+	Type      string         `json:"type"`
+	Tool      string         `json:"tool,omitempty"`
+	OldState  string         `json:"old_state,omitempty"`
+	NewState  string         `json:"new_state,omitempty"`
+	Timestamp time.Time      `json:"timestamp"`
+	Data      map[string]any `json:"data,omitempty"`
+}
+
+// Publisher receives events. Publish must not block traffic: a bus drops for a slow
+// subscriber rather than wait (the gateway's bus does; the Envoy filter logs and counts).
+type Publisher interface {
+	Publish(Event)
+}
+
+type nopPublisher struct{}
+
+func (nopPublisher) Publish(Event) {}
+
+// publish stamps e and hands it to the publisher.
+func (c *Core) publish(e Event) {
+	if e.Timestamp.IsZero() {
+		e.Timestamp = time.Now().UTC()
+	}
+	c.publisher.Publish(e)
+}
+
+// called publishes the exchange's tool_called event, once, for a tools/call.
+func (ex *Exchange) called(outcome string) {
+	if ex.Tool == "" || ex.reported {
+		return
+	}
+	ex.reported = true
+	ex.core.publish(Event{Type: EventToolCalled, Tool: ex.Tool, Data: map[string]any{
+		"durationMs": time.Since(ex.start).Milliseconds(), "outcome": outcome}})
+}
+
+// transitioned publishes workflow_transitioned for each event of the engine's final
+// transition answer that moved a workflow and is committed: its snapshot was stored, or
+// the move left the snapshot as it was (nothing to store). A key whose write failed
+// publishes nothing.
+func (ex *Exchange) transitioned(ans gjson.Result, failed map[string]bool) {
+	ans.Get("events").ForEach(func(_, e gjson.Result) bool {
+		key := e.Get("key").Str
+		if e.Get("outcome").Str == "transitioned" && !failed[key] {
+			ex.core.publish(Event{Type: EventWorkflowTransitioned, Tool: ex.Tool,
+				OldState: e.Get("from").Str, NewState: e.Get("to").Str, Data: map[string]any{
+					"key": key, "workflow": e.Get("workflow").Str, "event": e.Get("event").Str}})
+		}
+		return true
+	})
+}

@@ -1,0 +1,75 @@
+package gateway_test
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host/gateway"
+)
+
+// recorder is an exchange.Publisher that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []exchange.Event
+}
+
+func (r *recorder) Publish(e exchange.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		if e.Timestamp.IsZero() {
+			out = append(out, "unstamped "+e.Type)
+		}
+		switch e.Type {
+		case exchange.EventToolCalled:
+			out = append(out, e.Type+" "+e.Tool+" "+e.Data["outcome"].(string))
+		case exchange.EventWorkflowTransitioned:
+			out = append(out, e.Type+" "+e.Tool+" "+e.OldState+"->"+e.NewState+" "+e.Data["workflow"].(string)+" "+e.Data["event"].(string))
+		default:
+			out = append(out, e.Type)
+		}
+	}
+	return out
+}
+
+// TestEvents_followTheWorkflow drives the demo checkout with the official SDK client and
+// checks the core's events: one tool_called per call with its outcome, and a
+// workflow_transitioned for each stored move, published after the move (never for a
+// denied call or a failed one).
+func TestEvents_followTheWorkflow(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, envOptions{gateway: gateway.Options{Publisher: rec}})
+	c := e.connect(t, sessionEra)
+	c.call(t, "cart.pay", nil) // denied in empty
+	c.call(t, "cart.add_item", map[string]any{"sku": "tea"})
+	c.call(t, "cart.add_item", map[string]any{"sku": "milk"}) // unknown: isError, no move
+	c.call(t, "cart.add_item", map[string]any{"sku": "mug"})
+	c.call(t, "cart.checkout", nil)
+	c.call(t, "cart.pay", nil)
+	want := []string{
+		"tool_called cart.pay denied",
+		"workflow_transitioned cart.add_item empty->has_items checkout ADD_ITEM",
+		"tool_called cart.add_item success",
+		"tool_called cart.add_item error",
+		"workflow_transitioned cart.add_item has_items->has_items checkout ADD_ITEM",
+		"tool_called cart.add_item success",
+		"workflow_transitioned cart.checkout has_items->payment checkout CHECKOUT",
+		"tool_called cart.checkout success",
+		"workflow_transitioned cart.pay payment->confirmed checkout PAY",
+		"tool_called cart.pay success",
+	}
+	got := rec.lines()
+	if !slices.Equal(got, want) {
+		t.Fatalf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
