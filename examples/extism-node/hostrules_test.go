@@ -400,7 +400,7 @@ func TestHostRules_originAndHost(t *testing.T) {
 }
 
 // The fault table: check_limits failing for a bound tool fails closed with the exact text of
-// abi/faults.go, for an unbound tool fails open; a request the engine refuses is -32602.
+// abi/faults.go; for an unbound tool it fails open.
 func TestHostRules_checkLimitsFaults(t *testing.T) {
 	up := &upstream{}
 	gw := startGateway(t, up.start(t), true)
@@ -415,8 +415,20 @@ func TestHostRules_checkLimitsFaults(t *testing.T) {
 	if got := up.toolCalls(); len(got) != 1 || got[0] != "countries.list" {
 		t.Errorf("upstream ran %v; an unbound tool fails open", got)
 	}
-	status, out := post(t, gw, "faults", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"cart.add_item","arguments":5}}`)
-	wantRPCError(t, status, out, 200, -32602)
+}
+
+// A tools/call the engine refuses for the client's sake (non-object arguments: INVALID_INPUT)
+// or without a tool name is answered -32602, not as a fault.
+func TestHostRules_invalidParams(t *testing.T) {
+	up := &upstream{}
+	gw := startGateway(t, up.start(t), false)
+	for _, params := range []string{`{"name":"cart.add_item","arguments":5}`, `{"name":""}`, `{"name":7}`} {
+		status, out := post(t, gw, "params", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":`+params+`}`)
+		wantRPCError(t, status, out, 200, -32602)
+	}
+	if n := up.requests(); n != 0 {
+		t.Errorf("the upstream got %d requests; want none", n)
+	}
 }
 
 func jsonText(s string) string {
