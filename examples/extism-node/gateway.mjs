@@ -1,48 +1,33 @@
 // gateway.mjs: a small MCP gateway in Node that applies the stategate Extism plugin
 // (build/stategate.wasm) with @extism/extism 1.0.3, loaded from manifest.json. It follows the
-// host rules of abi/ABI.md ("Hosts: the rules around the exports"); read it next to them.
+// host rules of abi/ABI.md ("Hosts: the rules around the exports"): read the two side by side.
 //
-//   node gateway.mjs                                      self-contained run: starts a tiny MCP
-//                                                         upstream and the gateway on 127.0.0.1,
-//                                                         drives a real exchange through them and
-//                                                         prints a JSON summary
+//   node gateway.mjs         a self-contained run against a tiny built-in upstream (JSON summary)
 //   node gateway.mjs --upstream URL [--listen HOST:PORT] [--allowed-origins A,B] [--allowed-hosts H,I]
-//                                                         serve the gateway in front of URL
 //
-// What it shows, in the order a request meets it:
-//   - admission (Gateway.post): Origin/Host (DNS rebinding), encoding and charset, size, one
-//     strict JSON document that repeats no member name (scanJSON), the batch rule, header/body
-//     agreement (-32020), ids, and for tools/call the gate (check_limits with needState);
-//   - ids: an id the upstream may not echo faithfully is swapped for a minted one of the same
-//     byte length, and the client's own bytes are put back in the answer;
-//   - moving calls: a tool whose success moves a workflow holds a lease on its state keys from
-//     check_limits until its transition is stored (Leases); a call whose outcome is unknown keeps
-//     it until it lapses (check_config's maxTimeoutMs + 30 s);
-//   - answers: JSON or SSE (CR, LF or CRLF lines; only the answering event is rewritten), the
-//     success rule (succeeded), transition with compare-and-set, decorate_tools and
-//     decorate_result, notifications/tools/list_changed, initialize's listChanged, and a 404
-//     for a session freeing its state;
-//   - failure policy: one table (FAULT_POLICY) with abi/faults.go's exact denial texts.
+// A request meets, in order: the Origin/Host check (DNS rebinding); admission (post: encoding,
+// size, one strict JSON document that repeats no member name, the batch rule, header/body
+// agreement, ids); for tools/call the gate (admit: check_limits with needState, and for a tool
+// whose success moves a workflow, a lease on its state keys); the upstream; the answer
+// (exchange, rewrite: the success rule, transition with compare-and-set, decoration). Every
+// fault gets the policy of one table (FAULT_POLICY, as abi/faults.go).
 //
-// What it deliberately leaves out (the Go gateway, host/gateway over exchange/, has them all):
-//   - one process, in-memory state: leases are a per-key async mutex and the store a Map. Hosts
-//     with several replicas need a shared lease and a shared store with compare-and-set (the Go
-//     gateway uses Redis), or two replicas would both admit a racing call;
-//   - one plugin instance, calls queued: a busy host keeps a pool, and replaces an instance that
-//     traps (this sample keeps it);
-//   - answers are buffered whole (no streaming of long SSE answers), the standing GET stream is
-//     proxied untouched (so a list_changed for a client without SSE on its POST is dropped),
-//     and a notification is not sent to other sessions;
-//   - a body that is not valid UTF-8 is refused (400, -32700) rather than forwarded; a body
-//     over the limit is answered without its id; the upstream is not aborted on timeout;
-//   - Go-only extras: _meta durationMs, cache hints on 2026-07-28 lists, a memo of decorated
-//     lists, metrics and events.
+// Deliberately left out (the Go gateway, host/gateway over exchange/, has them):
+//   - one process: leases are a per-key async mutex and state is a Map. Several replicas need a
+//     shared lease and a shared store with compare-and-set (the Go gateway: Redis), or each
+//     replica admits its own racing call;
+//   - one plugin instance, calls queued, kept even after a trap (a real host pools instances
+//     and replaces one that traps);
+//   - answers are buffered whole; the standing GET stream passes untouched, so a list_changed
+//     for a client that takes no SSE on its POST is dropped;
+//   - a body that is not valid UTF-8 is refused (400, -32700); a body over the limit is
+//     answered without its id; the upstream is not aborted after a timeout;
+//   - Go-only extras: _meta durationMs, cache hints on 2026-07-28 lists, metrics and events.
 //
-// Notes on @extism/extism 1.0.3: the plugin's config is read only from the createPlugin
-// options ({config: {config: <string>}}; a manifest's config is ignored, and "" throws);
-// manifest memory and timeout limits are not enforced by this SDK, so the gateway checks the
-// call duration against timeout_ms itself; call() answers a PluginOutput or null; the host
-// frees nothing between calls, hence plugin.reset() after each.
+// @extism/extism 1.0.3: the config is read only from createPlugin's options (a manifest's is
+// ignored, and "" throws); memory and timeout limits are not enforced, so each call's duration
+// is checked against timeout_ms here; call() answers a PluginOutput or null; the host frees
+// nothing between calls, hence reset() after each.
 import http from 'node:http';
 import net from 'node:net';
 import { Readable } from 'node:stream';
@@ -112,9 +97,7 @@ class BusyError extends Error {}
 export async function loadPlugin(manifestPath) {
   const m = JSON.parse(await readFile(manifestPath, 'utf8'));
   const config = m.config?.config;
-  if (typeof config !== 'string' || config === '') {
-    throw new Error(`${manifestPath}: config.config must hold the stategate configuration as a JSON string`);
-  }
+  if (!config || typeof config !== 'string') throw new Error(`${manifestPath}: config.config must hold the stategate configuration as a JSON string`);
   const wasm = path.resolve(path.dirname(manifestPath), m.wasm[0].path);
   const module = await WebAssembly.compile(await readFile(wasm));
   const plugin = await createPlugin({ wasm: [{ module }] }, { useWasi: true, config: { config } });
@@ -338,35 +321,25 @@ export class Gateway {
   }
 
   async handle(req, res) {
-    const refused = this.refusal(req.headers.origin, req.headers.host);
+    const refused = rebinding(this, req.headers.origin, req.headers.host);
     if (refused) return send(res, 403, `Forbidden: ${refused}`, 'text/plain');
     if (req.method === 'POST') return this.post(req, res);
-    const r = await this.fetch(req, req.method === 'GET' || req.method === 'HEAD' ? undefined : await readBody(req, MAX_BODY));
-    if (req.method === 'DELETE' && r.ok) await this.endSession(this.scope(req));
-    return pipe(res, r);
+    const r = await this.pass(req, res, req.method === 'GET' || req.method === 'HEAD' ? undefined : await readBody(req, MAX_BODY));
+    if (req.method === 'DELETE' && r?.ok) await this.endSession(this.scope(req)); // the session is over
   }
 
-  // refusal answers why a request is refused for DNS rebinding (exchange/origin.go), or ''.
-  refusal(origin, host) {
-    if (origin !== undefined && !this.originAllowed(origin)) return `origin ${origin} is not allowed (see --allowed-origins)`;
-    if ((this.loopback || this.allowedHosts.length > 0) && !this.hostAllowed(host ?? '')) return `host ${host} is not allowed (see --allowed-hosts)`;
-    return '';
-  }
-
-  originAllowed(origin) {
-    if (this.allowedOrigins.some((o) => o === '*' || o.toLowerCase() === origin.toLowerCase())) return true;
-    if (this.allowedOrigins.length > 0) return false;
+  // pass forwards a request the gateway does not act on and streams the answer back untouched.
+  async pass(req, res, body) {
     try {
-      const u = new URL(origin);
-      return (u.protocol === 'http:' || u.protocol === 'https:') && isLoopbackName(u.hostname.replace(/^\[|\]$/g, ''));
-    } catch {
-      return false;
+      const r = await this.fetch(req, body);
+      res.writeHead(r.status, pick(r.headers, ['content-type', 'mcp-session-id']));
+      if (r.body) Readable.fromWeb(r.body).pipe(res);
+      else res.end();
+      return r;
+    } catch (err) {
+      fault('upstream', err, `method=${req.method}`);
+      reply(res, 502, null, -32603, 'the gateway could not get an answer from the MCP server');
     }
-  }
-
-  hostAllowed(host) {
-    const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:[0-9]*$/, '');
-    return this.allowedHosts.some((h) => h.toLowerCase() === name.toLowerCase()) || isLoopbackName(name);
   }
 
   scope(req) {
@@ -399,7 +372,7 @@ export class Gateway {
     const scope = this.scope(req);
     if (Array.isArray(msg)) {
       const why = batchRefusal(msg, scope.protocolVersion);
-      return why ? reply(res, 400, null, -32600, why) : pipe(res, await this.fetch(req, buf));
+      return why ? reply(res, 400, null, -32600, why) : this.pass(req, res, buf);
     }
     const span = scan.members.get('id');
     const rawId = typeof msg.id === 'string' || typeof msg.id === 'number' ? text.slice(span[0], span[1]) : null;
@@ -414,7 +387,7 @@ export class Gateway {
     const hn = req.headers['mcp-name'];
     const name = typeof params.name === 'string' ? params.name : '';
     if (hn && (method === 'tools/call' || method === 'prompts/get') && hn !== name) return mismatch('Mcp-Name header', hn, name);
-    if (!ACTS_ON.has(method)) return pipe(res, await this.fetch(req, buf)); // notifications, answers, other methods
+    if (!ACTS_ON.has(method)) return this.pass(req, res, buf); // notifications, answers, other methods
     if (rawId === null) return reply(res, 400, null, -32600, `invalid request: ${method} needs an id (a string or a number)`);
 
     // The upstream gets an id it echoes faithfully; the client gets its own bytes back.
@@ -627,6 +600,26 @@ function batchRefusal(batch, version) {
   return '';
 }
 
+// rebinding answers why a request is refused against DNS rebinding (exchange/origin.go), or ''.
+// An Origin must be listed, or, with no list, on a loopback host; on a loopback listener (or
+// with --allowed-hosts) the Host must be listed or a loopback name, with any port.
+function rebinding({ allowedOrigins, allowedHosts, loopback }, origin, host = '') {
+  const listed = allowedOrigins.some((o) => o === '*' || o.toLowerCase() === origin?.toLowerCase());
+  if (origin !== undefined && !listed && (allowedOrigins.length > 0 || !loopbackOrigin(origin))) return `origin ${origin} is not allowed (see --allowed-origins)`;
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:[0-9]*$/, '');
+  if (!(loopback || allowedHosts.length > 0) || isLoopbackName(name) || allowedHosts.some((h) => h.toLowerCase() === name.toLowerCase())) return '';
+  return `host ${host} is not allowed (see --allowed-hosts)`;
+}
+
+function loopbackOrigin(origin) {
+  try {
+    const u = new URL(origin);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && isLoopbackName(u.hostname.replace(/^\[|\]$/g, ''));
+  } catch {
+    return false;
+  }
+}
+
 function isLoopbackName(name) {
   if (name.toLowerCase() === 'localhost') return true;
   if (net.isIPv4(name)) return name.split('.')[0] === '127';
@@ -699,13 +692,6 @@ function send(res, status, body, type = 'application/json') {
   res.end(typeof body === 'string' ? body : JSON.stringify(body));
 }
 
-// pipe passes an upstream answer through unchanged.
-function pipe(res, r) {
-  res.writeHead(r.status, pick(r.headers, ['content-type', 'mcp-session-id']));
-  if (r.body) Readable.fromWeb(r.body).pipe(res);
-  else res.end();
-}
-
 // readBody answers the body as a Buffer, or null when it is over max bytes.
 function readBody(req, max) {
   return new Promise((resolve, reject) => {
@@ -740,36 +726,21 @@ export async function serve(plugin, upstream, { listen: where = '127.0.0.1:8081'
   return { server, gateway };
 }
 
-// A tiny MCP upstream: answers tools/list and tools/call (JSON), and records the calls it ran.
-function startUpstream(calls) {
-  const tools = ['cart.view', 'cart.add_item', 'cart.checkout', 'cart.pay', 'countries.list'].map((name) => ({
-    name,
-    description: `The ${name} tool.`,
-    inputSchema: { type: 'object' },
-  }));
-  return http.createServer(async (req, res) => {
-    const msg = JSON.parse(await readBody(req, MAX_BODY));
-    if (msg.method === 'tools/list') return send(res, 200, { jsonrpc: '2.0', id: msg.id, result: { tools } });
-    if (msg.method === 'tools/call') {
-      calls.push(msg.params.name);
-      return send(res, 200, { jsonrpc: '2.0', id: msg.id, result: { content: [{ type: 'text', text: `${msg.params.name} done` }] } });
-    }
-    return send(res, 200, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'method not found' } });
-  });
-}
-
+// selfCheck drives a real exchange through the gateway, in front of a tiny MCP upstream that
+// answers tools/list and tools/call and records the calls it ran.
 async function selfCheck(plugin) {
   const calls = [];
-  const upstream = startUpstream(calls);
-  const ua = await listen(upstream);
-  const { server, gateway } = await serve(plugin, `http://127.0.0.1:${ua.port}/mcp`, { listen: '127.0.0.1:0' });
+  const tools = ['cart.view', 'cart.add_item', 'cart.checkout', 'cart.pay', 'countries.list'].map((name) => ({ name, description: `The ${name} tool.`, inputSchema: { type: 'object' } }));
+  const upstream = http.createServer(async (req, res) => {
+    const msg = JSON.parse(await readBody(req, MAX_BODY));
+    if (msg.method === 'tools/call') calls.push(msg.params.name);
+    send(res, 200, { jsonrpc: '2.0', id: msg.id, result: msg.method === 'tools/list' ? { tools } : { content: [{ type: 'text', text: `${msg.params?.name} done` }] } });
+  });
+  const { server, gateway } = await serve(plugin, `http://127.0.0.1:${(await listen(upstream)).port}/mcp`, { listen: '127.0.0.1:0' });
   let id = 0;
   const rpc = async (method, params) => {
-    const r = await fetch(`http://127.0.0.1:${server.address().port}/mcp`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json', 'mcp-session-id': 'demo-session', 'mcp-protocol-version': '2025-06-18' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }),
-    });
+    const headers = { 'content-type': 'application/json', accept: 'application/json', 'mcp-session-id': 'demo-session', 'mcp-protocol-version': '2025-06-18' };
+    const r = await fetch(`http://127.0.0.1:${server.address().port}/mcp`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) });
     return r.json();
   };
   try {
@@ -803,15 +774,12 @@ async function main() {
   const list = (name) => (opt(name) ?? '').split(',').filter(Boolean);
   const plugin = await loadPlugin(opt('--manifest') ?? path.join(here, 'manifest.json'));
   const upstream = opt('--upstream');
-  if (upstream === undefined) {
-    try {
-      process.stdout.write(JSON.stringify(await selfCheck(plugin), null, 2) + '\n');
-    } finally {
-      await plugin.close();
-    }
-    return;
+  if (upstream !== undefined) return serve(plugin, upstream, { listen: opt('--listen'), allowedOrigins: list('--allowed-origins'), allowedHosts: list('--allowed-hosts') });
+  try {
+    process.stdout.write(JSON.stringify(await selfCheck(plugin), null, 2) + '\n');
+  } finally {
+    await plugin.close();
   }
-  await serve(plugin, upstream, { listen: opt('--listen'), allowedOrigins: list('--allowed-origins'), allowedHosts: list('--allowed-hosts') });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
