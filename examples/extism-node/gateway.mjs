@@ -628,14 +628,15 @@ function isLoopbackName(name) {
   return v6 === '[::1]' || /^\[::ffff:7f[0-9a-f]{2}:/.test(v6);
 }
 
-// declareListChanged sets result.capabilities.tools.listChanged in an initialize answer.
+// declareListChanged sets result.capabilities.tools.listChanged in an initialize answer (a
+// missing or non-object level becomes an object), every other byte kept.
 function declareListChanged(text) {
-  const result = member(text, 'result');
-  const caps = result && member(result, 'capabilities');
-  if (!caps?.startsWith('{')) return text;
-  const tools = member(caps, 'tools') ?? '{}';
-  if (!tools.startsWith('{')) return text;
-  return withMember(text, 'result', withMember(result, 'capabilities', withMember(caps, 'tools', withMember(tools, 'listChanged', 'true'))));
+  const set = (obj, [name, ...rest]) => {
+    if (rest.length === 0) return withMember(obj, name, 'true');
+    const v = member(obj, name);
+    return withMember(obj, name, set(v?.startsWith('{') ? v : '{}', rest));
+  };
+  return member(text, 'result')?.startsWith('{') ? set(text, ['result', 'capabilities', 'tools', 'listChanged']) : text;
 }
 
 // answer encodes a JSON-RPC response carrying the client's id as its own bytes.

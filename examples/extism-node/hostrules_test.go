@@ -106,6 +106,7 @@ type upstream struct {
 	calls  []string // tools/call names, in order
 	ids    []string // raw ids of every request
 	answer func(id, tool string) (contentType, body string)
+	gone   bool // answer 404 (the session is unknown)
 }
 
 func (u *upstream) start(t *testing.T) string {
@@ -131,8 +132,12 @@ func (u *upstream) start(t *testing.T) string {
 		if msg.Method == "tools/call" {
 			u.calls = append(u.calls, msg.Params.Name)
 		}
-		answer := u.answer
+		answer, gone := u.answer, u.gone
 		u.mu.Unlock()
+		if gone {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
 		ct, out := "application/json", `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"result":{}}`
 		switch {
 		case msg.Method == "tools/list":
@@ -434,4 +439,38 @@ func TestHostRules_invalidParams(t *testing.T) {
 func jsonText(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b[1 : len(b)-1])
+}
+
+// Answers: initialize declares listChanged (every other byte kept); an SSE answer with CR line
+// endings is read, its other events pass byte for byte, and list_changed goes first when the
+// visible tools changed; a 404 for a session frees its state.
+func TestHostRules_answers(t *testing.T) {
+	up := &upstream{}
+	gw := startGateway(t, up.start(t), false)
+	status, out := post(t, gw, "answers", `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{}}`)
+	if status != 200 || out != `{"jsonrpc":"2.0","id":"i","result":{"capabilities":{"tools":{"listChanged":true}}}}` {
+		t.Errorf("initialize = HTTP %d %s; want capabilities.tools.listChanged declared", status, out)
+	}
+	up.mu.Lock()
+	up.answer = func(id, tool string) (string, string) {
+		return "Text/Event-Stream", ": keepalive\r\revent: message\rdata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"content\":[]}}\r\r"
+	}
+	up.mu.Unlock()
+	out = call(t, gw, "answers", "1", "cart.add_item", `{}`)
+	want := ": keepalive\r\revent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,"
+	if !strings.HasPrefix(out, want) {
+		t.Errorf("cart.add_item answer = %q; want it to start %q", out, want)
+	}
+	up.mu.Lock()
+	up.gone = true
+	up.mu.Unlock()
+	if status, _ := post(t, gw, "answers", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != 404 {
+		t.Errorf("tools/list = HTTP %d; want the upstream's 404", status)
+	}
+	up.mu.Lock()
+	up.gone = false
+	up.mu.Unlock()
+	if out := call(t, gw, "answers", "3", "cart.checkout", `{}`); !strings.Contains(out, abi.DenyToolNotAvailable) {
+		t.Errorf("cart.checkout after the session ended = %s; want its state freed (TOOL_NOT_AVAILABLE)", out)
+	}
 }
