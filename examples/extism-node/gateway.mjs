@@ -379,14 +379,14 @@ export class Gateway {
     const method = typeof msg.method === 'string' ? msg.method : '';
     const params = isObject(msg.params) ? msg.params : {};
     const meta = isObject(params._meta) ? params._meta['io.modelcontextprotocol/protocolVersion'] : undefined;
-    const mismatch = (what, a, b) => reply(res, 400, rawId, -32020, `${what} ${JSON.stringify(a)} does not match the body's ${JSON.stringify(b)}`);
+    const mismatch = (header, a, what, b) => reply(res, 400, rawId, -32020, `${header} header ${JSON.stringify(a)} does not match the body's ${what} ${JSON.stringify(b)}`);
     if (scope.protocolVersion === '') scope.protocolVersion = typeof meta === 'string' ? meta : '';
-    else if (meta !== undefined && meta !== scope.protocolVersion) return mismatch('MCP-Protocol-Version header', scope.protocolVersion, meta);
+    else if (meta !== undefined && meta !== scope.protocolVersion) return mismatch('MCP-Protocol-Version', scope.protocolVersion, '_meta protocolVersion', meta);
     const hm = req.headers['mcp-method'];
-    if (hm && hm !== method) return mismatch('Mcp-Method header', hm, method);
+    if (hm && hm !== method) return mismatch('Mcp-Method', hm, 'method', method);
     const hn = req.headers['mcp-name'];
     const name = typeof params.name === 'string' ? params.name : '';
-    if (hn && (method === 'tools/call' || method === 'prompts/get') && hn !== name) return mismatch('Mcp-Name header', hn, name);
+    if (hn && (method === 'tools/call' || method === 'prompts/get') && hn !== name) return mismatch('Mcp-Name', hn, 'name', name);
     if (!ACTS_ON.has(method)) return this.pass(req, res, buf); // notifications, answers, other methods
     if (rawId === null) return reply(res, 400, null, -32600, `invalid request: ${method} needs an id (a string or a number)`);
 
@@ -406,7 +406,7 @@ export class Gateway {
   // {error} (-32602), {result} (a denial to send), or {timeoutMs, onTimeout} (forward).
   async admit(ex, tool) {
     if (typeof tool !== 'string' || tool === '') return { error: 'invalid params: params.name must be a non-empty string' };
-    const facts = this.host.tools[tool]; // undefined: neither gated nor moving
+    const facts = Object.hasOwn(this.host.tools, tool) ? this.host.tools[tool] : undefined; // none: neither gated nor moving
     Object.assign(ex, { tool, gated: Boolean(facts?.gated), moves: Boolean(facts?.moves) });
     const lock = ex.moves
       ? async (keys) => {
