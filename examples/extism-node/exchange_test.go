@@ -1,17 +1,13 @@
 package extismnode
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -32,22 +28,10 @@ var withoutDuration = strings.NewReplacer(`,"_meta":{"dev.stategate/durationMs":
 // (those the Go core gives, without the _meta durationMs the sample leaves out).
 func TestExchangeSuite(t *testing.T) {
 	needNode(t)
-	wasm, err := filepath.Abs(filepath.Join("..", "..", "build", "stategate.wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range exchangetest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
 			if why, ok := leftOut[c.Name]; ok {
 				t.Skip(why)
-			}
-			manifest := filepath.Join(t.TempDir(), "manifest.json")
-			m, _ := json.Marshal(map[string]any{
-				"wasm":   []map[string]string{{"path": wasm}},
-				"config": map[string]string{abi.ConfigKey: string(exchangetest.Config(c.Config))},
-			})
-			if err := os.WriteFile(manifest, m, 0o644); err != nil {
-				t.Fatal(err)
 			}
 			var mu sync.Mutex
 			var step exchangetest.Step
@@ -68,7 +52,7 @@ func TestExchangeSuite(t *testing.T) {
 				_, _ = io.WriteString(w, exchangetest.UpstreamAnswer(s, body))
 			}))
 			t.Cleanup(up.Close)
-			gw := startGateway(t, up.URL+"/mcp", false, "--manifest", manifest)
+			gw := startGateway(t, up.URL+"/mcp", false, exchangetest.Config(c.Config))
 			for i, s := range c.Steps {
 				mu.Lock()
 				step, called, received = s, false, ""

@@ -18,8 +18,9 @@
 //     replica admits its own racing call;
 //   - one plugin instance, calls queued, kept even after a trap (a real host pools instances
 //     and replaces one that traps);
-//   - answers are buffered whole; the standing GET stream passes untouched, so a list_changed
-//     for a client that takes no SSE on its POST is dropped;
+//   - answers are buffered whole, with no size limit (so no response_too_large); the standing
+//     GET stream passes untouched, so a list_changed for a client that takes no SSE on its
+//     POST is dropped;
 //   - a body that is not valid UTF-8 is refused (400, -32700); a body over the limit is
 //     answered without its id; the upstream is not aborted after a timeout;
 //   - Go-only extras: _meta durationMs, cache hints on 2026-07-28 lists, metrics and events.
