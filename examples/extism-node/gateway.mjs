@@ -431,7 +431,7 @@ export class Gateway {
         ex.moves = false; // forwarded ungated: nothing to move
         return { timeoutMs: DEFAULT_TIMEOUT_MS };
       }
-      return { result: errorResult('GATE_UNAVAILABLE', f === 'gate_busy' ? GATE_BUSY_TEXT : GATE_UNAVAILABLE_TEXT, { tool }) };
+      return { result: gateUnavailable(f === 'gate_busy' ? GATE_BUSY_TEXT : GATE_UNAVAILABLE_TEXT, tool) };
     }
   }
 
@@ -645,8 +645,9 @@ const answer = (rawId, body) => jsonWith({ jsonrpc: '2.0' }, { id: rawId ?? 'nul
 
 const reply = (res, status, rawId, code, message) => send(res, status, answer(rawId, { error: { code, message } }));
 
-function errorResult(code, text, details) {
-  return { content: [{ type: 'text', text }], isError: true, _meta: { 'dev.stategate/error': { code, retryable: true, details } } };
+// gateUnavailable is the result of a fail-closed denial (retryable; text from abi/faults.go).
+function gateUnavailable(text, tool) {
+  return { content: [{ type: 'text', text }], isError: true, _meta: { 'dev.stategate/error': { code: 'GATE_UNAVAILABLE', retryable: true, details: { tool } } } };
 }
 
 const LIST_CHANGED = '{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}';
