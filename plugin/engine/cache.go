@@ -1,11 +1,10 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strconv"
 
 	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/digest"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -61,12 +60,12 @@ func (e *Engine) cacheFor(r *request, refs []config.Ref) (key string, ttlMs int,
 	} else {
 		in = append(in, "{}"...) // no arguments is the call with empty arguments
 	}
-	sum := sha256.Sum256(in)
+
 	ttlMs = cc.TTLMs
 	if pol != nil && pol.CacheTTLMs > 0 {
 		ttlMs = pol.CacheTTLMs
 	}
-	return hex.EncodeToString(sum[:]), ttlMs, true
+	return digest.Hex(in), ttlMs, true
 }
 
 // appendCacheAdmission appends the cache members of an admitted call: "cache" when it is

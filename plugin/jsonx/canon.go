@@ -3,9 +3,7 @@ package jsonx
 import (
 	"errors"
 	"math"
-	"slices"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -52,21 +50,16 @@ func AppendCanonical(dst []byte, v gjson.Result) ([]byte, error) {
 	if !v.IsObject() {
 		return dst, ErrNotCanonicalizable
 	}
-	type member struct {
-		name  string
-		units []uint16
-		value gjson.Result
-	}
 	var members []member
 	v.ForEach(func(k, e gjson.Result) bool {
-		members = append(members, member{name: k.Str, units: utf16.Encode([]rune(k.Str)), value: e})
+		members = append(members, member{name: k.Str, value: e})
 		return true
 	})
-	slices.SortFunc(members, func(a, b member) int { return slices.Compare(a.units, b.units) })
+	sortMembers(members, make([]member, len(members)))
 	dst = append(dst, '{')
 	for i, m := range members {
 		if i > 0 {
-			if slices.Equal(members[i-1].units, m.units) {
+			if members[i-1].name == m.name {
 				return dst, ErrNotCanonicalizable
 			}
 			dst = append(dst, ',')
@@ -82,6 +75,70 @@ func AppendCanonical(dst []byte, v gjson.Result) ([]byte, error) {
 		}
 	}
 	return append(dst, '}'), nil
+}
+
+type member struct {
+	name  string
+	value gjson.Result
+}
+
+// sortMembers sorts m by name in UTF-16 code-unit order (a stable merge sort; tmp has
+// len(m)).
+func sortMembers(m, tmp []member) {
+	if len(m) < 2 {
+		return
+	}
+	mid := len(m) / 2
+	sortMembers(m[:mid], tmp[:mid])
+	sortMembers(m[mid:], tmp[mid:])
+	copy(tmp, m)
+	i, j, k := 0, mid, 0
+	for i < mid && j < len(m) {
+		if compareUTF16(tmp[j].name, tmp[i].name) < 0 {
+			m[k] = tmp[j]
+			j++
+		} else {
+			m[k] = tmp[i]
+			i++
+		}
+		k++
+	}
+	k += copy(m[k:], tmp[i:mid])
+	copy(m[k:], tmp[j:])
+}
+
+// compareUTF16 compares two UTF-8 strings in the order of their UTF-16 code units without
+// converting them: a supplementary character is written with surrogates (0xD800-0xDFFF),
+// so it sorts after U+D7FF and before U+E000, unlike in UTF-8 or code point order.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if wa, wb := utf16Weight(ra), utf16Weight(rb); wa != wb {
+			if wa < wb {
+				return -1
+			}
+			return 1
+		}
+		a, b = a[na:], b[nb:]
+	}
+	switch {
+	case a == "" && b == "":
+		return 0
+	case a == "":
+		return -1
+	}
+	return 1
+}
+
+func utf16Weight(r rune) rune {
+	switch {
+	case r >= 0x10000:
+		return 0xD800 + (r - 0x10000) // after U+D7FF, before U+E000 (remapped below)
+	case r >= 0xE000:
+		return r + 0x110000
+	}
+	return r
 }
 
 // appendCanonicalString escapes only what RFC 8785 requires: '"', '\\' and the control
