@@ -11,10 +11,15 @@ WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-flo
 build: $(BUILD)/stategate.wasm
 
 # TinyGo is installed on first use (scripts/install-tinygo.sh, idempotent, ~1 min once).
+# The module is built with build/tinygo.mod: go.mod with github.com/tidwall/pretty replaced
+# by plugin/internal/nopretty (gjson's unused @pretty modifier would otherwise bring
+# encoding/json into the module: about 150 KB; RATIONALE.md).
 $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 	@mkdir -p $(BUILD)
+	@cp go.mod $(BUILD)/tinygo.mod && cp go.sum $(BUILD)/tinygo.sum
+	@$(GO) mod edit -modfile=$(BUILD)/tinygo.mod -replace github.com/tidwall/pretty=$(CURDIR)/plugin/internal/nopretty
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
-		$$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate.tinygo.wasm ./plugin
+		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate.tinygo.wasm ./plugin
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate.tinygo.wasm -o $@
 	@scripts/check-size.sh $@ 400000
 
