@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/store"
 )
 
 // cacheConfig is the demo configuration with a cache: sprints.list is immutable until
@@ -176,5 +178,46 @@ func TestCache_replicasStayCoherent(t *testing.T) {
 	}
 	if hits < 30 {
 		t.Fatalf("only %d cache hits in 30 rounds: the replicas do not cache", hits)
+	}
+}
+
+// brokenCacheStore is a real memory store whose cache keys fail, as a Redis that drops
+// them would (a unit-level stand-in for one failing part; everything else is real).
+type brokenCacheStore struct{ store.Store }
+
+var errCacheKeys = errors.New("cache keys unavailable")
+
+func (b brokenCacheStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if strings.HasPrefix(key, "stategate/v1/cache/") {
+		return nil, errCacheKeys
+	}
+	return b.Store.Get(ctx, key)
+}
+
+func (b brokenCacheStore) CompareAndSwap(ctx context.Context, session, key string, old, new []byte) (bool, error) {
+	if strings.HasPrefix(key, "stategate/v1/cache/") {
+		return false, errCacheKeys
+	}
+	return b.Store.CompareAndSwap(ctx, session, key, old, new)
+}
+
+// TestCache_failingCacheNeverFailsACall (XC-002): with the cache's state unreadable, every
+// call still gets the upstream's answer, mutations included, and the fault is counted.
+func TestCache_failingCacheNeverFailsACall(t *testing.T) {
+	e := newEnv(t, envOptions{config: cacheConfig(t, ""), store: brokenCacheStore{store.NewMemory(store.Options{})}})
+	c := e.connect(t, sessionEra)
+	for range 3 {
+		if res := c.call(t, "sprints.list", nil); res.IsError || cacheMeta(res) != nil {
+			t.Fatalf("sprints.list with a broken cache: %q %v", texts(res), cacheMeta(res))
+		}
+	}
+	if res := c.call(t, "sprints.create", map[string]any{"name": "S7"}); res.IsError {
+		t.Fatalf("sprints.create with a broken cache: %q", texts(res))
+	}
+	if n := e.upstream.count("sprints.list"); n != 3 {
+		t.Fatalf("the upstream ran sprints.list %d times of 3", n)
+	}
+	if n := e.gw.Stats.Faults(abi.FaultCache); n < 3 {
+		t.Fatalf("cache faults counted: %d, want one per call at least", n)
 	}
 }
