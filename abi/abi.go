@@ -87,6 +87,7 @@ const (
 	MetaError     = MetaPrefix + "error"     // {code, retryable, details} on a denial
 	MetaTruncated = MetaPrefix + "truncated" // {originalBytes, limitBytes, ...} on a cut result
 	MetaDuration  = MetaPrefix + "durationMs"
+	MetaCache     = MetaPrefix + "cache" // {"hit": true, "ageMs": N} on a result answered from the cache
 )
 
 // Error codes of a failed export call: the "code" of the "error" member.

@@ -49,6 +49,12 @@ type Exchange struct {
 	answered  bool
 	closed    bool
 	reported  bool // tool_called was published
+
+	cacheKey string        // a cacheable call's key ("" when it is not cached)
+	cacheTTL time.Duration // how long its entry lives
+	cacheGen string        // its tool's generation before the upstream call
+	flight   *flight       // set while it is the leader of its key's flight
+	purges   bool          // its success invalidates something: purge what it matches
 }
 
 // Headers the core reads.

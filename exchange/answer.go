@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"mime"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,19 +122,59 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 	in = jsonx.AppendString(in, ex.Tool)
 	in = append(in, `,"message":`...)
 	in = append(in, msg...)
-	if known := c.known.get(ex.Session); known != nil {
+	known := c.known.get(ex.Session)
+	var cached []string // tools in the cache index, when this call may purge them
+	var indexErr error
+	if ex.purges && succeeded(root) {
+		if cached, _, indexErr = c.cachedTools(ctx); indexErr == nil && len(cached) > 0 {
+			known = unionTools(known, cached)
+		}
+	}
+	if known != nil {
 		in = append(in, `,"knownTools":`...)
 		in = append(in, known...)
 	}
 	in = append(in, '}')
+	var purge []string
+	var inv gjson.Result
 	res, err := c.plugin.Call(context.WithoutCancel(ctx), abi.FuncDecorateResult, in)
 	if err = pluginErr(res, err); err != nil {
 		c.Fault(abi.FaultDecoratePlugin, err, "tool", ex.Tool)
+		purge = cached // which patterns matched is unknown: purge every cached tool
 	} else {
 		ans := gjson.ParseBytes(res)
 		out = []byte(ans.Get("message").Raw)
 		if len(ans.Get("invalidated.patterns").Array()) > 0 {
 			c.count(CountInvalidations)
+		}
+		if ex.purges {
+			ans.Get("invalidated.tools").ForEach(func(_, t gjson.Result) bool {
+				if slices.Contains(cached, t.Str) && !slices.Contains(purge, t.Str) {
+					purge = append(purge, t.Str)
+				}
+				return true
+			})
+			inv = ans.Get("invalidated")
+		}
+	}
+	if indexErr != nil {
+		// Which cached tools this mutation invalidates cannot be known: this replica drops
+		// its cache; other replicas cannot be told (the fault is counted and logged).
+		c.Fault(abi.FaultCache, indexErr, "tool", ex.Tool)
+		c.cache.PurgeAll()
+	}
+	if len(purge) > 0 {
+		// Before the answer goes out: once the client has it, no replica serves an entry
+		// from before this mutation.
+		if err := c.purgeTools(context.WithoutCancel(ctx), purge); err != nil {
+			c.Fault(abi.FaultCache, err, "tool", ex.Tool)
+		} else {
+			ex.invalidated(inv, purge)
+		}
+	}
+	if ex.cacheKey != "" {
+		if r := gjson.GetBytes(out, "result"); succeeded(gjson.ParseBytes(out)) && r.IsObject() {
+			ex.cacheStore([]byte(r.Raw))
 		}
 	}
 	return withDuration(out, ex.start), before

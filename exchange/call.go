@@ -74,6 +74,16 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 	}
 	ex.Timeout = time.Duration(ans.Get("timeoutMs").Int()) * time.Millisecond
 	ex.onTimeout = []byte(ans.Get("onTimeout").Raw)
+	if c.cache != nil {
+		ex.purges = ans.Get("purges").Type == gjson.True
+		if k := ans.Get("cache.key"); k.Str != "" {
+			ex.cacheKey = k.Str
+			ex.cacheTTL = time.Duration(ans.Get("cache.ttlMs").Int()) * time.Millisecond
+			if c.cacheLookup(ctx, ex, ex.Timeout) {
+				return // answered from the cache (or by an identical call's answer)
+			}
+		}
+	}
 	c.count(CountAllowed)
 }
 
@@ -242,6 +252,7 @@ func (ex *Exchange) Close() {
 		return
 	}
 	ex.closed = true
+	ex.finishFlight(nil) // a leader that got no cacheable answer lets its waiters go
 	if ex.release == nil {
 		return
 	}

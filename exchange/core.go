@@ -52,6 +52,9 @@ type Options struct {
 	// CASRetries bounds the re-read-and-transition rounds on compare-and-set conflicts
 	// (default 64).
 	CASRetries int
+	// NewCache makes the replica's response cache when the configuration has a cache
+	// section (nil: no cache, whatever the configuration says; the Envoy filter has none).
+	NewCache func(CacheLimits) Cache
 	// ListMemoBytes bounds the memo of decorated tool lists (default 64 MiB; 0 keeps the
 	// default, a negative value turns the memo off).
 	ListMemoBytes int
@@ -59,15 +62,18 @@ type Options struct {
 
 // Core is one configuration's exchange logic; it is safe for concurrent use.
 type Core struct {
-	plugin    Plugin
-	state     State
-	reporter  Reporter
-	publisher Publisher
-	opts      Options
-	facts     facts
-	lists     *listMemo
-	known     *knownTools
-	Stats     Stats
+	plugin      Plugin
+	state       State
+	reporter    Reporter
+	publisher   Publisher
+	opts        Options
+	facts       facts
+	lists       *listMemo
+	cache       Cache // nil: no response cache
+	cacheLimits CacheLimits
+	flights     flights
+	known       *knownTools
+	Stats       Stats
 }
 
 // New returns a Core.
@@ -94,6 +100,11 @@ func New(opts Options) *Core {
 		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000)}
 	if opts.ListMemoBytes > 0 {
 		c.lists = newListMemo(64, opts.ListMemoBytes)
+	}
+	if c.facts.cache != nil && opts.NewCache != nil {
+		c.cacheLimits = *c.facts.cache
+		c.cache = opts.NewCache(c.cacheLimits)
+		c.flights.m = map[string]*flight{}
 	}
 	return c
 }
@@ -124,6 +135,8 @@ type facts struct {
 	bound       map[string]bool // tools bound to a workflow: the gate fails closed for them
 	moves       map[string]bool // bound tools whose success fires an event
 	listChanged bool            // declare capabilities.tools.listChanged in initialize
+	separator   string          // names.separator, for matching tool names against globs
+	cache       *CacheLimits    // the cache section; nil without one
 	principal   string
 	leaseTTL    time.Duration
 }
@@ -150,6 +163,15 @@ func factsOfHost(host gjson.Result) facts {
 		return true
 	})
 	f.listChanged = host.Get("listChanged").Bool()
+	f.separator = host.Get("separator").Str
+	if f.separator == "" {
+		f.separator = "."
+	}
+	if cc := host.Get("cache"); cc.IsObject() {
+		f.cache = &CacheLimits{MaxEntries: int(cc.Get("maxEntries").Int()), MaxSizeBytes: int(cc.Get("maxSizeBytes").Int()),
+			MaxEntryBytes: int(cc.Get("maxEntryBytes").Int()), TTL: time.Duration(cc.Get("ttlMs").Int()) * time.Millisecond,
+			HighWaterMark: cc.Get("highWaterMark").Float()}
+	}
 	f.principal = host.Get("principalHeader").Str
 	f.leaseTTL = leaseTTL(host.Get("maxTimeoutMs").Int())
 	return f
@@ -157,7 +179,7 @@ func factsOfHost(host gjson.Result) facts {
 
 // factsOfConfig is the fallback for modules older than check_config's host facts.
 func factsOfConfig(cfg []byte) facts {
-	f := facts{bound: map[string]bool{}, moves: map[string]bool{}}
+	f := facts{bound: map[string]bool{}, moves: map[string]bool{}, separator: "."}
 	doc := gjson.ParseBytes(cfg)
 	doc.Get("workflows").ForEach(func(_, w gjson.Result) bool {
 		f.listChanged = true

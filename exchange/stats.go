@@ -21,6 +21,11 @@ const (
 	CountListsDecorated                // tools/list answers decorated
 	CountCASConflicts                  // compare-and-set rounds lost to a concurrent call
 	CountIDsRemapped                   // requests whose id the upstream saw replaced
+	CountCacheHits                     // tools/call answered from the response cache
+	CountCacheMisses                   // cacheable tools/call that went to the upstream
+	CountCacheCoalesced                // identical misses answered by another call's upstream answer
+	CountCacheStored                   // results stored in the cache
+	CountCachePurged                   // tools whose entries a mutation or an operator purged
 	NumCounters
 )
 
@@ -29,7 +34,8 @@ func (c Counter) String() string {
 		return "unknown"
 	}
 	return [...]string{"requests", "tool_calls", "calls_allowed", "calls_denied", "requests_rejected", "timeouts",
-		"invalidations", "transitions", "list_changed", "lists_decorated", "cas_conflicts", "ids_remapped"}[c]
+		"invalidations", "transitions", "list_changed", "lists_decorated", "cas_conflicts", "ids_remapped",
+		"cache_hits", "cache_misses", "cache_coalesced", "cache_stored", "cache_purged"}[c]
 }
 
 // Stats counts what the core did; read with Get.
@@ -45,6 +51,13 @@ func (s *Stats) Get(c Counter) int64 { return s.counters[c].Load() }
 func (s *Stats) Faults(f abi.Fault) int64 { return s.faults[f].Load() }
 
 // count adds one to c and tells the reporter.
+// countN adds n to a counter.
+func (c *Core) countN(k Counter, n int) {
+	for range n {
+		c.count(k)
+	}
+}
+
 func (c *Core) count(n Counter) {
 	c.Stats.counters[n].Add(1)
 	c.reporter.Count(n)

@@ -72,7 +72,22 @@ func benchTargets(b *testing.B) []target {
 	}
 	gs := httptest.NewServer(gw)
 	b.Cleanup(gs.Close)
-	return []target{{"direct", up.URL + "/mcp"}, {"reverseproxy", rp.URL + "/mcp"}, {"gateway", gs.URL + "/mcp"}}
+	// The same gateway with a response cache in which users.get is immutable: its
+	// tools_call row is a cache hit (the gate and the limits still run).
+	cached := []byte(strings.Replace(string(demo.Config()), `"policies": [`,
+		`"policies": [{"match": "users.get", "cacheControl": "immutable"},`, 1))
+	cached = []byte(strings.Replace(string(cached), `"version": 1,`, `"version": 1, "cache": {},`, 1))
+	cpool, err := host.NewPool(ctx, rt, cached, host.PoolOptions{Size: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cgw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: cpool, Config: cached, Store: store.NewMemory(store.Options{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs := httptest.NewServer(cgw)
+	b.Cleanup(cs.Close)
+	return []target{{"direct", up.URL + "/mcp"}, {"reverseproxy", rp.URL + "/mcp"}, {"gateway", gs.URL + "/mcp"}, {"gateway_cache_hit", cs.URL + "/mcp"}}
 }
 
 var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

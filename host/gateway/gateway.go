@@ -20,6 +20,7 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/host/store"
 	"github.com/tidwall/gjson"
 )
@@ -40,6 +41,9 @@ type Options struct {
 	Transport    http.RoundTripper // default: a keep-alive transport sized for a gateway
 	// Publisher receives the exchange core's events (nil: none are published).
 	Publisher exchange.Publisher
+	// NewCache makes the response cache when the configuration has a cache section
+	// (default: entries in this process's memory, host/respcache).
+	NewCache func(exchange.CacheLimits) exchange.Cache
 }
 
 // Gateway is an http.Handler.
@@ -85,8 +89,11 @@ func New(opts Options) (*Gateway, error) {
 		client:  &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		streams: newStreams(),
 	}
+	if opts.NewCache == nil {
+		opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
+	}
 	g.core = exchange.New(exchange.Options{Plugin: opts.Plugin, State: storeState{opts.Store}, Reporter: reporter{g.log},
-		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher})
+		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher, NewCache: opts.NewCache})
 	g.Stats = &g.core.Stats
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -74,6 +74,11 @@ type HostFacts struct {
 	// session era tools/list then depends on the session's state and transition may answer
 	// visibleChanged, so declare capabilities.tools.listChanged in initialize.
 	ListChanged bool `json:"listChanged"`
+	// Separator is names.separator, for hosts that match tool names against the
+	// configuration's globs (an operator's cache purge).
+	Separator string `json:"separator"`
+	// Cache is the cache section (nil without one): size the response cache by it.
+	Cache *CacheFacts `json:"cache"`
 	// Tools holds every tool a workflow binds, by its exact name: bindings are keyed by
 	// exact tool names, never globs. A tool not in it is neither gated nor moves anything.
 	Tools map[string]ToolFacts `json:"tools"`
@@ -98,12 +103,27 @@ func (e *Engine) HostFacts() HostFacts {
 		PrincipalHeader: e.cfg.PrincipalHeader,
 		MaxTimeoutMs:    e.maxTimeoutMs(),
 		ListChanged:     e.listChanged(),
+		Separator:       e.cfg.Separator,
 		Tools:           map[string]ToolFacts{},
 	}
 	for _, name := range e.boundTools() {
 		f.Tools[name] = e.toolFacts(name)
 	}
+	if cc := e.cfg.Cache; cc != nil {
+		f.Cache = &CacheFacts{MaxEntries: cc.MaxEntries, MaxSizeBytes: cc.MaxSizeBytes, MaxEntryBytes: cc.MaxEntryBytes,
+			TTLMs: cc.TTLMs, HighWaterMark: cc.HighWaterMark, Scope: cc.Scope.String()}
+	}
 	return f
+}
+
+// CacheFacts is the configuration's cache section as a host needs it.
+type CacheFacts struct {
+	MaxEntries    int     `json:"maxEntries"`
+	MaxSizeBytes  int     `json:"maxSizeBytes"`
+	MaxEntryBytes int     `json:"maxEntryBytes"`
+	TTLMs         int     `json:"ttlMs"`
+	HighWaterMark float64 `json:"highWaterMark"`
+	Scope         string  `json:"scope"`
 }
 
 func (e *Engine) maxTimeoutMs() int {
@@ -158,6 +178,10 @@ func (e *Engine) appendHostFacts(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, int64(e.maxTimeoutMs()), 10)
 	dst = append(dst, `,"listChanged":`...)
 	dst = appendBool(dst, e.listChanged())
+	dst = append(dst, `,"separator":`...)
+	dst = jsonx.AppendString(dst, e.cfg.Separator)
+	dst = append(dst, `,"cache":`...)
+	dst = e.appendCacheFacts(dst)
 	dst = append(dst, `,"tools":{`...)
 	for i, name := range e.boundTools() {
 		if i > 0 {

@@ -66,6 +66,7 @@ func TestHostFacts_sample(t *testing.T) {
 		PrincipalHeader: "",
 		MaxTimeoutMs:    120000,
 		ListChanged:     true,
+		Separator:       ".",
 		Tools: map[string]ToolFacts{
 			"cart.add_item": {Gated: true, Moves: true, Workflows: []string{"checkout"}},
 			"cart.checkout": {Gated: true, Moves: true, Workflows: []string{"checkout"}},

@@ -68,6 +68,7 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 	dst = append(dst, `,"onTimeout":`...)
 	dst = appendTimeoutResult(dst, r.tool, timeoutMs)
 	dst = append(dst, ',')
+	dst = e.appendCacheAdmission(dst, r, refs)
 	dst = appendNotices(dst, l.notices)
 	return append(dst, '}'), nil
 }

@@ -9,6 +9,7 @@
 package engine
 
 import (
+	"github.com/stategate/stategate/plugin/internal/glob"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -184,4 +185,14 @@ func itoa(n int) string {
 		b[i] = '-'
 	}
 	return string(b[i:])
+}
+
+// MatchName reports whether name matches the configuration glob pattern under the names
+// separator sep (hosts use it for an operator's purge by glob, with the engine's rules).
+func MatchName(pattern, sep, name string) (bool, error) {
+	g, err := glob.Compile(pattern, sep)
+	if err != nil {
+		return false, err
+	}
+	return g.Match(name), nil
 }

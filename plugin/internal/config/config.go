@@ -38,6 +38,7 @@ type Config struct {
 	Workflows       []*Workflow
 	Limits          Limits
 	PrincipalHeader string // request header that names the principal; "" when unset
+	Cache           *Cache // nil: no response cache
 
 	bindings map[string][]Ref // tool name -> its bindings, in workflow order
 }
@@ -47,6 +48,8 @@ type Policy struct {
 	Match        glob.Pattern
 	CacheControl CacheControl // the policy's own value, or the default when it sets none
 	Invalidates  []glob.Pattern
+	NoCache      bool // "cache": false: never cache the matched tools
+	CacheTTLMs   int  // "cache": {"ttlMs": N}; 0 keeps cache.ttlMs
 }
 
 // KeyKind says where a workflow's state lives.

@@ -336,7 +336,7 @@ func TestParse_errors(t *testing.T) {
 		{
 			name: "policy_with_neither",
 			doc:  `{"version":1,"stateSync":{"policies":[{"match":"a"}]}}`,
-			want: []string{"stateSync.policies[0]: needs cacheControl, invalidates or both"},
+			want: []string{"stateSync.policies[0]: needs cacheControl, invalidates or cache"},
 		},
 		{
 			name: "empty_invalidates",
@@ -716,7 +716,7 @@ func TestParse_allErrorsAtOnce(t *testing.T) {
 		"names.separator: must not contain '*'",
 		`stateSync.defaults.cacheControl: must be "no-store", "immutable" or "none", got "sometimes"`,
 		`stateSync.policies[0].match: invalid segment "get*"`,
-		"stateSync.policies[1]: needs cacheControl, invalidates or both",
+		"stateSync.policies[1]: needs cacheControl, invalidates or cache",
 		"stateSync.policies[2].invalidates: must be a non-empty array of patterns",
 		"stateSync.policies[3].extra: unknown field",
 		`stateSync.policies[3].cacheControl: must be "no-store", "immutable" or "none", got "private"`,

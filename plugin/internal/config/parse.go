@@ -45,7 +45,7 @@ func Parse(data []byte) (*Config, []Problem) {
 	}
 	root := gjson.ParseBytes(data)
 	c := &Config{Separator: ".", Limits: Limits{TimeoutMs: DefaultTimeoutMs}}
-	if !p.object("", root, "version", "names", "stateSync", "workflows", "limits", "principal") {
+	if !p.object("", root, "version", "names", "stateSync", "workflows", "limits", "principal", "cache") {
 		return nil, p.problems
 	}
 	if v := root.Get("version"); !v.Exists() {
@@ -81,6 +81,7 @@ func Parse(data []byte) (*Config, []Problem) {
 	p.stateSync(c, root.Get("stateSync"))
 	p.workflows(c, root.Get("workflows"))
 	p.limits(c, root.Get("limits"))
+	p.cache(c, root.Get("cache"))
 	if HasErrors(p.problems) {
 		return nil, p.problems
 	}
@@ -243,17 +244,20 @@ type policyEntry struct {
 // policy reads one entry of stateSync.policies (after the defaults, which it inherits).
 func (p *parser) policy(path string, item gjson.Result, c *Config) policyEntry {
 	e := policyEntry{path: path}
-	if !p.object(path, item, "match", "cacheControl", "invalidates") {
+	if !p.object(path, item, "match", "cacheControl", "invalidates", "cache") {
 		return e
 	}
 	m, mok := p.pattern(path+".match", item.Get("match"), c.Separator)
 	e.pol.Match = m
 	e.pol.CacheControl = c.Default
-	cc, inv := item.Get("cacheControl"), item.Get("invalidates")
-	if !cc.Exists() && !inv.Exists() {
-		p.errf(path, "needs cacheControl, invalidates or both")
+	cc, inv, cache := item.Get("cacheControl"), item.Get("invalidates"), item.Get("cache")
+	if !cc.Exists() && !inv.Exists() && !cache.Exists() {
+		p.errf(path, "needs cacheControl, invalidates or cache")
 	}
 	ok := mok
+	if cache.Exists() {
+		ok = p.policyCache(path+".cache", cache, &e.pol) && ok
+	}
 	if cc.Exists() {
 		v, vok := p.cacheControl(path+".cacheControl", cc)
 		e.pol.CacheControl, ok = v, ok && vok

@@ -1,0 +1,350 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/engine"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// The response cache. The engine says which admitted calls are cacheable and under which
+// key (check_limits' "cache"), and which calls invalidate something ("purges"); the host
+// keeps the entries (a Cache, per replica); the core keeps them coherent through
+// generations in the shared State:
+//
+//   - every tool that was ever cached is listed under cacheIndexKey;
+//   - every cached tool has a generation under cacheGenPrefix+tool;
+//   - an entry records its tool's generation from before its upstream call began, and a
+//     hit is served only while the generation is unchanged;
+//   - a successful mutation, before its answer is returned, bumps the generation of every
+//     indexed tool its invalidation patterns match (decorate_result's "invalidated.tools",
+//     with the index passed as knownTools), on every replica at once.
+//
+// A miss registers its tool in the index before it reads the generation and calls the
+// upstream, so a mutation that does not see the tool in the index finished its upstream
+// call before this miss's call began: the entry cannot be older than the mutation.
+
+// Cache keeps cached results for one replica. Implementations are safe for concurrent use
+// and keep their bounds themselves (entries, bytes, expiry).
+type Cache interface {
+	// Get returns the entry under key, unless it is missing or expired.
+	Get(key string) (CacheEntry, bool)
+	// Put stores e under key; false when it refuses (too large).
+	Put(key string, e CacheEntry) bool
+	// Delete removes key.
+	Delete(key string)
+	// PurgeTools removes every entry of the named tools and returns how many it removed.
+	PurgeTools(tools []string) int
+	// PurgeAll removes every entry.
+	PurgeAll() int
+}
+
+// CacheEntry is one cached tools/call result.
+type CacheEntry struct {
+	Tool    string
+	Result  []byte // the result object as it was answered, without the gateway's duration
+	Gen     string // the tool's generation when the call that filled it began
+	Stored  time.Time
+	Expires time.Time
+}
+
+// Size is what the entry counts against the cache's byte bound.
+func (e CacheEntry) Size(key string) int {
+	return len(key) + len(e.Tool) + len(e.Result) + len(e.Gen) + cacheEntryOverhead
+}
+
+// cacheEntryOverhead approximates an entry's bookkeeping (map slot, list links, times).
+const cacheEntryOverhead = 128
+
+// CacheLimits are the configuration's cache section, for a host's Cache.
+type CacheLimits struct {
+	MaxEntries    int
+	MaxSizeBytes  int
+	MaxEntryBytes int
+	TTL           time.Duration
+	HighWaterMark float64
+}
+
+const (
+	cacheIndexKey  = "stategate/v1/cache/tools"
+	cacheGenPrefix = "stategate/v1/cache/gen/"
+	maxCacheTools  = 10000 // tools the index lists at most; beyond, calls are not cached
+)
+
+// flight is one upstream call that identical concurrent misses wait for.
+type flight struct {
+	done   chan struct{}
+	result []byte // the cacheable result, nil when there is none
+}
+
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+// cacheLookup answers an admitted cacheable call from the cache when it can, else makes
+// it the leader of its key's flight or waits for the leader. It reports whether the call
+// was answered. A cache that fails never fails the call: it goes to the upstream.
+func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration) bool {
+	if e, ok := c.cache.Get(ex.cacheKey); ok {
+		gen, err := c.cacheGen(ctx, e.Tool)
+		switch {
+		case err != nil:
+			c.Fault(abi.FaultCache, err, "tool", ex.Tool)
+			ex.cacheKey = ""
+			return false
+		case gen == e.Gen:
+			c.count(CountCacheHits)
+			ex.answerCached(e.Result, time.Since(e.Stored), false)
+			return true
+		}
+		c.cache.Delete(ex.cacheKey)
+	}
+	c.flights.mu.Lock()
+	if f, ok := c.flights.m[ex.cacheKey]; ok {
+		c.flights.mu.Unlock()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-f.done:
+			if f.result != nil {
+				c.count(CountCacheCoalesced)
+				ex.answerCached(f.result, 0, true)
+				return true
+			}
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		ex.cacheKey = "" // go to the upstream without caching; the leader fills the entry
+		c.count(CountCacheMisses)
+		return false
+	}
+	f := &flight{done: make(chan struct{})}
+	c.flights.m[ex.cacheKey] = f
+	c.flights.mu.Unlock()
+	ex.flight = f
+	c.count(CountCacheMisses)
+	if err := c.indexTool(ctx, ex.Tool); err != nil {
+		c.Fault(abi.FaultCache, err, "tool", ex.Tool)
+		ex.finishFlight(nil)
+		ex.cacheKey = ""
+		return false
+	}
+	gen, err := c.cacheGen(ctx, ex.Tool)
+	if err != nil {
+		c.Fault(abi.FaultCache, err, "tool", ex.Tool)
+		ex.finishFlight(nil)
+		ex.cacheKey = ""
+		return false
+	}
+	ex.cacheGen = gen
+	return false
+}
+
+// answerCached answers the call locally with a cached result.
+func (ex *Exchange) answerCached(result []byte, age time.Duration, coalesced bool) {
+	meta := []byte(`{"hit":true,"ageMs":` + strconv.FormatInt(age.Milliseconds(), 10) + `}`)
+	if coalesced {
+		meta = []byte(`{"hit":true,"ageMs":0,"coalesced":true}`)
+	}
+	path := "_meta." + gjson.Escape(abi.MetaCache)
+	if out, err := sjson.SetRawBytes(append([]byte(nil), result...), path, meta); err == nil {
+		result = out
+	}
+	ex.answerLocal(result)
+	ex.called(OutcomeSuccess)
+}
+
+// cacheStore keeps a successful result of a cacheable call and hands it to the calls
+// waiting for it. result is the answer's result object.
+func (ex *Exchange) cacheStore(result []byte) {
+	c := ex.core
+	if ex.cacheKey == "" || ex.flight == nil {
+		return
+	}
+	if len(result) > c.cacheLimits.MaxEntryBytes {
+		ex.finishFlight(nil)
+		return
+	}
+	result = append([]byte(nil), result...)
+	now := time.Now()
+	if c.cache.Put(ex.cacheKey, CacheEntry{Tool: ex.Tool, Result: result, Gen: ex.cacheGen, Stored: now, Expires: now.Add(ex.cacheTTL)}) {
+		c.count(CountCacheStored)
+	}
+	ex.finishFlight(result)
+}
+
+// finishFlight ends the call's flight: waiting calls get result, or go to the upstream
+// themselves when it is nil.
+func (ex *Exchange) finishFlight(result []byte) {
+	f := ex.flight
+	if f == nil {
+		return
+	}
+	ex.flight = nil
+	c := ex.core
+	c.flights.mu.Lock()
+	if c.flights.m[ex.cacheKey] == f {
+		delete(c.flights.m, ex.cacheKey)
+	}
+	c.flights.mu.Unlock()
+	f.result = result
+	close(f.done)
+}
+
+// cacheGen reads a tool's generation ("" before its first purge).
+func (c *Core) cacheGen(ctx context.Context, tool string) (string, error) {
+	s, err := c.state.Load(ctx, []string{cacheGenPrefix + tool})
+	if err != nil {
+		return "", err
+	}
+	return string(s[0].Value), nil
+}
+
+// cachedTools reads the index of tools that were ever cached.
+func (c *Core) cachedTools(ctx context.Context) ([]string, Slot, error) {
+	s, err := c.state.Load(ctx, []string{cacheIndexKey})
+	if err != nil {
+		return nil, Slot{}, err
+	}
+	var tools []string
+	gjson.ParseBytes(s[0].Value).ForEach(func(_, v gjson.Result) bool {
+		tools = append(tools, v.Str)
+		return true
+	})
+	return tools, s[0], nil
+}
+
+// indexTool lists tool in the index of cached tools (compare-and-set).
+func (c *Core) indexTool(ctx context.Context, tool string) error {
+	for range c.opts.CASRetries {
+		tools, slot, err := c.cachedTools(ctx)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(tools, tool) {
+			return nil
+		}
+		if len(tools) >= maxCacheTools {
+			return errors.New("the index of cached tools is full")
+		}
+		next := appendJSONStrings(nil, append(tools, tool))
+		switch err := c.state.Store(ctx, "", cacheIndexKey, next, slot); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, ErrConflict):
+			return err
+		}
+	}
+	return errors.New("too many compare-and-set conflicts on the cache index")
+}
+
+// bumpGen moves a tool's generation on (compare-and-set), so no replica serves an entry
+// filled before now.
+func (c *Core) bumpGen(ctx context.Context, tool string) error {
+	key := cacheGenPrefix + tool
+	for range c.opts.CASRetries {
+		s, err := c.state.Load(ctx, []string{key})
+		if err != nil {
+			return err
+		}
+		n, _ := strconv.ParseUint(string(s[0].Value), 10, 64)
+		switch err := c.state.Store(ctx, "", key, strconv.AppendUint(nil, n+1, 10), s[0]); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, ErrConflict):
+			return err
+		}
+	}
+	return errors.New("too many compare-and-set conflicts on a cache generation")
+}
+
+// purgeTools bumps the generations of tools and drops this replica's entries of them. A
+// generation that cannot be moved is a fault; this replica then drops its whole cache.
+func (c *Core) purgeTools(ctx context.Context, tools []string) error {
+	var failed error
+	for _, t := range tools {
+		if err := c.bumpGen(ctx, t); err != nil {
+			failed = err
+		}
+	}
+	c.cache.PurgeTools(tools)
+	c.countN(CountCachePurged, len(tools))
+	if failed != nil {
+		c.cache.PurgeAll()
+	}
+	return failed
+}
+
+// PurgeCache purges every cached tool whose name matches the glob match, on every replica,
+// and returns the tools purged (the operator's purge).
+func (c *Core) PurgeCache(ctx context.Context, match string) ([]string, error) {
+	if c.cache == nil {
+		return nil, errors.New("the response cache is not configured (no \"cache\" section)")
+	}
+	tools, _, err := c.cachedTools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var hit []string
+	for _, t := range tools {
+		ok, err := engine.MatchName(match, c.facts.separator, t)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			hit = append(hit, t)
+		}
+	}
+	if err := c.purgeTools(context.WithoutCancel(ctx), hit); err != nil {
+		return hit, err
+	}
+	c.publish(Event{Type: EventCacheInvalidated, Data: map[string]any{"causedBy": "operator", "patterns": []string{match}, "tools": hit}})
+	return hit, nil
+}
+
+// appendJSONStrings appends list as a JSON array of strings.
+func appendJSONStrings(dst []byte, list []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range list {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonx.AppendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+// unionTools adds names to a JSON array of tool names.
+func unionTools(known []byte, names []string) []byte {
+	var all []string
+	gjson.ParseBytes(known).ForEach(func(_, v gjson.Result) bool {
+		all = append(all, v.Str)
+		return true
+	})
+	for _, n := range names {
+		if !slices.Contains(all, n) {
+			all = append(all, n)
+		}
+	}
+	return appendJSONStrings(nil, all)
+}
+
+// invalidated publishes the cache_invalidated event of a mutation.
+func (ex *Exchange) invalidated(inv gjson.Result, tools []string) {
+	var patterns []string
+	inv.Get("patterns").ForEach(func(_, p gjson.Result) bool {
+		patterns = append(patterns, p.Str)
+		return true
+	})
+	ex.core.publish(Event{Type: EventCacheInvalidated, Tool: ex.Tool, Data: map[string]any{
+		"causedBy": ex.Tool, "patterns": patterns, "tools": tools}})
+}

@@ -1,0 +1,223 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/store"
+)
+
+// cacheConfig is the demo configuration with a cache: sprints.list is immutable until
+// sprints.create (which invalidates sprints.*) says otherwise.
+func cacheConfig(t *testing.T, extra string) []byte {
+	t.Helper()
+	var cfg map[string]any
+	if err := json.Unmarshal(demo.Config(), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	ss := cfg["stateSync"].(map[string]any)
+	pols := ss["policies"].([]any)
+	ss["policies"] = append([]any{map[string]any{"match": "sprints.list", "cacheControl": "immutable"}}, pols...)
+	cfg["cache"] = map[string]any{}
+	if extra != "" {
+		var c map[string]any
+		if err := json.Unmarshal([]byte(extra), &c); err != nil {
+			t.Fatal(err)
+		}
+		cfg["cache"] = c
+	}
+	out, _ := json.Marshal(cfg)
+	return out
+}
+
+func cacheMeta(res *mcp.CallToolResult) map[string]any {
+	m, _ := res.Meta[abi.MetaCache].(map[string]any)
+	return m
+}
+
+func sprintNames(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	b, _ := json.Marshal(res.StructuredContent)
+	return string(b)
+}
+
+// TestCache_hitPurgeAndMiss: the second identical call of an immutable tool is answered
+// by the gateway (the upstream counts one call) with _meta cache {hit, ageMs}; other
+// arguments are another entry; a mutation that invalidates the tool makes the next call
+// reach the upstream and see the change.
+func TestCache_hitPurgeAndMiss(t *testing.T) {
+	e := newEnv(t, envOptions{config: cacheConfig(t, "")})
+	c := e.connect(t, sessionEra)
+	first := c.call(t, "sprints.list", nil)
+	if first.IsError || cacheMeta(first) != nil {
+		t.Fatalf("first call: isError %v, cache meta %v", first.IsError, cacheMeta(first))
+	}
+	second := c.call(t, "sprints.list", nil)
+	if n := e.upstream.count("sprints.list"); n != 1 {
+		t.Fatalf("upstream ran sprints.list %d times, want 1 (the second from the cache)", n)
+	}
+	if m := cacheMeta(second); m["hit"] != true {
+		t.Fatalf("second call: cache meta %v, want a hit", m)
+	}
+	if sprintNames(t, second) != sprintNames(t, first) {
+		t.Fatalf("the cached answer differs: %s vs %s", sprintNames(t, second), sprintNames(t, first))
+	}
+	if _, ok := second.Meta[abi.MetaDuration]; !ok {
+		t.Error("a cache hit carries no duration of its own")
+	}
+	created := c.call(t, "sprints.create", map[string]any{"name": "S9"})
+	if created.IsError || !strings.Contains(strings.Join(texts(created), ""), "sprints.*") {
+		t.Fatalf("sprints.create: %q", texts(created))
+	}
+	third := c.call(t, "sprints.list", nil)
+	if n := e.upstream.count("sprints.list"); n != 2 {
+		t.Fatalf("after the mutation the upstream ran sprints.list %d times, want 2", n)
+	}
+	if cacheMeta(third) != nil || !strings.Contains(sprintNames(t, third), "S9") {
+		t.Fatalf("after the mutation: cache meta %v, sprints %s", cacheMeta(third), sprintNames(t, third))
+	}
+	if got := e.gw.Stats.Get(exchange.CountCacheHits); got != 1 {
+		t.Errorf("cache_hits = %d, want 1", got)
+	}
+	if got := e.gw.Stats.Get(exchange.CountCachePurged); got != 1 {
+		t.Errorf("cache_purged = %d, want 1", got)
+	}
+}
+
+// TestCache_notCached: no-store tools, failures and tools without a cache section are
+// never answered from the cache.
+func TestCache_notCached(t *testing.T) {
+	e := newEnv(t, envOptions{config: cacheConfig(t, "")})
+	c := e.connect(t, sessionEra)
+	for range 2 {
+		c.call(t, "tasks.list", nil) // no-store by the defaults
+	}
+	if n := e.upstream.count("tasks.list"); n != 2 {
+		t.Fatalf("a no-store tool reached the upstream %d times of 2", n)
+	}
+	plain := newEnv(t, envOptions{}) // the demo configuration: no cache section
+	pc := plain.connect(t, sessionEra)
+	for range 2 {
+		pc.call(t, "countries.list", nil)
+	}
+	if n := plain.upstream.count("countries.list"); n != 2 {
+		t.Fatalf("without a cache section an immutable tool reached the upstream %d times of 2", n)
+	}
+}
+
+// TestCache_singleFlight: identical concurrent misses make one upstream call; the others
+// get its answer.
+func TestCache_singleFlight(t *testing.T) {
+	cfg := cacheConfig(t, "")
+	cfg = []byte(strings.Replace(string(cfg), `"match":"sprints.list"`, `"match":"slow.wait"`, 1))
+	e := newEnv(t, envOptions{config: cfg, demo: demo.Options{SlowDelay: 300_000_000}})
+	c := e.connect(t, sessionEra)
+	const n = 8
+	var wg sync.WaitGroup
+	results := make([]*mcp.CallToolResult, n)
+	for i := range n {
+		wg.Go(func() { results[i] = c.call(t, "slow.wait", nil) })
+	}
+	wg.Wait()
+	if got := e.upstream.count("slow.wait"); got != 1 {
+		t.Fatalf("%d identical concurrent calls reached the upstream %d times, want 1", n, got)
+	}
+	coalesced := 0
+	for _, r := range results {
+		if r.IsError {
+			t.Fatalf("a call failed: %q", texts(r))
+		}
+		if cacheMeta(r)["coalesced"] == true {
+			coalesced++
+		}
+	}
+	if coalesced != n-1 {
+		t.Fatalf("%d answers say coalesced, want %d", coalesced, n-1)
+	}
+}
+
+// TestCache_replicasStayCoherent: two replicas on one Redis, each with its own entries.
+// Replica B caches sprints.list; replica A runs sprints.create; the next sprints.list on
+// B must not be B's old entry. Repeated, alternating which replica mutates.
+func TestCache_replicasStayCoherent(t *testing.T) {
+	cs, lb := redisReplicas(t, cacheConfig(t, ""), demo.Options{JSONResponse: true})
+	ctx := context.Background()
+	call := func(name string, args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %v", name, err, res)
+		}
+		return res
+	}
+	hits := 0
+	for i := range 30 {
+		// Requests alternate between the replicas: list, list (one of them fills, the
+		// other fills its own), list (a hit on one of them), create, list.
+		for range 3 {
+			if cacheMeta(call("sprints.list", nil))["hit"] == true {
+				hits++
+			}
+		}
+		name := fmt.Sprintf("R%d", i)
+		call("sprints.create", map[string]any{"name": name})
+		after := call("sprints.list", nil)
+		if cacheMeta(after)["hit"] == true || !strings.Contains(sprintNames(t, after), `"`+name+`"`) {
+			t.Fatalf("round %d (request %d): after sprints.create %s the list is stale: %s (cache %v)",
+				i, lb.n.Load(), name, sprintNames(t, after), cacheMeta(after))
+		}
+	}
+	if hits < 30 {
+		t.Fatalf("only %d cache hits in 30 rounds: the replicas do not cache", hits)
+	}
+}
+
+// brokenCacheStore is a real memory store whose cache keys fail, as a Redis that drops
+// them would (a unit-level stand-in for one failing part; everything else is real).
+type brokenCacheStore struct{ store.Store }
+
+var errCacheKeys = errors.New("cache keys unavailable")
+
+func (b brokenCacheStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if strings.HasPrefix(key, "stategate/v1/cache/") {
+		return nil, errCacheKeys
+	}
+	return b.Store.Get(ctx, key)
+}
+
+func (b brokenCacheStore) CompareAndSwap(ctx context.Context, session, key string, old, new []byte) (bool, error) {
+	if strings.HasPrefix(key, "stategate/v1/cache/") {
+		return false, errCacheKeys
+	}
+	return b.Store.CompareAndSwap(ctx, session, key, old, new)
+}
+
+// TestCache_failingCacheNeverFailsACall (XC-002): with the cache's state unreadable, every
+// call still gets the upstream's answer, mutations included, and the fault is counted.
+func TestCache_failingCacheNeverFailsACall(t *testing.T) {
+	e := newEnv(t, envOptions{config: cacheConfig(t, ""), store: brokenCacheStore{store.NewMemory(store.Options{})}})
+	c := e.connect(t, sessionEra)
+	for range 3 {
+		if res := c.call(t, "sprints.list", nil); res.IsError || cacheMeta(res) != nil {
+			t.Fatalf("sprints.list with a broken cache: %q %v", texts(res), cacheMeta(res))
+		}
+	}
+	if res := c.call(t, "sprints.create", map[string]any{"name": "S7"}); res.IsError {
+		t.Fatalf("sprints.create with a broken cache: %q", texts(res))
+	}
+	if n := e.upstream.count("sprints.list"); n != 3 {
+		t.Fatalf("the upstream ran sprints.list %d times of 3", n)
+	}
+	if n := e.gw.Stats.Faults(abi.FaultCache); n < 3 {
+		t.Fatalf("cache faults counted: %d, want one per call at least", n)
+	}
+}
