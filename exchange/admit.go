@@ -115,6 +115,9 @@ func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if doc.IsArray() {
 		return ex.admitBatch(doc)
 	}
+	if v, n := caseVariant(doc); v != "" {
+		return ex.reject(400, CodeInvalidRequest, caseVariantText(v, n))
+	}
 	ex.Method = doc.Get("method").Str
 	id := doc.Get("id")
 	if id.Type == gjson.String || id.Type == gjson.Number {
@@ -169,6 +172,7 @@ func (ex *Exchange) admitBatch(doc gjson.Result) *Exchange {
 		switch {
 		case !m.IsObject():
 			refuse = "a batch element must be a JSON-RPC message object"
+		case caseVariantIn(m, &refuse):
 		case actsOn(m.Get("method").Str):
 			refuse = "batches holding " + m.Get("method").Str + " are not accepted by the gateway; send it as a request of its own"
 		case n > maxBatch:

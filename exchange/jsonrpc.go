@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -219,4 +220,52 @@ func succeeded(msg gjson.Result) bool {
 		return false
 	}
 	return !repeatsMember(msg, 0)
+}
+
+// envelopeMembers and paramsMembers are the member names the core reads; a member that
+// differs from one of them only in case ("metHod", "Params", "NAME", or with a Unicode
+// fold such as "paramſ") is refused: the core reads names exactly, while servers that
+// decode into structs (Go's encoding/json) match them case-insensitively, so such a
+// request could pass ungated as one method and run as another.
+var (
+	envelopeMembers = []string{"jsonrpc", "id", "method", "params"}
+	paramsMembers   = []string{"name", "arguments", "_meta"}
+)
+
+// caseVariant returns the first member of a message (or of its params) that differs from
+// a member the core reads only in case, and that member's name.
+func caseVariant(msg gjson.Result) (variant, name string) {
+	check := func(obj gjson.Result, names []string) {
+		obj.ForEach(func(k, _ gjson.Result) bool {
+			for _, n := range names {
+				if k.Str != n && strings.EqualFold(k.Str, n) {
+					variant, name = k.Str, n
+					return false
+				}
+			}
+			return true
+		})
+	}
+	check(msg, envelopeMembers)
+	if variant == "" {
+		if p := msg.Get("params"); p.IsObject() {
+			check(p, paramsMembers)
+		}
+	}
+	return variant, name
+}
+
+func caseVariantText(variant, name string) string {
+	if variant == "" {
+		return ""
+	}
+	return "request member " + strconv.Quote(variant) + " differs from " + strconv.Quote(name) +
+		" only in case; servers that match names case-insensitively could read it as " + strconv.Quote(name)
+}
+
+// caseVariantIn sets *refuse when msg has a case variant of a member the core reads.
+func caseVariantIn(msg gjson.Result, refuse *string) bool {
+	v, n := caseVariant(msg)
+	*refuse = caseVariantText(v, n)
+	return v != ""
 }

@@ -14,6 +14,7 @@ package gate
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -151,13 +152,18 @@ func Key(w *config.Workflow, s *Scope) (key, handle string, st KeyStatus) {
 }
 
 // handleArg returns the member name of the arguments object raw, and whether it is
-// repeated.
+// repeated. A member whose name differs from name only in case counts as a repeat:
+// servers that decode arguments into structs (Go's encoding/json) match member names
+// case-insensitively, so {"cart_id":"a","CART_ID":"b"} is gated as cart a and run as b.
 func handleArg(raw, name string) (gjson.Result, bool) {
 	var v gjson.Result
 	found := false
 	it := jsonx.Object(raw, jsonx.SkipWS(raw, 0))
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
 		if key != name {
+			if strings.EqualFold(key, name) {
+				return gjson.Result{}, true
+			}
 			continue
 		}
 		if found {
