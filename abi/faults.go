@@ -21,6 +21,7 @@ const (
 	FaultResponseTooLarge              // the upstream's answer is over the host's buffer limit
 	FaultClientGone                    // the client went away before the answer
 	FaultClearSession                  // a session's state could not be freed
+	FaultUnpaired                      // a hook saw a call's result it could not pair with one call (exchange.Pending)
 	NumFaults
 )
 
@@ -50,7 +51,7 @@ func PolicyFor(f Fault) Policy {
 		return HoldLease
 	case FaultUpstream:
 		return BadGateway
-	default: // decoration, limits on ungated tools, list hiding, unreadable or oversized answers
+	default: // decoration, limits on ungated tools, list hiding, unreadable, oversized or unpaired answers
 		return FailOpen
 	}
 }
@@ -61,7 +62,7 @@ func (f Fault) String() string {
 	}
 	return [...]string{"decorate_plugin", "gate_plugin", "limits_plugin", "gate_store", "gate_busy",
 		"list_store", "transition", "outcome_unknown", "upstream", "upstream_body",
-		"response_too_large", "client_gone", "clear_session"}[f]
+		"response_too_large", "client_gone", "clear_session", "unpaired"}[f]
 }
 
 func (p Policy) String() string {
