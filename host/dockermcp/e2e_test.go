@@ -1,0 +1,297 @@
+package dockermcp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/dockermcp"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/intercept"
+	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/internal/testenv"
+	"sigs.k8s.io/yaml"
+)
+
+// End to end behind the real docker-mcp binary: the official Go SDK client over docker-mcp's
+// stdio, docker-mcp without Docker Engine, the demo upstream on the official Go SDK, and the
+// built TinyGo plugin on the project's host. The sample files of examples/docker-mcp are
+// the ones used.
+
+const (
+	sampleConfig  = "../../examples/docker-mcp/stategate.yaml"
+	sampleCatalog = "../../examples/docker-mcp/catalog.yaml"
+	sampleURL     = "http://127.0.0.1:8080/mcp"
+)
+
+// upstream is the demo server, counting the tools/call requests that reach it by tool.
+type upstream struct {
+	*httptest.Server
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func startUpstream(t *testing.T) *upstream {
+	u := &upstream{calls: map[string]int{}}
+	h := demo.Handler(demo.Options{})
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string `json:"method"`
+				Params struct {
+					Name string `json:"name"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+				u.mu.Lock()
+				u.calls[msg.Params.Name]++
+				u.mu.Unlock()
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) ran(tool string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.calls[tool]
+}
+
+// pool is the built plugin with cfg.
+func pool(t *testing.T, cfg []byte) *host.Pool {
+	t.Helper()
+	testenv.NeedFile(t, "../../build/stategate.wasm", "run `make build`")
+	wasm, err := os.ReadFile("../../build/stategate.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt, err := host.New(ctx, wasm, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(ctx) })
+	p, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(ctx) })
+	return p
+}
+
+func readYAML(t *testing.T, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return js
+}
+
+// catalog is the sample catalog with its server's URL replaced by url.
+func catalog(t *testing.T, url string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(sampleCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte(sampleURL)) {
+		t.Fatalf("%s does not name %s", sampleCatalog, sampleURL)
+	}
+	return bytes.ReplaceAll(raw, []byte(sampleURL), []byte(url))
+}
+
+func call(t *testing.T, ctx context.Context, s *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, string) {
+	t.Helper()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var text []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text = append(text, tc.Text)
+		}
+	}
+	return res, strings.Join(text, "\n")
+}
+
+var cartID = regexp.MustCompile(`cart_[0-9a-f]{16}`)
+
+// scenario is what both modes must show: a denied out-of-order call that never reaches the
+// upstream, the invalidation block, and the workflow advancing to its final state.
+func scenario(t *testing.T, ctx context.Context, s *mcp.ClientSession, up *upstream) {
+	_, text := call(t, ctx, s, "cart.create", nil)
+	id := cartID.FindString(text)
+	if id == "" {
+		t.Fatalf("cart.create gave no cart_id: %s", text)
+	}
+
+	res, text := call(t, ctx, s, "cart.pay", map[string]any{"cart_id": id})
+	if !res.IsError || !strings.Contains(text, "Tool cart.pay is not available now") || !strings.Contains(text, "cart.add_item") {
+		t.Errorf("cart.pay before checkout: isError %v, %q; want the gate's denial naming what is possible", res.IsError, text)
+	}
+	if n := up.ran("cart.pay"); n != 0 {
+		t.Errorf("the denied cart.pay reached the upstream %d time(s)", n)
+	}
+
+	res, text = call(t, ctx, s, "cart.add_item", map[string]any{"cart_id": id, "sku": "tea"})
+	if res.IsError || !strings.HasPrefix(text, "[System: Cache invalidated for cart.view — caused by cart.add_item]") {
+		t.Errorf("cart.add_item: isError %v, %q; want the invalidation block first", res.IsError, text)
+	}
+	res, text = call(t, ctx, s, "tasks.update", map[string]any{"id": "T1", "status": "done"})
+	if res.IsError || !strings.HasPrefix(text, "[System: Cache invalidated for tasks.*, sprints.* — caused by tasks.update]") {
+		t.Errorf("tasks.update: isError %v, %q; want the invalidation block first", res.IsError, text)
+	}
+
+	// The workflow advances: checkout, then pay, are allowed in turn and run upstream.
+	for _, tool := range []string{"cart.checkout", "cart.pay"} {
+		if res, text = call(t, ctx, s, tool, map[string]any{"cart_id": id}); res.IsError {
+			t.Fatalf("%s after its predecessor: %q", tool, text)
+		}
+	}
+	if n := up.ran("cart.pay"); n != 1 {
+		t.Errorf("cart.pay reached the upstream %d time(s), want 1", n)
+	}
+	// confirmed is final: the cart takes no more items.
+	if res, text = call(t, ctx, s, "cart.add_item", map[string]any{"cart_id": id, "sku": "tea"}); !res.IsError || !strings.Contains(text, "confirmed") {
+		t.Errorf("cart.add_item on a paid cart: isError %v, %q; want a denial in state confirmed", res.IsError, text)
+	}
+	// Another cart has a workflow of its own.
+	_, text = call(t, ctx, s, "cart.create", nil)
+	other := cartID.FindString(text)
+	if res, text = call(t, ctx, s, "cart.checkout", map[string]any{"cart_id": other}); !res.IsError || !strings.Contains(text, "state empty") {
+		t.Errorf("cart.checkout on a new cart: isError %v, %q; want a denial in state empty", res.IsError, text)
+	}
+}
+
+func descriptions(t *testing.T, ctx context.Context, s *mcp.ClientSession) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for tool, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[tool.Name] = tool.Description
+	}
+	return out
+}
+
+// TestFronting: stategate serve is the remote server in Docker's catalog.
+func TestFronting(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dockermcp.Binary(t)
+	cfg := readYAML(t, sampleConfig)
+	up := startUpstream(t)
+	upURL, _ := url.Parse(up.URL + "/mcp")
+	gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool(t, cfg), Config: cfg, Store: store.NewMemory(store.Options{}),
+		Origins: exchange.OriginPolicy{Loopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(gw)
+	defer front.Close()
+
+	d := dockermcp.Start(t, ctx, dockermcp.Options{Catalog: catalog(t, front.URL+"/mcp"), Servers: []string{"stategate"}})
+	tools := descriptions(t, ctx, d.Session)
+	for tool, want := range map[string]string{
+		"countries.list": "[Cache-Control: immutable]",
+		"tasks.update":   "[Cache-Control: no-store]",
+		"cart.pay":       "[Workflow checkout: available only in state payment]",
+		"cart.checkout":  "[Workflow checkout: available only in state has_items]",
+	} {
+		if !strings.Contains(tools[tool], want) {
+			t.Errorf("tools/list through docker-mcp: %s is %q, want %q in it", tool, tools[tool], want)
+		}
+	}
+	scenario(t, ctx, d.Session, up)
+	if gw.Stats.Get(exchange.CountDenied) < 3 {
+		t.Errorf("the gateway denied %d calls, want at least 3", gw.Stats.Get(exchange.CountDenied))
+	}
+}
+
+// TestIntercepting: stategate intercept is docker-mcp's before and after interceptor, and
+// the upstream is docker-mcp's remote server itself.
+func TestIntercepting(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dockermcp.Binary(t)
+	cfg := readYAML(t, sampleConfig)
+	up := startUpstream(t)
+	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
+		Origins: exchange.OriginPolicy{Loopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := httptest.NewServer(h)
+	defer hooks.Close()
+
+	d := dockermcp.Start(t, ctx, dockermcp.Options{Catalog: catalog(t, up.URL+"/mcp"), Servers: []string{"stategate"},
+		Interceptors: []string{"before:http:" + hooks.URL + "/e2e/before", "after:http:" + hooks.URL + "/e2e/after"}})
+	// This mode cannot decorate tools/list: docker-mcp's hooks see tools/call only.
+	tools := descriptions(t, ctx, d.Session)
+	if tools["cart.pay"] == "" || strings.Contains(tools["cart.pay"], "[Workflow") || strings.Contains(tools["countries.list"], "[Cache-Control") {
+		t.Errorf("tools/list: cart.pay %q, countries.list %q; want the upstream's descriptions, listed and undecorated", tools["cart.pay"], tools["countries.list"])
+	}
+	scenario(t, ctx, d.Session, up)
+	if n := h.Stats.Faults(abi.FaultUnpaired); n != 0 {
+		t.Errorf("%d results could not be paired with their call; one call at a time must always pair", n)
+	}
+	if n := h.InFlight("e2e"); n != 0 {
+		t.Errorf("%d calls still in flight after every answer came", n)
+	}
+	if got := h.Stats.Get(exchange.CountTransitions); got < 3 {
+		t.Errorf("transitions stored: %d, want at least 3", got)
+	}
+}
+
+// TestIntercepting_afterHookFirst: with the after-hook listed first (so it runs outside
+// the before-hook and sees the core's own denials), pairing is unchanged.
+func TestIntercepting_afterHookFirst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dockermcp.Binary(t)
+	cfg := readYAML(t, sampleConfig)
+	up := startUpstream(t)
+	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
+		Origins: exchange.OriginPolicy{Loopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := httptest.NewServer(h)
+	defer hooks.Close()
+	d := dockermcp.Start(t, ctx, dockermcp.Options{Catalog: catalog(t, up.URL+"/mcp"), Servers: []string{"stategate"},
+		Interceptors: []string{"after:http:" + hooks.URL + "/after", "before:http:" + hooks.URL + "/before"}})
+	scenario(t, ctx, d.Session, up)
+	if n := h.Stats.Faults(abi.FaultUnpaired); n != 0 {
+		t.Errorf("%d results unpaired", n)
+	}
+	if n := h.InFlight(intercept.DefaultChannel); n != 0 {
+		t.Errorf("%d calls still in flight", n)
+	}
+}
