@@ -120,3 +120,21 @@ func TestDemo(t *testing.T) {
 		t.Error("cart.pay listed in state empty")
 	}
 }
+
+func TestIntercept_refusesBadArguments(t *testing.T) {
+	if code, _, errOut := runCLI(t, "", "intercept"); code != 2 || !strings.Contains(errOut, "usage: stategate intercept") {
+		t.Fatalf("no --config: exit %d: %s", code, errOut)
+	}
+	code, _, errOut := runCLI(t, "", "intercept", "--config", "../../../abi/testdata/config/invalid.json", "--listen", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "11 error(s)") {
+		t.Fatalf("invalid config: exit %d: %s", code, errOut)
+	}
+}
+
+// The sample configuration for Docker's MCP gateway is valid (host/dockermcp runs it).
+func TestCheck_dockerSample(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "check", "../../../examples/docker-mcp/stategate.yaml")
+	if code != 0 || !strings.Contains(out, "valid (0 warning(s))") {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+}
