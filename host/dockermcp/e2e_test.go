@@ -215,7 +215,7 @@ func TestFronting(t *testing.T) {
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(gw)
-	defer front.Close()
+	t.Cleanup(front.Close) // after docker-mcp has ended (cleanups run last first)
 
 	d := dockermcp.Start(t, ctx, dockermcp.Options{Catalog: catalog(t, front.URL+"/mcp"), Servers: []string{"stategate"}})
 	tools := descriptions(t, ctx, d.Session)
@@ -249,7 +249,7 @@ func TestIntercepting(t *testing.T) {
 		t.Fatal(err)
 	}
 	hooks := httptest.NewServer(h)
-	defer hooks.Close()
+	t.Cleanup(hooks.Close)
 
 	d := dockermcp.Start(t, ctx, dockermcp.Options{Catalog: catalog(t, up.URL+"/mcp"), Servers: []string{"stategate"},
 		Interceptors: []string{"before:http:" + hooks.URL + "/e2e/before", "after:http:" + hooks.URL + "/e2e/after"}})
@@ -284,7 +284,7 @@ func TestIntercepting_afterHookFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	hooks := httptest.NewServer(h)
-	defer hooks.Close()
+	t.Cleanup(hooks.Close)
 	d := dockermcp.Start(t, ctx, dockermcp.Options{Catalog: catalog(t, up.URL+"/mcp"), Servers: []string{"stategate"},
 		Interceptors: []string{"after:http:" + hooks.URL + "/after", "before:http:" + hooks.URL + "/before"}})
 	scenario(t, ctx, d.Session, up)
