@@ -48,7 +48,7 @@ type upstream struct {
 
 func startUpstream(t *testing.T) *upstream {
 	u := &upstream{calls: map[string]int{}}
-	h := demo.Handler(demo.Options{})
+	h := demo.Handler(demo.Options{SlowDelay: 1500 * time.Millisecond})
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
@@ -293,5 +293,87 @@ func TestIntercepting_afterHookFirst(t *testing.T) {
 	}
 	if n := h.InFlight(intercept.DefaultChannel); n != 0 {
 		t.Errorf("%d calls still in flight", n)
+	}
+}
+
+// TestIntercepting_concurrentCalls: docker-mcp runs a client's calls concurrently. A result
+// that could belong to calls of two tools passes unchanged rather than be guessed; a call
+// that can move a workflow waits until it runs alone, and then pairs exactly.
+func TestIntercepting_concurrentCalls(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dockermcp.Binary(t)
+	cfg := readYAML(t, sampleConfig)
+	up := startUpstream(t)
+	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
+		Origins: exchange.OriginPolicy{Loopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := httptest.NewServer(h)
+	t.Cleanup(hooks.Close)
+	d := dockermcp.Start(t, ctx, dockermcp.Options{Catalog: catalog(t, up.URL+"/mcp"), Servers: []string{"stategate"},
+		Interceptors: []string{"before:http:" + hooks.URL + "/c1/before", "after:http:" + hooks.URL + "/c1/after"}})
+	s := d.Session
+
+	// slow.wait runs while another call starts and ends.
+	slow := func() chan string {
+		done := make(chan string, 1)
+		go func() {
+			res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "slow.wait"})
+			switch {
+			case err != nil:
+				done <- "error: " + err.Error()
+			case res.IsError:
+				done <- "isError"
+			default:
+				done <- "ok"
+			}
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for h.InFlight("c1") == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if h.InFlight("c1") == 0 {
+			t.Fatal("slow.wait never reached the before-hook")
+		}
+		return done
+	}
+
+	done := slow()
+	res, text := call(t, ctx, s, "tasks.update", map[string]any{"id": "T2", "status": "done"})
+	if res.IsError || strings.Contains(text, "[System:") {
+		t.Errorf("tasks.update while slow.wait ran: isError %v, %q; want the upstream's result unchanged (ambiguous, not guessed)", res.IsError, text)
+	}
+	if got := <-done; got != "ok" {
+		t.Fatalf("slow.wait: %s", got)
+	}
+	if n := h.Stats.Faults(abi.FaultUnpaired); n != 2 {
+		t.Errorf("unpaired results: %d, want 2 (tasks.update's, then slow.wait's)", n)
+	}
+	if n := h.InFlight("c1"); n != 0 {
+		t.Fatalf("in flight after both answers: %d", n)
+	}
+
+	// A moving call waits for slow.wait to end, then runs alone and pairs.
+	_, text = call(t, ctx, s, "cart.create", nil)
+	id := cartID.FindString(text)
+	done = slow()
+	start := time.Now()
+	res, text = call(t, ctx, s, "cart.add_item", map[string]any{"cart_id": id, "sku": "tea"})
+	if res.IsError || !strings.HasPrefix(text, "[System: Cache invalidated for cart.view") {
+		t.Errorf("cart.add_item while slow.wait ran: isError %v, %q; want it to wait, run and get its block", res.IsError, text)
+	}
+	if got := <-done; got != "ok" {
+		t.Fatalf("slow.wait: %s", got)
+	}
+	if waited := time.Since(start); waited < 500*time.Millisecond {
+		t.Errorf("cart.add_item finished %v after it started: it did not wait for slow.wait", waited)
+	}
+	if res, text = call(t, ctx, s, "cart.checkout", map[string]any{"cart_id": id}); res.IsError {
+		t.Errorf("cart.checkout after cart.add_item: %q (the workflow did not advance)", text)
+	}
+	if n := h.Stats.Faults(abi.FaultUnpaired); n != 2 {
+		t.Errorf("unpaired results: %d, want still 2", n)
 	}
 }
