@@ -91,7 +91,7 @@ func (m *memState) Lock(ctx context.Context, keys []string, ttl time.Duration) (
 
 func (m *memState) Forget(context.Context, string, []string) error { return nil }
 
-func newHookCore(t *testing.T, wait time.Duration) (*Core, *memState) {
+func newHookCore(t testing.TB, wait time.Duration) (*Core, *memState) {
 	t.Helper()
 	e, err := engine.New([]byte(hookConfig))
 	if err != nil {
@@ -275,4 +275,34 @@ func TestPending_unknownOutcomeHoldsTheLease(t *testing.T) {
 	if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)); out != nil {
 		t.Fatalf("tasks.list refused: %s", out)
 	}
+}
+
+// FuzzHooks: whatever a hooking host hands the core as a call's params and then as its
+// result, nothing panics, every answer is a JSON object, and nothing stays in flight.
+func FuzzHooks(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"name":"cart.add_item","arguments":{"sku":"tea"}}`, okResult},
+		{`{"name":"tasks.update","arguments":{"id":"T1"}}`, `{"content":[],"isError":true,"isError":false}`},
+		{`{"name":"cart.pay","name":"tasks.list"}`, `null`},
+		{`{"name":"tasks.list","arguments":[1,2,3,4]}`, `[]`},
+		{`{"name":7}`, `{"content":"x"}`},
+	} {
+		f.Add(s[0], s[1])
+	}
+	c, _ := newHookCore(f, time.Millisecond)
+	p := NewPending(c)
+	f.Fuzz(func(t *testing.T, params, result string) {
+		ctx := context.Background()
+		if out := p.Admit(ctx, "f", []byte(params)); out != nil {
+			if !gjson.ValidBytes(out) || !gjson.ParseBytes(out).IsObject() {
+				t.Fatalf("refusal is not a JSON object: %s", out)
+			}
+			p.Finish(ctx, "f", out) // an after-hook outside the before-hook sees it again
+		} else if out := p.Finish(ctx, "f", []byte(result)); out != nil && !gjson.ParseBytes(out).IsObject() {
+			t.Fatalf("rewritten result is not a JSON object: %s", out)
+		}
+		if n := p.InFlight("f"); n != 0 {
+			t.Fatalf("%d calls in flight after the answer (params %s)", n, params)
+		}
+	})
 }
