@@ -32,14 +32,20 @@ import (
 //     unchanged too. Only calls that cannot move a workflow are ever in flight together, so
 //     no workflow moves on a guess; what is lost is decoration (the invalidation block).
 //   - An answer with no call in flight passes unchanged (the host started mid-call, or the
-//     before-hook is not installed); a call whose answer never comes is forgotten after the
-//     lease TTL, a moving one keeping its lease until then.
+//     before-hook is not installed).
+//   - A call whose answer has not come within the lease TTL (the client cancelled it, and
+//     the host skipped the after-hook; or it just runs long) becomes unidentified: its
+//     answer, if it comes, passes unchanged, and a moving call's lease lapses. Unidentified
+//     calls keep moving calls off their channel for ForgetAfter more, so that a late answer
+//     cannot be taken for a moving call's; calls that cannot move a workflow still run.
 //   - The core's own denials carry a one-time token in _meta, so an after-hook that runs
 //     outside the before-hook and sees them again never pairs them with anything.
 //
 // Each unpaired or ambiguous answer is reported as abi.FaultUnpaired (fail open).
 type Pending struct {
-	core   *Core
+	core        *Core
+	callTTL     time.Duration // identified calls become unidentified after it
+	forgetAfter time.Duration // unidentified calls are forgotten after it
 	mu     sync.Mutex
 	chans  map[string]*channel
 	tokens map[string]time.Time // denial tokens -> expiry
@@ -47,7 +53,7 @@ type Pending struct {
 
 type channel struct {
 	calls   []*pendingCall // identified calls in flight, oldest first
-	unknown []time.Time    // deadlines of calls in flight that can no longer be told apart
+	unknown []time.Time    // when calls in flight that can no longer be told apart are forgotten
 	movers  int            // moving calls waiting for the channel
 	waiting int            // calls waiting for the channel (movers included)
 	changed chan struct{}  // closed (and replaced) whenever the channel changes
@@ -62,8 +68,12 @@ type pendingCall struct {
 
 // NewPending returns an empty Pending over c.
 func NewPending(c *Core) *Pending {
-	return &Pending{core: c, chans: map[string]*channel{}, tokens: map[string]time.Time{}}
+	return &Pending{core: c, callTTL: c.facts.leaseTTL, forgetAfter: ForgetAfter, chans: map[string]*channel{}, tokens: map[string]time.Time{}}
 }
+
+// ForgetAfter is how long an unidentified call (its answer overdue or ambiguous) keeps
+// moving calls off its channel.
+const ForgetAfter = 10 * time.Minute
 
 // Admit admits a call (params as in AdmitCall) on channel, whose name is also the session
 // of session-keyed workflows. It answers the CallToolResult to reply with instead of
@@ -115,7 +125,7 @@ func (p *Pending) Finish(ctx context.Context, channel string, result []byte) []b
 	case ch == nil:
 		why = "no call in flight on the channel"
 	default:
-		orphans = ch.expire(now)
+		orphans = ch.expire(now, p.forgetAfter)
 		switch {
 		case len(ch.calls) == 0 && len(ch.unknown) == 0:
 			why = "no call in flight on the channel"
@@ -127,7 +137,7 @@ func (p *Pending) Finish(ctx context.Context, channel string, result []byte) []b
 			ch.calls = ch.calls[1:]
 		default:
 			for _, c := range ch.calls {
-				ch.unknown = append(ch.unknown, c.deadline)
+				ch.unknown = append(ch.unknown, now.Add(p.forgetAfter))
 				if c.ex != nil {
 					orphans = append(orphans, c.ex)
 				}
@@ -176,14 +186,14 @@ func (p *Pending) reserve(ctx context.Context, name, tool string, moves bool) (*
 		}
 	}
 	for {
-		orphans := ch.expire(time.Now())
+		orphans := ch.expire(time.Now(), p.forgetAfter)
 		free := !ch.held() && ch.movers == 0
 		if moves {
 			free = len(ch.calls) == 0 && len(ch.unknown) == 0
 		}
 		if free {
 			leave()
-			pc := &pendingCall{tool: tool, moves: moves, deadline: time.Now().Add(p.core.facts.leaseTTL)}
+			pc := &pendingCall{tool: tool, moves: moves, deadline: time.Now().Add(p.callTTL)}
 			ch.calls = append(ch.calls, pc)
 			p.mu.Unlock()
 			closeAll(orphans)
@@ -309,28 +319,32 @@ func (ch *channel) interchangeable() bool {
 	return true
 }
 
-// expire forgets calls past their deadline and returns their exchanges to close.
-func (ch *channel) expire(now time.Time) []*Exchange {
+// expire turns calls past their deadline into unidentified ones, forgets unidentified
+// ones past theirs, and returns the exchanges to close.
+func (ch *channel) expire(now time.Time, forgetAfter time.Duration) []*Exchange {
 	var gone []*Exchange
-	kept := ch.calls[:0]
-	for _, c := range ch.calls {
-		if now.After(c.deadline) {
-			if c.ex != nil {
-				gone = append(gone, c.ex)
-			}
-			continue
-		}
-		kept = append(kept, c)
-	}
-	ch.calls = kept
 	unknown := ch.unknown[:0]
 	for _, d := range ch.unknown {
 		if !now.After(d) {
 			unknown = append(unknown, d)
 		}
 	}
+	changed := len(unknown) < len(ch.unknown)
 	ch.unknown = unknown
-	if len(gone) > 0 {
+	kept := ch.calls[:0]
+	for _, c := range ch.calls {
+		if now.After(c.deadline) {
+			ch.unknown = append(ch.unknown, now.Add(forgetAfter))
+			if c.ex != nil {
+				gone = append(gone, c.ex)
+			}
+			changed = true
+			continue
+		}
+		kept = append(kept, c)
+	}
+	ch.calls = kept
+	if changed {
 		ch.notify()
 	}
 	return gone

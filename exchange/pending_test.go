@@ -306,3 +306,33 @@ func FuzzHooks(f *testing.F) {
 		}
 	})
 }
+
+func TestPending_overdueCallsBecomeUnidentified(t *testing.T) {
+	c, _ := newHookCore(t, 50*time.Millisecond)
+	p := NewPending(c)
+	p.callTTL, p.forgetAfter = 20*time.Millisecond, 150*time.Millisecond
+	ctx := context.Background()
+	add := []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)
+	if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.update","arguments":{"id":"T1"}}`)); out != nil {
+		t.Fatal(string(out))
+	}
+	time.Sleep(30 * time.Millisecond)
+	// Overdue: a moving call stays off the channel, so the late answer cannot be taken for its.
+	denied(t, p.Admit(ctx, "a", add), abi.DenyGateUnavailable)
+	// Calls that cannot move a workflow still run, and pair.
+	if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)); out != nil {
+		t.Fatalf("tasks.list with an overdue call in flight: %s", out)
+	}
+	if out := p.Finish(ctx, "a", []byte(okResult)); out != nil {
+		t.Errorf("an answer with an unidentified call in flight was paired: %s", out)
+	}
+	// Forgotten after forgetAfter: the channel is free again.
+	time.Sleep(200 * time.Millisecond)
+	if out := p.Admit(ctx, "a", add); out != nil {
+		t.Fatalf("cart.add_item after the overdue call was forgotten: %s", out)
+	}
+	p.Finish(ctx, "a", []byte(okResult))
+	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.checkout"}`)); out != nil {
+		t.Errorf("cart.add_item's answer did not advance the workflow: cart.checkout %s", out)
+	}
+}
