@@ -46,9 +46,9 @@ type Pending struct {
 	core        *Core
 	callTTL     time.Duration // identified calls become unidentified after it
 	forgetAfter time.Duration // unidentified calls are forgotten after it
-	mu     sync.Mutex
-	chans  map[string]*channel
-	tokens map[string]time.Time // denial tokens -> expiry
+	mu          sync.Mutex
+	chans       map[string]*channel
+	tokens      map[string]time.Time // denial tokens -> expiry
 }
 
 type channel struct {
