@@ -54,7 +54,7 @@ args=()
 for r in "${REQUIRES[@]}"; do args+=("-require=$r"); done
 (cd "$work/src" && "$GO" mod edit "${args[@]}") || die "go mod edit failed"
 
-log "building docker-mcp $VERSION (about 1.5 min on 2 cores)"
+log "building docker-mcp $VERSION (about 1.5 min on an idle 2-core machine)"
 start=$SECONDS
 (cd "$work/src" && "$GO" build -mod=mod -trimpath -ldflags=-s -o "$work/docker-mcp" ./cmd/docker-mcp) >&2 ||
 	die "go build ./cmd/docker-mcp failed (see above)"
