@@ -126,26 +126,30 @@ func (p *Pending) Finish(ctx context.Context, channel string, result []byte) []b
 		why = "no call in flight on the channel"
 	default:
 		orphans = ch.expire(now, p.forgetAfter)
+		// A call still being admitted has not run (the host waits for the before-hook's
+		// answer), so it cannot be the one that answered.
+		var ran []*pendingCall
+		for _, c := range ch.calls {
+			if c.ex != nil {
+				ran = append(ran, c)
+			}
+		}
 		switch {
-		case len(ch.calls) == 0 && len(ch.unknown) == 0:
+		case len(ran) == 0 && len(ch.unknown) == 0:
 			why = "no call in flight on the channel"
-		case len(ch.calls) == 0:
+		case len(ran) == 0:
 			ch.unknown = ch.unknown[1:] // one of the unidentified calls ended
 			why = "the calls in flight on the channel could not be told apart"
-		case len(ch.unknown) == 0 && (len(ch.calls) == 1 || ch.interchangeable()):
-			paired = ch.calls[0]
-			ch.calls = ch.calls[1:]
+		case len(ch.unknown) == 0 && (len(ran) == 1 || interchangeable(ran)):
+			paired = ran[0]
+			ch.calls = without(ch.calls, paired)
 		default:
-			for _, c := range ch.calls {
+			for _, c := range ran {
 				ch.unknown = append(ch.unknown, now.Add(p.forgetAfter))
-				if c.ex != nil {
-					orphans = append(orphans, c.ex)
-				}
+				orphans = append(orphans, c.ex)
+				ch.calls = without(ch.calls, c)
 			}
-			ch.calls = nil
-			if len(ch.unknown) > 0 {
-				ch.unknown = ch.unknown[1:] // this answer ended one of them
-			}
+			ch.unknown = ch.unknown[1:] // this answer ended one of them
 			why = "calls of different tools were in flight on the channel"
 		}
 		ch.notify()
@@ -155,7 +159,7 @@ func (p *Pending) Finish(ctx context.Context, channel string, result []byte) []b
 	for _, ex := range orphans {
 		ex.Close()
 	}
-	if paired == nil || paired.ex == nil {
+	if paired == nil {
 		p.core.Fault(abi.FaultUnpaired, errors.New(why), "channel", channel)
 		return nil
 	}
@@ -228,12 +232,7 @@ func (p *Pending) remove(name string, pc *pendingCall) {
 	if ch == nil {
 		return
 	}
-	for i, c := range ch.calls {
-		if c == pc {
-			ch.calls = append(ch.calls[:i:i], ch.calls[i+1:]...)
-			break
-		}
-	}
+	ch.calls = without(ch.calls, pc)
 	ch.notify()
 	p.tidy(name, ch)
 }
@@ -308,15 +307,26 @@ func (ch *channel) held() bool {
 	return false
 }
 
-// interchangeable reports whether every call in flight is of one tool that cannot move a
+// interchangeable reports whether every call of calls is of one tool that cannot move a
 // workflow: an answer would be decorated the same whichever it belongs to.
-func (ch *channel) interchangeable() bool {
-	for _, c := range ch.calls {
-		if c.moves || c.tool != ch.calls[0].tool {
+func interchangeable(calls []*pendingCall) bool {
+	for _, c := range calls {
+		if c.moves || c.tool != calls[0].tool {
 			return false
 		}
 	}
 	return true
+}
+
+// without returns calls less c (a new slice).
+func without(calls []*pendingCall, c *pendingCall) []*pendingCall {
+	out := make([]*pendingCall, 0, len(calls))
+	for _, have := range calls {
+		if have != c {
+			out = append(out, have)
+		}
+	}
+	return out
 }
 
 // expire turns calls past their deadline into unidentified ones, forgets unidentified
