@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -376,4 +380,76 @@ func TestIntercepting_concurrentCalls(t *testing.T) {
 	if n := h.Stats.Faults(abi.FaultUnpaired); n != 2 {
 		t.Errorf("unpaired results: %d, want still 2", n)
 	}
+}
+
+// TestIntercepting_streamingTransport pins docker/mcp-gateway#358: with --transport
+// streaming, docker-mcp cannot even marshal the before-hook's payload (its Extra holds a
+// func), so every tools/call fails and nothing reaches the upstream. Intercepting is
+// therefore stdio only; when this test fails, #358 is fixed and README's limit can go.
+func TestIntercepting_streamingTransport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bin := dockermcp.Binary(t)
+	cfg := readYAML(t, sampleConfig)
+	up := startUpstream(t)
+	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
+		Origins: exchange.OriginPolicy{Loopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks := httptest.NewServer(h)
+	t.Cleanup(hooks.Close)
+	home := t.TempDir()
+	catalogs := filepath.Join(home, ".docker", "mcp", "catalogs")
+	if err := os.MkdirAll(catalogs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(catalogs, "c.yaml"), catalog(t, up.URL+"/mcp"), 0o644)
+	os.WriteFile(filepath.Join(home, "s.env"), nil, 0o600)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	cmd := exec.CommandContext(ctx, bin, "gateway", "run", "--catalog", "c.yaml", "--servers", "stategate", "--secrets", filepath.Join(home, "s.env"),
+		"--verify-signatures=false", "--watch=false", "--block-secrets=false", "--static", "--transport", "streaming", "--port", port,
+		"--interceptor", "before:http:"+hooks.URL+"/before", "--interceptor", "after:http:"+hooks.URL+"/after")
+	cmd.Dir = home
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "DOCKER_MCP_IN_CONTAINER=1", "DOCKER_MCP_ALLOW_INSECURE_REMOTE_URLS=1", "MCP_GATEWAY_AUTH_TOKEN=e2e"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	client := mcp.NewClient(&mcp.Implementation{Name: "stategate-docker-e2e", Version: "1.0.0"}, nil)
+	var s *mcp.ClientSession
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		s, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://127.0.0.1:" + port + "/mcp",
+			HTTPClient: &http.Client{Transport: bearer("e2e")}}, nil)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("docker-mcp --transport streaming: %v", err)
+	}
+	defer s.Close()
+	_, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "cart.create"})
+	if err == nil || !strings.Contains(err.Error(), "marshalling request") {
+		t.Fatalf("cart.create through streaming docker-mcp with hooks: %v; want docker/mcp-gateway#358's marshalling error (fixed? update README)", err)
+	}
+	if n := up.ran("cart.create"); n != 0 {
+		t.Errorf("cart.create reached the upstream %d time(s)", n)
+	}
+	if n := h.Stats.Get(exchange.CountRequests); n != 0 {
+		t.Errorf("the before-hook was reached %d time(s); #358 fails before it", n)
+	}
+}
+
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
 }
