@@ -453,3 +453,42 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+string(b))
 	return http.DefaultTransport.RoundTrip(r)
 }
+
+// TestFronting_sessionKeyedToolsNeverOffered pins why the sample keys its workflow by a
+// handle: docker-mcp lists tools once, at start-up, on a session of its own, so tools a
+// session-keyed workflow hides there (the demo's own configuration) are never offered, even
+// after the workflow reaches their state on the calling session.
+func TestFronting_sessionKeyedToolsNeverOffered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dockermcp.Binary(t)
+	cfg := demo.Config()
+	up := startUpstream(t)
+	upURL, _ := url.Parse(up.URL + "/mcp")
+	gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool(t, cfg), Config: cfg, Store: store.NewMemory(store.Options{}),
+		Origins: exchange.OriginPolicy{Loopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(gw)
+	t.Cleanup(front.Close)
+	d := dockermcp.Start(t, ctx, dockermcp.Options{Catalog: catalog(t, front.URL+"/mcp"), Servers: []string{"stategate"}})
+	if res, text := call(t, ctx, d.Session, "cart.add_item", map[string]any{"sku": "tea"}); res.IsError {
+		t.Fatalf("cart.add_item: %s", text)
+	}
+	tools := descriptions(t, ctx, d.Session)
+	if _, ok := tools["cart.add_item"]; !ok {
+		t.Fatal("cart.add_item not listed")
+	}
+	if _, ok := tools["cart.checkout"]; ok {
+		t.Fatal("cart.checkout is listed: docker-mcp refreshed its tool list (update README and the sample)")
+	}
+	res, err := d.Session.CallTool(ctx, &mcp.CallToolParams{Name: "cart.checkout"})
+	if err == nil && !res.IsError {
+		t.Fatalf("cart.checkout in state has_items through docker-mcp ran; want it unknown to docker-mcp")
+	}
+	t.Logf("cart.checkout through docker-mcp: %v", err)
+	if n := up.ran("cart.checkout"); n != 0 {
+		t.Errorf("cart.checkout reached the upstream %d time(s)", n)
+	}
+}
