@@ -6,7 +6,8 @@ PLUGIN_SRC := $(shell find plugin abi -name '*.go' -not -name '*_test.go') go.mo
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative -panic=trap
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
-.PHONY: build build.go build.debug build.cli tinygo test bench fuzz fuzz.long check run clean node
+# (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, host/dockermcp)
+.PHONY: build build.go build.debug build.cli tinygo docker-mcp test bench fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -38,6 +39,11 @@ $(BUILD)/stategate-go.wasm: $(PLUGIN_SRC)
 tinygo:
 	@scripts/install-tinygo.sh
 
+# Docker's MCP gateway, built from the Go module proxy into ~/.cache/stategate/docker-mcp
+# (scripts/install-docker-mcp.sh: about 1.5 min once, instant after; never in the repo).
+docker-mcp:
+	@scripts/install-docker-mcp.sh >/dev/null
+
 # The Node Extism host of the conformance kit, the official TypeScript MCP client test of
 # cut results (testharness/tsclient) and the official MCP conformance suite.
 node: testharness/node/node_modules testharness/tsclient/node_modules testharness/conformance/node_modules
@@ -59,7 +65,7 @@ testharness/conformance/node_modules: testharness/conformance/package.json testh
 # gofmt, vet and go.mod tidiness, then every test on the built artifacts (a missing artifact
 # fails instead of skipping), then
 # a short run of every fuzz target.
-test: check build build.go build.envoy node node.extism-node
+test: check build build.go build.envoy node node.extism-node docker-mcp
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 

@@ -88,6 +88,9 @@ const (
 	MetaTruncated = MetaPrefix + "truncated" // {originalBytes, limitBytes, ...} on a cut result
 	MetaDuration  = MetaPrefix + "durationMs"
 	MetaCache     = MetaPrefix + "cache" // {"hit": true, "ageMs": N} on a result answered from the cache
+	// MetaDenial is a one-time token on a hook host's own denials, so that its after-hook,
+	// seeing one again, never takes it for the answer of another call.
+	MetaDenial = MetaPrefix + "denial"
 )
 
 // Error codes of a failed export call: the "code" of the "error" member.

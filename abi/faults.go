@@ -22,6 +22,7 @@ const (
 	FaultClientGone                    // the client went away before the answer
 	FaultClearSession                  // a session's state could not be freed
 	FaultCache                         // the response cache or its generations could not be read or written
+	FaultUnpaired                      // a hook saw a call's result it could not pair with one call (exchange.Pending)
 	NumFaults
 )
 
@@ -51,8 +52,8 @@ func PolicyFor(f Fault) Policy {
 		return HoldLease
 	case FaultUpstream:
 		return BadGateway
-	default: // decoration, limits on ungated tools, list hiding, unreadable or oversized answers,
-		// the cache (a call it cannot serve goes to the upstream)
+	default: // decoration, limits on ungated tools, list hiding, unreadable, oversized or
+		// unpaired answers, the cache (a call it cannot serve goes to the upstream)
 		return FailOpen
 	}
 }
@@ -63,7 +64,7 @@ func (f Fault) String() string {
 	}
 	return [...]string{"decorate_plugin", "gate_plugin", "limits_plugin", "gate_store", "gate_busy",
 		"list_store", "transition", "outcome_unknown", "upstream", "upstream_body",
-		"response_too_large", "client_gone", "clear_session", "cache"}[f]
+		"response_too_large", "client_gone", "clear_session", "cache", "unpaired"}[f]
 }
 
 func (p Policy) String() string {

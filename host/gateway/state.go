@@ -52,3 +52,7 @@ func (st storeState) Lock(ctx context.Context, keys []string, ttl time.Duration)
 func (st storeState) Forget(ctx context.Context, session string, _ []string) error {
 	return st.s.Forget(ctx, session) // the store keeps its own index of a session's keys
 }
+
+// State is the exchange core's State over a store, for other hosts of the core in this
+// module (`stategate intercept`).
+func State(s store.Store) exchange.State { return storeState{s} }

@@ -1,6 +1,7 @@
 // Command stategate is the stategate gateway and its tools.
 //
 //	stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB] [--plugin FILE]
+//	stategate intercept --config FILE [--listen ADDR] [--store ...] [--plugin FILE]
 //	stategate demo [--listen ADDR] [--upstream-only] [--plugin FILE] [--no-script]
 //	stategate check FILE
 //	stategate graph FILE [--format mermaid|dot]
@@ -23,6 +24,8 @@ const usage = `stategate: a state-awareness layer for MCP gateways
 
 usage:
   stategate serve --config FILE --upstream URL [--listen 127.0.0.1:8080] [--store bolt:stategate.db|memory|redis://HOST:PORT/DB] [--plugin build/stategate.wasm]
+  stategate intercept --config FILE [--listen 127.0.0.1:8090] [--store bolt:stategate-intercept.db|memory|redis://HOST:PORT/DB] [--plugin FILE]
+                  (hooks for Docker's MCP gateway: --interceptor before:http:http://ADDR/before --interceptor after:http:http://ADDR/after)
   stategate demo  [--listen 127.0.0.1:8080] [--upstream-listen 127.0.0.1:3001] [--upstream-only] [--no-script] [--plugin FILE]
   stategate check FILE
   stategate graph FILE [--format mermaid|dot]
@@ -58,6 +61,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		err = cmdServe(ctx, args[1:], stdout, stderr)
+	case "intercept":
+		err = cmdIntercept(ctx, args[1:], stdout, stderr)
 	case "demo":
 		err = cmdDemo(ctx, args[1:], stdout, stderr)
 	case "check":

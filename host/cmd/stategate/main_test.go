@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -118,5 +123,59 @@ func TestDemo(t *testing.T) {
 	}
 	if strings.Contains(out[:strings.Index(out, "== a mutation")], "cart.pay ") {
 		t.Error("cart.pay listed in state empty")
+	}
+}
+
+func TestIntercept_refusesBadArguments(t *testing.T) {
+	if code, _, errOut := runCLI(t, "", "intercept"); code != 2 || !strings.Contains(errOut, "usage: stategate intercept") {
+		t.Fatalf("no --config: exit %d: %s", code, errOut)
+	}
+	code, _, errOut := runCLI(t, "", "intercept", "--config", "../../../abi/testdata/config/invalid.json", "--listen", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "11 error(s)") {
+		t.Fatalf("invalid config: exit %d: %s", code, errOut)
+	}
+}
+
+// The sample configuration for Docker's MCP gateway is valid (host/dockermcp runs it).
+func TestCheck_dockerSample(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "check", "../../../examples/docker-mcp/stategate.yaml")
+	if code != 0 || !strings.Contains(out, "valid (0 warning(s))") {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+}
+
+// TestIntercept_serves runs the command itself: the built plugin, a store file, and the
+// hook endpoints answering Docker's payloads.
+func TestIntercept_serves(t *testing.T) {
+	needPlugin(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- cmdIntercept(ctx, []string{"--config", "../../../examples/docker-mcp/stategate.yaml", "--listen", "127.0.0.1:0",
+			"--plugin", plugin, "--store", "bolt:" + filepath.Join(t.TempDir(), "s.db")}, pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no start-up line: %v (%v)", err, <-done)
+	}
+	go io.Copy(io.Discard, pr)
+	addr := regexp.MustCompile(`http://[0-9.:]+`).FindString(line)
+	if addr == "" {
+		t.Fatalf("start-up line names no address: %q", line)
+	}
+	resp, err := http.Post(addr+"/before", "application/json", strings.NewReader(`{"Session":{},"Params":{"name":"cart.pay","arguments":{"cart_id":"c1"}},"Extra":null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "Tool cart.pay is not available now") {
+		t.Errorf("before cart.pay on a new cart: %s", body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("intercept ended with %v", err)
 	}
 }

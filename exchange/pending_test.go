@@ -1,0 +1,338 @@
+package exchange
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
+)
+
+// The hook entry points (AdmitCall, FinishCall) and the pairing rule (Pending), on the
+// native engine and an in-memory State.
+
+const hookConfig = `{"version":1,
+ "stateSync":{"defaults":{"cacheControl":"no-store"},"policies":[
+   {"match":"tasks.update","invalidates":["tasks.*"]}]},
+ "workflows":[{"id":"checkout","initial":"empty","key":"session",
+   "states":{"empty":{"on":{"ADD_ITEM":"has_items"}},"has_items":{"on":{"ADD_ITEM":"has_items","CHECKOUT":"payment"}},
+     "payment":{"on":{"PAY":"confirmed"}},"confirmed":{"type":"final"}},
+   "tools":{"cart.add_item":{"states":["empty","has_items"],"event":"ADD_ITEM"},
+     "cart.checkout":{"states":["has_items"],"event":"CHECKOUT"},"cart.pay":{"states":["payment"],"event":"PAY"}}}],
+ "limits":{"maxArraySize":3}}`
+
+// memState is a State in a map, with leases (mapState has none).
+type memState struct {
+	mu     sync.Mutex
+	vals   map[string][]byte
+	leases map[string]time.Time
+}
+
+func newMemState() *memState {
+	return &memState{vals: map[string][]byte{}, leases: map[string]time.Time{}}
+}
+
+func (m *memState) Load(_ context.Context, keys []string) ([]Slot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Slot, len(keys))
+	for i, k := range keys {
+		v, ok := m.vals[k]
+		out[i] = Slot{Value: v, Exists: ok}
+	}
+	return out, nil
+}
+
+func (m *memState) Store(_ context.Context, _, key string, value []byte, prev Slot) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.vals[key]
+	if ok != prev.Exists || string(cur) != string(prev.Value) {
+		return ErrConflict
+	}
+	m.vals[key] = value
+	return nil
+}
+
+func (m *memState) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
+	for {
+		m.mu.Lock()
+		free := true
+		for _, k := range keys {
+			if time.Now().Before(m.leases[k]) {
+				free = false
+			}
+		}
+		if free {
+			for _, k := range keys {
+				m.leases[k] = time.Now().Add(ttl)
+			}
+			m.mu.Unlock()
+			return func() {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				for _, k := range keys {
+					delete(m.leases, k)
+				}
+			}, nil
+		}
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ErrBusy
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func (m *memState) Forget(context.Context, string, []string) error { return nil }
+
+func newHookCore(t testing.TB, wait time.Duration) (*Core, *memState) {
+	t.Helper()
+	e, err := engine.New([]byte(hookConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newMemState()
+	return New(Options{Plugin: enginePlugin{e}, State: st, Config: []byte(hookConfig), LeaseWait: wait}), st
+}
+
+const okResult = `{"content":[{"type":"text","text":"done"}]}`
+
+func denied(t *testing.T, result []byte, code string) {
+	t.Helper()
+	r := gjson.ParseBytes(result)
+	if !r.Get("isError").Bool() || r.Get("_meta."+gjson.Escape(abi.MetaError)+".code").Str != code {
+		t.Fatalf("want a %s denial, got %s", code, result)
+	}
+}
+
+func TestAdmitCall_refusals(t *testing.T) {
+	c, _ := newHookCore(t, time.Second)
+	tests := []struct{ name, params, want string }{
+		{"not JSON", `{"name":`, "parse error"},
+		{"not an object", `["cart.pay"]`, "parse error"},
+		{"no name", `{"arguments":{}}`, "params.name"},
+		{"a repeated member", `{"name":"tasks.list","name":"cart.pay"}`, "repeat a member"},
+		{"out of order", `{"name":"cart.pay","arguments":{}}`, "not available now"},
+		{"an array over its limit", `{"name":"tasks.list","arguments":{"ids":[1,2,3,4]}}`, "limit is 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ex := c.AdmitCall(context.Background(), "s1", []byte(tt.params))
+			defer ex.Close()
+			if ex.Verdict != Reply {
+				t.Fatalf("verdict %v, want Reply", ex.Verdict)
+			}
+			r := gjson.ParseBytes(ex.Result())
+			if !r.Get("isError").Bool() || !strings.Contains(r.Get("content.0.text").Str, tt.want) {
+				t.Errorf("result %s, want isError with %q", ex.Result(), tt.want)
+			}
+		})
+	}
+}
+
+func TestFinishCall(t *testing.T) {
+	c, _ := newHookCore(t, time.Second)
+	ctx := context.Background()
+	ex := c.AdmitCall(ctx, "s1", []byte(`{"name":"tasks.update","arguments":{"id":"T1"}}`))
+	if ex.Verdict != Forward {
+		t.Fatalf("tasks.update not admitted: %s", ex.Body)
+	}
+	out := ex.FinishCall(ctx, []byte(okResult))
+	ex.Close()
+	if got := gjson.GetBytes(out, "content.0.text").Str; !strings.Contains(got, "Cache invalidated for tasks.*") {
+		t.Errorf("no invalidation block: %s", out)
+	}
+	if gjson.GetBytes(out, "content.1.text").Str != "done" {
+		t.Errorf("the result's own content is gone: %s", out)
+	}
+	// A result that is not an object passes (nil) and fires nothing.
+	ex = c.AdmitCall(ctx, "s1", []byte(`{"name":"tasks.update","arguments":{"id":"T1"}}`))
+	if out := ex.FinishCall(ctx, []byte(`[1]`)); out != nil {
+		t.Errorf("a non-object result was rewritten: %s", out)
+	}
+	ex.Close()
+}
+
+func TestPending_workflow(t *testing.T) {
+	c, _ := newHookCore(t, time.Second)
+	p := NewPending(c)
+	ctx := context.Background()
+	denied(t, p.Admit(ctx, "a", []byte(`{"name":"cart.checkout"}`)), abi.DenyToolNotAvailable)
+	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)); out != nil {
+		t.Fatalf("cart.add_item refused: %s", out)
+	}
+	if p.InFlight("a") != 1 {
+		t.Fatalf("in flight: %d, want 1", p.InFlight("a"))
+	}
+	p.Finish(ctx, "a", []byte(okResult))
+	if p.InFlight("a") != 0 {
+		t.Fatalf("in flight after the answer: %d", p.InFlight("a"))
+	}
+	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.checkout"}`)); out != nil {
+		t.Fatalf("the workflow did not advance: cart.checkout refused: %s", out)
+	}
+	// A failed call does not advance it.
+	p.Finish(ctx, "a", []byte(`{"content":[],"isError":true}`))
+	denied(t, p.Admit(ctx, "a", []byte(`{"name":"cart.pay"}`)), abi.DenyToolNotAvailable)
+	// Channels are sessions: another channel is still in state empty.
+	denied(t, p.Admit(ctx, "b", []byte(`{"name":"cart.checkout"}`)), abi.DenyToolNotAvailable)
+}
+
+func TestPending_movingCallRunsAlone(t *testing.T) {
+	c, _ := newHookCore(t, 50*time.Millisecond)
+	p := NewPending(c)
+	ctx := context.Background()
+	if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)); out != nil {
+		t.Fatal(string(out))
+	}
+	// A moving call waits for the channel, then is denied as busy.
+	busy := p.Admit(ctx, "a", []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`))
+	denied(t, busy, abi.DenyGateUnavailable)
+	// Seen again by an after-hook outside the before-hook, the denial pairs with nothing.
+	if out := p.Finish(ctx, "a", busy); out != nil || p.InFlight("a") != 1 {
+		t.Fatalf("the core's own denial was paired: out %s, in flight %d", out, p.InFlight("a"))
+	}
+	p.Finish(ctx, "a", []byte(okResult))
+	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)); out != nil {
+		t.Fatalf("cart.add_item refused on an idle channel: %s", out)
+	}
+	// While it runs, another call waits; it goes once the moving call's answer came.
+	done := make(chan []byte)
+	go func() { done <- p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)) }()
+	time.Sleep(10 * time.Millisecond)
+	p.Finish(ctx, "a", []byte(okResult))
+	if out := <-done; out != nil {
+		t.Fatalf("tasks.list after the moving call: %s", out)
+	}
+	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.checkout"}`)); !strings.Contains(string(out), "GATE_UNAVAILABLE") {
+		t.Fatalf("cart.checkout while tasks.list runs: %s", out)
+	}
+}
+
+func TestPending_ambiguousAnswersPassUnpaired(t *testing.T) {
+	c, _ := newHookCore(t, 50*time.Millisecond)
+	p := NewPending(c)
+	ctx := context.Background()
+	for _, params := range []string{`{"name":"tasks.update","arguments":{"id":"T1"}}`, `{"name":"tasks.list"}`} {
+		if out := p.Admit(ctx, "a", []byte(params)); out != nil {
+			t.Fatal(string(out))
+		}
+	}
+	before := c.Stats.Faults(abi.FaultUnpaired)
+	if out := p.Finish(ctx, "a", []byte(okResult)); out != nil {
+		t.Errorf("an ambiguous answer was rewritten: %s", out)
+	}
+	if out := p.Finish(ctx, "a", []byte(okResult)); out != nil {
+		t.Errorf("the answer of an unidentified call was rewritten: %s", out)
+	}
+	if got := c.Stats.Faults(abi.FaultUnpaired) - before; got != 2 {
+		t.Errorf("unpaired faults: %d, want 2", got)
+	}
+	if p.InFlight("a") != 0 {
+		t.Errorf("in flight: %d, want 0", p.InFlight("a"))
+	}
+	// With no call in flight, an answer passes.
+	if out := p.Finish(ctx, "a", []byte(okResult)); out != nil {
+		t.Errorf("an answer with no call in flight was rewritten: %s", out)
+	}
+	// Calls of one unbound tool are interchangeable: each answer gets its block.
+	for i := 0; i < 2; i++ {
+		if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.update","arguments":{"id":"T1"}}`)); out != nil {
+			t.Fatal(string(out))
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if out := p.Finish(ctx, "a", []byte(okResult)); !strings.Contains(string(out), "Cache invalidated") {
+			t.Errorf("answer %d of two tasks.update: %s", i, out)
+		}
+	}
+}
+
+func TestPending_unknownOutcomeHoldsTheLease(t *testing.T) {
+	c, _ := newHookCore(t, 50*time.Millisecond)
+	p := NewPending(c)
+	ctx := context.Background()
+	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)); out != nil {
+		t.Fatal(string(out))
+	}
+	// null: the call ended in an error the hook cannot read; the server may have acted.
+	if out := p.Finish(ctx, "a", []byte(`null`)); out != nil {
+		t.Fatalf("null answer rewritten: %s", out)
+	}
+	if got := c.Stats.Faults(abi.FaultOutcomeUnknown); got != 1 {
+		t.Errorf("outcome_unknown faults: %d, want 1", got)
+	}
+	// The channel is free, but the workflow's state stays leased: no other moving call.
+	denied(t, p.Admit(ctx, "a", []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)), abi.DenyGateUnavailable)
+	// Nothing moved: cart.checkout is still out of order... once the lease is gone; an
+	// unbound tool runs meanwhile.
+	if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)); out != nil {
+		t.Fatalf("tasks.list refused: %s", out)
+	}
+}
+
+// FuzzHooks: whatever a hooking host hands the core as a call's params and then as its
+// result, nothing panics, every answer is a JSON object, and nothing stays in flight.
+func FuzzHooks(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"name":"cart.add_item","arguments":{"sku":"tea"}}`, okResult},
+		{`{"name":"tasks.update","arguments":{"id":"T1"}}`, `{"content":[],"isError":true,"isError":false}`},
+		{`{"name":"cart.pay","name":"tasks.list"}`, `null`},
+		{`{"name":"tasks.list","arguments":[1,2,3,4]}`, `[]`},
+		{`{"name":7}`, `{"content":"x"}`},
+	} {
+		f.Add(s[0], s[1])
+	}
+	c, _ := newHookCore(f, time.Millisecond)
+	p := NewPending(c)
+	f.Fuzz(func(t *testing.T, params, result string) {
+		ctx := context.Background()
+		if out := p.Admit(ctx, "f", []byte(params)); out != nil {
+			if !gjson.ValidBytes(out) || !gjson.ParseBytes(out).IsObject() {
+				t.Fatalf("refusal is not a JSON object: %s", out)
+			}
+			p.Finish(ctx, "f", out) // an after-hook outside the before-hook sees it again
+		} else if out := p.Finish(ctx, "f", []byte(result)); out != nil && !gjson.ParseBytes(out).IsObject() {
+			t.Fatalf("rewritten result is not a JSON object: %s", out)
+		}
+		if n := p.InFlight("f"); n != 0 {
+			t.Fatalf("%d calls in flight after the answer (params %s)", n, params)
+		}
+	})
+}
+
+func TestPending_overdueCallsBecomeUnidentified(t *testing.T) {
+	c, _ := newHookCore(t, 50*time.Millisecond)
+	p := NewPending(c)
+	p.callTTL, p.forgetAfter = 20*time.Millisecond, 150*time.Millisecond
+	ctx := context.Background()
+	add := []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)
+	if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.update","arguments":{"id":"T1"}}`)); out != nil {
+		t.Fatal(string(out))
+	}
+	time.Sleep(30 * time.Millisecond)
+	// Overdue: a moving call stays off the channel, so the late answer cannot be taken for its.
+	denied(t, p.Admit(ctx, "a", add), abi.DenyGateUnavailable)
+	// Calls that cannot move a workflow still run, and pair.
+	if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)); out != nil {
+		t.Fatalf("tasks.list with an overdue call in flight: %s", out)
+	}
+	if out := p.Finish(ctx, "a", []byte(okResult)); out != nil {
+		t.Errorf("an answer with an unidentified call in flight was paired: %s", out)
+	}
+	// Forgotten after forgetAfter: the channel is free again.
+	time.Sleep(200 * time.Millisecond)
+	if out := p.Admit(ctx, "a", add); out != nil {
+		t.Fatalf("cart.add_item after the overdue call was forgotten: %s", out)
+	}
+	p.Finish(ctx, "a", []byte(okResult))
+	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.checkout"}`)); out != nil {
+		t.Errorf("cart.add_item's answer did not advance the workflow: cart.checkout %s", out)
+	}
+}
