@@ -370,6 +370,8 @@ export class Gateway {
     }
     if (scan.repeats) return reply(res, 400, null, -32600, 'request repeats a member name in an object; the gateway and the server could read different values');
     const msg = JSON.parse(text);
+    const variant = caseVariant(msg) ?? (Array.isArray(msg) ? msg.map(caseVariant).find((v) => v) : undefined);
+    if (variant) return reply(res, 400, null, -32600, variant);
     const scope = this.scope(req);
     if (Array.isArray(msg)) {
       const why = batchRefusal(msg, scope.protocolVersion);
@@ -590,6 +592,22 @@ export class Gateway {
 
 // batchRefusal applies the batch rule: none from 2025-06-18 on, at most MAX_BATCH messages,
 // all objects, none of a method the gateway acts on (one request must not fan out past the gate).
+// caseVariant names a member that differs from one the gateway reads only in case ("metHod",
+// "NAME"): servers that decode into structs (Go's encoding/json) match names
+// case-insensitively, so the request could pass as one method and run as another.
+// (toLowerCase approximates Go's Unicode case folding: enough for these ASCII names.)
+function caseVariant(m) {
+  const check = (obj, names) => {
+    for (const k of Object.keys(obj)) {
+      const n = names.find((n) => n !== k && n === k.toLowerCase().replace(/\u017f/g, 's').replace(/\u212a/g, 'k'));
+      if (n) return `request member ${JSON.stringify(k)} differs from ${JSON.stringify(n)} only in case; servers that match names case-insensitively could read it as ${JSON.stringify(n)}`;
+    }
+    return undefined;
+  };
+  if (!isObject(m)) return undefined;
+  return check(m, ['jsonrpc', 'id', 'method', 'params']) ?? (isObject(m.params) ? check(m.params, ['name', 'arguments', '_meta']) : undefined);
+}
+
 function batchRefusal(batch, version) {
   if (version >= BATCH_GONE) return `JSON-RPC batches are not part of protocol version ${version}`;
   if (batch.length === 0) return 'empty batch';
