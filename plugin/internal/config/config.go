@@ -38,6 +38,9 @@ type Config struct {
 	Workflows       []*Workflow
 	Limits          Limits
 	PrincipalHeader string // request header that names the principal; "" when unset
+	// FromAnnotations derives the policy of a tool no policy matches, and its timeout
+	// category, from the annotations of the last tools/list (annotations.go).
+	FromAnnotations bool
 
 	bindings map[string][]Ref // tool name -> its bindings, in workflow order
 }
@@ -47,6 +50,7 @@ type Policy struct {
 	Match        glob.Pattern
 	CacheControl CacheControl // the policy's own value, or the default when it sets none
 	Invalidates  []glob.Pattern
+	OwnCache     bool // the policy sets cacheControl itself (else it inherits the default)
 }
 
 // KeyKind says where a workflow's state lives.
@@ -105,6 +109,7 @@ type Limits struct {
 	MaxResponseBytes int
 	TimeoutMs        int
 	Tools            []ToolLimits
+	Categories       []Category // limits.categories, in document order
 }
 
 // ToolLimits overrides the global limits for tools matching Match; zero fields inherit.
@@ -113,6 +118,7 @@ type ToolLimits struct {
 	MaxArraySize     int
 	MaxResponseBytes int
 	TimeoutMs        int
+	Category         string // a name in limits.categories; "" for none
 }
 
 // DefaultTimeoutMs is the call timeout when the configuration names none.

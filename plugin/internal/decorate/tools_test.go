@@ -18,8 +18,8 @@ const markPayment = "[Workflow checkout: available only in state payment]"
 
 // decisions returns a decide function backed by a map; names not in the map get
 // no-store, the sample configuration's default.
-func decisions(m map[string]Decision) func(string) Decision {
-	return func(name string) Decision {
+func decisions(m map[string]Decision) func(string, config.Class) Decision {
+	return func(name string, _ config.Class) Decision {
 		if d, ok := m[name]; ok {
 			return d
 		}
@@ -266,7 +266,7 @@ func TestTools(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := 0
 			decide := decisions(tt.decide)
-			out, st, ok := Tools([]byte("prefix:"), tt.msg, func(name string) Decision { calls++; return decide(name) })
+			out, st, ok := Tools([]byte("prefix:"), tt.msg, func(name string, c config.Class) Decision { calls++; return decide(name, c) })
 			if !strings.HasPrefix(string(out), "prefix:") {
 				t.Fatalf("dst was not appended to: %q", out)
 			}
@@ -338,7 +338,7 @@ func TestTools_idempotent(t *testing.T) {
 					t.Errorf("not idempotent:\n  in %s\nonce %s\ntwice %s", msg, once, twice)
 				}
 				d := gjson.Get(string(once), "result.tools.0.description").Str
-				tag := Tag(decide(name).Cache)
+				tag := Tag(decide(name, config.ClassUnknown).Cache)
 				if tag != "" {
 					if strings.Count(d, tag) != 1 || !strings.HasSuffix(d, tag) {
 						t.Errorf("description %q should end with exactly one %q", d, tag)
@@ -351,7 +351,7 @@ func TestTools_idempotent(t *testing.T) {
 				if n := strings.Count(strings.ToLower(d), "cache-control"); n != want {
 					t.Errorf("description %q: %d cache-control hints, want %d (ours)", d, n, want)
 				}
-				for _, m := range decide(name).Marks {
+				for _, m := range decide(name, config.ClassUnknown).Marks {
 					if strings.Count(d, m) != 1 {
 						t.Errorf("description %q should carry mark %q once", d, m)
 					}
@@ -400,7 +400,7 @@ func toolsTestDoc(rng *rand.Rand, n int) string {
 }
 
 // randomDecide decides per name from a hash so both runs agree.
-func randomDecide(name string) Decision {
+func randomDecide(name string, _ config.Class) Decision {
 	h := 0
 	for i := 0; i < len(name); i++ {
 		h = h*31 + int(name[i])
