@@ -5,8 +5,8 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/config"
-	"github.com/stategate/stategate/plugin/internal/glob"
 	"github.com/stategate/stategate/plugin/internal/decorate"
+	"github.com/stategate/stategate/plugin/internal/glob"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )

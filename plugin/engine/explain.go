@@ -103,12 +103,9 @@ func (e *Engine) appendExplain(dst []byte, l *listed) []byte {
 		}
 		dst = append(dst, `{"name":`...)
 		dst = jsonx.AppendString(dst, name)
-		dst = append(dst, `,"class":`...)
-		dst = jsonx.AppendString(dst, l.classes[i].String())
-		dst = append(dst, `,"cacheControl":`...)
-		dst = jsonx.AppendString(dst, cc.String())
-		dst = append(dst, `,"cacheControlFrom":`...)
-		dst = jsonx.AppendString(dst, ccFrom)
+		dst = member(dst, "class", l.classes[i].String())
+		dst = member(dst, "cacheControl", cc.String())
+		dst = member(dst, "cacheControlFrom", ccFrom)
 		dst = append(dst, `,"invalidates":[`...)
 		for k, g := range e.invalidates(name, p, class) {
 			if k > 0 {
@@ -116,10 +113,9 @@ func (e *Engine) appendExplain(dst []byte, l *listed) []byte {
 			}
 			dst = jsonx.AppendString(dst, g.String())
 		}
-		dst = append(dst, `],"invalidatesFrom":`...)
-		dst = jsonx.AppendString(dst, invFrom)
-		dst = append(dst, `,"policy":`...)
-		dst = jsonx.AppendString(dst, policy)
+		dst = append(dst, ']')
+		dst = member(dst, "invalidatesFrom", invFrom)
+		dst = member(dst, "policy", policy)
 		dst = append(dst, `,"workflows":[`...)
 		for k, ref := range e.cfg.Bindings(name) {
 			if k > 0 {
@@ -129,28 +125,34 @@ func (e *Engine) appendExplain(dst []byte, l *listed) []byte {
 			dst = jsonx.AppendString(dst, ref.Workflow.ID)
 			dst = append(dst, `,"states":`...)
 			dst = appendStrings(dst, ref.Binding.States)
-			dst = append(dst, `,"event":`...)
-			dst = jsonx.AppendString(dst, ref.Binding.Event)
+			dst = member(dst, "event", ref.Binding.Event)
 			dst = append(dst, '}')
 		}
 		ms, src, entry, cat := e.cfg.Timeout(name, class)
 		dst = append(dst, `],"timeoutMs":`...)
 		dst = strconv.AppendInt(dst, int64(ms), 10)
-		dst = append(dst, `,"timeoutFrom":`...)
-		dst = jsonx.AppendString(dst, [...]string{"tool", "category", "category", "default"}[src])
-		dst = append(dst, `,"category":`...)
-		dst = jsonx.AppendString(dst, cat)
-		dst = append(dst, `,"categoryFrom":`...)
-		dst = jsonx.AppendString(dst, [...]string{"", "tool", "annotation", ""}[src])
-		dst = append(dst, `,"limits":`...)
+		dst = member(dst, "timeoutFrom", [...]string{"tool", "category", "category", "default"}[src])
+		dst = member(dst, "category", cat)
+		dst = member(dst, "categoryFrom", [...]string{"", "tool", "annotation", ""}[src])
 		limits := ""
 		if entry >= 0 {
 			limits = "limits.tools[" + strconv.Quote(e.cfg.Limits.Tools[entry].Match.String()) + "]"
 		}
-		dst = jsonx.AppendString(dst, limits)
+		dst = member(dst, "limits", limits)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
+}
+
+// member appends ,"key":"value" (not inlined: explain writes a dozen per tool, and the
+// module's size is budgeted).
+//
+//go:noinline
+func member(dst []byte, key, value string) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, key...)
+	dst = append(dst, '"', ':')
+	return jsonx.AppendString(dst, value)
 }
 
 func (e *Engine) policyIndex(p *config.Policy) int {

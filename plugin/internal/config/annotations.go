@@ -41,13 +41,14 @@ func ClassNamed(name string) Class {
 	return ClassUnknown
 }
 
-// ClassOf classifies a tool from its annotation hints, with the MCP schema's defaults for
-// an absent (or non-boolean) hint: readOnlyHint false, destructiveHint true.
-func ClassOf(readOnly, destructive gjson.Result) Class {
+// ClassOf classifies a tool from its annotation hints (1 true, 0 false, -1 absent or not
+// a boolean), with the MCP schema's defaults for an absent hint: readOnlyHint false,
+// destructiveHint true.
+func ClassOf(readOnly, destructive int8) Class {
 	switch {
-	case readOnly.Type == gjson.True:
+	case readOnly == 1:
 		return ClassRead
-	case destructive.Type == gjson.False:
+	case destructive == 0:
 		return ClassWrite
 	}
 	return ClassDestructive

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/jsonx"
-	"github.com/tidwall/gjson"
 )
 
 // Decision is what happens to one tool of a tools/list result.
@@ -224,13 +223,27 @@ func scanTool(msg string, i int) (f toolFields, end int) {
 			f.class = config.ClassDestructive
 			// Hints read the way a repeated member makes them disagree count as absent.
 			if msg[val] == '{' && !jsonx.RepeatsMember(msg, val) {
-				a := gjson.Parse(msg[val:e])
-				f.class = config.ClassOf(a.Get("readOnlyHint"), a.Get("destructiveHint"))
+				f.class = config.ClassOf(hint(msg, val, "readOnlyHint"), hint(msg, val, "destructiveHint"))
 			}
 			it.Skip(e)
 		}
 	}
 	return f, it.End()
+}
+
+// hint reads the boolean annotation hint name of the object at i: 1 true, 0 false, -1
+// absent or not a boolean.
+func hint(msg string, i int, name string) int8 {
+	v := jsonx.Member(msg, i, name)
+	switch {
+	case v < 0:
+		return -1
+	case strings.HasPrefix(msg[v:], "true"):
+		return 1
+	case strings.HasPrefix(msg[v:], "false"):
+		return 0
+	}
+	return -1
 }
 
 // appendGap appends the bytes between two array elements (whitespace and a comma),
