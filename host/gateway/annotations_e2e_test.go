@@ -40,7 +40,7 @@ func TestE2E_zeroConfigFromAnnotations(t *testing.T) {
 				args        map[string]any
 			}{
 				{"tasks.update", "[System: Cache invalidated for tasks.* — caused by tasks.update]", map[string]any{"id": "T1", "status": "todo"}}, // destructive
-				{"sprints.create", "[System: Cache invalidated for sprints.* — caused by sprints.create]", map[string]any{"name": "s"}},        // write
+				{"sprints.create", "[System: Cache invalidated for sprints.* — caused by sprints.create]", map[string]any{"name": "s"}},            // write
 				{"tasks.list", "", nil},     // read-only
 				{"countries.list", "", nil}, // read-only
 			} {
