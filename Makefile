@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 BUILD := build
-PLUGIN_SRC := $(shell find plugin abi -name '*.go' -not -name '*_test.go') go.mod go.sum
+PLUGIN_SRC := $(shell find plugin abi third_party -name '*.go' -not -name '*_test.go') go.mod go.sum
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative -panic=trap
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
