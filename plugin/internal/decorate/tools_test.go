@@ -760,3 +760,34 @@ func FuzzTools(f *testing.F) {
 		}
 	})
 }
+
+// TestTools_class: decide gets each tool's class from its annotations, with the MCP
+// defaults for absent hints (readOnlyHint false, destructiveHint true); a hint that is not
+// a boolean, or named twice in one annotations object, reads as absent.
+func TestTools_class(t *testing.T) {
+	tests := []struct {
+		name, tool string
+		want       config.Class
+	}{
+		{"read-only", `{"name":"a","annotations":{"readOnlyHint":true,"destructiveHint":true}}`, config.ClassRead},
+		{"write", `{"name":"a","annotations":{"readOnlyHint":false,"destructiveHint":false}}`, config.ClassWrite},
+		{"write with readOnlyHint absent", `{"name":"a","annotations":{"destructiveHint":false}}`, config.ClassWrite},
+		{"destructive", `{"name":"a","annotations":{"destructiveHint":true}}`, config.ClassDestructive},
+		{"no annotations", `{"name":"a"}`, config.ClassDestructive},
+		{"empty annotations", `{"name":"a","annotations":{}}`, config.ClassDestructive},
+		{"annotations not an object", `{"name":"a","annotations":"readOnly"}`, config.ClassDestructive},
+		{"string hint", `{"name":"a","annotations":{"readOnlyHint":"true"}}`, config.ClassDestructive},
+		{"repeated hint", `{"name":"a","annotations":{"readOnlyHint":true,"readOnlyHint":true}}`, config.ClassDestructive},
+		{"last annotations member counts", `{"name":"a","annotations":{"readOnlyHint":false},"annotations":{"readOnlyHint":true}}`, config.ClassRead},
+		{"nested hint is not the tool's", `{"name":"a","annotations":{"x":{"readOnlyHint":true}}}`, config.ClassDestructive},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := config.ClassUnknown
+			Tools(nil, wrapTools(tt.tool), func(_ string, c config.Class) Decision { got = c; return Decision{} })
+			if got != tt.want {
+				t.Errorf("class %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
