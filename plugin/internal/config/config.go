@@ -167,7 +167,9 @@ func (w *Workflow) ToolsIn(state string) []string {
 	return out
 }
 
-// EffectiveLimits returns the limits that apply to tool.
+// For returns the limits that apply to tool: the first limits.tools entry matching it
+// overrides the global ones. timeoutMs is that override or limits.timeoutMs, before
+// categories: Config.Timeout applies the whole rule.
 func (l *Limits) For(tool string) (maxArray, maxResponse, timeoutMs int) {
 	maxArray, maxResponse, timeoutMs = l.MaxArraySize, l.MaxResponseBytes, l.TimeoutMs
 	for i := range l.Tools {
