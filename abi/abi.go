@@ -113,13 +113,16 @@ const (
 	DenyToolTimeout      = "TOOL_TIMEOUT"         // the upstream did not answer within timeoutMs (host)
 	DenyGateUnavailable  = "GATE_UNAVAILABLE"     // state could not be read or written (host)
 	DenyTooDeep          = "ARGUMENTS_TOO_DEEP"   // arguments nested deeper than MaxDepth
+	// DenyUpstreamUnavailable is in the data of the JSON-RPC error a host answers when the
+	// upstream could not be reached or broke off its answer (host).
+	DenyUpstreamUnavailable = "UPSTREAM_UNAVAILABLE"
 )
 
 // Retryable reports whether retrying the identical call, unchanged, can succeed. Only
 // transient faults are retryable: a denied or oversized call fails the same way again.
 func Retryable(code string) bool {
 	switch code {
-	case DenyToolTimeout, DenyGateUnavailable:
+	case DenyToolTimeout, DenyGateUnavailable, DenyUpstreamUnavailable:
 		return true
 	}
 	return false

@@ -87,7 +87,7 @@ func readJSON(t *testing.T, path string) any {
 
 func TestSchemaFiles(t *testing.T) {
 	want := []string{"common.schema.json", "config.schema.json", "error.schema.json",
-		"needstate.schema.json", "snapshot.schema.json"}
+		"needstate.schema.json", "snapshot.schema.json", "annotations.schema.json"}
 	for _, f := range abi.Functions {
 		want = append(want, f.Name()+".input.schema.json", f.Name()+".output.schema.json")
 	}
@@ -143,7 +143,7 @@ func TestSchemaFiles(t *testing.T) {
 	errCodes := []string{abi.ErrInvalidJSON, abi.ErrInvalidInput, abi.ErrTooDeep, abi.ErrInvalidConfig,
 		abi.ErrConfigMissing, abi.ErrUnknownExport, abi.ErrTruncation}
 	denyCodes := []string{abi.DenyToolNotAvailable, abi.DenyArrayTooLarge, abi.DenyMissingHandle,
-		abi.DenyToolTimeout, abi.DenyGateUnavailable, abi.DenyTooDeep}
+		abi.DenyToolTimeout, abi.DenyGateUnavailable, abi.DenyTooDeep, abi.DenyUpstreamUnavailable}
 	sort.Strings(errCodes)
 	sort.Strings(denyCodes)
 	if got := enum(errDoc, "properties", "error", "properties", "code", "enum"); !slices.Equal(got, errCodes) {
@@ -210,6 +210,14 @@ func TestConfigSchemaAgreesWithParser(t *testing.T) {
 			"tools":{"t":{"states":["a"],"event":"GO"},"u":{"states":["a","b"]}}}],
 			"limits":{"maxArraySize":1073741824,"maxResponseBytes":1024,"timeoutMs":86400000,"tools":{"bulk.*":{"timeoutMs":1}}}}`, true},
 		{"separator __", `{"version":1,"names":{"separator":"__"},"stateSync":{"policies":[{"match":"a__*","invalidates":["a__**"]}]}}`, true},
+		{"annotations and categories", `{"version":1,"stateSync":{"fromAnnotations":true},
+			"limits":{"categories":{"read":{"timeoutMs":5000},"slow-1":{"timeoutMs":86400000}},"tools":{"r.*":{"category":"slow-1","maxArraySize":5}}}}`, true},
+		{"fromAnnotations not a boolean", `{"version":1,"stateSync":{"fromAnnotations":"yes"}}`, false},
+		{"category without timeoutMs", `{"version":1,"limits":{"categories":{"read":{}}}}`, false},
+		{"category with another field", `{"version":1,"limits":{"categories":{"read":{"timeoutMs":1,"retries":2}}}}`, false},
+		{"category name with a space", `{"version":1,"limits":{"categories":{"a b":{"timeoutMs":1}}}}`, false},
+		{"category timeout 0", `{"version":1,"limits":{"categories":{"read":{"timeoutMs":0}}}}`, false},
+		{"tool category not a string", `{"version":1,"limits":{"categories":{"read":{"timeoutMs":1}},"tools":{"a":{"category":1}}}}`, false},
 		{"no version", `{}`, false},
 		{"version 2", `{"version":2}`, false},
 		{"version as string", `{"version":"1"}`, false},
@@ -380,7 +388,11 @@ func checkSnapshots(t *testing.T, s schemas, where string, doc any) int {
 			continue
 		}
 		n++
-		if err := s.validate(t, "snapshot.schema.json", snap); err != nil {
+		schema := "snapshot.schema.json"
+		if strings.HasPrefix(key, "stategate/annotations/") {
+			schema = "annotations.schema.json"
+		}
+		if err := s.validate(t, schema, snap); err != nil {
 			t.Errorf("%s: snapshot %s: %v", where, key, err)
 		}
 	}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"mime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -117,8 +119,9 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		ex.called(OutcomeError)
 	}
 	out := msg
-	in := make([]byte, 0, len(msg)+len(ex.Tool)+64)
-	in = append(in, `{"tool":`...)
+	in := make([]byte, 0, len(msg)+len(ex.Tool)+192)
+	in = ex.appendScope(in)
+	in = append(in, `,"tool":`...)
 	in = jsonx.AppendString(in, ex.Tool)
 	in = append(in, `,"message":`...)
 	in = append(in, msg...)
@@ -134,12 +137,15 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		in = append(in, `,"knownTools":`...)
 		in = append(in, known...)
 	}
-	in = append(in, '}')
 	var purge []string
 	var inv gjson.Result
-	res, err := c.plugin.Call(context.WithoutCancel(ctx), abi.FuncDecorateResult, in)
-	if err = pluginErr(res, err); err != nil {
-		c.Fault(abi.FaultDecoratePlugin, err, "tool", ex.Tool)
+	res, err := c.decorateResult(context.WithoutCancel(ctx), in, ex.st)
+	if err != nil {
+		f := abi.FaultDecoratePlugin
+		if errors.As(err, new(storeError)) {
+			f = abi.FaultListStore
+		}
+		c.Fault(f, err, "tool", ex.Tool)
 		purge = cached // which patterns matched is unknown: purge every cached tool
 	} else {
 		ans := gjson.ParseBytes(res)
@@ -180,23 +186,61 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 	return withDuration(out, ex.start), before
 }
 
+// decorateResult runs decorate_result with the states loaded at admission (which hold the
+// annotation record whenever the engine needs it); when they do not, it loads what the
+// engine asks for: at most one extra call.
+func (c *Core) decorateResult(ctx context.Context, in []byte, st *loaded) ([]byte, error) {
+	if st != nil && len(st.keys) > 0 {
+		out, err := c.call(ctx, abi.FuncDecorateResult, in, st)
+		if err != nil || !gjson.GetBytes(out, "needState").Exists() {
+			return out, err
+		}
+	}
+	out, _, err := c.callWithState(ctx, abi.FuncDecorateResult, in, nil, nil)
+	return out, err
+}
+
 // TimeoutAnswer is the answer when the upstream did not answer a tools/call within
-// Timeout: the engine's TOOL_TIMEOUT result (nil when there is none).
+// Timeout: the engine's TOOL_TIMEOUT result, or, when check_limits could not be asked
+// (the call went on with the default timeout), the same result built for that timeout.
+// It is nil for anything but a tools/call.
 func (ex *Exchange) TimeoutAnswer() []byte {
-	if len(ex.onTimeout) == 0 {
-		return nil
+	res := ex.onTimeout
+	if len(res) == 0 {
+		if ex.Tool == "" {
+			return nil
+		}
+		res = engine.AppendTimeoutResult(nil, ex.Tool, int(ex.timeout()/time.Millisecond))
 	}
 	ex.core.count(CountTimeouts)
 	ex.called(OutcomeTimeout)
-	return ex.resultMessage(ex.onTimeout)
+	return ex.resultMessage(res)
+}
+
+// timeout is the upstream's deadline for the call.
+func (ex *Exchange) timeout() time.Duration {
+	if ex.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return ex.Timeout
 }
 
 // UpstreamError is the answer when the upstream could not be reached or broke off: a
-// JSON-RPC error (-32603) for HTTP 502 that does not reveal the upstream's address.
+// JSON-RPC error (-32603) for HTTP 502 that does not reveal the upstream's address. Its
+// data carries the gateway's error (UPSTREAM_UNAVAILABLE, retryable) and, for a
+// tools/call, the duration.
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
 	ex.called(OutcomeFailed)
-	return AppendError(nil, ex.clientID, CodeInternal, "the gateway could not get an answer from the MCP server")
+	msg := AppendError(nil, ex.clientID, CodeInternal, "the gateway could not get an answer from the MCP server")
+	data := `{"` + abi.MetaError + `":{"code":"` + abi.DenyUpstreamUnavailable + `","retryable":` + strconv.FormatBool(abi.Retryable(abi.DenyUpstreamUnavailable)) + `}}`
+	if out, err := sjson.SetRawBytes(msg, "error.data", []byte(data)); err == nil {
+		msg = out
+	}
+	if ex.Method == MethodToolsCall {
+		msg = withDuration(msg, ex.start)
+	}
+	return msg
 }
 
 // Package turns a rewritten answer and its notifications into one HTTP answer: when there
@@ -213,17 +257,27 @@ func (ex *Exchange) Package(out []byte, before [][]byte) (contentType string, bo
 	return "text/event-stream", AppendEvent(body, out), nil
 }
 
-// withDuration sets result._meta["dev.stategate/durationMs"] on a JSON-RPC response.
+// withDuration sets result._meta["dev.stategate/durationMs"] on a JSON-RPC response to a
+// tools/call, or error.data["dev.stategate/durationMs"] on an error answer whose data is
+// absent or an object (other data is the server's and stays as it is).
 func withDuration(msg []byte, start time.Time) []byte {
+	path := durationPath
 	if !gjson.GetBytes(msg, "result").IsObject() {
-		return msg
+		e := gjson.GetBytes(msg, "error")
+		if d := e.Get("data"); !e.IsObject() || (d.Exists() && !d.IsObject()) {
+			return msg
+		}
+		path = errorDurationPath
 	}
 	ms := float64(time.Since(start).Microseconds()) / 1000
-	out, err := sjson.SetBytes(msg, durationPath, ms)
+	out, err := sjson.SetBytes(msg, path, ms)
 	if err != nil {
 		return msg
 	}
 	return out
 }
 
-var durationPath = "result._meta." + strings.ReplaceAll(abi.MetaDuration, ".", `\.`)
+var (
+	durationPath      = "result._meta." + strings.ReplaceAll(abi.MetaDuration, ".", `\.`)
+	errorDurationPath = "error.data." + strings.ReplaceAll(abi.MetaDuration, ".", `\.`)
+)

@@ -41,6 +41,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 		// transition, so racing calls are admitted one at a time, on one replica or several.
 		ex.moves = true
 		lock = func(keys []string) error {
+			keys = workflowKeys(keys) // not the annotation record every call of the principal reads
 			wctx, cancel := context.WithTimeout(ctx, c.opts.LeaseWait)
 			defer cancel()
 			release, err := c.state.Lock(wctx, keys, c.facts.leaseTTL)
@@ -229,6 +230,17 @@ func (l *loaded) with(keys []string, slots []Slot) *loaded {
 			if have == k {
 				out.slots[j] = slots[i]
 			}
+		}
+	}
+	return out
+}
+
+// workflowKeys returns the workflow state keys (stategate/v1/...) among keys.
+func workflowKeys(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if strings.HasPrefix(k, "stategate/v1/") {
+			out = append(out, k)
 		}
 	}
 	return out

@@ -25,18 +25,18 @@ const hookConfig = `{"version":1,
      "cart.checkout":{"states":["has_items"],"event":"CHECKOUT"},"cart.pay":{"states":["payment"],"event":"PAY"}}}],
  "limits":{"maxArraySize":3}}`
 
-// memState is a State in a map, with leases (mapState has none).
-type memState struct {
+// leaseState is a State in a map, with leases (mapState has none).
+type leaseState struct {
 	mu     sync.Mutex
 	vals   map[string][]byte
 	leases map[string]time.Time
 }
 
-func newMemState() *memState {
-	return &memState{vals: map[string][]byte{}, leases: map[string]time.Time{}}
+func newLeaseState() *leaseState {
+	return &leaseState{vals: map[string][]byte{}, leases: map[string]time.Time{}}
 }
 
-func (m *memState) Load(_ context.Context, keys []string) ([]Slot, error) {
+func (m *leaseState) Load(_ context.Context, keys []string) ([]Slot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]Slot, len(keys))
@@ -47,7 +47,7 @@ func (m *memState) Load(_ context.Context, keys []string) ([]Slot, error) {
 	return out, nil
 }
 
-func (m *memState) Store(_ context.Context, _, key string, value []byte, prev Slot) error {
+func (m *leaseState) Store(_ context.Context, _, key string, value []byte, prev Slot) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur, ok := m.vals[key]
@@ -58,7 +58,7 @@ func (m *memState) Store(_ context.Context, _, key string, value []byte, prev Sl
 	return nil
 }
 
-func (m *memState) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
+func (m *leaseState) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
 	for {
 		m.mu.Lock()
 		free := true
@@ -89,15 +89,15 @@ func (m *memState) Lock(ctx context.Context, keys []string, ttl time.Duration) (
 	}
 }
 
-func (m *memState) Forget(context.Context, string, []string) error { return nil }
+func (m *leaseState) Forget(context.Context, string, []string) error { return nil }
 
-func newHookCore(t testing.TB, wait time.Duration) (*Core, *memState) {
+func newHookCore(t testing.TB, wait time.Duration) (*Core, *leaseState) {
 	t.Helper()
 	e, err := engine.New([]byte(hookConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newMemState()
+	st := newLeaseState()
 	return New(Options{Plugin: enginePlugin{e}, State: st, Config: []byte(hookConfig), LeaseWait: wait}), st
 }
 

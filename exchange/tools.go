@@ -35,15 +35,17 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		return msg
 	}
 	key := listKey(ex.version, st, result.Raw)
+	input := func() []byte {
+		in := append(scope[:len(scope):len(scope)], `,"message":{"jsonrpc":"2.0","id":0,"result":`...)
+		in = append(in, result.Raw...)
+		return append(in, '}')
+	}
 	var out []byte
 	if c.lists != nil {
 		out = c.lists.get(key)
 	}
 	if out == nil {
-		in := append(scope, `,"message":{"jsonrpc":"2.0","id":0,"result":`...)
-		in = append(in, result.Raw...)
-		in = append(in, '}')
-		out, err = c.call(ctx, abi.FuncDecorateTools, in, st)
+		out, err = c.call(ctx, abi.FuncDecorateTools, input(), st)
 		if err != nil {
 			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 			return msg
@@ -51,6 +53,9 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		if c.lists != nil {
 			c.lists.put(key, out)
 		}
+	}
+	if gjson.GetBytes(out, "states").IsObject() {
+		c.remember(ctx, input, out, st)
 	}
 	c.count(CountListsDecorated)
 	m := gjson.GetManyBytes(out, "message.result", "toolNames")
@@ -66,6 +71,46 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		decorated = c.cacheHints(decorated)
 	}
 	return splice(msg, result, decorated)
+}
+
+// remember stores what a list taught the engine (its "states": the principal's annotation
+// record, stateSync.fromAnnotations) with compare-and-set. A write that loses a race is
+// re-read and the list decorated again on the fresh record, which merges both (the record
+// only grows more cautious). A store failure is a list_store fault: the list goes out
+// anyway, and the next list tries again.
+func (c *Core) remember(ctx context.Context, input func() []byte, out []byte, st *loaded) {
+	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
+		var lost []string
+		var failed error
+		gjson.GetBytes(out, "states").ForEach(func(k, v gjson.Result) bool {
+			switch err := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str)); {
+			case errors.Is(err, ErrConflict):
+				lost = append(lost, k.Str)
+			case err != nil:
+				failed = err
+			}
+			return failed == nil
+		})
+		if failed == nil && len(lost) == 0 {
+			return
+		}
+		if failed == nil {
+			c.count(CountCASConflicts)
+			var fresh []Slot
+			if fresh, failed = c.state.Load(ctx, lost); failed == nil {
+				st = st.with(lost, fresh)
+				var err error
+				if out, err = c.call(ctx, abi.FuncDecorateTools, input(), st); err != nil {
+					c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
+					return
+				}
+				continue
+			}
+		}
+		c.Fault(abi.FaultListStore, storeError{failed}, "method", MethodToolsList)
+		return
+	}
+	c.Fault(abi.FaultListStore, errors.New("too many compare-and-set conflicts storing the annotation record"), "method", MethodToolsList)
 }
 
 // cacheableVersion is the first protocol version whose list results carry ttlMs and
@@ -109,7 +154,13 @@ func (c *Core) EndSession(ctx context.Context, session, principal string) {
 		c.Fault(abi.FaultClearSession, err, "session", session)
 		return
 	}
-	if err := c.state.Forget(context.WithoutCancel(ctx), session, strs(gjson.GetBytes(out, "needState"))); err != nil {
+	var keys []string
+	for _, k := range strs(gjson.GetBytes(out, "needState")) {
+		if sessionOwned(k) { // not the principal's annotation record
+			keys = append(keys, k)
+		}
+	}
+	if err := c.state.Forget(context.WithoutCancel(ctx), session, keys); err != nil {
 		c.Fault(abi.FaultClearSession, err, "session", session)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
 )
 
 // Benchmarks: each export natively and through the TinyGo module on the project's host
@@ -65,8 +66,9 @@ type runner struct {
 	call func(fn abi.Function, in []byte) ([]byte, error)
 }
 
-func runners(b *testing.B) []runner {
-	cfg := sampleConfig(b)
+func runners(b *testing.B) []runner { return runnersFor(b, sampleConfig(b)) }
+
+func runnersFor(b *testing.B, cfg []byte) []runner {
 	eng, err := engine.New(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -107,7 +109,14 @@ func bench(b *testing.B, fn abi.Function, cases []struct {
 	name string
 	in   []byte
 }) {
-	for _, r := range runners(b) {
+	benchWith(b, runners(b), fn, cases)
+}
+
+func benchWith(b *testing.B, rs []runner, fn abi.Function, cases []struct {
+	name string
+	in   []byte
+}) {
+	for _, r := range rs {
 		for _, c := range cases {
 			b.Run(r.name+"/"+c.name, func(b *testing.B) {
 				out, err := r.call(fn, c.in)
@@ -138,6 +147,33 @@ func BenchmarkDecorateTools(b *testing.B) {
 	bench(b, abi.FuncDecorateTools, []benchCase{
 		{"10_tools", toolsList(10)}, {"100_tools", toolsList(100)}, {"1000_tools", toolsList(1000)},
 	})
+}
+
+// BenchmarkDecorateTools_fromAnnotations: the same lists under stateSync.fromAnnotations,
+// once with no record yet (the answer carries the whole record to write) and once with
+// the record the list already taught (nothing to write).
+func BenchmarkDecorateTools_fromAnnotations(b *testing.B) {
+	cfg, err := os.ReadFile(vectorsDir + "/config/annotations.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := engine.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cases []benchCase
+	for _, n := range []int{100, 1000} {
+		list := toolsList(n)
+		list = list[:strings.LastIndex(string(list), `,"states":`)]
+		learning := append(append([]byte(nil), list...), `,"states":{"stategate/annotations/v1/":null}}`...)
+		rec := gjson.GetBytes(eng.Call(abi.FuncDecorateTools, learning), "states").Raw
+		if rec == "" {
+			b.Fatal("the list wrote no record")
+		}
+		known := append(append([]byte(nil), list...), `,"states":`+rec+`}`...)
+		cases = append(cases, benchCase{fmt.Sprintf("%d_tools/learning", n), learning}, benchCase{fmt.Sprintf("%d_tools/known", n), known})
+	}
+	benchWith(b, runnersFor(b, cfg), abi.FuncDecorateTools, cases)
 }
 
 func BenchmarkDecorateResult(b *testing.B) {

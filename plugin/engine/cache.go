@@ -82,7 +82,9 @@ func (e *Engine) appendCacheAdmission(dst []byte, r *request, refs []config.Ref)
 		dst = strconv.AppendInt(dst, int64(ttl), 10)
 		dst = append(dst, "},"...)
 	}
-	if _, pol := e.resolver.Resolve(r.tool); pol != nil && len(pol.Invalidates) > 0 {
+	// A tool no policy matches may invalidate its own domain by its annotations
+	// (stateSync.fromAnnotations): the host then looks, to be safe.
+	if _, pol := e.resolver.Resolve(r.tool); (pol != nil && len(pol.Invalidates) > 0) || (pol == nil && e.cfg.FromAnnotations) {
 		dst = append(dst, `"purges":true,`...)
 	}
 	return dst

@@ -28,12 +28,17 @@ func CheckConfig(cfg []byte) []byte {
 		dst = appendStrings(dst, warningStrings(problems))
 		return append(dst, `,"workflows":[],"host":null}`...)
 	}
-	return eng.checkConfig(nil)
+	return eng.checkConfig(nil, nil)
 }
 
-func (e *Engine) checkConfig(dst []byte) []byte {
+// checkConfig answers check_config; with l, it also explains the listed tools.
+func (e *Engine) checkConfig(dst []byte, l *listed) []byte {
 	dst = append(dst, `{"valid":true,"errors":[],"warnings":`...)
-	dst = appendStrings(dst, warningStrings(e.warnings))
+	warnings := warningStrings(e.warnings)
+	if l != nil {
+		warnings = append(warnings, e.unmet(l)...)
+	}
+	dst = appendStrings(dst, warnings)
 	dst = append(dst, `,"workflows":[`...)
 	for i, w := range e.cfg.Workflows {
 		if i > 0 {
@@ -47,6 +52,10 @@ func (e *Engine) checkConfig(dst []byte) []byte {
 	}
 	dst = append(dst, `],"host":`...)
 	dst = e.appendHostFacts(dst)
+	if l != nil {
+		dst = append(dst, `,"explain":`...)
+		dst = e.appendExplain(dst, l)
+	}
 	return append(dst, '}')
 }
 
@@ -67,8 +76,8 @@ type HostFacts struct {
 	// PrincipalHeader is the request header (lower case) whose value to pass as
 	// "principal"; "" when the configuration names none.
 	PrincipalHeader string `json:"principalHeader"`
-	// MaxTimeoutMs is the longest timeout any call can get (limits.timeoutMs or a per-tool
-	// override; an upper bound): a lease held over a call must outlive it.
+	// MaxTimeoutMs is the longest timeout any call can get (limits.timeoutMs, a per-tool
+	// override or a category; an upper bound): a lease held over a call must outlive it.
 	MaxTimeoutMs int `json:"maxTimeoutMs"`
 	// ListChanged is true when some workflow hides tools (a session-keyed workflow): in the
 	// session era tools/list then depends on the session's state and transition may answer
@@ -127,13 +136,7 @@ type CacheFacts struct {
 }
 
 func (e *Engine) maxTimeoutMs() int {
-	longest := e.cfg.Limits.TimeoutMs
-	for _, t := range e.cfg.Limits.Tools {
-		if t.TimeoutMs > longest {
-			longest = t.TimeoutMs
-		}
-	}
-	return longest
+	return e.cfg.Limits.MaxTimeoutMs()
 }
 
 func (e *Engine) listChanged() bool {

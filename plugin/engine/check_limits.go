@@ -43,6 +43,15 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 	}
 	refs, wfs := e.workflowsOf(r.tool)
 	l, _ := r.load(wfs)
+	class := config.ClassUnknown
+	if e.needsClass(r.tool) {
+		// Asked for here also when only decorate_result needs it: a host that passes these
+		// states on to decorate_result makes no extra call.
+		var need string
+		if class, need = e.classOf(r, r.tool); need != "" {
+			l.need = append(l.need, need)
+		}
+	}
 	if len(l.need) > 0 {
 		return appendNeedState(dst, l.need), nil
 	}
@@ -57,7 +66,8 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 			return e.denyState(dst, r.tool, ref, cur, l.notices), nil
 		}
 	}
-	maxArray, _, timeoutMs := e.cfg.Limits.For(r.tool)
+	maxArray, _, _ := e.cfg.Limits.For(r.tool)
+	timeoutMs, _, _, _ := e.cfg.Timeout(r.tool, class)
 	if maxArray > 0 && r.args.Exists() {
 		if v, n := limits.FirstOversizedArray([]byte(r.args.Raw), maxArray); n > 0 {
 			return e.denyArray(dst, r.tool, v, n, maxArray, l.notices), nil
@@ -66,7 +76,7 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 	dst = append(dst, `{"allow":true,"timeoutMs":`...)
 	dst = strconv.AppendInt(dst, int64(timeoutMs), 10)
 	dst = append(dst, `,"onTimeout":`...)
-	dst = appendTimeoutResult(dst, r.tool, timeoutMs)
+	dst = AppendTimeoutResult(dst, r.tool, timeoutMs)
 	dst = append(dst, ',')
 	dst = e.appendCacheAdmission(dst, r, refs)
 	dst = appendNotices(dst, l.notices)
@@ -194,7 +204,9 @@ func AppendErrorResult(dst []byte, code, text, details string) []byte {
 	return append(dst, "}}}"...)
 }
 
-func appendTimeoutResult(dst []byte, tool string, timeoutMs int) []byte {
+// AppendTimeoutResult appends the TOOL_TIMEOUT result of a call of tool that did not answer
+// within timeoutMs: check_limits' onTimeout, and what a host answers when it could not ask.
+func AppendTimeoutResult(dst []byte, tool string, timeoutMs int) []byte {
 	text := "Tool " + tool + " did not answer within " + itoa(timeoutMs) + " ms, and the gateway stopped waiting. It may or may not have completed: check its effect before calling it again."
 	det := `{"tool":` + quote(tool) + `,"timeoutMs":` + itoa(timeoutMs) + `}`
 	return AppendErrorResult(dst, abi.DenyToolTimeout, text, det)

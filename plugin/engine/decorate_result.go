@@ -4,13 +4,16 @@ import (
 	"strconv"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/decorate"
+	"github.com/stategate/stategate/plugin/internal/glob"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
-// decorateResult: {"tool", "message", "knownTools"?} -> {"message", "invalidated",
-// "truncated"}.
+// decorateResult: {"tool", "message", "knownTools"?, "principal"?, "states"?} ->
+// {"message", "invalidated", "truncated"} or {"needState"} (the annotation record, for a
+// tool no policy matches under fromAnnotations).
 func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	r, err := parse(in, true, true)
 	if err != nil {
@@ -23,9 +26,18 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	var patterns []string
 	var inserted bool
 	var buf []byte
+	var inv []glob.Pattern
 	if decorate.Succeeded(msg) {
-		if _, p := e.resolver.Resolve(r.tool); p != nil && len(p.Invalidates) > 0 {
-			for _, g := range p.Invalidates {
+		_, p := e.resolver.Resolve(r.tool)
+		class := config.ClassUnknown
+		if p == nil {
+			var need string
+			if class, need = e.classOf(r, r.tool); need != "" {
+				return appendNeedState(dst, []string{need}), nil
+			}
+		}
+		if inv = e.invalidates(r.tool, p, class); len(inv) > 0 {
+			for _, g := range inv {
 				patterns = append(patterns, g.String())
 			}
 			text := decorate.Block(patterns, decorate.SanitizeName(r.tool, e.cfg.Separator))
@@ -55,13 +67,12 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	dst = appendStrings(dst, patterns)
 	dst = append(dst, `,"tools":[`...)
 	if len(patterns) > 0 && r.knownTools.IsArray() {
-		_, p := e.resolver.Resolve(r.tool)
 		first := true
 		r.knownTools.ForEach(func(_, v gjson.Result) bool {
 			if v.Type != gjson.String {
 				return true
 			}
-			for _, g := range p.Invalidates {
+			for _, g := range inv {
 				if g.Match(v.Str) {
 					if !first {
 						dst = append(dst, ',')

@@ -4,10 +4,13 @@ import (
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/decorate"
 	"github.com/stategate/stategate/plugin/internal/gate"
+	"github.com/stategate/stategate/plugin/jsonx"
 )
 
 // decorateTools: {"message", "session"?, "principal"?, "protocolVersion"?, "states"?} ->
-// {"message", "toolNames", "hidden", "stateDependent", "notices"} or {"needState"}.
+// {"message", "toolNames", "hidden", "stateDependent", "notices", "states"?} or
+// {"needState"}. "states" holds the principal's annotation record when the list changed
+// it (fromAnnotations): the host writes it with compare-and-set.
 func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	r, err := parse(in, false, true)
 	if err != nil {
@@ -21,6 +24,15 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 		}
 	}
 	l, _ := r.load(hiding)
+	var m *memo
+	key := e.annotationsKey(r)
+	if key != "" {
+		if rec, ok := r.record(key); ok {
+			m = newMemo(rec)
+		} else {
+			l.need = append(l.need, key)
+		}
+	}
 	if len(l.need) > 0 {
 		return appendNeedState(dst, l.need), nil
 	}
@@ -33,7 +45,10 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 		return w.Initial
 	}
 	var marks []string
-	decide := func(name string) decorate.Decision {
+	decide := func(name string, class config.Class) decorate.Decision {
+		if m != nil {
+			m.see(name, class)
+		}
 		cc, _ := e.resolver.Resolve(name)
 		d := decorate.Decision{Cache: cc}
 		refs := e.cfg.Bindings(name)
@@ -68,5 +83,12 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	dst = appendBool(dst, len(hiding) > 0)
 	dst = append(dst, ',')
 	dst = appendNotices(dst, l.notices)
+	if m != nil && m.changed {
+		dst = append(dst, `,"states":{`...)
+		dst = jsonx.AppendString(dst, key)
+		dst = append(dst, ':')
+		dst = m.appendJSON(dst)
+		dst = append(dst, '}')
+	}
 	return append(dst, '}'), nil
 }

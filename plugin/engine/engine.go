@@ -106,7 +106,7 @@ func (e *Engine) AppendCall(dst []byte, fn abi.Function, in []byte) []byte {
 	case abi.FuncCheckLimits:
 		out, err = e.checkLimits(dst, in)
 	case abi.FuncCheckConfig:
-		out, err = e.checkConfig(dst), nil
+		out, err = e.checkConfigFor(dst, in)
 	default:
 		err = &Error{Code: abi.ErrUnknownExport, Message: "unknown function id " + strconv.FormatUint(uint64(fn), 10)}
 	}

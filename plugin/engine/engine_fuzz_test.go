@@ -38,8 +38,11 @@ func seeds(f *testing.F, fn abi.Function) {
 	}
 }
 
-func sampleEngine(t testing.TB) *Engine {
-	cfg, err := os.ReadFile(filepath.Join("..", "..", "abi", "testdata", "config", "sample.json"))
+func sampleEngine(t testing.TB) *Engine { return configEngine(t, "sample") }
+
+// configEngine is an engine for abi/testdata/config/<name>.json.
+func configEngine(t testing.TB, name string) *Engine {
+	cfg, err := os.ReadFile(filepath.Join("..", "..", "abi", "testdata", "config", name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +54,21 @@ func sampleEngine(t testing.TB) *Engine {
 }
 
 // fuzzExport checks the contract every export keeps on any input: no panic, and one
-// valid JSON document out; decorated messages are valid JSON and within limits.
+// valid JSON document out; decorated messages are valid JSON and within limits; an
+// annotation record written is one the engine reads back as it wrote it. Each input runs
+// under sample.json and under annotations.json (fromAnnotations, categories).
 func fuzzExport(f *testing.F, fn abi.Function) {
 	seeds(f, fn)
-	e := sampleEngine(f)
+	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations")}
 	f.Fuzz(func(t *testing.T, in []byte) {
+		for _, e := range engines {
+			checkExport(t, e, fn, in)
+		}
+	})
+}
+
+func checkExport(t *testing.T, e *Engine, fn abi.Function, in []byte) {
+	{
 		out := e.Call(fn, in)
 		if !json.Valid(out) {
 			t.Fatalf("output is not valid JSON for input %q:\n%s", in, out)
@@ -70,6 +83,49 @@ func fuzzExport(f *testing.F, fn abi.Function) {
 				if _, isErr := doc["error"]; !isErr {
 					t.Fatalf("decorated message of %d bytes exceeds the limit", len(m))
 				}
+			}
+		}
+		if st, ok := doc["states"]; ok && fn == abi.FuncDecorateTools {
+			gjson.ParseBytes(st).ForEach(func(k, rec gjson.Result) bool {
+				n := 0
+				rec.Get("tools").ForEach(func(name, class gjson.Result) bool {
+					n++
+					if c := class.Str; c != "read" && c != "write" && c != "destructive" {
+						t.Fatalf("record %s holds class %q for %q", k.Str, c, name.Str)
+					}
+					return true
+				})
+				if n == 0 || n > MaxRememberedTools {
+					t.Fatalf("record %s holds %d tools", k.Str, n)
+				}
+				again := newMemo(rec)
+				if again.changed || len(again.names) != n {
+					t.Fatalf("record %s does not read back as written: %d of %d", k.Str, len(again.names), n)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// FuzzCheckConfig: check_config answers any input with one JSON object (an error only for
+// input that is not JSON or whose tools is not an array), and explains every named tool.
+func FuzzCheckConfig(f *testing.F) {
+	seeds(f, abi.FuncCheckConfig)
+	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations")}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		for _, e := range engines {
+			out := e.Call(abi.FuncCheckConfig, in)
+			var doc struct {
+				Error   json.RawMessage   `json:"error"`
+				Valid   bool              `json:"valid"`
+				Explain []json.RawMessage `json:"explain"`
+			}
+			if !json.Valid(out) || json.Unmarshal(out, &doc) != nil {
+				t.Fatalf("output is not a JSON object for input %q:\n%s", in, out)
+			}
+			if doc.Error == nil && !doc.Valid {
+				t.Fatalf("a valid configuration reported invalid: %s", out)
 			}
 		}
 	})

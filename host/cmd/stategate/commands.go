@@ -67,15 +67,37 @@ func loadPlugin(ctx context.Context, path string, logger *slog.Logger, interrupt
 	return host.New(ctx, wasm, host.Options{Interruptible: interruptible, Logger: logger, Name: filepath.Base(path)})
 }
 
-func cmdCheck(args []string, stdout io.Writer) error {
-	if len(args) != 1 {
-		return &exitError{code: 2, msg: "usage: stategate check FILE"}
+func cmdCheck(ctx context.Context, args []string, stdout io.Writer) error {
+	const usage = "usage: stategate check FILE [--tools tools.json | --upstream URL]"
+	fs := newFlags("check", io.Discard)
+	toolsPath := fs.String("tools", "", "a tools/list answer, result or tools array (JSON): also warn about configuration no listed tool meets")
+	upstream := fs.String("upstream", "", "list the tools of this MCP server instead")
+	var files []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return &exitError{code: 2, msg: usage}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
+	if len(files) != 1 || (*toolsPath != "" && *upstream != "") {
+		return &exitError{code: 2, msg: usage}
+	}
+	args = files
 	cfg, err := loadConfig(args[0])
 	if err != nil {
 		return err
 	}
 	res := gjson.ParseBytes(engine.CheckConfig(cfg))
+	if res.Get("valid").Bool() && (*toolsPath != "" || *upstream != "") {
+		// With the tool list, the engine also says which configuration no listed tool meets.
+		if res, err = explainAnswer(ctx, args[0], *toolsPath, *upstream); err != nil {
+			return err
+		}
+	}
 	for _, e := range res.Get("errors").Array() {
 		fmt.Fprintln(stdout, "error:   "+e.Str)
 	}

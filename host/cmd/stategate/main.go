@@ -3,7 +3,8 @@
 //	stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB] [--plugin FILE]
 //	stategate intercept --config FILE [--listen ADDR] [--store ...] [--plugin FILE]
 //	stategate demo [--listen ADDR] [--upstream-only] [--plugin FILE] [--no-script]
-//	stategate check FILE
+//	stategate check FILE [--tools tools.json | --upstream URL]
+//	stategate explain --config FILE (--tools tools.json | --upstream URL) [--format table|json]
 //	stategate graph FILE [--format mermaid|dot]
 //	stategate call FUNC --config FILE [--plugin FILE] < input.json
 package main
@@ -27,7 +28,8 @@ usage:
   stategate intercept --config FILE [--listen 127.0.0.1:8090] [--store bolt:stategate-intercept.db|memory|redis://HOST:PORT/DB] [--plugin FILE]
                   (hooks for Docker's MCP gateway: --interceptor before:http:http://ADDR/before --interceptor after:http:http://ADDR/after)
   stategate demo  [--listen 127.0.0.1:8080] [--upstream-listen 127.0.0.1:3001] [--upstream-only] [--no-script] [--plugin FILE]
-  stategate check FILE
+  stategate check FILE [--tools tools.json | --upstream URL]
+  stategate explain --config FILE (--tools tools.json | --upstream URL) [--format table|json]
   stategate graph FILE [--format mermaid|dot]
   stategate call FUNC --config FILE [--plugin FILE] < input.json
 
@@ -66,7 +68,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "demo":
 		err = cmdDemo(ctx, args[1:], stdout, stderr)
 	case "check":
-		err = cmdCheck(args[1:], stdout)
+		err = cmdCheck(ctx, args[1:], stdout)
+	case "explain":
+		err = cmdExplain(ctx, args[1:], stdout, stderr)
 	case "graph":
 		err = cmdGraph(args[1:], stdout)
 	case "call":

@@ -39,6 +39,9 @@ type Config struct {
 	Limits          Limits
 	PrincipalHeader string // request header that names the principal; "" when unset
 	Cache           *Cache // nil: no response cache
+	// FromAnnotations derives the policy of a tool no policy matches, and its timeout
+	// category, from the annotations of the last tools/list (annotations.go).
+	FromAnnotations bool
 
 	bindings map[string][]Ref // tool name -> its bindings, in workflow order
 }
@@ -50,6 +53,7 @@ type Policy struct {
 	Invalidates  []glob.Pattern
 	NoCache      bool // "cache": false: never cache the matched tools
 	CacheTTLMs   int  // "cache": {"ttlMs": N}; 0 keeps cache.ttlMs
+	OwnCache     bool // the policy sets cacheControl itself (else it inherits the default)
 }
 
 // KeyKind says where a workflow's state lives.
@@ -108,6 +112,7 @@ type Limits struct {
 	MaxResponseBytes int
 	TimeoutMs        int
 	Tools            []ToolLimits
+	Categories       []Category // limits.categories, in document order
 }
 
 // ToolLimits overrides the global limits for tools matching Match; zero fields inherit.
@@ -116,6 +121,7 @@ type ToolLimits struct {
 	MaxArraySize     int
 	MaxResponseBytes int
 	TimeoutMs        int
+	Category         string // a name in limits.categories; "" for none
 }
 
 // DefaultTimeoutMs is the call timeout when the configuration names none.
@@ -164,7 +170,9 @@ func (w *Workflow) ToolsIn(state string) []string {
 	return out
 }
 
-// EffectiveLimits returns the limits that apply to tool.
+// For returns the limits that apply to tool: the first limits.tools entry matching it
+// overrides the global ones. timeoutMs is that override or limits.timeoutMs, before
+// categories: Config.Timeout applies the whole rule.
 func (l *Limits) For(tool string) (maxArray, maxResponse, timeoutMs int) {
 	maxArray, maxResponse, timeoutMs = l.MaxArraySize, l.MaxResponseBytes, l.TimeoutMs
 	for i := range l.Tools {

@@ -206,9 +206,10 @@ func (p *parser) stateSync(c *Config, r gjson.Result) {
 	if !r.Exists() {
 		return
 	}
-	if !p.object("stateSync", r, "defaults", "policies") {
+	if !p.object("stateSync", r, "defaults", "policies", "fromAnnotations") {
 		return
 	}
+	p.fromAnnotations(c, r.Get("fromAnnotations"))
 	if d := r.Get("defaults"); d.Exists() && p.object("stateSync.defaults", d, "cacheControl") {
 		if cc := d.Get("cacheControl"); cc.Exists() {
 			if v, ok := p.cacheControl("stateSync.defaults.cacheControl", cc); ok {
@@ -260,7 +261,7 @@ func (p *parser) policy(path string, item gjson.Result, c *Config) policyEntry {
 	}
 	if cc.Exists() {
 		v, vok := p.cacheControl(path+".cacheControl", cc)
-		e.pol.CacheControl, ok = v, ok && vok
+		e.pol.CacheControl, e.pol.OwnCache, ok = v, true, ok && vok
 	}
 	if inv.Exists() {
 		if !inv.IsArray() || len(inv.Array()) == 0 {
@@ -311,9 +312,10 @@ func (p *parser) limits(c *Config, r gjson.Result) {
 	if !r.Exists() {
 		return
 	}
-	if !p.object("limits", r, "maxArraySize", "maxResponseBytes", "timeoutMs", "tools") {
+	if !p.object("limits", r, "maxArraySize", "maxResponseBytes", "timeoutMs", "tools", "categories") {
 		return
 	}
+	p.categories(c, r.Get("categories"))
 	p.limitFields("limits", r, &c.Limits.MaxArraySize, &c.Limits.MaxResponseBytes, &c.Limits.TimeoutMs)
 	t := r.Get("tools")
 	if !t.Exists() {
@@ -337,8 +339,9 @@ func (p *parser) limits(c *Config, r gjson.Result) {
 			p.errf(path, "%s", err.Error())
 		}
 		tl.Match = g
-		if p.object(path, v, "maxArraySize", "maxResponseBytes", "timeoutMs") {
+		if p.object(path, v, "maxArraySize", "maxResponseBytes", "timeoutMs", "category") {
 			p.limitFields(path, v, &tl.MaxArraySize, &tl.MaxResponseBytes, &tl.TimeoutMs)
+			tl.Category = p.toolCategory(c, path, v.Get("category"))
 		}
 		if !dup {
 			c.Limits.Tools = append(c.Limits.Tools, tl)

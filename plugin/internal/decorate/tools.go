@@ -68,9 +68,10 @@ func spanStrings(msg string, spans []span) []string {
 }
 
 // Tools rewrites the tools/list result inside msg (a JSON-RPC response, valid JSON)
-// and appends the new message to dst. decide is called once per named tool. A message
+// and appends the new message to dst. decide is called once per named tool, with the
+// class its annotations give (config.ClassOf). A message
 // without a result.tools array is appended unchanged, with ok false.
-func Tools(dst []byte, msg string, decide func(name string) Decision) (out []byte, st ToolsStats, ok bool) {
+func Tools(dst []byte, msg string, decide func(name string, class config.Class) Decision) (out []byte, st ToolsStats, ok bool) {
 	// One pass over the list: walk the envelope and the result (noticing any member named
 	// twice, which readers would resolve differently), and each tool's members once,
 	// skipping the values (schemas) it does not read. msg was validated by the caller.
@@ -131,7 +132,7 @@ func repeated(seen *[]string, key string) bool {
 
 // walkTools rewrites the elements of the array at arr, appending everything up to (not
 // including) its ']', and returns that bracket's offset.
-func walkTools(dst []byte, msg string, arr int, decide func(string) Decision, st *ToolsStats) ([]byte, int, bool) {
+func walkTools(dst []byte, msg string, arr int, decide func(string, config.Class) Decision, st *ToolsStats) ([]byte, int, bool) {
 	// Splice element by element, keeping the original whitespace between the tools; a
 	// dropped tool takes its leading separator with it.
 	prev := arr + 1 // end of the previous element
@@ -148,7 +149,7 @@ func walkTools(dst []byte, msg string, arr int, decide func(string) Decision, st
 		if f.named {
 			sp := span{int32(f.nameStart), int32(f.nameEnd)}
 			st.names = append(st.names, sp)
-			d = decide(f.name)
+			d = decide(f.name, f.class)
 			if d.Drop {
 				st.hidden = append(st.hidden, sp)
 				keep = false
@@ -185,12 +186,14 @@ type toolFields struct {
 	descStart, descEnd int // span of the description value in msg; descStart < 0 when absent
 	descString         bool
 	desc               string
+	class              config.Class // from the annotations' readOnlyHint and destructiveHint
 }
 
 // scanTool reads the tool at i and returns the offset just past it. Of repeated members
 // the last counts, as in the clients that read the list (encoding/json and the SDKs).
 func scanTool(msg string, i int) (f toolFields, end int) {
 	f.descStart = -1
+	f.class = config.ClassDestructive // every hint absent: the MCP schema's defaults
 	if msg[i] != '{' {
 		return f, jsonx.SkipValue(msg, i)
 	}
@@ -215,9 +218,32 @@ func scanTool(msg string, i int) (f toolFields, end int) {
 				f.desc = jsonx.Unquote(msg[val:e])
 			}
 			it.Skip(e)
+		case "annotations":
+			e := jsonx.SkipValue(msg, val)
+			f.class = config.ClassDestructive
+			// Hints read the way a repeated member makes them disagree count as absent.
+			if msg[val] == '{' && !jsonx.RepeatsMember(msg, val) {
+				f.class = config.ClassOf(hint(msg, val, "readOnlyHint"), hint(msg, val, "destructiveHint"))
+			}
+			it.Skip(e)
 		}
 	}
 	return f, it.End()
+}
+
+// hint reads the boolean annotation hint name of the object at i: 1 true, 0 false, -1
+// absent or not a boolean.
+func hint(msg string, i int, name string) int8 {
+	v := jsonx.Member(msg, i, name)
+	switch {
+	case v < 0:
+		return -1
+	case strings.HasPrefix(msg[v:], "true"):
+		return 1
+	case strings.HasPrefix(msg[v:], "false"):
+		return 0
+	}
+	return -1
 }
 
 // appendGap appends the bytes between two array elements (whitespace and a comma),

@@ -18,8 +18,8 @@ const markPayment = "[Workflow checkout: available only in state payment]"
 
 // decisions returns a decide function backed by a map; names not in the map get
 // no-store, the sample configuration's default.
-func decisions(m map[string]Decision) func(string) Decision {
-	return func(name string) Decision {
+func decisions(m map[string]Decision) func(string, config.Class) Decision {
+	return func(name string, _ config.Class) Decision {
 		if d, ok := m[name]; ok {
 			return d
 		}
@@ -266,7 +266,7 @@ func TestTools(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := 0
 			decide := decisions(tt.decide)
-			out, st, ok := Tools([]byte("prefix:"), tt.msg, func(name string) Decision { calls++; return decide(name) })
+			out, st, ok := Tools([]byte("prefix:"), tt.msg, func(name string, c config.Class) Decision { calls++; return decide(name, c) })
 			if !strings.HasPrefix(string(out), "prefix:") {
 				t.Fatalf("dst was not appended to: %q", out)
 			}
@@ -338,7 +338,7 @@ func TestTools_idempotent(t *testing.T) {
 					t.Errorf("not idempotent:\n  in %s\nonce %s\ntwice %s", msg, once, twice)
 				}
 				d := gjson.Get(string(once), "result.tools.0.description").Str
-				tag := Tag(decide(name).Cache)
+				tag := Tag(decide(name, config.ClassUnknown).Cache)
 				if tag != "" {
 					if strings.Count(d, tag) != 1 || !strings.HasSuffix(d, tag) {
 						t.Errorf("description %q should end with exactly one %q", d, tag)
@@ -351,7 +351,7 @@ func TestTools_idempotent(t *testing.T) {
 				if n := strings.Count(strings.ToLower(d), "cache-control"); n != want {
 					t.Errorf("description %q: %d cache-control hints, want %d (ours)", d, n, want)
 				}
-				for _, m := range decide(name).Marks {
+				for _, m := range decide(name, config.ClassUnknown).Marks {
 					if strings.Count(d, m) != 1 {
 						t.Errorf("description %q should carry mark %q once", d, m)
 					}
@@ -400,7 +400,7 @@ func toolsTestDoc(rng *rand.Rand, n int) string {
 }
 
 // randomDecide decides per name from a hash so both runs agree.
-func randomDecide(name string) Decision {
+func randomDecide(name string, _ config.Class) Decision {
 	h := 0
 	for i := 0; i < len(name); i++ {
 		h = h*31 + int(name[i])
@@ -759,4 +759,35 @@ func FuzzTools(f *testing.F) {
 			t.Fatalf("not idempotent:\n  in %s\nonce %s\ntwice %s", msg, out, again)
 		}
 	})
+}
+
+// TestTools_class: decide gets each tool's class from its annotations, with the MCP
+// defaults for absent hints (readOnlyHint false, destructiveHint true); a hint that is not
+// a boolean, or named twice in one annotations object, reads as absent.
+func TestTools_class(t *testing.T) {
+	tests := []struct {
+		name, tool string
+		want       config.Class
+	}{
+		{"read-only", `{"name":"a","annotations":{"readOnlyHint":true,"destructiveHint":true}}`, config.ClassRead},
+		{"write", `{"name":"a","annotations":{"readOnlyHint":false,"destructiveHint":false}}`, config.ClassWrite},
+		{"write with readOnlyHint absent", `{"name":"a","annotations":{"destructiveHint":false}}`, config.ClassWrite},
+		{"destructive", `{"name":"a","annotations":{"destructiveHint":true}}`, config.ClassDestructive},
+		{"no annotations", `{"name":"a"}`, config.ClassDestructive},
+		{"empty annotations", `{"name":"a","annotations":{}}`, config.ClassDestructive},
+		{"annotations not an object", `{"name":"a","annotations":"readOnly"}`, config.ClassDestructive},
+		{"string hint", `{"name":"a","annotations":{"readOnlyHint":"true"}}`, config.ClassDestructive},
+		{"repeated hint", `{"name":"a","annotations":{"readOnlyHint":true,"readOnlyHint":true}}`, config.ClassDestructive},
+		{"last annotations member counts", `{"name":"a","annotations":{"readOnlyHint":false},"annotations":{"readOnlyHint":true}}`, config.ClassRead},
+		{"nested hint is not the tool's", `{"name":"a","annotations":{"x":{"readOnlyHint":true}}}`, config.ClassDestructive},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := config.ClassUnknown
+			Tools(nil, wrapTools(tt.tool), func(_ string, c config.Class) Decision { got = c; return Decision{} })
+			if got != tt.want {
+				t.Errorf("class %q, want %q", got, tt.want)
+			}
+		})
+	}
 }

@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/decorate"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// checkConfigFor is check_config on in: {} (or nothing) reports on the configuration;
+// {"tools": [<tool>, ...]} (a tools/list result's tools) also explains, per listed tool,
+// every effective decision and where it comes from, and warns about configuration that
+// no listed tool meets.
+func (e *Engine) checkConfigFor(dst, in []byte) ([]byte, error) {
+	if len(strings.TrimSpace(str(in))) == 0 {
+		return e.checkConfig(dst, nil), nil
+	}
+	if err := jsonx.Validate(in, abi.MaxDepth); err != nil {
+		return nil, &Error{Code: abi.ErrInvalidJSON, Message: "input is not valid JSON: " + err.Error()}
+	}
+	tools := gjson.GetBytes(in, "tools")
+	if !tools.Exists() {
+		return e.checkConfig(dst, nil), nil
+	}
+	if !tools.IsArray() {
+		return nil, &Error{Code: abi.ErrInvalidInput, Message: "tools must be an array of tools (a tools/list result's tools)"}
+	}
+	var names []string
+	var classes []config.Class
+	msg := `{"result":{"tools":` + tools.Raw + `}}`
+	decorate.Tools(nil, msg, func(name string, c config.Class) decorate.Decision {
+		names = append(names, strings.Clone(name))
+		classes = append(classes, c)
+		return decorate.Decision{}
+	})
+	return e.checkConfig(dst, &listed{names, classes}), nil
+}
+
+// listed are the tools check_config explains.
+type listed struct {
+	names   []string
+	classes []config.Class
+}
+
+func (l *listed) any(match func(string) bool) bool {
+	for _, n := range l.names {
+		if match(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// unmet warns about each policy, per-tool limit and workflow binding no listed tool meets.
+func (e *Engine) unmet(l *listed) []string {
+	var out []string
+	for i := range e.cfg.Policies {
+		p := &e.cfg.Policies[i]
+		if !l.any(p.Match.Match) {
+			out = append(out, "stateSync.policies["+itoa(i)+"].match: no listed tool matches "+quote(p.Match.String()))
+		}
+	}
+	for i := range e.cfg.Limits.Tools {
+		t := &e.cfg.Limits.Tools[i]
+		if !l.any(t.Match.Match) {
+			out = append(out, "limits.tools["+strconv.Quote(t.Match.String())+"]: no listed tool matches it")
+		}
+	}
+	for _, name := range e.boundTools() {
+		if !l.any(func(n string) bool { return n == name }) {
+			out = append(out, "workflows: "+quote(name)+" is bound to a workflow and is not listed")
+		}
+	}
+	return out
+}
+
+// appendExplain appends one {"name", "class", "cacheControl", "cacheControlFrom",
+// "invalidates", "invalidatesFrom", "policy", "workflows", "timeoutMs", "timeoutFrom",
+// "category", "categoryFrom", "limits"} per listed tool.
+func (e *Engine) appendExplain(dst []byte, l *listed) []byte {
+	dst = append(dst, '[')
+	for i, name := range l.names {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		class := l.classes[i]
+		if !e.cfg.FromAnnotations {
+			class = config.ClassUnknown
+		}
+		cc, p := e.resolver.Resolve(name)
+		ccFrom, invFrom, policy := "default", "default", ""
+		if p != nil {
+			invFrom, policy = "policy", "stateSync.policies["+itoa(e.policyIndex(p))+"]"
+			if p.OwnCache {
+				ccFrom = "policy"
+			}
+		} else if class != config.ClassUnknown {
+			invFrom = "annotation"
+		}
+		dst = append(dst, `{"name":`...)
+		dst = jsonx.AppendString(dst, name)
+		dst = member(dst, "class", l.classes[i].String())
+		dst = member(dst, "cacheControl", cc.String())
+		dst = member(dst, "cacheControlFrom", ccFrom)
+		dst = append(dst, `,"invalidates":[`...)
+		for k, g := range e.invalidates(name, p, class) {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = jsonx.AppendString(dst, g.String())
+		}
+		dst = append(dst, ']')
+		dst = member(dst, "invalidatesFrom", invFrom)
+		dst = member(dst, "policy", policy)
+		dst = append(dst, `,"workflows":[`...)
+		for k, ref := range e.cfg.Bindings(name) {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"id":`...)
+			dst = jsonx.AppendString(dst, ref.Workflow.ID)
+			dst = append(dst, `,"states":`...)
+			dst = appendStrings(dst, ref.Binding.States)
+			dst = member(dst, "event", ref.Binding.Event)
+			dst = append(dst, '}')
+		}
+		ms, src, entry, cat := e.cfg.Timeout(name, class)
+		dst = append(dst, `],"timeoutMs":`...)
+		dst = strconv.AppendInt(dst, int64(ms), 10)
+		dst = member(dst, "timeoutFrom", [...]string{"tool", "category", "category", "default"}[src])
+		dst = member(dst, "category", cat)
+		dst = member(dst, "categoryFrom", [...]string{"", "tool", "annotation", ""}[src])
+		limits := ""
+		if entry >= 0 {
+			limits = "limits.tools[" + strconv.Quote(e.cfg.Limits.Tools[entry].Match.String()) + "]"
+		}
+		dst = member(dst, "limits", limits)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+// member appends ,"key":"value" (not inlined: explain writes a dozen per tool, and the
+// module's size is budgeted).
+//
+//go:noinline
+func member(dst []byte, key, value string) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, key...)
+	dst = append(dst, '"', ':')
+	return jsonx.AppendString(dst, value)
+}
+
+func (e *Engine) policyIndex(p *config.Policy) int {
+	for i := range e.cfg.Policies {
+		if &e.cfg.Policies[i] == p {
+			return i
+		}
+	}
+	return -1
+}
