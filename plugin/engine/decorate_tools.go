@@ -21,6 +21,12 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 		}
 	}
 	l, _ := r.load(hiding)
+	var lh *listHealth
+	if e.cfg.Health.Enabled {
+		var need []string
+		lh, need = e.loadListHealth(r)
+		l.need = append(l.need, need...)
+	}
 	if len(l.need) > 0 {
 		return appendNeedState(dst, l.need), nil
 	}
@@ -36,6 +42,10 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	decide := func(name string) decorate.Decision {
 		cc, _ := e.resolver.Resolve(name)
 		d := decorate.Decision{Cache: cc}
+		if lh != nil && lh.hidden(e, name) {
+			d.Drop = true
+			return d
+		}
 		refs := e.cfg.Bindings(name)
 		if len(refs) == 0 {
 			return d
@@ -68,5 +78,8 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	dst = appendBool(dst, len(hiding) > 0)
 	dst = append(dst, ',')
 	dst = appendNotices(dst, l.notices)
+	if lh != nil {
+		dst = lh.appendJSON(dst)
+	}
 	return append(dst, '}'), nil
 }

@@ -38,6 +38,7 @@ type Config struct {
 	Workflows       []*Workflow
 	Limits          Limits
 	PrincipalHeader string // request header that names the principal; "" when unset
+	Health          Health
 
 	bindings map[string][]Ref // tool name -> its bindings, in workflow order
 }

@@ -45,7 +45,7 @@ func Parse(data []byte) (*Config, []Problem) {
 	}
 	root := gjson.ParseBytes(data)
 	c := &Config{Separator: ".", Limits: Limits{TimeoutMs: DefaultTimeoutMs}}
-	if !p.object("", root, "version", "names", "stateSync", "workflows", "limits", "principal") {
+	if !p.object("", root, "version", "names", "stateSync", "workflows", "limits", "principal", "health") {
 		return nil, p.problems
 	}
 	if v := root.Get("version"); !v.Exists() {
@@ -81,6 +81,7 @@ func Parse(data []byte) (*Config, []Problem) {
 	p.stateSync(c, root.Get("stateSync"))
 	p.workflows(c, root.Get("workflows"))
 	p.limits(c, root.Get("limits"))
+	p.health(c, root.Get("health"))
 	if HasErrors(p.problems) {
 		return nil, p.problems
 	}
