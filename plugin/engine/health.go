@@ -1,7 +1,6 @@
 package engine
 
 import (
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/glob"
 	"github.com/stategate/stategate/plugin/internal/health"
