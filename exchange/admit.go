@@ -6,6 +6,7 @@ import (
 	"mime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -49,6 +50,10 @@ type Exchange struct {
 	answered  bool
 	closed    bool
 	reported  bool // tool_called was published
+
+	healthDue     atomic.Bool // the call's outcome is still to be reported to tool health
+	probe         bool        // the call is the probe of an auto-disabled unit
+	healthVisible bool        // the last transition changed a unit's visibility
 }
 
 // Headers the core reads.

@@ -38,6 +38,9 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	}
 	if status/100 != 2 {
 		ex.answered = true // the upstream refused the request: nothing ran
+		if status/100 == 5 && ex.Method == MethodToolsCall {
+			ex.reportHealth(ctx, healthError) // a broken server, for tool health
+		}
 		return AnswerPass
 	}
 	if contentEncoding != "" && !strings.EqualFold(contentEncoding, "identity") {
@@ -105,9 +108,16 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root gjson.Result) 
 func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
 	c := ex.core
 	var before [][]byte
-	if c.facts.bound[ex.Tool] && ex.st != nil && ex.transition(ctx, succeeded(root)) {
+	outcome := ""
+	if c.facts.health && ex.healthDue.CompareAndSwap(true, false) {
+		outcome = healthOutcomeOf(root)
+	}
+	if (outcome != "" || c.facts.bound[ex.Tool] && ex.st != nil) && ex.transition(ctx, succeeded(root), outcome) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
+		if ex.healthVisible {
+			c.notify(ex.Session, ListChanged) // server-wide: every other client too
+		}
 	}
 	ex.releaseNow() // the transition is stored: the next moving call may go
 	if succeeded(root) {
@@ -147,6 +157,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 	}
 	ex.core.count(CountTimeouts)
 	ex.called(OutcomeTimeout)
+	ex.reportHealth(context.Background(), healthTimeout)
 	return ex.resultMessage(ex.onTimeout)
 }
 
@@ -155,6 +166,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
 	ex.called(OutcomeFailed)
+	ex.reportHealth(context.Background(), healthUnreachable)
 	return AppendError(nil, ex.clientID, CodeInternal, "the gateway could not get an answer from the MCP server")
 }
 

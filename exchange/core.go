@@ -52,6 +52,10 @@ type Options struct {
 	// CASRetries bounds the re-read-and-transition rounds on compare-and-set conflicts
 	// (default 64).
 	CASRetries int
+	// Notify delivers a notification (notifications/tools/list_changed when tool health
+	// changed the visible tools) on the standing stream of every session but except's;
+	// nil for a host without standing streams.
+	Notify func(except string, msg []byte)
 	// ListMemoBytes bounds the memo of decorated tool lists (default 64 MiB; 0 keeps the
 	// default, a negative value turns the memo off).
 	ListMemoBytes int
@@ -124,6 +128,7 @@ type facts struct {
 	bound       map[string]bool // tools bound to a workflow: the gate fails closed for them
 	moves       map[string]bool // bound tools whose success fires an event
 	listChanged bool            // declare capabilities.tools.listChanged in initialize
+	health      bool            // tool health is configured: report every call's outcome
 	principal   string
 	leaseTTL    time.Duration
 }
@@ -150,6 +155,7 @@ func factsOfHost(host gjson.Result) facts {
 		return true
 	})
 	f.listChanged = host.Get("listChanged").Bool()
+	f.health = host.Get("health").IsObject()
 	f.principal = host.Get("principalHeader").Str
 	f.leaseTTL = leaseTTL(host.Get("maxTimeoutMs").Int())
 	return f

@@ -86,7 +86,8 @@ func New(opts Options) (*Gateway, error) {
 		streams: newStreams(),
 	}
 	g.core = exchange.New(exchange.Options{Plugin: opts.Plugin, State: storeState{opts.Store}, Reporter: reporter{g.log},
-		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher})
+		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher,
+		Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) }})
 	g.Stats = &g.core.Stats
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -202,3 +203,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 func acceptsSSE(r *http.Request) bool {
 	return containsFold(r.Header.Get("Accept"), "text/event-stream")
 }
+
+// Core is the gateway's exchange core: the operator surface of tool health (Tools,
+// SetMode, Approve) for the admin API and the CLI.
+func (g *Gateway) Core() *exchange.Core { return g.core }

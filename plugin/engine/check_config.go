@@ -131,6 +131,9 @@ func (e *Engine) maxTimeoutMs() int {
 }
 
 func (e *Engine) listChanged() bool {
+	if e.cfg.Health.Enabled {
+		return true // a unit's mode hides or shows its tools for everyone
+	}
 	for _, w := range e.cfg.Workflows {
 		if gate.Hides(w, gate.EraSession) {
 			return true
