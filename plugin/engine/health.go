@@ -345,10 +345,7 @@ func (lh *listHealth) appendJSON(dst []byte) []byte {
 	dst = append(dst, lh.writes...)
 	dst = append(dst, `},"health":[`...)
 	for i := range lh.changes {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = lh.changes[i].appendJSON(dst)
+		dst = lh.changes[i].appendJSON(dst) // health.W separates the elements
 	}
 	return append(dst, ']')
 }
