@@ -11,10 +11,15 @@ WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-flo
 build: $(BUILD)/stategate.wasm
 
 # TinyGo is installed on first use (scripts/install-tinygo.sh, idempotent, ~1 min once).
-$(BUILD)/stategate.wasm: $(PLUGIN_SRC)
+# The TinyGo build swaps github.com/tidwall/pretty for third_party/tinygo-pretty through a
+# generated module file (go.mod itself is untouched): RATIONALE.md "The plugin's pretty
+# stand-in".
+$(BUILD)/stategate.wasm: $(PLUGIN_SRC) third_party/tinygo-pretty/pretty.go
 	@mkdir -p $(BUILD)
+	@cp go.mod $(BUILD)/tinygo.mod && cp go.sum $(BUILD)/tinygo.sum && \
+		$(GO) mod edit -modfile=$(BUILD)/tinygo.mod -replace=github.com/tidwall/pretty=$(CURDIR)/third_party/tinygo-pretty
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
-		$$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate.tinygo.wasm ./plugin
+		GOFLAGS=-modfile=$(CURDIR)/$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate.tinygo.wasm ./plugin
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate.tinygo.wasm -o $@
 	@scripts/check-size.sh $@ 400000
 
