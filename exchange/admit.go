@@ -53,6 +53,7 @@ type Exchange struct {
 
 	healthDue     atomic.Bool // the call's outcome is still to be reported to tool health
 	probe         bool        // the call is the probe of an auto-disabled unit
+	quiet         bool        // a success changes nothing in the unit's health (check_limits said)
 	healthVisible bool        // the last transition changed a unit's visibility
 }
 

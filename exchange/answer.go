@@ -110,7 +110,9 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 	var before [][]byte
 	outcome := ""
 	if c.facts.health && ex.healthDue.CompareAndSwap(true, false) {
-		outcome = healthOutcomeOf(root)
+		if outcome = healthOutcomeOf(root); outcome == healthSuccess && ex.quiet {
+			outcome = "" // nothing to count: no engine call, no store round trip
+		}
 	}
 	if (outcome != "" || c.facts.bound[ex.Tool] && ex.st != nil) && ex.transition(ctx, succeeded(root), outcome) {
 		c.count(CountListChanged)

@@ -62,7 +62,28 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 	if c.facts.health {
 		limIn = appendNow(in[:len(in):len(in)])
 	}
-	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, limIn, nil, lock)
+	var pre *loaded
+	if c.facts.health && !c.facts.bound[ex.Tool] {
+		// An unbound tool needs only its unit's record, whose key depends on the name
+		// alone: the keys the engine asked for last time are loaded up front.
+		if keys := c.unitKeys.get(ex.Tool); keys != nil {
+			slots, err := c.state.Load(ctx, keys)
+			if err != nil {
+				c.admitFault(ex, storeError{err})
+				return
+			}
+			pre = &loaded{keys: keys, slots: slots}
+		}
+	}
+	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, limIn, pre, lock)
+	if err == nil && pre != nil && gjson.GetBytes(out, "needState").Exists() {
+		c.unitKeys.put(ex.Tool, nil) // the remembered keys were not the engine's: ask it
+		pre = nil
+		out, st, err = c.callWithState(ctx, abi.FuncCheckLimits, limIn, nil, lock)
+	}
+	if err == nil && pre == nil && c.facts.health && !c.facts.bound[ex.Tool] && len(st.keys) > 0 {
+		c.unitKeys.put(ex.Tool, st.keys)
+	}
 	if err != nil {
 		c.admitFault(ex, err)
 		return
@@ -113,6 +134,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 	ex.Timeout = time.Duration(ans.Get("timeoutMs").Int()) * time.Millisecond
 	ex.onTimeout = []byte(ans.Get("onTimeout").Raw)
 	ex.healthDue.Store(c.facts.health)
+	ex.quiet = ans.Get("quietOnSuccess").Type == gjson.True
 	c.count(CountAllowed)
 }
 

@@ -71,6 +71,7 @@ type Core struct {
 	facts     facts
 	lists     *listMemo
 	known     *knownTools
+	unitKeys  *keyMemo // tool -> its health keys (unbound tools)
 	Stats     Stats
 }
 
@@ -95,7 +96,7 @@ func New(opts Options) *Core {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000)}
+		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096)}
 	if opts.ListMemoBytes > 0 {
 		c.lists = newListMemo(64, opts.ListMemoBytes)
 	}

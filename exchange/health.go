@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -277,6 +278,32 @@ func opInput(op, match, mode, reason string) []byte {
 		in = jsonx.AppendString(in, reason)
 	}
 	return appendNow(in)
+}
+
+// keyMemo remembers the state keys check_limits asked for per tool name, for tools whose
+// keys depend on the name alone (unbound tools with health); bounded, dropped whole when
+// full.
+type keyMemo struct {
+	mu  sync.Mutex
+	max int
+	m   map[string][]string
+}
+
+func newKeyMemo(max int) *keyMemo { return &keyMemo{max: max, m: map[string][]string{}} }
+
+func (k *keyMemo) get(tool string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.m[tool]
+}
+
+func (k *keyMemo) put(tool string, keys []string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.m) >= k.max {
+		clear(k.m)
+	}
+	k.m[tool] = keys
 }
 
 func msTime(ms int64) time.Time {

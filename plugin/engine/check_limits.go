@@ -56,6 +56,7 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 	}
 	maxArray, _, timeoutMs := e.cfg.Limits.For(r.tool)
 	var claim []byte
+	quiet := false
 	if hk != "" {
 		// The tool's health first: a unit that is not active answers every call.
 		snap, _ := r.state(hk)
@@ -64,6 +65,9 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 		if deny, claim = e.healthGate(dst, r, &rec, timeoutMs); deny != nil {
 			return deny, nil
 		}
+		// A success of an active unit with no failures counted changes nothing: the host
+		// need not report it.
+		quiet = claim == nil && rec.Failures == 0
 	}
 	// The gate first: a call that cannot run now is denied whatever its size.
 	for i, ref := range refs {
@@ -85,6 +89,9 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 	dst = strconv.AppendInt(dst, int64(timeoutMs), 10)
 	dst = append(dst, `,"onTimeout":`...)
 	dst = appendTimeoutResult(dst, r.tool, timeoutMs)
+	if quiet {
+		dst = append(dst, `,"quietOnSuccess":true`...)
+	}
 	if claim != nil {
 		// The wait of an auto-disabled unit is over: this call is its one probe, once the
 		// host has stored the claim (compare-and-set; a lost race is a denial).
