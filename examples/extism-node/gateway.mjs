@@ -104,7 +104,8 @@ export class Gateway {
     if (msg.method !== 'tools/list' || up.status !== 200) return send(res, up.status, up.text, up.type);
     return send(res, 200, await rewrite(up, msg.id, async (reply) => {
       try {
-        const [doc] = await this.withState('decorate_tools', { message: reply, ...scope });
+        const [doc] = await this.withState('decorate_tools', { message: reply, ...scope, now: Date.now() });
+        this.keep(doc.states); // tool health: new pins, quarantines, the index of known units
         return doc.message;
       } catch (err) {
         console.error(`stategate: decorate_tools failed, passing the list unchanged: ${err.message}`);
@@ -118,19 +119,41 @@ export class Gateway {
     const args = msg.params?.arguments;
     let admission, states;
     try {
-      [admission, states] = await this.withState('check_limits', { tool, arguments: args, ...scope });
+      [admission, states] = await this.withState('check_limits', { tool, arguments: args, ...scope, now: Date.now() });
+      if (admission.probe) {
+        // Tool health: this call is the one probe of an auto-disabled tool. One process,
+        // one Map: the claim cannot be lost here (a shared store needs compare-and-set).
+        this.keep(admission.states);
+        states = { ...states, ...admission.states };
+      }
     } catch (err) {
       console.error(`stategate: check_limits failed, denying ${tool}: ${err.message}`);
       return send(res, 200, { jsonrpc: '2.0', id: msg.id, result: gateUnavailable(tool) }); // the gate fails closed
     }
     if (!admission.allow) return send(res, 200, { jsonrpc: '2.0', id: msg.id, result: admission.result });
-    const up = await this.forward(req, body);
-    if (up.status !== 200) return send(res, up.status, up.text, up.type);
+    // Tool health: every outcome is reported once (a healthy success need not be when
+    // check_limits says quietOnSuccess).
+    const report = async (outcome, isError) => {
+      if (outcome === 'success' && admission.quietOnSuccess) outcome = undefined;
+      const [t] = await this.withState('transition', { tool, arguments: args, ...scope, isError, states, outcome, probe: admission.probe, now: Date.now() });
+      this.keep(t.states);
+    };
+    let up;
+    try {
+      up = await this.forward(req, body);
+    } catch (err) {
+      await report('unreachable', true).catch(() => {});
+      return send(res, 502, rpcError(msg.id, -32603, 'the gateway could not get an answer from the MCP server'));
+    }
+    if (up.status !== 200) {
+      if (up.status >= 500) await report('error', true).catch(() => {});
+      return send(res, up.status, up.text, up.type);
+    }
     return send(res, 200, await rewrite(up, msg.id, async (reply) => {
-      const isError = reply.error !== undefined || reply.result?.isError === true;
+      const isError = reply.error !== undefined || reply.result?.isError !== undefined && reply.result?.isError !== false;
+      const outcome = !isError ? 'success' : (reply.error === undefined && typeof reply.result === 'object' ? 'is_error' : 'error');
       try {
-        const [t] = await this.withState('transition', { tool, arguments: args, ...scope, isError, states });
-        for (const [k, snap] of Object.entries(t.states)) this.store.set(k, JSON.stringify(snap));
+        await report(outcome, isError);
       } catch (err) {
         console.error(`stategate: transition failed, the workflow did not advance: ${err.message}`);
       }
@@ -141,6 +164,11 @@ export class Gateway {
         return reply;
       }
     }), up.type);
+  }
+
+  // keep stores the states the engine answered (snapshots, tool health records).
+  keep(states) {
+    for (const [k, v] of Object.entries(states ?? {})) this.store.set(k, JSON.stringify(v));
   }
 
   async forward(req, body) {
