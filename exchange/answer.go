@@ -45,6 +45,7 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	}
 	if contentEncoding != "" && !strings.EqualFold(contentEncoding, "identity") {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer with content-encoding "+contentEncoding), "method", ex.Method)
+		ex.reportHealth(ctx, healthError) // an answer the gateway cannot read
 		return AnswerPass
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
@@ -56,6 +57,7 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	}
 	if status != 202 {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer of media type "+contentType), "method", ex.Method)
+		ex.reportHealth(ctx, healthError)
 	}
 	return AnswerPass
 }
@@ -66,11 +68,13 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, before [][]byte) {
 	if jsonx.Validate(body, maxValidateDepth) != nil {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
+		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
 		return body, nil
 	}
 	root := gjson.ParseBytes(body)
 	if !isAnswer(root, ex.upstreamID) {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
+		ex.reportHealth(ctx, healthError)
 		return body, nil
 	}
 	return ex.rewrite(ctx, body, root)

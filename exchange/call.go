@@ -338,9 +338,6 @@ func (ex *Exchange) Close() {
 		return
 	}
 	ex.closed = true
-	if ex.sent && !ex.answered {
-		ex.reportHealth(context.Background(), healthError) // no readable answer came back
-	}
 	if ex.release == nil {
 		return
 	}
