@@ -124,7 +124,7 @@ func (c *Core) EndSession(ctx context.Context, session, principal string) {
 		c.Fault(abi.FaultClearSession, err, "session", session)
 		return
 	}
-	if err := c.state.Forget(context.WithoutCancel(ctx), session, strs(gjson.GetBytes(out, "needState"))); err != nil {
+	if err := c.state.Forget(context.WithoutCancel(ctx), session, workflowKeys(strs(gjson.GetBytes(out, "needState")))); err != nil {
 		c.Fault(abi.FaultClearSession, err, "session", session)
 	}
 }

@@ -252,6 +252,9 @@ func (e *Engine) loadListHealth(r *request) (lh *listHealth, need []string) {
 		}
 		return true
 	})
+	if len(lh.order) == 0 {
+		return nil, nil // an empty list (or a host's probe for the session's keys) needs no health
+	}
 	for _, k := range lh.keys {
 		if _, ok := r.state(k); !ok {
 			need = append(need, k)
