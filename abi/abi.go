@@ -23,10 +23,11 @@ const (
 	FuncTransition     Function = 3
 	FuncCheckLimits    Function = 4
 	FuncCheckConfig    Function = 5
+	FuncToolHealth     Function = 6
 )
 
 // Functions lists every Function, in ABI order.
-var Functions = []Function{FuncDecorateTools, FuncDecorateResult, FuncTransition, FuncCheckLimits, FuncCheckConfig}
+var Functions = []Function{FuncDecorateTools, FuncDecorateResult, FuncTransition, FuncCheckLimits, FuncCheckConfig, FuncToolHealth}
 
 // Required lists the Functions every build of the plugin must export.
 var Required = []Function{FuncDecorateTools, FuncDecorateResult, FuncTransition, FuncCheckLimits}
@@ -44,6 +45,8 @@ func (f Function) Name() string {
 		return "check_limits"
 	case FuncCheckConfig:
 		return "check_config"
+	case FuncToolHealth:
+		return "tool_health"
 	}
 	return ""
 }
@@ -102,6 +105,8 @@ const (
 	ErrConfigMissing = "CONFIG_MISSING" // no configuration under ConfigKey
 	ErrUnknownExport = "UNKNOWN_FUNCTION"
 	ErrTruncation    = "TRUNCATION_IMPOSSIBLE" // not even a minimal result fits maxResponseBytes
+	ErrHealthOff     = "HEALTH_OFF"            // tool_health on a configuration without a health section
+	ErrNoMatch       = "NO_MATCH"              // tool_health: the glob matches no known unit
 )
 
 // Denial codes: the "code" of a refused tools/call, in the result's _meta and in the
@@ -116,7 +121,37 @@ const (
 	// DenyUpstreamUnavailable is in the data of the JSON-RPC error a host answers when the
 	// upstream could not be reached or broke off its answer (host).
 	DenyUpstreamUnavailable = "UPSTREAM_UNAVAILABLE"
+	// Tool health: the unit's mode is not active. TOOL_AUTO_DISABLED is retryable only
+	// when a probe time is set (details.retryAt, unix ms).
+	DenyToolDisabled     = "TOOL_DISABLED"
+	DenyToolQuarantined  = "TOOL_QUARANTINED"
+	DenyToolAutoDisabled = "TOOL_AUTO_DISABLED"
 )
+
+// Tool health storage keys: a unit's record lives under HealthKeyPrefix + the unit name
+// percent-encoded, and HealthIndexKey lists the known units. Hosts never build them (the
+// engine names them in needState); they recognise them to keep them out of leases.
+const (
+	HealthKeyPrefix = "stategate/v1/health/"
+	HealthIndexKey  = "stategate/v1/health-index"
+)
+
+// IsHealthKey reports whether key holds tool health rather than a workflow's state.
+func IsHealthKey(key string) bool {
+	if key == HealthIndexKey {
+		return true
+	}
+	if len(key) <= len(HealthKeyPrefix) || key[:len(HealthKeyPrefix)] != HealthKeyPrefix {
+		return false
+	}
+	// A workflow named "health" has keys under the same prefix, with more segments.
+	for i := len(HealthKeyPrefix); i < len(key); i++ {
+		if key[i] == '/' {
+			return false
+		}
+	}
+	return true
+}
 
 // Retryable reports whether retrying the identical call, unchanged, can succeed. Only
 // transient faults are retryable: a denied or oversized call fails the same way again.

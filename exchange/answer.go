@@ -41,10 +41,14 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	}
 	if status/100 != 2 {
 		ex.answered = true // the upstream refused the request: nothing ran
+		if status/100 == 5 && ex.Method == MethodToolsCall {
+			ex.reportHealth(ctx, healthError) // a broken server, for tool health
+		}
 		return AnswerPass
 	}
 	if contentEncoding != "" && !strings.EqualFold(contentEncoding, "identity") {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer with content-encoding "+contentEncoding), "method", ex.Method)
+		ex.reportHealth(ctx, healthError) // an answer the gateway cannot read
 		return AnswerPass
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
@@ -56,6 +60,7 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	}
 	if status != 202 {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer of media type "+contentType), "method", ex.Method)
+		ex.reportHealth(ctx, healthError)
 	}
 	return AnswerPass
 }
@@ -66,11 +71,13 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, before [][]byte) {
 	if jsonx.Validate(body, maxValidateDepth) != nil {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
+		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
 		return body, nil
 	}
 	root := gjson.ParseBytes(body)
 	if !isAnswer(root, ex.upstreamID) {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
+		ex.reportHealth(ctx, healthError)
 		return body, nil
 	}
 	return ex.rewrite(ctx, body, root)
@@ -108,9 +115,18 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root gjson.Result) 
 func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
 	c := ex.core
 	var before [][]byte
-	if c.facts.bound[ex.Tool] && ex.st != nil && ex.transition(ctx, succeeded(root)) {
+	outcome := ""
+	if c.facts.health && ex.healthDue.CompareAndSwap(true, false) {
+		if outcome = healthOutcomeOf(root); outcome == healthSuccess && ex.quiet {
+			outcome = "" // nothing to count: no engine call, no store round trip
+		}
+	}
+	if (outcome != "" || c.facts.bound[ex.Tool] && ex.st != nil) && ex.transition(ctx, succeeded(root), outcome) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
+		if ex.healthVisible {
+			c.notify(ex.Session, ListChanged) // server-wide: every other client too
+		}
 	}
 	ex.releaseNow() // the transition is stored: the next moving call may go
 	if succeeded(root) {
@@ -214,6 +230,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 	}
 	ex.core.count(CountTimeouts)
 	ex.called(OutcomeTimeout)
+	ex.reportHealth(context.Background(), healthTimeout)
 	return ex.resultMessage(res)
 }
 
@@ -232,6 +249,7 @@ func (ex *Exchange) timeout() time.Duration {
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
 	ex.called(OutcomeFailed)
+	ex.reportHealth(context.Background(), healthUnreachable)
 	msg := AppendError(nil, ex.clientID, CodeInternal, "the gateway could not get an answer from the MCP server")
 	data := `{"` + abi.MetaError + `":{"code":"` + abi.DenyUpstreamUnavailable + `","retryable":` + strconv.FormatBool(abi.Retryable(abi.DenyUpstreamUnavailable)) + `}}`
 	if out, err := sjson.SetRawBytes(msg, "error.data", []byte(data)); err == nil {

@@ -41,7 +41,10 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 		// transition, so racing calls are admitted one at a time, on one replica or several.
 		ex.moves = true
 		lock = func(keys []string) error {
-			keys = workflowKeys(keys) // not the annotation record every call of the principal reads
+			keys = workflowKeys(keys) // leases cover workflow snapshots only
+			if len(keys) == 0 {
+				return nil
+			}
 			wctx, cancel := context.WithTimeout(ctx, c.opts.LeaseWait)
 			defer cancel()
 			release, err := c.state.Lock(wctx, keys, c.facts.leaseTTL)
@@ -55,13 +58,68 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 			return nil
 		}
 	}
-	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, in, nil, lock)
+	limIn := in
+	if c.facts.health {
+		limIn = appendNow(in[:len(in):len(in)])
+	}
+	var pre *loaded
+	if c.facts.health && !c.facts.bound[ex.Tool] {
+		// An unbound tool needs only its unit's record, whose key depends on the name
+		// alone: the keys the engine asked for last time are loaded up front.
+		if keys := c.unitKeys.get(ex.Tool); keys != nil {
+			slots, err := c.state.Load(ctx, keys)
+			if err != nil {
+				c.admitFault(ex, storeError{err})
+				return
+			}
+			pre = &loaded{keys: keys, slots: slots}
+		}
+	}
+	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, limIn, pre, lock)
+	if err == nil && pre != nil && gjson.GetBytes(out, "needState").Exists() {
+		c.unitKeys.put(ex.Tool, nil) // the remembered keys were not the engine's: ask it
+		pre = nil
+		out, st, err = c.callWithState(ctx, abi.FuncCheckLimits, limIn, nil, lock)
+	}
+	if err == nil && pre == nil && c.facts.health && !c.facts.bound[ex.Tool] && len(st.keys) > 0 {
+		c.unitKeys.put(ex.Tool, st.keys)
+	}
 	if err != nil {
 		c.admitFault(ex, err)
 		return
 	}
-	ex.st = st
 	ans := gjson.ParseBytes(out)
+	for attempt := 0; ans.Get("probe").Type == gjson.True; attempt++ {
+		// The call is the one probe of an auto-disabled unit once its claim is stored; a
+		// lost race re-reads and asks again (another call's probe is then a denial).
+		next, ok, err := c.claimProbe(ctx, ans, st)
+		if err != nil {
+			c.admitFault(ex, storeError{err})
+			return
+		}
+		if ok {
+			st, ex.probe = next, true
+			break
+		}
+		if attempt >= 3 {
+			c.admitFault(ex, errBusy{errors.New("tool health probe contended")})
+			return
+		}
+		var keys []string
+		ans.Get("states").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
+		fresh, err := c.state.Load(ctx, keys)
+		if err != nil {
+			c.admitFault(ex, storeError{err})
+			return
+		}
+		st = st.with(keys, fresh)
+		if out, err = c.call(ctx, abi.FuncCheckLimits, limIn, st); err != nil {
+			c.admitFault(ex, err)
+			return
+		}
+		ans = gjson.ParseBytes(out)
+	}
+	ex.st = st
 	if ans.Get("allow").Type != gjson.True {
 		c.count(CountDenied)
 		ex.releaseNow()
@@ -85,6 +143,8 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 			}
 		}
 	}
+	ex.healthDue.Store(c.facts.health)
+	ex.quiet = ans.Get("quietOnSuccess").Type == gjson.True
 	c.count(CountAllowed)
 }
 
@@ -108,6 +168,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	}
 	if c.Fault(f, err, "tool", ex.Tool, "session", ex.Session) != abi.FailClosed {
 		ex.Timeout, ex.st = DefaultTimeout, nil // forwarded ungated, with the default timeout
+		ex.healthDue.Store(c.facts.health)
 		return
 	}
 	c.count(CountDenied)
@@ -162,7 +223,10 @@ func (ex *Exchange) appendScope(dst []byte) []byte {
 // to it alone (keys already written keep the snapshot they advanced from), so concurrent
 // calls never lose a transition and never apply one twice. It reports whether the visible
 // tool set changed.
-func (ex *Exchange) transition(ctx context.Context, success bool) bool {
+//
+// With tool health, outcome (when not "") is the call's outcome for its unit: the same
+// transition counts it, and the unit's record is written with the workflows' snapshots.
+func (ex *Exchange) transition(ctx context.Context, success bool, outcome string) bool {
 	c := ex.core
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -171,6 +235,14 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 		in = append(in, "false"...)
 	} else {
 		in = append(in, "true"...)
+	}
+	if outcome != "" {
+		in = append(in, `,"outcome":`...)
+		in = jsonx.AppendString(in, outcome)
+		if ex.probe {
+			in = append(in, `,"probe":true`...)
+		}
+		in = appendNow(in)
 	}
 	st := ex.st
 	written, failed := map[string]bool{}, map[string]bool{}
@@ -208,6 +280,9 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 		})
 		if len(lost) == 0 {
 			ex.transitioned(ans, failed)
+			if h := ans.Get("health"); h.Exists() && !failedHealth(failed) {
+				ex.healthVisible = c.healthEvents(h)
+			}
 			return visible
 		}
 		c.count(CountCASConflicts)
@@ -220,6 +295,28 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 	}
 	c.Fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
 	return visible
+}
+
+// workflowKeys returns keys without the tool health keys.
+func workflowKeys(keys []string) []string {
+	out := keys[:0:0]
+	for _, k := range keys {
+		// Workflow snapshots only: not tool health (compare-and-set only), not the
+		// principal's annotation record (outside stategate/v1/), not the cache's keys.
+		if strings.HasPrefix(k, "stategate/v1/") && !abi.IsHealthKey(k) && !strings.HasPrefix(k, "stategate/v1/cache/") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func failedHealth(failed map[string]bool) bool {
+	for k := range failed {
+		if abi.IsHealthKey(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // with returns a copy of l with keys' slots replaced.
@@ -235,16 +332,6 @@ func (l *loaded) with(keys []string, slots []Slot) *loaded {
 	return out
 }
 
-// workflowKeys returns the workflow state keys (stategate/v1/...) among keys.
-func workflowKeys(keys []string) []string {
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if strings.HasPrefix(k, "stategate/v1/") {
-			out = append(out, k)
-		}
-	}
-	return out
-}
 
 // sessionOwned reports whether an engine state key belongs to a session
 // (stategate/v1/<workflow>/session/...) rather than to a state handle.

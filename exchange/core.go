@@ -55,6 +55,10 @@ type Options struct {
 	// NewCache makes the replica's response cache when the configuration has a cache
 	// section (nil: no cache, whatever the configuration says; the Envoy filter has none).
 	NewCache func(CacheLimits) Cache
+	// Notify delivers a notification (notifications/tools/list_changed when tool health
+	// changed the visible tools) on the standing stream of every session but except's;
+	// nil for a host without standing streams.
+	Notify func(except string, msg []byte)
 	// ListMemoBytes bounds the memo of decorated tool lists (default 64 MiB; 0 keeps the
 	// default, a negative value turns the memo off).
 	ListMemoBytes int
@@ -73,6 +77,7 @@ type Core struct {
 	cacheLimits CacheLimits
 	flights     flights
 	known       *knownTools
+	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
 	Stats       Stats
 }
 
@@ -97,7 +102,7 @@ func New(opts Options) *Core {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000)}
+		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096)}
 	if opts.ListMemoBytes > 0 {
 		c.lists = newListMemo(64, opts.ListMemoBytes)
 	}
@@ -137,6 +142,7 @@ type facts struct {
 	listChanged bool            // declare capabilities.tools.listChanged in initialize
 	separator   string          // names.separator, for matching tool names against globs
 	cache       *CacheLimits    // the cache section; nil without one
+	health      bool            // tool health is configured: report every call's outcome
 	principal   string
 	leaseTTL    time.Duration
 }
@@ -172,6 +178,7 @@ func factsOfHost(host gjson.Result) facts {
 			MaxEntryBytes: int(cc.Get("maxEntryBytes").Int()), TTL: time.Duration(cc.Get("ttlMs").Int()) * time.Millisecond,
 			HighWaterMark: cc.Get("highWaterMark").Float()}
 	}
+	f.health = host.Get("health").IsObject()
 	f.principal = host.Get("principalHeader").Str
 	f.leaseTTL = leaseTTL(host.Get("maxTimeoutMs").Int())
 	return f

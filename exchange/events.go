@@ -12,6 +12,10 @@ const (
 	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, outcome
 	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: key, workflow, event
 	EventCacheInvalidated     = "cache_invalidated"     // Tool (the cause); Data: causedBy, patterns, tools
+	// Tool health: Tool is the unit (the tool, or the server with unit "server").
+	EventToolStateChanged      = "tool_state_changed"      // OldState, NewState (modes); Data: reason, tool
+	EventToolAutoDisabled      = "tool_auto_disabled"      // Data: reason, tool
+	EventToolDefinitionChanged = "tool_definition_changed" // Tool (the tool); Data: unit, oldFingerprint, newFingerprint, reason
 )
 
 // Outcomes of a tool_called event.

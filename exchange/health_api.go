@@ -4,10 +4,20 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // The operator surface of tool health (modes, auto-disable, pinning). The admin API and
-// the CLI call these methods on the Core; the health feature implements them.
+// the CLI call these methods on the Core; the engine's tool_health export decides, the
+// core loads and stores (compare-and-set) and publishes the events.
+//
+// # Notes
+//
+//   - Known units are those in the engine's index (abi.HealthIndexKey), which every
+//     tools/list that shows a new unit extends with compare-and-set: it lives in the
+//     store, so every replica and a restarted gateway see the same set, and an operator
+//     can act on a tool no client has listed on this replica.
 
 // ErrHealthOff is returned by the operator methods when the configuration has no health
 // section.
@@ -35,17 +45,43 @@ type ModeChange struct {
 	Error string `json:"error,omitempty"` // the rule that refused it
 }
 
-// Tools lists every known tool (or server) with its health.
-func (c *Core) Tools(ctx context.Context) ([]ToolStatus, error) { return nil, ErrHealthOff }
+// Tools lists every known tool (or server) with its health, in name order.
+func (c *Core) Tools(ctx context.Context) ([]ToolStatus, error) {
+	out, _, err := c.healthOp(ctx, opInput("status", "", "", ""))
+	if err != nil {
+		return nil, err
+	}
+	list := []ToolStatus{}
+	gjson.GetBytes(out, "units").ForEach(func(_, u gjson.Result) bool {
+		rec := u.Get("record")
+		ts := ToolStatus{Name: u.Get("name").Str, Unit: u.Get("unit").Str, Mode: u.Get("mode").Str,
+			Failures: int(rec.Get("failures").Int()), LastError: rec.Get("lastError").Str, Reason: rec.Get("reason").Str,
+			RetryAt: msTime(rec.Get("retryAt").Int()), Changed: msTime(rec.Get("changed").Int())}
+		if ts.Unit == "tool" {
+			ts.Fingerprint = rec.Get("pins." + gjson.Escape(ts.Name)).Str
+		}
+		list = append(list, ts)
+		return true
+	})
+	return list, nil
+}
 
 // SetMode moves every known unit matching the glob match to mode, with the operator's
-// reason; each unit's change is checked against the engine's transition table.
+// reason; each unit's change is checked against the engine's transition table. Refused
+// units are reported with the rule; the others are applied. An unknown mode, a bad glob
+// or one that matches no known unit wraps ErrInvalidOperation and changes nothing.
 func (c *Core) SetMode(ctx context.Context, match, mode, reason string) ([]ModeChange, error) {
-	return nil, ErrHealthOff
+	if match == "" {
+		return nil, errors.Join(ErrInvalidOperation, errors.New("match is required: a tool name or a glob"))
+	}
+	return c.operate(ctx, opInput("set_mode", match, mode, reason))
 }
 
 // Approve accepts the current definition of every quarantined unit matching match: it is
 // re-pinned and becomes active.
 func (c *Core) Approve(ctx context.Context, match string) ([]ModeChange, error) {
-	return nil, ErrHealthOff
+	if match == "" {
+		return nil, errors.Join(ErrInvalidOperation, errors.New("match is required: a tool name or a glob"))
+	}
+	return c.operate(ctx, opInput("approve", match, "", "approved"))
 }

@@ -25,7 +25,15 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		return msg
 	}
 	scope := ex.appendScope(make([]byte, 0, 128))
-	_, st, err := c.callWithState(ctx, abi.FuncDecorateTools, append(scope[:len(scope):len(scope)], emptyListProbe...), nil, nil)
+	probe := append(scope[:len(scope):len(scope)], emptyListProbe...)
+	if c.facts.health {
+		// Tool health needs the records of the units in this list: the list itself asks.
+		scope = appendNow(scope)
+		probe = append(scope[:len(scope):len(scope)], `,"message":{"jsonrpc":"2.0","id":0,"result":`...)
+		probe = append(probe, result.Raw...)
+		probe = append(probe, '}')
+	}
+	_, st, err := c.callWithState(ctx, abi.FuncDecorateTools, probe, nil, nil)
 	if err != nil {
 		f := abi.FaultDecoratePlugin
 		if _, ok := err.(storeError); ok {
@@ -34,7 +42,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		c.Fault(f, err, "method", MethodToolsList)
 		return msg
 	}
-	key := listKey(ex.version, st, result.Raw)
+	key := listKey(ex.version, st, result.Raw) // with health, st holds the units' records
 	input := func() []byte {
 		in := append(scope[:len(scope):len(scope)], `,"message":{"jsonrpc":"2.0","id":0,"result":`...)
 		in = append(in, result.Raw...)
@@ -50,11 +58,19 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 			return msg
 		}
-		if c.lists != nil {
+		writes := c.facts.health && len(gjson.GetBytes(out, "states").Map()) > 0
+		if writes {
+			// New pins, quarantines, the index: stored before the list goes out, and
+			// never memoised (the next list reads what was stored).
+			if out = c.listHealth(ctx, ex, input(), st, out); out == nil {
+				return msg
+			}
+		} else if c.lists != nil {
 			c.lists.put(key, out)
 		}
 	}
-	if gjson.GetBytes(out, "states").IsObject() {
+	if !c.facts.health && gjson.GetBytes(out, "states").IsObject() {
+		// (With tool health, listHealth stored every write of the answer, this one too.)
 		c.remember(ctx, input, out, st)
 	}
 	c.count(CountListsDecorated)
@@ -154,13 +170,7 @@ func (c *Core) EndSession(ctx context.Context, session, principal string) {
 		c.Fault(abi.FaultClearSession, err, "session", session)
 		return
 	}
-	var keys []string
-	for _, k := range strs(gjson.GetBytes(out, "needState")) {
-		if sessionOwned(k) { // not the principal's annotation record
-			keys = append(keys, k)
-		}
-	}
-	if err := c.state.Forget(context.WithoutCancel(ctx), session, keys); err != nil {
+	if err := c.state.Forget(context.WithoutCancel(ctx), session, workflowKeys(strs(gjson.GetBytes(out, "needState")))); err != nil {
 		c.Fault(abi.FaultClearSession, err, "session", session)
 	}
 }

@@ -71,6 +71,9 @@ func checkLimits() int32 { return extism(abi.FuncCheckLimits) }
 //go:wasmexport check_config
 func checkConfig() int32 { return extism(abi.FuncCheckConfig) }
 
+//go:wasmexport tool_health
+func toolHealth() int32 { return extism(abi.FuncToolHealth) }
+
 // Raw entry: the host writes the input into the buffer stategate_alloc returns, then
 // stategate_call answers (outPtr<<32 | outLen). Both buffers are reused across calls, so
 // a steady stream of calls allocates nothing; a buffer grown past rawKeep is released

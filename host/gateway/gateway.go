@@ -93,7 +93,8 @@ func New(opts Options) (*Gateway, error) {
 		opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
 	}
 	g.core = exchange.New(exchange.Options{Plugin: opts.Plugin, State: storeState{opts.Store}, Reporter: reporter{g.log},
-		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher, NewCache: opts.NewCache})
+		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher, NewCache: opts.NewCache,
+		Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) }})
 	g.Stats = &g.core.Stats
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -209,3 +210,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 func acceptsSSE(r *http.Request) bool {
 	return containsFold(r.Header.Get("Accept"), "text/event-stream")
 }
+
+// Core is the gateway's exchange core: the operator surface of tool health (Tools,
+// SetMode, Approve) for the admin API and the CLI.
+func (g *Gateway) Core() *exchange.Core { return g.core }

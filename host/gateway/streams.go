@@ -55,6 +55,25 @@ func (s *streams) send(session string, msgs [][]byte) bool {
 	return false
 }
 
+// broadcast delivers msg to one open stream of every session but except (tool health is
+// server-wide); it never blocks.
+func (s *streams) broadcast(except string, msg []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for session, chans := range s.m {
+		if session == except {
+			continue
+		}
+		for ch := range chans {
+			select {
+			case ch <- msg:
+			default:
+			}
+			break
+		}
+	}
+}
+
 // serveGetStream proxies the session's GET SSE stream unbuffered, and merges in the
 // notifications the gateway has to deliver on it between upstream events.
 func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid string) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/gate"
+	"github.com/stategate/stategate/plugin/internal/health"
 	"github.com/stategate/stategate/plugin/jsonx"
 )
 
@@ -91,6 +92,16 @@ type HostFacts struct {
 	// Tools holds every tool a workflow binds, by its exact name: bindings are keyed by
 	// exact tool names, never globs. A tool not in it is neither gated nor moves anything.
 	Tools map[string]ToolFacts `json:"tools"`
+	// Health is set when the configuration has a health section: report every call's
+	// outcome to transition ("outcome"), pass "now", store what decorate_tools and
+	// check_limits answer under "states", and offer tool_health to the operator.
+	Health *HealthFacts `json:"health"`
+}
+
+// HealthFacts is what a host needs to know about tool health.
+type HealthFacts struct {
+	Unit     string `json:"unit"`     // "tool" or "server"
+	IndexKey string `json:"indexKey"` // the key listing the known units
 }
 
 // ToolFacts is what a host needs to know about one tool bound to a workflow.
@@ -114,6 +125,9 @@ func (e *Engine) HostFacts() HostFacts {
 		ListChanged:     e.listChanged(),
 		Separator:       e.cfg.Separator,
 		Tools:           map[string]ToolFacts{},
+	}
+	if e.cfg.Health.Enabled {
+		f.Health = &HealthFacts{Unit: e.unitKind(), IndexKey: health.IndexKey}
 	}
 	for _, name := range e.boundTools() {
 		f.Tools[name] = e.toolFacts(name)
@@ -140,6 +154,9 @@ func (e *Engine) maxTimeoutMs() int {
 }
 
 func (e *Engine) listChanged() bool {
+	if e.cfg.Health.Enabled {
+		return true // a unit's mode hides or shows its tools for everyone
+	}
 	for _, w := range e.cfg.Workflows {
 		if gate.Hides(w, gate.EraSession) {
 			return true
@@ -200,5 +217,13 @@ func (e *Engine) appendHostFacts(dst []byte) []byte {
 		dst = appendStrings(dst, t.Workflows)
 		dst = append(dst, '}')
 	}
+	dst = append(dst, `},"health":`...)
+	if !e.cfg.Health.Enabled {
+		return append(dst, "null}"...)
+	}
+	dst = append(dst, `{"unit":`...)
+	dst = jsonx.AppendString(dst, e.unitKind())
+	dst = append(dst, `,"indexKey":`...)
+	dst = jsonx.AppendString(dst, health.IndexKey)
 	return append(dst, "}}"...)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/gate"
+	"github.com/stategate/stategate/plugin/internal/health"
 	"github.com/stategate/stategate/plugin/internal/limits"
 	"github.com/stategate/stategate/plugin/jsonx"
 )
@@ -52,8 +53,31 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 			l.need = append(l.need, need)
 		}
 	}
+	hk := ""
+	if e.cfg.Health.Enabled {
+		hk = health.Key(e.unitOf(r.tool))
+		if _, ok := r.state(hk); !ok {
+			l.need = append(l.need, hk)
+		}
+	}
 	if len(l.need) > 0 {
 		return appendNeedState(dst, l.need), nil
+	}
+	maxArray, _, _ := e.cfg.Limits.For(r.tool)
+	timeoutMs, _, _, _ := e.cfg.Timeout(r.tool, class)
+	var claim []byte
+	quiet := false
+	if hk != "" {
+		// The tool's health first: a unit that is not active answers every call.
+		snap, _ := r.state(hk)
+		rec, _ := health.Read(snap)
+		var deny []byte
+		if deny, claim = e.healthGate(dst, r, &rec, timeoutMs); deny != nil {
+			return deny, nil
+		}
+		// A success of an active unit with no failures counted changes nothing: the host
+		// need not report it.
+		quiet = claim == nil && rec.Failures == 0
 	}
 	// The gate first: a call that cannot run now is denied whatever its size.
 	for i, ref := range refs {
@@ -66,8 +90,6 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 			return e.denyState(dst, r.tool, ref, cur, l.notices), nil
 		}
 	}
-	maxArray, _, _ := e.cfg.Limits.For(r.tool)
-	timeoutMs, _, _, _ := e.cfg.Timeout(r.tool, class)
 	if maxArray > 0 && r.args.Exists() {
 		if v, n := limits.FirstOversizedArray([]byte(r.args.Raw), maxArray); n > 0 {
 			return e.denyArray(dst, r.tool, v, n, maxArray, l.notices), nil
@@ -77,6 +99,18 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 	dst = strconv.AppendInt(dst, int64(timeoutMs), 10)
 	dst = append(dst, `,"onTimeout":`...)
 	dst = AppendTimeoutResult(dst, r.tool, timeoutMs)
+	if quiet {
+		dst = append(dst, `,"quietOnSuccess":true`...)
+	}
+	if claim != nil {
+		// The wait of an auto-disabled unit is over: this call is its one probe, once the
+		// host has stored the claim (compare-and-set; a lost race is a denial).
+		dst = append(dst, `,"probe":true,"states":{`...)
+		dst = jsonx.AppendString(dst, hk)
+		dst = append(dst, ':')
+		dst = append(dst, claim...)
+		dst = append(dst, '}')
+	}
 	dst = append(dst, ',')
 	dst = e.appendCacheAdmission(dst, r, refs)
 	dst = appendNotices(dst, l.notices)
@@ -169,16 +203,21 @@ func (e *Engine) denyArray(dst []byte, tool string, v limits.Violation, count, l
 // The result is a ready-to-send tools/call result: isError, the text for the model, and
 // the code and details under _meta.
 func appendDenial(dst []byte, code, text string, details func([]byte) []byte, notices []gate.Notice) []byte {
+	return appendDenialRetry(dst, code, abi.Retryable(code), text, details, notices)
+}
+
+// appendDenialRetry is appendDenial with retryable decided by the caller.
+func appendDenialRetry(dst []byte, code string, retryable bool, text string, details func([]byte) []byte, notices []gate.Notice) []byte {
 	dst = append(dst, `{"allow":false,"code":`...)
 	dst = jsonx.AppendString(dst, code)
 	dst = append(dst, `,"retryable":`...)
-	dst = appendBool(dst, abi.Retryable(code))
+	dst = appendBool(dst, retryable)
 	dst = append(dst, `,"details":`...)
 	mark := len(dst)
 	dst = details(dst)
 	det := string(dst[mark:])
 	dst = append(dst, `,"result":`...)
-	dst = AppendErrorResult(dst, code, text, det)
+	dst = appendErrorResult(dst, code, retryable, text, det)
 	dst = append(dst, ',')
 	dst = appendNotices(dst, notices)
 	return append(dst, '}')
@@ -189,6 +228,10 @@ func appendDenial(dst []byte, code, text string, details func([]byte) []byte, no
 // details}}}. details is raw JSON ("" for none). Hosts use it for the faults they detect
 // themselves (TOOL_TIMEOUT, GATE_UNAVAILABLE), so every denial has one shape.
 func AppendErrorResult(dst []byte, code, text, details string) []byte {
+	return appendErrorResult(dst, code, abi.Retryable(code), text, details)
+}
+
+func appendErrorResult(dst []byte, code string, retryable bool, text, details string) []byte {
 	dst = append(dst, `{"content":[{"type":"text","text":`...)
 	dst = jsonx.AppendString(dst, text)
 	dst = append(dst, `}],"isError":true,"_meta":{`...)
@@ -196,7 +239,7 @@ func AppendErrorResult(dst []byte, code, text, details string) []byte {
 	dst = append(dst, `:{"code":`...)
 	dst = jsonx.AppendString(dst, code)
 	dst = append(dst, `,"retryable":`...)
-	dst = appendBool(dst, abi.Retryable(code))
+	dst = appendBool(dst, retryable)
 	if details != "" {
 		dst = append(dst, `,"details":`...)
 		dst = append(dst, details...)

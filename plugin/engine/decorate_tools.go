@@ -33,6 +33,12 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 			l.need = append(l.need, key)
 		}
 	}
+	var lh *listHealth
+	if e.cfg.Health.Enabled {
+		var need []string
+		lh, need = e.loadListHealth(r)
+		l.need = append(l.need, need...)
+	}
 	if len(l.need) > 0 {
 		return appendNeedState(dst, l.need), nil
 	}
@@ -51,6 +57,10 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 		}
 		cc, _ := e.resolver.Resolve(name)
 		d := decorate.Decision{Cache: cc}
+		if lh != nil && lh.hidden(e, name) {
+			d.Drop = true
+			return d
+		}
 		refs := e.cfg.Bindings(name)
 		if len(refs) == 0 {
 			return d
@@ -83,12 +93,24 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	dst = appendBool(dst, len(hiding) > 0)
 	dst = append(dst, ',')
 	dst = appendNotices(dst, l.notices)
-	if m != nil && m.changed {
+	// One "states" member for every write: the annotation record and the units' records.
+	if (m != nil && m.changed) || lh != nil {
 		dst = append(dst, `,"states":{`...)
-		dst = jsonx.AppendString(dst, key)
-		dst = append(dst, ':')
-		dst = m.appendJSON(dst)
+		if m != nil && m.changed {
+			dst = jsonx.AppendString(dst, key)
+			dst = append(dst, ':')
+			dst = m.appendJSON(dst)
+			if lh != nil && len(lh.writes) > 0 {
+				dst = append(dst, ',')
+			}
+		}
+		if lh != nil {
+			dst = append(dst, lh.writes...)
+		}
 		dst = append(dst, '}')
+		if lh != nil {
+			dst = lh.appendChanges(dst)
+		}
 	}
 	return append(dst, '}'), nil
 }

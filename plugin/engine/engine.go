@@ -107,6 +107,8 @@ func (e *Engine) AppendCall(dst []byte, fn abi.Function, in []byte) []byte {
 		out, err = e.checkLimits(dst, in)
 	case abi.FuncCheckConfig:
 		out, err = e.checkConfigFor(dst, in)
+	case abi.FuncToolHealth:
+		out, err = e.healthOp(dst, in)
 	default:
 		err = &Error{Code: abi.ErrUnknownExport, Message: "unknown function id " + strconv.FormatUint(uint64(fn), 10)}
 	}

@@ -20,6 +20,15 @@ type request struct {
 	era        gjson.Result
 	scope      gate.Scope
 	eraOf      gate.Era
+	now        int64  // unix ms, from the host (health)
+	outcome    string // transition: how the call ended (health)
+	probe      bool   // transition: the call was a health probe
+	op         opInput
+}
+
+// opInput is the input of the health export.
+type opInput struct {
+	op, match, mode, reason string
 }
 
 // parse validates in and reads the members every export shares. needTool and needMessage
@@ -77,6 +86,39 @@ func parse(in []byte, needTool, needMessage bool) (*request, error) {
 				return
 			}
 			r.scope.Principal = v.Str
+		case "now":
+			if v.Type != gjson.Number || v.Num < 0 || v.Num > 1<<53 {
+				bad = "now must be a number of milliseconds since 1970"
+				return
+			}
+			r.now = v.Int()
+		case "outcome":
+			if v.Type != gjson.String || !validOutcome(v.Str) {
+				bad = "outcome must be one of success, is_error, error, timeout, unreachable"
+				return
+			}
+			r.outcome = v.Str
+		case "probe":
+			if v.Type != gjson.True && v.Type != gjson.False {
+				bad = "probe must be a boolean"
+				return
+			}
+			r.probe = v.Type == gjson.True
+		case "op", "match", "mode", "reason":
+			if v.Type != gjson.String {
+				bad = key + " must be a string"
+				return
+			}
+			switch key {
+			case "op":
+				r.op.op = v.Str
+			case "match":
+				r.op.match = v.Str
+			case "mode":
+				r.op.mode = v.Str
+			default:
+				r.op.reason = v.Str
+			}
 		case "protocolVersion":
 			if v.Type != gjson.String && v.Type != gjson.Null {
 				bad = "protocolVersion must be a string"

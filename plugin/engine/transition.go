@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/gate"
+	"github.com/stategate/stategate/plugin/internal/health"
 	"github.com/stategate/stategate/plugin/jsonx"
 )
 
@@ -16,6 +17,13 @@ func (e *Engine) transition(dst []byte, in []byte) ([]byte, error) {
 	}
 	fire, wfs := e.firing(r)
 	l, _ := r.load(wfs)
+	hk := ""
+	if e.cfg.Health.Enabled && r.outcome != "" {
+		hk = health.Key(e.unitOf(r.tool))
+		if _, ok := r.state(hk); !ok {
+			l.need = append(l.need, hk)
+		}
+	}
 	if len(l.need) > 0 {
 		return appendNeedState(dst, l.need), nil
 	}
@@ -23,6 +31,18 @@ func (e *Engine) transition(dst []byte, in []byte) ([]byte, error) {
 	out.notices = l.notices
 	for i, ref := range fire {
 		out.apply(ref, &l.cur[i], r.eraOf)
+	}
+	var ch healthChange
+	if hk != "" {
+		snap, _ := r.state(hk)
+		rec, _ := health.Read(snap)
+		var write bool
+		if ch, write = e.healthAfter(r, &rec); write {
+			out.write(hk, rec.Append(nil))
+		}
+		if (ch.from == health.Active) != (ch.to == health.Active) {
+			out.visibleChanged = true
+		}
 	}
 	dst = append(dst, `{"states":{`...)
 	dst = append(dst, out.writes...)
@@ -32,7 +52,22 @@ func (e *Engine) transition(dst []byte, in []byte) ([]byte, error) {
 	dst = appendBool(dst, out.visibleChanged)
 	dst = append(dst, ',')
 	dst = appendNotices(dst, out.notices)
+	if hk != "" {
+		dst = append(dst, `,"health":`...)
+		dst = ch.appendJSON(dst)
+	}
 	return append(dst, '}'), nil
+}
+
+// write records a snapshot to store under key.
+func (t *transitions) write(key string, value []byte) {
+	if t.nWrites > 0 {
+		t.writes = append(t.writes, ',')
+	}
+	t.nWrites++
+	t.writes = jsonx.AppendString(t.writes, key)
+	t.writes = append(t.writes, ':')
+	t.writes = append(t.writes, value...)
 }
 
 // firing returns the bindings of r's tool whose event the call fires, and their
@@ -73,17 +108,11 @@ func (t *transitions) apply(ref config.Ref, cur *gate.Current, era gate.Era) {
 	if gate.Hides(w, era) && !gate.SameTools(w, from, to) {
 		t.visibleChanged = true
 	}
-	if t.nWrites > 0 {
-		t.writes = append(t.writes, ',')
-	}
-	t.nWrites++
-	t.writes = jsonx.AppendString(t.writes, cur.Key)
-	t.writes = append(t.writes, ':')
 	seq := cur.Seq + 1
 	if seq <= 0 {
 		seq = 1 // a saturated sequence starts over rather than going negative
 	}
-	t.writes = gate.AppendSnapshot(t.writes, w, to, seq)
+	t.write(cur.Key, gate.AppendSnapshot(nil, w, to, seq))
 }
 
 // next returns the state ref's event leads to from cur and the outcome's name

@@ -42,6 +42,7 @@ type Config struct {
 	// FromAnnotations derives the policy of a tool no policy matches, and its timeout
 	// category, from the annotations of the last tools/list (annotations.go).
 	FromAnnotations bool
+	Health          Health
 
 	bindings map[string][]Ref // tool name -> its bindings, in workflow order
 }

@@ -45,7 +45,7 @@ func Parse(data []byte) (*Config, []Problem) {
 	}
 	root := gjson.ParseBytes(data)
 	c := &Config{Separator: ".", Limits: Limits{TimeoutMs: DefaultTimeoutMs}}
-	if !p.object("", root, "version", "names", "stateSync", "workflows", "limits", "principal", "cache") {
+	if !p.object("", root, "version", "names", "stateSync", "workflows", "limits", "principal", "cache", "health") {
 		return nil, p.problems
 	}
 	if v := root.Get("version"); !v.Exists() {
@@ -82,6 +82,7 @@ func Parse(data []byte) (*Config, []Problem) {
 	p.workflows(c, root.Get("workflows"))
 	p.limits(c, root.Get("limits"))
 	p.cache(c, root.Get("cache"))
+	p.health(c, root.Get("health"))
 	if HasErrors(p.problems) {
 		return nil, p.problems
 	}
