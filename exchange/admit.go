@@ -51,15 +51,15 @@ type Exchange struct {
 	closed    bool
 	reported  bool // tool_called was published
 
-	cacheKey string        // a cacheable call's key ("" when it is not cached)
-	cacheTTL time.Duration // how long its entry lives
-	cacheGen string        // its tool's generation before the upstream call
-	flight   *flight       // set while it is the leader of its key's flight
-	purges   bool          // its success invalidates something: purge what it matches
-	healthDue     atomic.Bool // the call's outcome is still to be reported to tool health
-	probe         bool        // the call is the probe of an auto-disabled unit
-	quiet         bool        // a success changes nothing in the unit's health (check_limits said)
-	healthVisible bool        // the last transition changed a unit's visibility
+	cacheKey      string        // a cacheable call's key ("" when it is not cached)
+	cacheTTL      time.Duration // how long its entry lives
+	cacheGen      string        // its tool's generation before the upstream call
+	flight        *flight       // set while it is the leader of its key's flight
+	purges        bool          // its success invalidates something: purge what it matches
+	healthDue     atomic.Bool   // the call's outcome is still to be reported to tool health
+	probe         bool          // the call is the probe of an auto-disabled unit
+	quiet         bool          // a success changes nothing in the unit's health (check_limits said)
+	healthVisible bool          // the last transition changed a unit's visibility
 }
 
 // Headers the core reads.

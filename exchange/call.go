@@ -332,7 +332,6 @@ func (l *loaded) with(keys []string, slots []Slot) *loaded {
 	return out
 }
 
-
 // sessionOwned reports whether an engine state key belongs to a session
 // (stategate/v1/<workflow>/session/...) rather than to a state handle.
 func sessionOwned(key string) bool {
