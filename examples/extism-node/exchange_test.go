@@ -15,8 +15,13 @@ import (
 
 // leftOut are the exchange cases gateway.mjs does not follow, on purpose (its header says why).
 var leftOut = map[string]string{
-	"principal_makes_the_list_private":   "cache hints on 2026-07-28 lists are a Go-only extra",
-	"stateless_list_carries_cache_hints": "cache hints on 2026-07-28 lists are a Go-only extra",
+	"principal_makes_the_list_private":          "cache hints on 2026-07-28 lists are a Go-only extra",
+	"stateless_list_carries_cache_hints":        "cache hints on 2026-07-28 lists are a Go-only extra",
+	"error_answers_carry_duration":              "durationMs is a Go-only extra",
+	"annotations_derive_the_invalidation_block": "the sample keeps no annotation record (stateSync.fromAnnotations)",
+	"health_broken_answers_count":               "tool health is not in the sample yet (ABI.md \"Tool health\"; left for a later change)",
+	"health_changed_definition_is_quarantined":  "tool health is not in the sample yet (ABI.md \"Tool health\"; left for a later change)",
+	"health_failing_tool_is_auto_disabled":      "tool health is not in the sample yet (ABI.md \"Tool health\"; left for a later change)",
 }
 
 // withoutDuration removes the Go core's _meta durationMs from a recorded answer.
