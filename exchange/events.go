@@ -12,6 +12,13 @@ const (
 	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, outcome
 	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: key, workflow, event
 	EventCacheInvalidated     = "cache_invalidated"     // Tool (the cause); Data: causedBy, patterns, tools
+
+	// Raised by the gateway's operations surface (host/ops), not by the core.
+	EventConfigReloaded     = "config_reloaded"      // Data: path
+	EventConfigReloadFailed = "config_reload_failed" // Data: path, errors (every error, a list of strings)
+	EventStoreUnavailable   = "store_unavailable"    // Data: error; raised when the store stops answering
+	EventAppStateChanged    = "app_state_changed"    // OldState, NewState; Data: reason, parts (degraded: store, plugin, upstream)
+	EventEventsDropped      = "events_dropped"       // Data: dropped (how many this subscriber lost); per subscriber
 )
 
 // Outcomes of a tool_called event.

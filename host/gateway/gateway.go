@@ -15,6 +15,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,18 +41,23 @@ type Options struct {
 	Transport    http.RoundTripper // default: a keep-alive transport sized for a gateway
 	// Publisher receives the exchange core's events (nil: none are published).
 	Publisher exchange.Publisher
+	// Reporter also receives every fault and counter the core reports (metrics); the
+	// gateway logs faults itself either way.
+	Reporter exchange.Reporter
 }
 
 // Gateway is an http.Handler.
 type Gateway struct {
-	opts    Options
-	log     *slog.Logger
-	core    *exchange.Core
-	client  *http.Client
-	proxy   *httputil.ReverseProxy
-	streams *streams
+	opts     Options
+	log      *slog.Logger
+	gen      atomic.Pointer[generation]
+	swapMu   sync.Mutex
+	draining atomic.Bool
+	client   *http.Client
+	proxy    *httputil.ReverseProxy
+	streams  *streams
 
-	// Stats counts what the exchange core did.
+	// Stats counts what the exchange core did (across reloads: Swap).
 	Stats *exchange.Stats
 	// PluginReplaced counts plugin instances discarded after a trap or an overrun.
 	PluginReplaced atomic.Int64
@@ -85,9 +91,9 @@ func New(opts Options) (*Gateway, error) {
 		client:  &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		streams: newStreams(),
 	}
-	g.core = exchange.New(exchange.Options{Plugin: opts.Plugin, State: storeState{opts.Store}, Reporter: reporter{g.log},
-		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher})
-	g.Stats = &g.core.Stats
+	core := g.newCore(opts.Plugin, opts.Config, nil)
+	g.gen.Store(newGeneration(core, opts.Plugin, opts.Config))
+	g.Stats = core.Stats
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = g.target(pr.In.URL)
@@ -97,7 +103,7 @@ func New(opts Options) (*Gateway, error) {
 		Transport:     opts.Transport,
 		FlushInterval: -1, // SSE: every write goes out at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			g.core.Fault(abi.FaultUpstream, err, "method", r.Method)
+			g.Core().Fault(abi.FaultUpstream, err, "method", r.Method)
 			var id []byte
 			if b, ok := r.Context().Value(bodyKey{}).([]byte); ok {
 				if v := gjson.GetBytes(b, "id"); v.Type == gjson.String || v.Type == gjson.Number {
@@ -111,6 +117,17 @@ func New(opts Options) (*Gateway, error) {
 }
 
 type bodyKey struct{}
+
+// newCore builds the exchange core for one configuration (prev: the core it replaces).
+func (g *Gateway) newCore(plugin *host.Pool, config []byte, prev *exchange.Core) *exchange.Core {
+	var rep exchange.Reporter = reporter{log: g.log}
+	if g.opts.Reporter != nil {
+		rep = reporter{log: g.log, next: g.opts.Reporter}
+	}
+	return exchange.New(exchange.Options{Plugin: plugin, State: storeState{g.opts.Store}, Reporter: rep,
+		Config: config, MaxBodyBytes: g.opts.MaxBodyBytes, LeaseWait: g.opts.LeaseWait, Publisher: g.opts.Publisher,
+		Previous: prev})
+}
 
 // target maps a request URL to the upstream: an upstream with a path is one MCP endpoint
 // (every request goes to it); an upstream without one gets the request's path.
@@ -130,14 +147,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 		return
 	}
+	if g.draining.Load() && r.Method != http.MethodGet {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "Service Unavailable: the gateway is shutting down", http.StatusServiceUnavailable)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		g.servePost(w, r)
 	case http.MethodDelete:
+		gen := g.acquire()
+		defer gen.release()
 		rec := &statusRecorder{ResponseWriter: w}
 		g.proxy.ServeHTTP(rec, r)
 		if rec.status/100 == 2 {
-			g.core.EndSessionFor(r.Context(), r.Header)
+			gen.core.EndSessionFor(r.Context(), r.Header)
 		}
 	case http.MethodGet:
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && acceptsSSE(r) {
@@ -163,7 +188,13 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
-	ex := g.core.Admit(r.Context(), r.Header, body)
+	gen := g.acquire()
+	ex := gen.core.Admit(r.Context(), r.Header, body)
+	if ex.Verdict == exchange.Forward && ex.Method == exchange.MethodToolsCall {
+		g.serveCall(w, r, ex, gen) // releases gen when the call is done, maybe after returning
+		return
+	}
+	defer gen.release()
 	switch ex.Verdict {
 	case exchange.Reply:
 		writeJSON(w, ex.Status, ex.Body)
@@ -173,23 +204,29 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 		r.ContentLength = int64(len(body))
 		g.proxy.ServeHTTP(w, r)
 	case exchange.Forward:
-		if ex.Method == exchange.MethodToolsCall {
-			g.serveCall(w, r, ex)
-			return
-		}
 		defer ex.Close()
 		g.exchange(r.Context(), w, r, ex)
 	}
 }
 
-// reporter logs the core's faults.
-type reporter struct{ log *slog.Logger }
+// reporter logs the core's faults and hands faults and counters on to next (metrics).
+type reporter struct {
+	log  *slog.Logger
+	next exchange.Reporter
+}
 
 func (r reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	r.log.Warn("fault", append([]any{"kind", f.String(), "policy", p.String(), "err", err}, attrs...)...)
+	if r.next != nil {
+		r.next.Fault(f, p, err, attrs...)
+	}
 }
 
-func (r reporter) Count(exchange.Counter) {}
+func (r reporter) Count(c exchange.Counter) {
+	if r.next != nil {
+		r.next.Count(c)
+	}
+}
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
