@@ -280,3 +280,13 @@ func describe(e map[string]any) string {
 	}
 	return s
 }
+
+func textsOf(content []mcp.Content) []string {
+	var out []string
+	for _, c := range content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			out = append(out, tc.Text)
+		}
+	}
+	return out
+}
