@@ -120,6 +120,14 @@ function show(ev) {
   list.insertBefore(li, list.firstChild);
   while (list.children.length > maxEvents) list.lastChild.remove();
   if (ev.type === "app_state_changed" || ev.type === "tool_state_changed" || ev.type === "config_reloaded") refresh();
+  else soon();
+}
+
+// soon refreshes the counters shortly after events, at most twice a second.
+let pending = null;
+function soon() {
+  if (pending) return;
+  pending = setTimeout(() => { pending = null; refreshInfo().catch(() => {}); }, 500);
 }
 
 // stream reads the SSE stream through fetch (so it can carry the Authorization header),
