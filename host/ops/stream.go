@@ -35,12 +35,18 @@ func (a *Admin) sse(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
+	// Events are flushed in batches, at most flushEvery after the first unflushed one: a
+	// busy gateway then costs the stream one write per batch, not one per event.
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	pending := false
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-tick.C:
 			w.Write([]byte(": keep-alive\n\n"))
+		case <-flush.C:
 		case e, ok := <-sub.C:
 			if !ok {
 				return
@@ -52,12 +58,21 @@ func (a *Admin) sse(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte("event: " + e.Type + "\ndata: "))
 			w.Write(b)
 			w.Write([]byte("\n\n"))
+			if !pending {
+				pending = true
+				flush.Reset(flushEvery)
+			}
+			continue
 		}
+		pending = false
 		if rc.Flush() != nil {
 			return
 		}
 	}
 }
+
+// flushEvery bounds how long an event waits in the stream's buffer.
+const flushEvery = 20 * time.Millisecond
 
 // ws streams the bus's events over a WebSocket, one JSON text message per event. What the
 // client sends is read and ignored (it must keep reading for pings and the close).
