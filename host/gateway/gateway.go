@@ -148,9 +148,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if g.draining.Load() && r.Method != http.MethodGet {
-		w.Header().Set("Connection", "close")
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "Service Unavailable: the gateway is shutting down", http.StatusServiceUnavailable)
+		unavailable(w)
 		return
 	}
 	switch r.Method {
@@ -158,6 +156,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.servePost(w, r)
 	case http.MethodDelete:
 		gen := g.acquire()
+		if gen == nil {
+			unavailable(w)
+			return
+		}
 		defer gen.release()
 		rec := &statusRecorder{ResponseWriter: w}
 		g.proxy.ServeHTTP(rec, r)
@@ -189,6 +191,10 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = rc.SetReadDeadline(time.Time{})
 	gen := g.acquire()
+	if gen == nil {
+		unavailable(w)
+		return
+	}
 	ex := gen.core.Admit(r.Context(), r.Header, body)
 	if ex.Verdict == exchange.Forward && ex.Method == exchange.MethodToolsCall {
 		g.serveCall(w, r, ex, gen) // releases gen when the call is done, maybe after returning
@@ -226,6 +232,13 @@ func (r reporter) Count(c exchange.Counter) {
 	if r.next != nil {
 		r.next.Count(c)
 	}
+}
+
+// unavailable answers a request that arrives while the gateway drains.
+func unavailable(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "Service Unavailable: the gateway is shutting down", http.StatusServiceUnavailable)
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

@@ -27,7 +27,8 @@ func newGeneration(core *exchange.Core, plugin *host.Pool, config []byte) *gener
 }
 
 // acquire returns the current generation, counted as in use until release. A request
-// never takes a generation that is retired: it retries on the one that replaced it.
+// never takes a generation that is retired: it retries on the one that replaced it, and
+// gets nil when the gateway is draining (nothing replaced it).
 func (g *Gateway) acquire() *generation {
 	for {
 		gen := g.gen.Load()
@@ -38,6 +39,9 @@ func (g *Gateway) acquire() *generation {
 			return gen
 		}
 		gen.mu.Unlock()
+		if g.gen.Load() == gen {
+			return nil // retired by Drain
+		}
 	}
 }
 
