@@ -51,8 +51,11 @@ type AdminOptions struct {
 	// Reload re-reads the configuration; nil: reload is not available.
 	Reload func(ctx context.Context) ReloadResult
 	// Stats returns the exchange counters (for the status page).
-	Stats  func() map[string]int64
-	Logger *slog.Logger
+	Stats func() map[string]int64
+	// Workflows returns the configuration's workflows as diagrams (the graph command's
+	// output), for the status page; nil: none.
+	Workflows func() any
+	Logger    *slog.Logger
 }
 
 // Admin is the admin listener's handler.
@@ -84,6 +87,7 @@ func NewAdmin(o AdminOptions) *Admin {
 	m.Handle("GET /metrics", a.auth(a.metrics))
 	m.Handle("GET /admin/info", a.auth(a.info))
 	m.Handle("GET /admin/tools", a.auth(a.tools))
+	m.Handle("GET /admin/workflows", a.auth(a.workflows))
 	m.Handle("POST /admin/tools/mode", a.auth(a.mode))
 	m.Handle("POST /admin/tools/approve", a.auth(a.approve))
 	m.Handle("GET /admin/state", a.auth(a.state))
@@ -189,6 +193,14 @@ func (a *Admin) info(w http.ResponseWriter, r *http.Request) {
 		out["eventsDropped"] = a.opts.Bus.Dropped()
 	}
 	a.reply(w, http.StatusOK, out)
+}
+
+func (a *Admin) workflows(w http.ResponseWriter, r *http.Request) {
+	var out any = []any{}
+	if a.opts.Workflows != nil {
+		out = a.opts.Workflows()
+	}
+	a.reply(w, http.StatusOK, map[string]any{"workflows": out})
 }
 
 func (a *Admin) reload(w http.ResponseWriter, r *http.Request) {

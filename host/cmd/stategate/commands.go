@@ -117,10 +117,26 @@ func cmdGraph(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c := eng.Config()
-	if len(c.Workflows) == 0 {
+	graphs := workflowGraphs(eng, *format)
+	if len(graphs) == 0 {
 		return &exitError{code: 1, msg: files[0] + ": no workflows"}
 	}
+	for _, g := range graphs {
+		fmt.Fprint(stdout, g.Text)
+	}
+	return nil
+}
+
+// workflowGraph is one workflow drawn as a diagram.
+type workflowGraph struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// workflowGraphs draws each workflow of eng's configuration (format mermaid or dot).
+func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
+	var out []workflowGraph
+	c := eng.Config()
 	for _, w := range c.Workflows {
 		var b strings.Builder
 		toolsIn := func(state string) string { return strings.Join(w.ToolsIn(state), ", ") }
@@ -136,7 +152,7 @@ func cmdGraph(args []string, stdout io.Writer) error {
 			}
 			return " (" + strings.Join(ts, ", ") + ")"
 		}
-		if *format == "mermaid" {
+		if format == "mermaid" {
 			fmt.Fprintf(&b, "---\ntitle: workflow %s (key: %s)\n---\nstateDiagram-v2\n", w.ID, keyText(w.Key == 1, w.KeyArg))
 			fmt.Fprintf(&b, "    [*] --> %s\n", w.Initial)
 			for _, s := range w.States {
@@ -169,9 +185,9 @@ func cmdGraph(args []string, stdout io.Writer) error {
 			}
 			b.WriteString("}\n")
 		}
-		fmt.Fprint(stdout, b.String())
+		out = append(out, workflowGraph{ID: w.ID, Text: b.String()})
 	}
-	return nil
+	return out
 }
 
 func keyText(argument bool, arg string) string {

@@ -100,7 +100,8 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 			StateKey: func(workflow, principal, value string) (string, error) {
 				return rl.eng.Load().StateKey(workflow, principal, value)
 			},
-			Reload: rl.reload,
+			Reload:    rl.reload,
+			Workflows: func() any { return workflowGraphs(rl.eng.Load(), "mermaid") },
 			Stats: func() map[string]int64 {
 				out := map[string]int64{}
 				if g := gwp.Load(); g != nil {

@@ -62,7 +62,13 @@ func TestStatusPage_browser(t *testing.T) {
 	step("connect", chromedp.Click(`#login button[type="submit"]`, chromedp.ByQuery))
 	step("state ready", chromedp.WaitVisible(`#state[data-state="ready"]`, chromedp.ByQuery))
 	step("stream live", chromedp.Poll(`document.getElementById("stream").textContent === "live"`, nil))
-	step("read", chromedp.Tasks{chromedp.Text("#state", &state, chromedp.ByQuery), chromedp.Text("#tools-note", &note, chromedp.ByQuery)})
+	var diagram string
+	step("workflow diagram", chromedp.WaitVisible(`#workflows details[data-workflow="checkout"] pre`, chromedp.ByQuery))
+	step("read", chromedp.Tasks{chromedp.Text("#state", &state, chromedp.ByQuery), chromedp.Text("#tools-note", &note, chromedp.ByQuery),
+		chromedp.Text(`#workflows details[data-workflow="checkout"] pre`, &diagram, chromedp.ByQuery)})
+	if !strings.Contains(diagram, "stateDiagram-v2") || !strings.Contains(diagram, "empty --> has_items : ADD_ITEM") {
+		t.Fatalf("workflow diagram %q", diagram)
+	}
 	if state != "ready" || !strings.Contains(note, "not configured") {
 		t.Fatalf("page shows state %q, tools note %q", state, note)
 	}

@@ -37,6 +37,7 @@ $("login").addEventListener("submit", (ev) => {
   $("login").hidden = true;
   say("");
   refresh();
+  refreshWorkflows().catch(() => {});
   stream();
 });
 
@@ -103,6 +104,24 @@ async function refreshInfo() {
   for (const [k, v] of Object.entries(counters)) tbody.appendChild(row([k, String(v)]));
 }
 
+async function refreshWorkflows() {
+  const r = await api("/admin/workflows");
+  if (r.status !== 200) return;
+  const box = $("workflows");
+  box.replaceChildren();
+  for (const w of r.body.workflows || []) {
+    const d = document.createElement("details");
+    d.open = true;
+    d.dataset.workflow = w.id;
+    const s = document.createElement("summary");
+    s.textContent = w.id;
+    const pre = document.createElement("pre");
+    pre.textContent = w.text;
+    d.append(s, pre);
+    box.appendChild(d);
+  }
+}
+
 async function refresh() {
   try { await Promise.all([refreshInfo(), refreshTools()]); } catch (e) { if (e.message !== "unauthorized") say(String(e)); }
 }
@@ -119,6 +138,7 @@ function show(ev) {
   const list = $("events");
   list.insertBefore(li, list.firstChild);
   while (list.children.length > maxEvents) list.lastChild.remove();
+  if (ev.type === "config_reloaded") refreshWorkflows().catch(() => {});
   if (ev.type === "app_state_changed" || ev.type === "tool_state_changed" || ev.type === "config_reloaded") refresh();
   else soon();
 }
@@ -165,5 +185,6 @@ async function stream() {
 }
 
 refresh();
+refreshWorkflows().catch(() => {});
 stream();
 setInterval(refresh, 5000);
