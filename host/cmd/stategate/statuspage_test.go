@@ -87,6 +87,11 @@ func TestStatusPage_browser(t *testing.T) {
 	if !strings.Contains(line, "empty -> has_items") || !strings.Contains(line, `"workflow":"checkout"`) {
 		t.Fatalf("event line %q", line)
 	}
+	// The counters follow the events.
+	err = chromedp.Run(ctx, chromedp.Poll(`[...document.querySelectorAll("#counters tr")].some(tr => tr.cells[0].textContent === "tool_calls" && tr.cells[1].textContent === "1")`, nil))
+	if err != nil {
+		t.Fatalf("the counters never showed the call: %v", err)
+	}
 	if path := os.Getenv("STATEGATE_SCREENSHOT"); path != "" {
 		var png []byte
 		if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
