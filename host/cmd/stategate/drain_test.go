@@ -66,3 +66,37 @@ func TestServe_drain(t *testing.T) {
 		t.Fatalf("app_state_changed after subscribing: %v, want ready->draining", got)
 	}
 }
+
+// TestServe_degradedNamesThePart: when the upstream goes away the probes move the gateway
+// to degraded, naming the upstream; readyz answers 503 (liveness stays 200), and the
+// change is an app_state_changed event and the app_state gauge.
+func TestServe_degradedNamesThePart(t *testing.T) {
+	s := startServe(t, demo.Options{})
+	states := s.subscribeSSE(t, "?type=app_state_changed")
+	s.upstream.CloseClientConnections()
+	s.upstream.Close()
+	e := next(t, states.events)
+	data, _ := e["data"].(map[string]any)
+	parts, _ := data["parts"].([]any)
+	if e["old_state"] != "ready" || e["new_state"] != "degraded" || len(parts) != 1 || parts[0] != "upstream" {
+		t.Fatalf("app_state_changed %v, want ready -> degraded (upstream)", e)
+	}
+	resp, err := http.Get(s.adminURL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("readyz while degraded: %d, want 503", resp.StatusCode)
+	}
+	if resp, err := http.Get(s.adminURL + "/healthz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz while degraded: %v %v, want 200", err, resp)
+	}
+	if v, _ := value(s.metrics(t), "stategate_app_state", "state=degraded"); v != 1 {
+		t.Fatalf("stategate_app_state{degraded} = %v", v)
+	}
+	_, body := s.admin(t, "GET", "/admin/info", "")
+	if !strings.Contains(string(body), `"parts":["upstream"]`) {
+		t.Fatalf("info %s", body)
+	}
+}

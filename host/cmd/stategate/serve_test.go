@@ -31,6 +31,7 @@ type served struct {
 	stop                             context.CancelFunc
 	done                             chan error
 	stderr                           *syncBuffer
+	upstream                         *httptest.Server
 }
 
 type syncBuffer struct {
@@ -63,7 +64,7 @@ func startServe(t *testing.T, up demo.Options, extra ...string) *served {
 	upstream := httptest.NewServer(demo.Handler(up))
 	t.Cleanup(upstream.Close)
 	dir := t.TempDir()
-	s := &served{token: "tok-" + t.Name(), cfgPath: filepath.Join(dir, "config.json"), done: make(chan error, 1), stderr: &syncBuffer{}}
+	s := &served{token: "tok-" + t.Name(), cfgPath: filepath.Join(dir, "config.json"), done: make(chan error, 1), stderr: &syncBuffer{}, upstream: upstream}
 	if err := os.WriteFile(s.cfgPath, demo.Config(), 0o644); err != nil {
 		t.Fatal(err)
 	}
