@@ -62,6 +62,10 @@ type Options struct {
 	// ListMemoBytes bounds the memo of decorated tool lists (default 64 MiB; 0 keeps the
 	// default, a negative value turns the memo off).
 	ListMemoBytes int
+	// Previous is the core this one replaces when a host reloads its configuration: its
+	// counters (Stats) and the tool names the upstream listed carry over, so counters keep
+	// running and metric labels stay known across the swap.
+	Previous *Core
 }
 
 // Core is one configuration's exchange logic; it is safe for concurrent use.
@@ -78,7 +82,9 @@ type Core struct {
 	flights     flights
 	known       *knownTools
 	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
-	Stats       Stats
+	listed      *listedTools
+	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
+	Stats *Stats
 }
 
 // New returns a Core.
@@ -102,7 +108,11 @@ func New(opts Options) *Core {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096)}
+		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools)}
+	if prev := opts.Previous; prev != nil {
+		c.Stats, c.listed = prev.Stats, prev.listed
+	}
+	c.opts.Previous = nil // the old core is not kept alive
 	if opts.ListMemoBytes > 0 {
 		c.lists = newListMemo(64, opts.ListMemoBytes)
 	}

@@ -16,6 +16,13 @@ const (
 	EventToolStateChanged      = "tool_state_changed"      // OldState, NewState (modes); Data: reason, tool
 	EventToolAutoDisabled      = "tool_auto_disabled"      // Data: reason, tool
 	EventToolDefinitionChanged = "tool_definition_changed" // Tool (the tool); Data: unit, oldFingerprint, newFingerprint, reason
+
+	// Raised by the gateway's operations surface (host/ops), not by the core.
+	EventConfigReloaded     = "config_reloaded"      // Data: path
+	EventConfigReloadFailed = "config_reload_failed" // Data: path, errors (every error, a list of strings)
+	EventStoreUnavailable   = "store_unavailable"    // Data: error; raised when the store stops answering
+	EventAppStateChanged    = "app_state_changed"    // OldState, NewState; Data: reason, parts (degraded: store, plugin, upstream)
+	EventEventsDropped      = "events_dropped"       // Data: dropped (how many this subscriber lost); per subscriber
 )
 
 // Outcomes of a tool_called event.

@@ -82,6 +82,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 	if ex.Session != "" {
 		c.known.set(ex.Session, []byte(m[1].Raw))
 	}
+	c.listed.add(m[1])
 	decorated := []byte(m[0].Raw)
 	if ex.version >= cacheableVersion {
 		decorated = c.cacheHints(decorated)

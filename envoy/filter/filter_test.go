@@ -120,6 +120,13 @@ var filterCases = []filterCase{
 		if n := counter(t, e, "stategate.calls_allowed"); n != 1 {
 			t.Errorf("calls_allowed = %d", n)
 		}
+		// Events become metrics: the call's outcome and the committed transition.
+		if n := counter(t, e, "stategate.tool_calls.success"); n != 1 {
+			t.Errorf("tool_calls.success = %d", n)
+		}
+		if n := counter(t, e, "stategate.events.workflow_transitioned"); n != 1 {
+			t.Errorf("events.workflow_transitioned = %d", n)
+		}
 	}},
 	{name: "tools_call_denied_answers_locally", run: func(t *testing.T, e *env) {
 		o := e.do(roundTrip{headers: session("s1"), body: []string{call(4, "cart.pay", `{}`)}, respHeaders: jsonResp, respBody: []string{okResult(4, "paid")}})
@@ -144,6 +151,9 @@ var filterCases = []filterCase{
 		}
 		if n := counter(t, e, "stategate.calls_denied"); n != 1 {
 			t.Errorf("calls_denied = %d", n)
+		}
+		if n := counter(t, e, "stategate.tool_calls.denied"); n != 1 {
+			t.Errorf("tool_calls.denied = %d", n)
 		}
 	}},
 	{name: "post_headers_go_on_at_once_by_default", run: func(t *testing.T, e *env) {

@@ -70,6 +70,8 @@ type pluginContext struct {
 	metrics  bool
 	faults   [abi.NumFaults]proxywasm.MetricCounter
 	counters [exchange.NumCounters]proxywasm.MetricCounter
+	outcomes map[string]proxywasm.MetricCounter // stategate.tool_calls.<outcome>
+	events   map[string]proxywasm.MetricCounter // stategate.events.<type>
 }
 
 // OnPluginStart builds the engine from the plugin configuration (the stategate
@@ -97,6 +99,7 @@ func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 		Plugin:        enginePlugin{eng},
 		State:         &sharedState{maxKeys: p.settings.MaxStateKeys, retries: p.settings.CASRetries},
 		Reporter:      p,
+		Publisher:     p,
 		Config:        cfg,
 		MaxBodyBytes:  p.settings.MaxRequestBodyBytes,
 		CASRetries:    p.settings.CASRetries,
@@ -113,6 +116,14 @@ func (p *pluginContext) defineMetrics() {
 	}
 	for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
 		p.counters[c] = proxywasm.DefineCounterMetric("stategate." + c.String())
+	}
+	p.outcomes = map[string]proxywasm.MetricCounter{}
+	for _, o := range []string{exchange.OutcomeSuccess, exchange.OutcomeError, exchange.OutcomeDenied, exchange.OutcomeTimeout, exchange.OutcomeFailed} {
+		p.outcomes[o] = proxywasm.DefineCounterMetric("stategate.tool_calls." + o)
+	}
+	p.events = map[string]proxywasm.MetricCounter{}
+	for _, e := range []string{exchange.EventToolCalled, exchange.EventWorkflowTransitioned, exchange.EventCacheInvalidated} {
+		p.events[e] = proxywasm.DefineCounterMetric("stategate.events." + e)
 	}
 	p.metrics = true
 }
@@ -145,6 +156,26 @@ func (p *pluginContext) Fault(f abi.Fault, pol abi.Policy, err error, attrs ...a
 // fault reports a fault the filter itself found.
 func (p *pluginContext) fault(f abi.Fault, detail string) {
 	p.core.Fault(f, errors.New(detail))
+}
+
+// Publish implements exchange.Publisher: Envoy has no event bus, so events become metrics
+// (stategate.events.<type>, stategate.tool_calls.<outcome>) and, for transitions, a log
+// line. Tool names stay out of metric names (clients choose them).
+func (p *pluginContext) Publish(e exchange.Event) {
+	if p.metrics {
+		if c, ok := p.events[e.Type]; ok {
+			c.Increment(1)
+		}
+		if o, _ := e.Data["outcome"].(string); e.Type == exchange.EventToolCalled {
+			if c, ok := p.outcomes[o]; ok {
+				c.Increment(1)
+			}
+		}
+	}
+	if e.Type == exchange.EventWorkflowTransitioned {
+		w, _ := e.Data["workflow"].(string)
+		proxywasm.LogInfo("stategate: workflow[" + w + "] " + e.OldState + " -> " + e.NewState + " by tool[" + e.Tool + "]")
+	}
 }
 
 // Count implements exchange.Reporter: each core counter is the metric stategate.<name>.

@@ -22,14 +22,17 @@ import (
 // that can move a workflow keeps running to the end (within its lease) even then, or when
 // the client leaves, so the workflow records what the upstream did and its lease is held
 // until it has; any other call is cancelled.
-func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ex *exchange.Exchange) {
+// The call holds gen (its configuration's generation) until it is done, so a reload
+// drains it before closing its plugin pool.
+func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ex *exchange.Exchange, gen *generation) {
 	ctx, cancel := context.WithCancel(r.Context())
 	if ex.Moves() {
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(r.Context()), g.core.LeaseTTL())
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
 	}
 	sink := &sink{w: w}
 	done := make(chan struct{})
 	go func() {
+		defer gen.release()
 		defer close(done)
 		defer cancel()
 		defer ex.Close()
@@ -116,7 +119,7 @@ func (g *Gateway) answerJSON(ctx context.Context, w http.ResponseWriter, ex *exc
 		return
 	}
 	if len(body) > g.opts.MaxBodyBytes {
-		g.core.Fault(abi.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", ex.Method)
+		g.Core().Fault(abi.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", ex.Method)
 		w.WriteHeader(resp.StatusCode)
 		w.Write(body)
 		io.Copy(w, resp.Body)

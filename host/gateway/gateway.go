@@ -15,6 +15,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,18 +45,23 @@ type Options struct {
 	// NewCache makes the response cache when the configuration has a cache section
 	// (default: entries in this process's memory, host/respcache).
 	NewCache func(exchange.CacheLimits) exchange.Cache
+	// Reporter also receives every fault and counter the core reports (metrics); the
+	// gateway logs faults itself either way.
+	Reporter exchange.Reporter
 }
 
 // Gateway is an http.Handler.
 type Gateway struct {
-	opts    Options
-	log     *slog.Logger
-	core    *exchange.Core
-	client  *http.Client
-	proxy   *httputil.ReverseProxy
-	streams *streams
+	opts     Options
+	log      *slog.Logger
+	gen      atomic.Pointer[generation]
+	swapMu   sync.Mutex
+	draining atomic.Bool
+	client   *http.Client
+	proxy    *httputil.ReverseProxy
+	streams  *streams
 
-	// Stats counts what the exchange core did.
+	// Stats counts what the exchange core did (across reloads: Swap).
 	Stats *exchange.Stats
 	// PluginReplaced counts plugin instances discarded after a trap or an overrun.
 	PluginReplaced atomic.Int64
@@ -89,13 +95,12 @@ func New(opts Options) (*Gateway, error) {
 		client:  &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		streams: newStreams(),
 	}
-	if opts.NewCache == nil {
-		opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
+	if g.opts.NewCache == nil {
+		g.opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
 	}
-	g.core = exchange.New(exchange.Options{Plugin: opts.Plugin, State: storeState{opts.Store}, Reporter: reporter{g.log},
-		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher, NewCache: opts.NewCache,
-		Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) }})
-	g.Stats = &g.core.Stats
+	core := g.newCore(opts.Plugin, opts.Config, nil)
+	g.gen.Store(newGeneration(core, opts.Plugin, opts.Config))
+	g.Stats = core.Stats
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = g.target(pr.In.URL)
@@ -105,7 +110,7 @@ func New(opts Options) (*Gateway, error) {
 		Transport:     opts.Transport,
 		FlushInterval: -1, // SSE: every write goes out at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			g.core.Fault(abi.FaultUpstream, err, "method", r.Method)
+			g.Core().Fault(abi.FaultUpstream, err, "method", r.Method)
 			var id []byte
 			if b, ok := r.Context().Value(bodyKey{}).([]byte); ok {
 				if v := gjson.GetBytes(b, "id"); v.Type == gjson.String || v.Type == gjson.Number {
@@ -119,6 +124,18 @@ func New(opts Options) (*Gateway, error) {
 }
 
 type bodyKey struct{}
+
+// newCore builds the exchange core for one configuration (prev: the core it replaces).
+func (g *Gateway) newCore(plugin *host.Pool, config []byte, prev *exchange.Core) *exchange.Core {
+	var rep exchange.Reporter = reporter{log: g.log}
+	if g.opts.Reporter != nil {
+		rep = reporter{log: g.log, next: g.opts.Reporter}
+	}
+	return exchange.New(exchange.Options{Plugin: plugin, State: storeState{g.opts.Store}, Reporter: rep,
+		Config: config, MaxBodyBytes: g.opts.MaxBodyBytes, LeaseWait: g.opts.LeaseWait, Publisher: g.opts.Publisher,
+		NewCache: g.opts.NewCache, Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) },
+		Previous: prev})
+}
 
 // target maps a request URL to the upstream: an upstream with a path is one MCP endpoint
 // (every request goes to it); an upstream without one gets the request's path.
@@ -138,14 +155,24 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 		return
 	}
+	if g.draining.Load() && r.Method != http.MethodGet {
+		unavailable(w)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		g.servePost(w, r)
 	case http.MethodDelete:
+		gen := g.acquire()
+		if gen == nil {
+			unavailable(w)
+			return
+		}
+		defer gen.release()
 		rec := &statusRecorder{ResponseWriter: w}
 		g.proxy.ServeHTTP(rec, r)
 		if rec.status/100 == 2 {
-			g.core.EndSessionFor(r.Context(), r.Header)
+			gen.core.EndSessionFor(r.Context(), r.Header)
 		}
 	case http.MethodGet:
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && acceptsSSE(r) {
@@ -171,7 +198,17 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
-	ex := g.core.Admit(r.Context(), r.Header, body)
+	gen := g.acquire()
+	if gen == nil {
+		unavailable(w)
+		return
+	}
+	ex := gen.core.Admit(r.Context(), r.Header, body)
+	if ex.Verdict == exchange.Forward && ex.Method == exchange.MethodToolsCall {
+		g.serveCall(w, r, ex, gen) // releases gen when the call is done, maybe after returning
+		return
+	}
+	defer gen.release()
 	switch ex.Verdict {
 	case exchange.Reply:
 		writeJSON(w, ex.Status, ex.Body)
@@ -181,23 +218,36 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 		r.ContentLength = int64(len(body))
 		g.proxy.ServeHTTP(w, r)
 	case exchange.Forward:
-		if ex.Method == exchange.MethodToolsCall {
-			g.serveCall(w, r, ex)
-			return
-		}
 		defer ex.Close()
 		g.exchange(r.Context(), w, r, ex)
 	}
 }
 
-// reporter logs the core's faults.
-type reporter struct{ log *slog.Logger }
+// reporter logs the core's faults and hands faults and counters on to next (metrics).
+type reporter struct {
+	log  *slog.Logger
+	next exchange.Reporter
+}
 
 func (r reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	r.log.Warn("fault", append([]any{"kind", f.String(), "policy", p.String(), "err", err}, attrs...)...)
+	if r.next != nil {
+		r.next.Fault(f, p, err, attrs...)
+	}
 }
 
-func (r reporter) Count(exchange.Counter) {}
+func (r reporter) Count(c exchange.Counter) {
+	if r.next != nil {
+		r.next.Count(c)
+	}
+}
+
+// unavailable answers a request that arrives while the gateway drains.
+func unavailable(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "Service Unavailable: the gateway is shutting down", http.StatusServiceUnavailable)
+}
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
@@ -210,7 +260,3 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 func acceptsSSE(r *http.Request) bool {
 	return containsFold(r.Header.Get("Accept"), "text/event-stream")
 }
-
-// Core is the gateway's exchange core: the operator surface of tool health (Tools,
-// SetMode, Approve) for the admin API and the CLI.
-func (g *Gateway) Core() *exchange.Core { return g.core }

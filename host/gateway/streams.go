@@ -87,7 +87,7 @@ func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid str
 	resp, err := g.client.Do(req)
 	if err != nil {
 		if r.Context().Err() == nil {
-			g.core.Fault(abi.FaultUpstream, err, "method", "GET")
+			g.Core().Fault(abi.FaultUpstream, err, "method", "GET")
 			w.WriteHeader(http.StatusBadGateway)
 		}
 		return

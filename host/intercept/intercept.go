@@ -72,7 +72,7 @@ func New(opts Options) (*Handler, error) {
 	h.core = exchange.New(exchange.Options{Plugin: opts.Plugin, State: opts.State, Reporter: reporter{h.log},
 		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher})
 	h.pending = exchange.NewPending(h.core)
-	h.Stats = &h.core.Stats
+	h.Stats = h.core.Stats
 	return h, nil
 }
 

@@ -139,10 +139,26 @@ func cmdGraph(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c := eng.Config()
-	if len(c.Workflows) == 0 {
+	graphs := workflowGraphs(eng, *format)
+	if len(graphs) == 0 {
 		return &exitError{code: 1, msg: files[0] + ": no workflows"}
 	}
+	for _, g := range graphs {
+		fmt.Fprint(stdout, g.Text)
+	}
+	return nil
+}
+
+// workflowGraph is one workflow drawn as a diagram.
+type workflowGraph struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+// workflowGraphs draws each workflow of eng's configuration (format mermaid or dot).
+func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
+	var out []workflowGraph
+	c := eng.Config()
 	for _, w := range c.Workflows {
 		var b strings.Builder
 		toolsIn := func(state string) string { return strings.Join(w.ToolsIn(state), ", ") }
@@ -158,7 +174,7 @@ func cmdGraph(args []string, stdout io.Writer) error {
 			}
 			return " (" + strings.Join(ts, ", ") + ")"
 		}
-		if *format == "mermaid" {
+		if format == "mermaid" {
 			fmt.Fprintf(&b, "---\ntitle: workflow %s (key: %s)\n---\nstateDiagram-v2\n", w.ID, keyText(w.Key == 1, w.KeyArg))
 			fmt.Fprintf(&b, "    [*] --> %s\n", w.Initial)
 			for _, s := range w.States {
@@ -191,9 +207,9 @@ func cmdGraph(args []string, stdout io.Writer) error {
 			}
 			b.WriteString("}\n")
 		}
-		fmt.Fprint(stdout, b.String())
+		out = append(out, workflowGraph{ID: w.ID, Text: b.String()})
 	}
-	return nil
+	return out
 }
 
 func keyText(argument bool, arg string) string {
@@ -274,16 +290,41 @@ func splitList(s string) []string {
 	return out
 }
 
+// running is a started gateway and what it was built from.
+type running struct {
+	srv   *http.Server
+	ln    net.Listener
+	gw    *gateway.Gateway
+	rt    *host.Runtime
+	store store.Store
+	// pool is the plugin pool serving now (reload swaps it; guarded by the reloader).
+	pool    *host.Pool
+	cleanup func()
+}
+
+// hooks are what the operations surface hands the gateway (all optional).
+type hooks struct {
+	publisher exchange.Publisher
+	reporter  exchange.Reporter
+	replaced  func()                          // a plugin instance was discarded
+	handler   func(http.Handler) http.Handler // wraps the MCP handler (metrics)
+}
+
+// newPool builds a plugin pool of cfg on rt.
+func newPool(ctx context.Context, rt *host.Runtime, cfg []byte, replaced func()) (*host.Pool, error) {
+	return host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2 * runtime.GOMAXPROCS(0), Timeout: 2 * time.Second, Replaced: replaced})
+}
+
 // startGateway builds the gateway for cfg in front of upstream and serves it on listen.
-func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOptions, logger *slog.Logger) (*http.Server, net.Listener, *gateway.Gateway, func(), error) {
+func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOptions, logger *slog.Logger, hk hooks) (*running, error) {
 	// undo closes what was opened so far, last first: a start that fails half-way leaves
 	// no plugin, pool, store (a bolt file stays locked while open) or listener behind.
 	var undo []func(context.Context)
-	fail := func(err error) (*http.Server, net.Listener, *gateway.Gateway, func(), error) {
+	fail := func(err error) (*running, error) {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i](ctx)
 		}
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	rt, err := loadPlugin(ctx, o.plugin, logger, o.interruptible)
 	if err != nil {
@@ -291,12 +332,15 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 	}
 	undo = append(undo, func(c context.Context) { rt.Close(c) })
 	var gw *gateway.Gateway
-	pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2 * runtime.GOMAXPROCS(0), Timeout: 2 * time.Second,
-		Replaced: func() {
-			if gw != nil {
-				gw.PluginReplaced.Add(1)
-			}
-		}})
+	replaced := func() {
+		if gw != nil {
+			gw.PluginReplaced.Add(1)
+		}
+		if hk.replaced != nil {
+			hk.replaced()
+		}
+	}
+	pool, err := newPool(ctx, rt, cfg, replaced)
 	if err != nil {
 		return fail(err)
 	}
@@ -312,21 +356,26 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 	}
 	undo = append(undo, func(context.Context) { ln.Close() })
 	gw, err = gateway.New(gateway.Options{Upstream: upstream, Plugin: pool, Config: cfg, Store: st, Logger: logger,
-		Origins: o.originPolicy(ln.Addr())})
+		Origins: o.originPolicy(ln.Addr()), Publisher: hk.publisher, Reporter: hk.reporter})
 	if err != nil {
 		return fail(err)
 	}
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	var h http.Handler = gw
+	if hk.handler != nil {
+		h = hk.handler(gw)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	cleanup := func() {
+	r := &running{srv: srv, ln: ln, gw: gw, rt: rt, store: st, pool: pool}
+	r.cleanup = func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)
-		pool.Close(sctx)
+		r.pool.Close(sctx)
 		st.Close()
 		rt.Close(sctx)
 	}
-	return srv, ln, gw, cleanup, nil
+	return r, nil
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -340,15 +389,24 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
 	fs.StringVar(&o.origins, "allowed-origins", "", "comma-separated browser origins allowed to call the gateway (default: loopback origins only; * allows any)")
 	fs.StringVar(&o.hosts, "allowed-hosts", "", "comma-separated Host names the listener answers to besides loopback names (checked on loopback listeners, or whenever set)")
+	var a opsOptions
+	fs.StringVar(&a.admin, "admin", "", "admin listener address (probes, admin API, events, metrics, status page); off when empty")
+	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+adminTokenEnv+"); without one the admin listener must be loopback")
+	fs.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&a.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls and transitions may take to finish")
+	fs.DurationVar(&a.probe, "probe-interval", 5*time.Second, "how often the store, the plugin and the upstream are probed (app state degraded/ready)")
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2}
 	}
 	if *cfgPath == "" || *up == "" {
-		return &exitError{code: 2, msg: "usage: stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB] [--plugin FILE]"}
+		return &exitError{code: 2, msg: "usage: stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB] [--plugin FILE] [--admin ADDR] [--admin-token-file FILE]"}
 	}
 	upstream, err := url.Parse(*up)
 	if err != nil || (upstream.Scheme != "http" && upstream.Scheme != "https") || upstream.Host == "" {
 		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --upstream %q is not an http(s) URL", *up)}
+	}
+	if a.logFormat != "text" && a.logFormat != "json" {
+		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --log-format %q: want text or json", a.logFormat)}
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -358,16 +416,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var logger *slog.Logger
+	if a.logFormat == "json" {
+		logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	} else {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
 	for _, w := range eng.Warnings() {
 		logger.Warn("config", "warning", w.String())
 	}
-	_, ln, _, cleanup, err := startGateway(ctx, cfg, upstream, o, logger)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	fmt.Fprintf(stdout, "stategate: serving http://%s -> %s (store %s)\n", ln.Addr(), upstream, o.store)
-	<-ctx.Done()
-	return nil
+	return serveWithOps(ctx, *cfgPath, cfg, eng, upstream, o, a, logger, stdout)
 }

@@ -57,11 +57,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer upSrv.Close()
 	upstream := &url.URL{Scheme: "http", Host: upLn.Addr().String(), Path: "/mcp"}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	_, ln, gw, cleanup, err := startGateway(ctx, demo.Config(), upstream, o, logger)
+	r, err := startGateway(ctx, demo.Config(), upstream, o, logger, hooks{})
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer r.cleanup()
+	ln, gw := r.ln, r.gw
 	endpoint := "http://" + ln.Addr().String() + "/mcp"
 	fmt.Fprintf(stdout, "stategate demo: gateway %s -> upstream %s\n\n", endpoint, upstream)
 	if !*noScript {

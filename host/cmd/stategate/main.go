@@ -7,6 +7,7 @@
 //	stategate explain --config FILE (--tools tools.json | --upstream URL) [--format table|json]
 //	stategate graph FILE [--format mermaid|dot]
 //	stategate call FUNC --config FILE [--plugin FILE] < input.json
+//	stategate tools | mode GLOB MODE | approve GLOB | events [--admin URL] [--admin-token-file FILE]
 package main
 
 import (
@@ -32,6 +33,14 @@ usage:
   stategate explain --config FILE (--tools tools.json | --upstream URL) [--format table|json]
   stategate graph FILE [--format mermaid|dot]
   stategate call FUNC --config FILE [--plugin FILE] < input.json
+  stategate tools [--admin URL] [--admin-token-file FILE]
+  stategate mode GLOB MODE [--reason TEXT] [--admin URL] [--admin-token-file FILE]
+  stategate approve GLOB [--admin URL] [--admin-token-file FILE]
+  stategate events [--type TYPE] [--tool NAME] [--count N] [--admin URL] [--admin-token-file FILE]
+
+serve's operations flags: --admin ADDR (off by default) --admin-token-file FILE (or
+STATEGATE_ADMIN_TOKEN) --log-format text|json --drain-timeout 30s --probe-interval 5s.
+The admin commands take the token the same way.
 
 FUNC is one of decorate_tools, decorate_result, transition, check_limits, check_config.
 Configuration files are JSON or YAML.
@@ -75,6 +84,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdGraph(args[1:], stdout)
 	case "call":
 		err = cmdCall(ctx, args[1:], stdin, stdout)
+	case "tools":
+		err = cmdTools(ctx, args[1:], stdout, stderr)
+	case "mode":
+		err = cmdMode(ctx, args[1:], stdout, stderr)
+	case "approve":
+		err = cmdApprove(ctx, args[1:], stdout, stderr)
+	case "events":
+		err = cmdEvents(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "stategate: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/ops"
+	"github.com/stategate/stategate/host/store"
+)
+
+// TestAdminCLI_againstServe: the admin commands against a running `stategate serve`:
+// events tails the stream (a tool call driven by the SDK client shows up), the health
+// commands say health is not configured, and a wrong token is refused.
+func TestAdminCLI_againstServe(t *testing.T) {
+	s := startServe(t, demo.Options{})
+	t.Setenv(adminTokenEnv, s.token)
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_called", "--count", "2")
+		done <- result{code, out, errOut}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for { // wait until the CLI is subscribed
+		_, body := s.admin(t, "GET", "/admin/info", "")
+		if strings.Contains(string(body), `"subscribers":1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the events command never subscribed: %s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cs := mcpClient(t, s.mcpURL)
+	mustCall(t, cs, "cart.pay", nil)
+	mustCall(t, cs, "cart.add_item", map[string]any{"sku": "tea"})
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stategate events did not end after 2 events")
+	}
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if r.code != 0 || len(lines) != 2 || !strings.Contains(lines[0], `"tool":"cart.pay"`) || !strings.Contains(lines[1], `"outcome":"success"`) {
+		t.Fatalf("events: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+	for _, args := range [][]string{{"tools"}, {"mode", "cart.*", "disabled"}, {"approve", "cart.*"}} {
+		code, _, errOut := runCLI(t, "", append(args, "--admin", s.adminURL)...)
+		if code != 1 || !strings.Contains(errOut, "not configured") {
+			t.Errorf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	t.Setenv(adminTokenEnv, "wrong")
+	if code, _, errOut := runCLI(t, "", "tools", "--admin", s.adminURL); code != 1 || !strings.Contains(errOut, "HTTP 401") {
+		t.Errorf("wrong token: exit %d: %s", code, errOut)
+	}
+	if code, _, _ := runCLI(t, "", "mode", "only-one-arg", "--admin", s.adminURL); code != 2 {
+		t.Errorf("mode with one argument: exit %d, want 2", code)
+	}
+}
+
+// cliOperator is a unit-test fake of the health operator methods (issue 10 brings the
+// real ones), so the CLI's happy path is tested now.
+type cliOperator struct{}
+
+func (cliOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
+	return []exchange.ToolStatus{{Name: "cart.pay", Unit: "tool", Mode: "auto_disabled", Failures: 5, Fingerprint: "0123456789abcdef0123", LastError: "upstream 502"}}, nil
+}
+func (cliOperator) SetMode(_ context.Context, match, mode, _ string) ([]exchange.ModeChange, error) {
+	return []exchange.ModeChange{{Name: "cart.pay", From: "auto_disabled", To: mode, OK: true},
+		{Name: "cart.view", From: "quarantined", To: mode, Error: "quarantined: approve first"}}, nil
+}
+func (cliOperator) Approve(context.Context, string) ([]exchange.ModeChange, error) {
+	return []exchange.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}, nil
+}
+
+// TestAdminCLI_healthFake is a unit test of the health commands' output over a fake
+// operator behind the real admin handler.
+func TestAdminCLI_healthFake(t *testing.T) {
+	a := ops.NewAdmin(ops.AdminOptions{Token: "tok", App: ops.NewApp(nil, nil), Bus: ops.NewBus(),
+		Operator: func() ops.Operator { return cliOperator{} }, Store: func() store.Store { return nil }})
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	t.Setenv(adminTokenEnv, "tok")
+	code, out, _ := runCLI(t, "", "tools", "--admin", srv.URL)
+	if code != 0 || !strings.Contains(out, "cart.pay") || !strings.Contains(out, "auto_disabled") || !strings.Contains(out, "0123456789ab ") || !strings.Contains(out, "upstream 502") {
+		t.Fatalf("tools: exit %d\n%s", code, out)
+	}
+	code, out, errOut := runCLI(t, "", "mode", "cart.*", "active", "--reason", "fixed", "--admin", srv.URL)
+	if code != 1 || !strings.Contains(out, "cart.pay: auto_disabled -> active") || !strings.Contains(out, "cart.view: quarantined -> active refused: quarantined: approve first") || !strings.Contains(errOut, "1 of 2") {
+		t.Fatalf("mode: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, "", "approve", "cart.pay", "--admin", srv.URL); code != 0 || strings.TrimSpace(out) != "cart.pay: quarantined -> active" {
+		t.Fatalf("approve: exit %d\n%s", code, out)
+	}
+}

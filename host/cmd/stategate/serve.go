@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/ops"
+	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
+)
+
+// adminTokenEnv names the environment variable holding the admin token.
+const adminTokenEnv = "STATEGATE_ADMIN_TOKEN"
+
+// opsOptions are serve's operations flags.
+type opsOptions struct {
+	admin, tokenFile, logFormat string
+	drain, probe                time.Duration
+}
+
+// adminToken reads the admin token: the file's content (trimmed), else the environment.
+func adminToken(file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv(adminTokenEnv)), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("admin: token file[%s]: %w", file, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("admin: token file[%s] is empty", file)
+	}
+	return tok, nil
+}
+
+// serveWithOps runs the gateway with its operations surface: the app state machine, the
+// event bus and metrics, the admin listener, probes of the parts, reload (admin API and
+// SIGHUP) and draining on SIGTERM.
+func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.Engine, upstream *url.URL, o serveOptions, a opsOptions, logger *slog.Logger, stdout io.Writer) error {
+	token, err := adminToken(a.tokenFile)
+	if err != nil {
+		return err
+	}
+	var gwp atomic.Pointer[gateway.Gateway]
+	var stp atomic.Pointer[store.Store]
+	bus := ops.NewBus()
+	metrics := ops.NewMetrics(func(name string) bool {
+		g := gwp.Load()
+		return g != nil && g.Listed(name)
+	}, func(ctx context.Context) ([]exchange.ToolStatus, error) {
+		if g := gwp.Load(); g != nil {
+			return g.Core().Tools(ctx)
+		}
+		return nil, exchange.ErrHealthOff
+	})
+	bus.OnDrop = metrics.Dropped
+	pub := ops.Publishers{metrics, bus}
+	app := ops.NewApp(pub, metrics.AppState)
+	rl := &reloader{path: cfgPath, pub: pub, log: logger, replaced: metrics.PluginReplaced}
+	rl.eng.Store(eng)
+
+	// The admin listener opens first: probes answer "starting" while the plugin compiles,
+	// and a refused admin address stops start-up before anything else is opened.
+	var adminSrv *http.Server
+	if a.admin != "" {
+		aln, err := ops.Listen(a.admin, token)
+		if err != nil {
+			return err
+		}
+		admin := ops.NewAdmin(ops.AdminOptions{Token: token, App: app, Bus: bus, Metrics: metrics, Logger: logger,
+			Operator: func() ops.Operator {
+				if g := gwp.Load(); g != nil {
+					return g.Core()
+				}
+				return offOperator{}
+			},
+			Store: func() store.Store {
+				if s := stp.Load(); s != nil {
+					return *s
+				}
+				return nil
+			},
+			StateKey: func(workflow, principal, value string) (string, error) {
+				return rl.eng.Load().StateKey(workflow, principal, value)
+			},
+			Reload:    rl.reload,
+			Workflows: func() any { return workflowGraphs(rl.eng.Load(), "mermaid") },
+			Stats: func() map[string]int64 {
+				out := map[string]int64{}
+				if g := gwp.Load(); g != nil {
+					for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
+						out[c.String()] = g.Stats.Get(c)
+					}
+					out["plugin_instances_replaced"] = g.PluginReplaced.Load()
+				}
+				return out
+			}})
+		adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
+		go adminSrv.Serve(aln)
+		defer adminSrv.Close()
+		how := "bearer token required"
+		if token == "" {
+			how = "no token: loopback only, set --admin-token-file or " + adminTokenEnv + " to require one"
+		}
+		fmt.Fprintf(stdout, "stategate: admin http://%s (%s)\n", aln.Addr(), how)
+		logger.Info("admin listener", "addr", aln.Addr().String(), "token", token != "")
+	}
+
+	run, err := startGateway(ctx, cfg, upstream, o, logger, hooks{publisher: pub, reporter: metrics,
+		replaced: metrics.PluginReplaced, handler: metrics.Instrument})
+	if err != nil {
+		_ = app.Move(ops.StateStopped, "start-up failed: "+err.Error())
+		return err
+	}
+	rl.run = run
+	gwp.Store(run.gw)
+	stp.Store(&run.store)
+	fmt.Fprintf(stdout, "stategate: serving http://%s -> %s (store %s)\n", run.ln.Addr(), upstream, o.store)
+
+	mctx, stopMonitor := context.WithCancel(context.Background())
+	defer stopMonitor()
+	mon := &monitor{app: app, run: rl, upstream: upstream, pub: pub, log: logger}
+	mon.check(mctx)
+	go mon.loop(mctx, a.probe)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			res := rl.reload(context.Background())
+			logger.Info("operator action", "action", "reload", "trigger", "SIGHUP", "ok", res.OK, "errors", strings.Join(res.Errors, "; "))
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+
+	// Draining: readyz answers 503, new MCP requests 503; in-flight calls and moving calls
+	// finish within the bound; then the listener closes (standing streams end).
+	stopMonitor()
+	_ = app.Move(ops.StateDraining, "signal")
+	logger.Info("draining", "bound", a.drain.String())
+	dctx, cancel := context.WithTimeout(context.Background(), a.drain)
+	if err := run.gw.Drain(dctx); err != nil {
+		logger.Warn("draining: calls still in flight at the bound", "err", err)
+	}
+	cancel()
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	run.srv.Shutdown(sctx)
+	cancel()
+	run.srv.Close()
+	rl.mu.Lock() // no reload while closing
+	run.cleanup()
+	rl.mu.Unlock()
+	_ = app.Move(ops.StateStopped, "drained")
+	return nil
+}
+
+// offOperator answers while the gateway is starting: health is not available yet.
+type offOperator struct{}
+
+func (offOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
+	return nil, exchange.ErrHealthOff
+}
+func (offOperator) SetMode(context.Context, string, string, string) ([]exchange.ModeChange, error) {
+	return nil, exchange.ErrHealthOff
+}
+func (offOperator) Approve(context.Context, string) ([]exchange.ModeChange, error) {
+	return nil, exchange.ErrHealthOff
+}
+
+// reloader re-reads the configuration file and swaps a valid one in.
+type reloader struct {
+	mu       sync.Mutex
+	path     string
+	run      *running
+	eng      atomic.Pointer[engine.Engine]
+	pub      exchange.Publisher
+	log      *slog.Logger
+	replaced func()
+}
+
+// reload re-reads the file: an invalid configuration is refused with every error and the
+// old one keeps serving; a valid one gets a new plugin pool and exchange core, swapped in
+// atomically, and the old pool is closed once its last request is done.
+func (r *reloader) reload(ctx context.Context) ops.ReloadResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fail := func(errs ...string) ops.ReloadResult {
+		r.log.Warn("config reload refused", "path", r.path, "errors", strings.Join(errs, "; "))
+		r.pub.Publish(exchange.Event{Type: exchange.EventConfigReloadFailed, Data: map[string]any{"path": r.path, "errors": errs}})
+		return ops.ReloadResult{Errors: errs}
+	}
+	if r.run == nil {
+		return fail("the gateway is still starting")
+	}
+	cfg, err := loadConfig(r.path)
+	if err != nil {
+		return fail(err.Error())
+	}
+	check := gjson.ParseBytes(engine.CheckConfig(cfg))
+	var res ops.ReloadResult
+	for _, e := range check.Get("errors").Array() {
+		res.Errors = append(res.Errors, e.Str)
+	}
+	for _, w := range check.Get("warnings").Array() {
+		res.Warnings = append(res.Warnings, w.Str)
+	}
+	if !check.Get("valid").Bool() {
+		if len(res.Errors) == 0 {
+			res.Errors = []string{"the configuration is not valid"}
+		}
+		return fail(res.Errors...)
+	}
+	eng, err := engine.New(cfg)
+	if err != nil {
+		return fail(err.Error())
+	}
+	pool, err := newPool(ctx, r.run.rt, cfg, r.replaced)
+	if err != nil {
+		return fail("plugin: " + err.Error())
+	}
+	old, drained := r.run.gw.Swap(pool, cfg)
+	r.run.pool = pool
+	r.eng.Store(eng)
+	go func() {
+		<-drained
+		old.Close(context.Background())
+	}()
+	r.log.Info("config reloaded", "path", r.path, "warnings", len(res.Warnings))
+	r.pub.Publish(exchange.Event{Type: exchange.EventConfigReloaded, Data: map[string]any{"path": r.path, "warnings": len(res.Warnings)}})
+	res.OK = true
+	return res
+}
+
+// monitor probes the store, the plugin and the upstream and sets the app state.
+type monitor struct {
+	app      *ops.App
+	run      *reloader
+	upstream *url.URL
+	pub      exchange.Publisher
+	log      *slog.Logger
+	storeBad bool
+}
+
+func (m *monitor) loop(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.check(ctx)
+		}
+	}
+}
+
+// probeKey is read to see whether the store answers (it never exists).
+const probeKey = "stategate/v1/_probe/session//_probe"
+
+func (m *monitor) check(ctx context.Context) {
+	var failing, reasons []string
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	run := m.run.run
+	if _, err := run.store.Get(pctx, probeKey); err != nil && ctx.Err() == nil {
+		failing, reasons = append(failing, ops.PartStore), append(reasons, "store: "+err.Error())
+		if !m.storeBad {
+			m.pub.Publish(exchange.Event{Type: exchange.EventStoreUnavailable, Data: map[string]any{"error": err.Error()}})
+		}
+		m.storeBad = true
+	} else {
+		m.storeBad = false
+	}
+	m.run.mu.Lock()
+	pool := run.pool
+	m.run.mu.Unlock()
+	if _, err := pool.Call(pctx, abi.FuncCheckConfig, nil); err != nil && ctx.Err() == nil {
+		failing, reasons = append(failing, ops.PartPlugin), append(reasons, "plugin: "+err.Error())
+	}
+	if err := dialUpstream(pctx, m.upstream); err != nil && ctx.Err() == nil {
+		failing, reasons = append(failing, ops.PartUpstream), append(reasons, "upstream: "+err.Error())
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	before := m.app.String()
+	reason := "all parts answer"
+	if len(reasons) > 0 {
+		reason = strings.Join(reasons, "; ")
+	}
+	m.app.Health(failing, reason)
+	if after := m.app.String(); after != before {
+		m.log.Info("app state", "state", after, "reason", reason)
+	}
+}
+
+func dialUpstream(ctx context.Context, u *url.URL) error {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}

@@ -1,0 +1,140 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/demo"
+)
+
+// answered wraps the demo upstream and records when it starts answering slow.wait: the
+// gateway cannot have finished a call before its upstream answered it.
+type answered struct {
+	h    http.Handler
+	done atomic.Bool
+}
+
+func (a *answered) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if bytes.Contains(body, []byte(`"slow.wait"`)) {
+		w = &markWriter{ResponseWriter: w, mark: &a.done}
+	}
+	a.h.ServeHTTP(w, r)
+}
+
+type markWriter struct {
+	http.ResponseWriter
+	mark *atomic.Bool
+}
+
+func (m *markWriter) WriteHeader(code int) {
+	m.mark.Store(true)
+	m.ResponseWriter.WriteHeader(code)
+}
+
+func (m *markWriter) Write(b []byte) (int, error) {
+	m.mark.Store(true)
+	return m.ResponseWriter.Write(b)
+}
+
+func (m *markWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
+
+func callParams(name string) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: name, Arguments: map[string]any{}}
+}
+
+// TestSwap_drainsTheOldGeneration: a configuration swapped in while a call is in flight
+// serves the next calls at once; the old generation reports drained only after the
+// in-flight call's upstream answered, the call gets its real answer, workflows keep their
+// state, and the counters carry over.
+func TestSwap_drainsTheOldGeneration(t *testing.T) {
+	up := &answered{h: demo.Handler(demo.Options{SlowDelay: 600 * time.Millisecond, JSONResponse: true})}
+	e := newEnv(t, envOptions{upstream: up})
+	pool, err := host.NewPool(context.Background(), pluginRuntime(t), demo.Config(), host.PoolOptions{Size: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close(context.Background()) })
+	c := e.connect(t, sessionEra)
+	c.call(t, "cart.add_item", map[string]any{"sku": "tea"})
+	before := e.gw.Stats.Get(0)
+	slow := make(chan bool, 1)
+	go func() {
+		res, err := c.cs.CallTool(context.Background(), callParams("slow.wait"))
+		slow <- err == nil && !res.IsError
+	}()
+	time.Sleep(200 * time.Millisecond)
+	oldCore := e.gw.Core()
+	old, drained := e.gw.Swap(pool, demo.Config())
+	if e.gw.Core() == oldCore || old == nil {
+		t.Fatal("Swap did not make a new core current")
+	}
+	c2 := e.connect(t, sessionEra)
+	if res := c2.call(t, "countries.list", nil); res.IsError {
+		t.Fatal("a call after the swap failed")
+	}
+	if res := c.call(t, "cart.checkout", nil); res.IsError {
+		t.Fatalf("checkout after the swap: %q", texts(res))
+	}
+	select {
+	case <-drained:
+		if !up.done.Load() {
+			t.Fatal("the old generation drained before its call's upstream answered")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old generation never drained")
+	}
+	if ok := <-slow; !ok {
+		t.Fatal("the in-flight call failed across the swap")
+	}
+	if e.gw.Stats.Get(0) <= before {
+		t.Fatal("the request counter did not carry over the swap")
+	}
+}
+
+// TestDrain: Drain waits for the call in flight (it returns only after the call's
+// upstream answered), the call gets its real answer, and new MCP requests get 503.
+func TestDrain(t *testing.T) {
+	up := &answered{h: demo.Handler(demo.Options{SlowDelay: 400 * time.Millisecond, JSONResponse: true})}
+	e := newEnv(t, envOptions{upstream: up})
+	c := e.connect(t, sessionEra)
+	slow := make(chan bool, 1)
+	go func() {
+		res, err := c.cs.CallTool(context.Background(), callParams("slow.wait"))
+		slow <- err == nil && !res.IsError
+	}()
+	for deadline := time.Now().Add(5 * time.Second); e.upstream.count("slow.wait") == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("slow.wait never reached the upstream")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.gw.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !up.done.Load() {
+		t.Fatal("Drain returned before the call in flight was answered")
+	}
+	if ok := <-slow; !ok {
+		t.Fatal("the in-flight call failed while draining")
+	}
+	resp, err := http.Post(e.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a request after Drain: %d, want 503", resp.StatusCode)
+	}
+}

@@ -1,0 +1,279 @@
+package ops
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host/store"
+)
+
+// Operator is the health feature's operator surface (exchange.Core implements it).
+type Operator interface {
+	Tools(ctx context.Context) ([]exchange.ToolStatus, error)
+	SetMode(ctx context.Context, match, mode, reason string) ([]exchange.ModeChange, error)
+	Approve(ctx context.Context, match string) ([]exchange.ModeChange, error)
+}
+
+// ReloadResult is the answer to a reload.
+type ReloadResult struct {
+	OK       bool     `json:"ok"`
+	Errors   []string `json:"errors,omitempty"` // every error of a refused configuration
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// AdminOptions configures the admin handler.
+type AdminOptions struct {
+	// Token is the bearer token every endpoint but the probes and the page requires; ""
+	// only on a loopback listener (Listen refuses otherwise), where requests must then
+	// come from loopback names and origins (no cross-site requests from a browser).
+	Token   string
+	App     *App
+	Bus     *Bus
+	Metrics *Metrics
+	// Operator returns the exchange core serving now (it changes on reload).
+	Operator func() Operator
+	// Store returns the gateway's state store (nil while starting).
+	Store func() store.Store
+	// StateKey derives a workflow's state key from its session id or handle (the
+	// engine's StateKey for the configuration serving now).
+	StateKey func(workflow, principal, value string) (string, error)
+	// Reload re-reads the configuration; nil: reload is not available.
+	Reload func(ctx context.Context) ReloadResult
+	// Stats returns the exchange counters (for the status page).
+	Stats func() map[string]int64
+	// Workflows returns the configuration's workflows as diagrams (the graph command's
+	// output), for the status page; nil: none.
+	Workflows func() any
+	Logger    *slog.Logger
+}
+
+// Admin is the admin listener's handler.
+type Admin struct {
+	opts  AdminOptions
+	token [sha256.Size]byte
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+// maxAdminBody caps an admin request body.
+const maxAdminBody = 64 << 10
+
+// NewAdmin returns the admin handler.
+func NewAdmin(o AdminOptions) *Admin {
+	a := &Admin{opts: o, log: o.Logger, mux: http.NewServeMux()}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if o.Token != "" {
+		a.token = sha256.Sum256([]byte(o.Token))
+	}
+	m := a.mux
+	m.HandleFunc("GET /healthz", a.healthz)
+	m.HandleFunc("GET /readyz", a.readyz)
+	m.HandleFunc("GET /{$}", a.page)
+	m.HandleFunc("GET /admin/{$}", a.page)
+	m.HandleFunc("GET /admin/static/", a.asset)
+	m.Handle("GET /metrics", a.auth(a.metrics))
+	m.Handle("GET /admin/info", a.auth(a.info))
+	m.Handle("GET /admin/tools", a.auth(a.tools))
+	m.Handle("GET /admin/workflows", a.auth(a.workflows))
+	m.Handle("POST /admin/tools/mode", a.auth(a.mode))
+	m.Handle("POST /admin/tools/approve", a.auth(a.approve))
+	m.Handle("GET /admin/state", a.auth(a.state))
+	m.Handle("POST /admin/reload", a.auth(a.reload))
+	m.Handle("GET /admin/events", a.auth(a.sse))
+	m.Handle("GET /admin/ws/events", a.auth(a.ws))
+	return a
+}
+
+// ServeHTTP implements http.Handler.
+func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// Listen opens the admin listener on addr. Without a token only a loopback address is
+// accepted: anything else is refused before a socket is opened.
+func Listen(addr, token string) (net.Listener, error) {
+	if token == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("admin: address[%s]: %w", addr, err)
+		}
+		if !isLoopbackHost(host) {
+			return nil, fmt.Errorf("admin: address[%s] is not loopback: a non-loopback admin listener needs a token (--admin-token-file or STATEGATE_ADMIN_TOKEN)", addr)
+		}
+	}
+	return net.Listen("tcp", addr)
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// auth wraps an endpoint: with a token, a request without "Authorization: Bearer TOKEN"
+// gets 401 and reaches nothing; without one (loopback only), requests must come from
+// loopback names and origins, so a web page cannot drive the admin API from a browser.
+func (a *Admin) auth(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.opts.Token == "" {
+			p := exchange.OriginPolicy{Loopback: true}
+			if err := p.Check(r.Header.Get("Origin"), r.Host); err != nil {
+				a.fail(w, http.StatusForbidden, "forbidden", err.Error())
+				return
+			}
+		} else if !a.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="stategate admin"`)
+			a.fail(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)")
+			return
+		}
+		h(w, r)
+	})
+}
+
+// authorized compares the request's bearer token with the configured one in constant
+// time (over SHA-256 digests, so the length does not leak either).
+func (a *Admin) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
+	return subtle.ConstantTimeCompare(got[:], a.token[:]) == 1
+}
+
+func (a *Admin) healthz(w http.ResponseWriter, r *http.Request) {
+	s, _ := a.opts.App.State()
+	status := http.StatusOK
+	if s == StateStopped {
+		status = http.StatusServiceUnavailable
+	}
+	a.reply(w, status, map[string]string{"state": string(s)})
+}
+
+func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
+	s, _ := a.opts.App.State()
+	status := http.StatusOK
+	if !a.opts.App.Ready() {
+		status = http.StatusServiceUnavailable
+	}
+	a.reply(w, status, map[string]string{"state": string(s)})
+}
+
+func (a *Admin) metrics(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Metrics == nil {
+		a.fail(w, http.StatusNotFound, "not_found", "metrics are off")
+		return
+	}
+	a.opts.Metrics.Handler().ServeHTTP(w, r)
+}
+
+// info is the status page's summary: the gateway's state, counters and bus figures.
+func (a *Admin) info(w http.ResponseWriter, r *http.Request) {
+	s, parts := a.opts.App.State()
+	out := map[string]any{"state": s, "parts": parts, "reload": a.opts.Reload != nil}
+	if a.opts.Stats != nil {
+		out["counters"] = a.opts.Stats()
+	}
+	if a.opts.Bus != nil {
+		out["subscribers"] = a.opts.Bus.Subscribers()
+		out["eventsDropped"] = a.opts.Bus.Dropped()
+	}
+	a.reply(w, http.StatusOK, out)
+}
+
+func (a *Admin) workflows(w http.ResponseWriter, r *http.Request) {
+	var out any = []any{}
+	if a.opts.Workflows != nil {
+		out = a.opts.Workflows()
+	}
+	a.reply(w, http.StatusOK, map[string]any{"workflows": out})
+}
+
+func (a *Admin) reload(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Reload == nil {
+		a.fail(w, http.StatusNotImplemented, "reload_unavailable", "this gateway has no configuration file to reload")
+		return
+	}
+	res := a.opts.Reload(r.Context())
+	a.log.Info("operator action", "action", "reload", "ok", res.OK, "errors", len(res.Errors), "remote", r.RemoteAddr)
+	status := http.StatusOK
+	if !res.OK {
+		status = http.StatusUnprocessableEntity
+	}
+	a.reply(w, status, res)
+}
+
+// apiError is every admin error's body.
+type apiError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func (a *Admin) fail(w http.ResponseWriter, status int, code, msg string) {
+	a.reply(w, status, apiError{Error: msg, Code: code})
+}
+
+func (a *Admin) reply(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"the answer could not be encoded","code":"internal"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// decode reads a JSON request body into v: only application/json (a browser cannot send
+// it cross-site without a preflight the admin listener never grants), at most
+// maxAdminBody bytes, one object with known members.
+func (a *Admin) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		a.fail(w, http.StatusUnsupportedMediaType, "bad_request", "the body must be JSON (Content-Type: application/json)")
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+	if err != nil {
+		a.fail(w, http.StatusBadRequest, "bad_request", "the body could not be read: "+err.Error())
+		return false
+	}
+	if len(body) > maxAdminBody {
+		a.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over %d bytes", maxAdminBody))
+		return false
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		a.fail(w, http.StatusBadRequest, "bad_request", "the body is not the expected JSON object: "+err.Error())
+		return false
+	}
+	if dec.More() {
+		a.fail(w, http.StatusBadRequest, "bad_request", "the body holds more than one JSON value")
+		return false
+	}
+	return true
+}
+
+// operatorError answers an error of the health operator methods.
+func (a *Admin) operatorError(w http.ResponseWriter, err error) {
+	if errors.Is(err, exchange.ErrHealthOff) {
+		a.fail(w, http.StatusConflict, "health_off", err.Error())
+		return
+	}
+	a.fail(w, http.StatusInternalServerError, "internal", err.Error())
+}

@@ -1,0 +1,281 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host/store"
+)
+
+// fakeOperator is a unit-test fake of the health feature's operator methods (the real
+// ones land with issue 10): it records what it was asked and answers like health would.
+type fakeOperator struct {
+	mu    sync.Mutex
+	calls []string
+	off   bool
+}
+
+func (f *fakeOperator) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+}
+
+func (f *fakeOperator) touched() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
+	f.record("tools")
+	if f.off {
+		return nil, exchange.ErrHealthOff
+	}
+	return []exchange.ToolStatus{{Name: "cart.pay", Unit: "tool", Mode: "quarantined", Fingerprint: "ab12"}}, nil
+}
+
+func (f *fakeOperator) SetMode(_ context.Context, match, mode, reason string) ([]exchange.ModeChange, error) {
+	f.record("mode " + match + " " + mode + " " + reason)
+	if f.off {
+		return nil, exchange.ErrHealthOff
+	}
+	return []exchange.ModeChange{{Name: "cart.pay", From: "active", To: mode, OK: true}}, nil
+}
+
+func (f *fakeOperator) Approve(_ context.Context, match string) ([]exchange.ModeChange, error) {
+	f.record("approve " + match)
+	if f.off {
+		return nil, exchange.ErrHealthOff
+	}
+	return []exchange.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}, nil
+}
+
+type adminEnv struct {
+	srv     *httptest.Server
+	op      *fakeOperator
+	st      store.Store
+	reloads int
+	app     *App
+}
+
+func newAdminEnv(t *testing.T, token string, healthOff bool) *adminEnv {
+	t.Helper()
+	e := &adminEnv{op: &fakeOperator{off: healthOff}, st: store.NewMemory(store.Options{})}
+	bus := NewBus()
+	e.app = NewApp(bus, nil)
+	a := NewAdmin(AdminOptions{Token: token, App: e.app, Bus: bus, Metrics: NewMetrics(nil, nil),
+		Operator: func() Operator { return e.op },
+		Store:    func() store.Store { return e.st },
+		StateKey: func(w, p, v string) (string, error) { return "stategate/v1/" + w + "/session/" + p + "/" + v, nil },
+		Reload:   func(context.Context) ReloadResult { e.reloads++; return ReloadResult{OK: true} },
+	})
+	e.srv = httptest.NewServer(a)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *adminEnv) do(t *testing.T, method, path, auth, body string, hdr ...string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
+// endpoints are every authenticated endpoint, with a body that would act.
+var endpoints = []struct{ method, path, body string }{
+	{"GET", "/admin/tools", ""},
+	{"POST", "/admin/tools/mode", `{"match":"cart.*","mode":"disabled","reason":"x"}`},
+	{"POST", "/admin/tools/approve", `{"match":"cart.*"}`},
+	{"GET", "/admin/state?key=stategate/v1/checkout/session//s1", ""},
+	{"POST", "/admin/reload", `{}`},
+	{"GET", "/admin/info", ""},
+	{"GET", "/metrics", ""},
+	{"GET", "/admin/events", ""},
+	{"GET", "/admin/ws/events", ""},
+}
+
+// TestAdmin_auth: with a token, every endpoint refuses a missing, wrong, or differently
+// cased-scheme-but-wrong token with 401 and touches nothing (the operator fake records no
+// call, no reload runs); probes answer without a token and say only the state.
+func TestAdmin_auth(t *testing.T) {
+	e := newAdminEnv(t, "s3cret-token", false)
+	for _, ep := range endpoints {
+		for _, auth := range []string{"", "Bearer wrong", "Bearer s3cret-token-longer", "Basic czNjcmV0LXRva2Vu", "Bearer", "s3cret-token"} {
+			status, body := e.do(t, ep.method, ep.path, auth, ep.body)
+			if status != http.StatusUnauthorized || body["code"] != "unauthorized" {
+				t.Errorf("%s %s with %q: %d %v, want 401", ep.method, ep.path, auth, status, body)
+			}
+		}
+	}
+	if got := e.op.touched(); len(got) != 0 || e.reloads != 0 {
+		t.Fatalf("refused requests reached the operator %v / reload %d times", got, e.reloads)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		status, body := e.do(t, "GET", p, "", "")
+		if len(body) != 1 || body["state"] != "starting" {
+			t.Errorf("%s: %d %v, want only the state", p, status, body)
+		}
+		if p == "/readyz" && status != http.StatusServiceUnavailable {
+			t.Errorf("readyz while starting: %d, want 503", status)
+		}
+	}
+	e.app.Health(nil, "up")
+	if status, _ := e.do(t, "GET", "/readyz", "", ""); status != http.StatusOK {
+		t.Errorf("readyz when ready: %d", status)
+	}
+	if status, body := e.do(t, "GET", "/admin/tools", "bearer s3cret-token", ""); status != 200 || body["tools"] == nil {
+		t.Errorf("right token: %d %v", status, body)
+	}
+}
+
+// TestAdmin_noTokenLoopbackOnly: without a token a non-loopback address is refused before
+// anything listens, and requests from a non-loopback Host or Origin (a web page's
+// cross-site request, DNS rebinding) are refused and touch nothing.
+func TestAdmin_noTokenLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0", "example.com:0"} {
+		if ln, err := Listen(addr, ""); err == nil {
+			ln.Close()
+			t.Errorf("Listen(%q) without a token was allowed", addr)
+		} else if !strings.Contains(err.Error(), "needs a token") && !strings.Contains(err.Error(), "not loopback") {
+			t.Errorf("Listen(%q): unclear error %v", addr, err)
+		}
+	}
+	ln, err := Listen("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if ln, err := Listen("0.0.0.0:0", "tok"); err != nil {
+		t.Errorf("a token allows any address: %v", err)
+	} else {
+		ln.Close()
+	}
+	e := newAdminEnv(t, "", false)
+	if status, _ := e.do(t, "POST", "/admin/tools/mode", "", endpoints[1].body, "Origin", "https://evil.example"); status != http.StatusForbidden {
+		t.Errorf("cross-site origin: %d, want 403", status)
+	}
+	if status, _ := e.do(t, "GET", "/admin/tools", "", "", "Host", "evil.example"); status != http.StatusForbidden {
+		t.Errorf("rebinding host: %d, want 403", status)
+	}
+	if got := e.op.touched(); len(got) != 0 {
+		t.Fatalf("refused requests reached the operator: %v", got)
+	}
+	if status, _ := e.do(t, "GET", "/admin/tools", "", ""); status != http.StatusOK {
+		t.Errorf("loopback without a token: %d, want 200", status)
+	}
+}
+
+// TestAdmin_operatorActions is a unit test of the endpoints over a fake of the health
+// operator methods: the per-tool answer, the operator's arguments passed through.
+func TestAdmin_operatorActions(t *testing.T) {
+	e := newAdminEnv(t, "tok", false)
+	auth := "Bearer tok"
+	status, body := e.do(t, "GET", "/admin/tools", auth, "")
+	tools, _ := body["tools"].([]any)
+	if status != 200 || len(tools) != 1 || tools[0].(map[string]any)["mode"] != "quarantined" || tools[0].(map[string]any)["fingerprint"] != "ab12" {
+		t.Fatalf("tools: %d %v", status, body)
+	}
+	status, body = e.do(t, "POST", "/admin/tools/mode", auth, endpoints[1].body)
+	ch, _ := body["changes"].([]any)
+	if status != 200 || len(ch) != 1 || ch[0].(map[string]any)["to"] != "disabled" || ch[0].(map[string]any)["ok"] != true {
+		t.Fatalf("mode: %d %v", status, body)
+	}
+	status, body = e.do(t, "POST", "/admin/tools/approve", auth, endpoints[2].body)
+	if ch, _ := body["changes"].([]any); status != 200 || len(ch) != 1 || ch[0].(map[string]any)["from"] != "quarantined" {
+		t.Fatalf("approve: %d %v", status, body)
+	}
+	want := []string{"tools", "mode cart.* disabled x", "approve cart.*"}
+	if got := e.op.touched(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("operator calls %q, want %q", got, want)
+	}
+}
+
+// TestAdmin_healthOff: while the configuration has no health section (and until health
+// lands), the tool endpoints answer 409 with a clear error.
+func TestAdmin_healthOff(t *testing.T) {
+	e := newAdminEnv(t, "tok", true)
+	for _, ep := range endpoints[:3] {
+		status, body := e.do(t, ep.method, ep.path, "Bearer tok", ep.body)
+		if status != http.StatusConflict || body["code"] != "health_off" || !strings.Contains(body["error"].(string), "not configured") {
+			t.Errorf("%s %s: %d %v, want 409 health_off", ep.method, ep.path, status, body)
+		}
+	}
+}
+
+// TestAdmin_badInput: malformed, oversized, unknown-member and non-JSON bodies get a clear
+// 4xx and reach nothing.
+func TestAdmin_badInput(t *testing.T) {
+	e := newAdminEnv(t, "tok", false)
+	auth := "Bearer tok"
+	for _, c := range []struct {
+		name, body, ctype string
+		status            int
+	}{
+		{"malformed", `{"match":`, "application/json", 400},
+		{"not an object", `["cart.*"]`, "application/json", 400},
+		{"unknown member", `{"match":"a","mode":"disabled","evil":1}`, "application/json", 400},
+		{"two values", `{"match":"a","mode":"x"}{}`, "application/json", 400},
+		{"missing mode", `{"match":"a"}`, "application/json", 400},
+		{"form post", `match=a&mode=disabled`, "application/x-www-form-urlencoded", 415},
+		{"huge", `{"match":"` + strings.Repeat("a", 100<<10) + `","mode":"x"}`, "application/json", 413},
+	} {
+		status, body := e.do(t, "POST", "/admin/tools/mode", auth, c.body, "Content-Type", c.ctype)
+		if status != c.status || body["error"] == "" {
+			t.Errorf("%s: %d %v, want %d with an error", c.name, status, body, c.status)
+		}
+	}
+	for _, q := range []string{"", "?key=other/key", "?workflow=w", "?workflow=w&session=a&handle=b"} {
+		if status, _ := e.do(t, "GET", "/admin/state"+q, auth, ""); status != 400 {
+			t.Errorf("state%s: %d, want 400", q, status)
+		}
+	}
+	if got := e.op.touched(); len(got) != 0 {
+		t.Fatalf("bad requests reached the operator: %v", got)
+	}
+}
+
+// TestAdmin_state reads a stored snapshot by key and by workflow and session.
+func TestAdmin_state(t *testing.T) {
+	e := newAdminEnv(t, "tok", false)
+	key := "stategate/v1/checkout/session//s1"
+	if ok, err := e.st.CompareAndSwap(context.Background(), "s1", key, nil, []byte(`{"state":"payment"}`)); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	for _, q := range []string{"?key=" + key, "?workflow=checkout&session=s1"} {
+		status, body := e.do(t, "GET", "/admin/state"+q, "Bearer tok", "")
+		if status != 200 || body["key"] != key || body["snapshot"].(map[string]any)["state"] != "payment" {
+			t.Errorf("state%s: %d %v", q, status, body)
+		}
+	}
+	if status, body := e.do(t, "GET", "/admin/state?workflow=checkout&session=s2", "Bearer tok", ""); status != 404 {
+		t.Errorf("absent: %d %v", status, body)
+	}
+}

@@ -1,0 +1,145 @@
+package ops
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/stategate/stategate/exchange"
+)
+
+// ToolView is one tool in GET /admin/tools: its health, and its cache figures once the
+// result cache exists (issue 11: Cache stays nil until then).
+type ToolView struct {
+	exchange.ToolStatus
+	Cache *CacheFigures `json:"cache,omitempty"`
+}
+
+// CacheFigures is the seam for the result cache's per-tool figures.
+type CacheFigures struct {
+	Hits          int64 `json:"hits"`
+	Misses        int64 `json:"misses"`
+	Entries       int64 `json:"entries"`
+	Invalidations int64 `json:"invalidations"`
+}
+
+func (a *Admin) tools(w http.ResponseWriter, r *http.Request) {
+	ts, err := a.opts.Operator().Tools(r.Context())
+	if err != nil {
+		a.operatorError(w, err)
+		return
+	}
+	out := make([]ToolView, len(ts))
+	for i, t := range ts {
+		out[i] = ToolView{ToolStatus: t}
+	}
+	a.reply(w, http.StatusOK, map[string]any{"tools": out})
+}
+
+// modeRequest is the body of POST /admin/tools/mode.
+type modeRequest struct {
+	Match  string `json:"match"`
+	Mode   string `json:"mode"`
+	Reason string `json:"reason"`
+}
+
+func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
+	var req modeRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Match) == "" || strings.TrimSpace(req.Mode) == "" {
+		a.fail(w, http.StatusBadRequest, "bad_request", `"match" (a tool name or glob) and "mode" are required`)
+		return
+	}
+	changes, err := a.opts.Operator().SetMode(r.Context(), req.Match, req.Mode, req.Reason)
+	a.log.Info("operator action", "action", "mode", "match", req.Match, "mode", req.Mode, "reason", req.Reason,
+		"changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
+	if err != nil {
+		a.operatorError(w, err)
+		return
+	}
+	a.reply(w, http.StatusOK, map[string]any{"changes": nonNil(changes)})
+}
+
+// approveRequest is the body of POST /admin/tools/approve.
+type approveRequest struct {
+	Match string `json:"match"`
+}
+
+func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
+	var req approveRequest
+	if !a.decode(w, r, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Match) == "" {
+		a.fail(w, http.StatusBadRequest, "bad_request", `"match" (a tool name or glob) is required`)
+		return
+	}
+	changes, err := a.opts.Operator().Approve(r.Context(), req.Match)
+	a.log.Info("operator action", "action", "approve", "match", req.Match, "changed", len(changes),
+		"err", errString(err), "remote", r.RemoteAddr)
+	if err != nil {
+		a.operatorError(w, err)
+		return
+	}
+	a.reply(w, http.StatusOK, map[string]any{"changes": nonNil(changes)})
+}
+
+func nonNil(c []exchange.ModeChange) []exchange.ModeChange {
+	if c == nil {
+		return []exchange.ModeChange{}
+	}
+	return c
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// state answers a workflow's stored state: ?key=KEY, or ?workflow=W with &session=ID or
+// &handle=H (and &principal=P when the configuration scopes state by principal).
+func (a *Admin) state(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	key := q.Get("key")
+	if key == "" {
+		wf, session, handle := q.Get("workflow"), q.Get("session"), q.Get("handle")
+		if wf == "" || (session == "") == (handle == "") {
+			a.fail(w, http.StatusBadRequest, "bad_request", "give ?key=KEY, or ?workflow=ID with one of &session=ID or &handle=VALUE (and &principal=P)")
+			return
+		}
+		var err error
+		if key, err = a.opts.StateKey(wf, q.Get("principal"), session+handle); err != nil {
+			a.fail(w, http.StatusBadRequest, "bad_request", "workflow["+wf+"]: "+err.Error())
+			return
+		}
+	}
+	if !strings.HasPrefix(key, "stategate/v1/") || len(key) > 4096 {
+		a.fail(w, http.StatusBadRequest, "bad_request", `a state key starts with "stategate/v1/" (see /admin/state?workflow=...)`)
+		return
+	}
+	st := a.opts.Store()
+	if st == nil {
+		a.fail(w, http.StatusServiceUnavailable, "starting", "the store is not open yet")
+		return
+	}
+	v, err := st.Get(r.Context(), key)
+	if err != nil {
+		a.fail(w, http.StatusServiceUnavailable, "store_unavailable", "the store did not answer: "+err.Error())
+		return
+	}
+	if v == nil {
+		a.fail(w, http.StatusNotFound, "not_found", "no state under key["+key+"] (never moved, forgotten, or expired)")
+		return
+	}
+	out := map[string]any{"key": key}
+	if json.Valid(v) {
+		out["snapshot"] = json.RawMessage(v)
+	} else {
+		out["raw"] = string(v)
+	}
+	a.reply(w, http.StatusOK, out)
+}
