@@ -1,6 +1,6 @@
 // Command stategate is the stategate gateway and its tools.
 //
-//	stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB] [--plugin FILE]
+//	stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin FILE]
 //	stategate demo [--listen ADDR] [--upstream-only] [--plugin FILE] [--no-script]
 //	stategate check FILE
 //	stategate graph FILE [--format mermaid|dot]
@@ -22,7 +22,7 @@ import (
 const usage = `stategate: a state-awareness layer for MCP gateways
 
 usage:
-  stategate serve --config FILE --upstream URL [--listen 127.0.0.1:8080] [--store bolt:stategate.db|memory|redis://HOST:PORT/DB] [--plugin build/stategate.wasm]
+  stategate serve --config FILE --upstream URL [--listen 127.0.0.1:8080] [--store bolt:stategate.db|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin build/stategate.wasm]
   stategate demo  [--listen 127.0.0.1:8080] [--upstream-listen 127.0.0.1:3001] [--upstream-only] [--no-script] [--plugin FILE]
   stategate check FILE
   stategate graph FILE [--format mermaid|dot]
