@@ -12,8 +12,23 @@ import (
 // storeState is the exchange core's State over a store: compare-and-set on the bytes read.
 type storeState struct{ s store.Store }
 
+// getMany is implemented by stores that read several keys in one round trip (Redis).
+type getMany interface {
+	GetMany(ctx context.Context, keys []string) ([][]byte, error)
+}
+
 func (st storeState) Load(ctx context.Context, keys []string) ([]exchange.Slot, error) {
 	out := make([]exchange.Slot, len(keys))
+	if gm, ok := st.s.(getMany); ok && len(keys) > 1 {
+		vs, err := gm.GetMany(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vs {
+			out[i] = exchange.Slot{Value: v, Exists: v != nil}
+		}
+		return out, nil
+	}
 	for i, k := range keys {
 		v, err := st.s.Get(ctx, k)
 		if err != nil {
