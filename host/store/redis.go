@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -260,9 +261,65 @@ func (r *Redis) CompareAndSwap(ctx context.Context, session, key string, old, ne
 	}
 	n, err := r.eval(ctx, casScript, keys, mode, old, new, r.ttlMillis()).Int()
 	if err != nil {
-		return false, fmt.Errorf("store[redis] url[%s] key[%q]: compare-and-swap: %w", r.name, key, err)
+		return r.settle(ctx, key, keys, old, new, mode, err)
 	}
 	return n == 1, nil
+}
+
+// settleFor bounds how long a compare-and-set whose outcome is unknown keeps trying to
+// learn it (within ctx's deadline).
+const settleFor = 15 * time.Second
+
+// settle finds out what became of a compare-and-set that failed with err (a lost reply, a
+// primary that died, too few replicas acknowledging): the script may or may not have run,
+// and a failover may have lost it. It reads the key until the store answers, then:
+//
+//   - the key holds new: the write landed. The compare-and-set new→new is run (it writes
+//     the same bytes and, with wait, waits for replicas again) so that success means what
+//     a first-time success means;
+//   - the key still holds old (or is still absent): the write did not land, or was lost in
+//     a failover; the compare-and-set is run again;
+//   - anything else: another writer got in first, a conflict.
+//
+// So a retry only ever runs the compare-and-set itself, and a transition is never applied
+// twice. A writer that finds new can not tell its own write from another writer's
+// identical one; the gateway's writers hold a lease and write snapshots with a sequence, so
+// identical bytes are its own. It gives up with err after settleFor or when ctx ends.
+func (r *Redis) settle(ctx context.Context, key string, keys []string, old, new []byte, mode string, err error) (bool, error) {
+	first := err
+	fail := func() (bool, error) {
+		return false, fmt.Errorf("store[redis] url[%s] key[%q]: compare-and-swap: %w", r.name, key, first)
+	}
+	deadline := time.Now().Add(settleFor)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		if time.Now().Add(wait).After(deadline) {
+			return fail()
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fail()
+		case <-t.C:
+		}
+		cur, err := r.client.Get(ctx, keys[0]).Bytes()
+		present := err == nil
+		if err != nil && !errors.Is(err, redis.Nil) {
+			continue // the store does not answer yet
+		}
+		var n int
+		switch {
+		case present && bytes.Equal(cur, new):
+			n, err = r.eval(ctx, casScript, keys, "1", new, new, r.ttlMillis()).Int()
+		case (mode == "0" && !present) || (mode == "1" && present && bytes.Equal(cur, old)):
+			n, err = r.eval(ctx, casScript, keys, mode, old, new, r.ttlMillis()).Int()
+		default:
+			return false, nil
+		}
+		if err == nil {
+			return n == 1, nil
+		}
+	}
 }
 
 // Forget implements Store.Forget.

@@ -112,3 +112,47 @@ func TestRedis_lockDuringStallLeavesNoLease(t *testing.T) {
 		})
 	}
 }
+
+// TestRedis_compareAndSwapDuringStallSettles stalls the server while a compare-and-set is
+// in flight: the client times out, the server runs the script once it resumes, and the
+// store must learn that (the key holds the new value) and report success, not an error
+// and not a conflict that would make the caller apply its transition twice.
+func TestRedis_compareAndSwapDuringStallSettles(t *testing.T) {
+	url := storetest.Redis(t)
+	ctx := context.Background()
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(ro)
+	defer admin.Close()
+	r, err := NewRedis(ctx, url+"?read_timeout=100ms", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for attempt := 0; ; attempt++ {
+		if err := admin.FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		mustCAS(t, r, "s1", "k", nil, []byte("v1"), true)
+		before := r.RoundTrips()
+		resumed := make(chan error, 1)
+		go func() { resumed <- admin.Eval(ctx, busyScript, nil, 600).Err() }()
+		time.Sleep(50 * time.Millisecond)
+		ok, err := r.CompareAndSwap(ctx, "s1", "k", []byte("v1"), []byte("v2"))
+		if err := <-resumed; err != nil {
+			t.Fatalf("stall: %v", err)
+		}
+		if err != nil || !ok {
+			t.Fatalf("CompareAndSwap during a stall = %v, %v; want true, nil once the server resumed", ok, err)
+		}
+		mustGet(t, r, "k", []byte("v2"))
+		if r.RoundTrips()-before > 1 {
+			return // the compare-and-set overlapped the stall and settled
+		}
+		if attempt == 4 {
+			t.Fatal("the compare-and-set never overlapped the stall in 5 attempts")
+		}
+	}
+}
