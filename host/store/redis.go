@@ -166,7 +166,8 @@ func (r *Redis) ping(ctx context.Context) error {
 }
 
 // RoundTrips counts the exchanges with Redis so far: a command, or a pipeline sent to one
-// server, is one.
+// server, is one. A new connection's handshake (HELLO, AUTH, SELECT, CLIENT) is not
+// counted: it is paid once per pooled connection, not per operation.
 func (r *Redis) RoundTrips() uint64 { return r.trips.Load() }
 
 // tripCounter is the go-redis hook behind RoundTrips.
@@ -174,10 +175,28 @@ type tripCounter struct{ n *atomic.Uint64 }
 
 func (h tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !handshake(cmd) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
 }
 func (h tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && !handshake(cmds[0]) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func handshake(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "auth", "select", "client":
+		return true
+	}
+	return false
 }
 
 // Get implements Store.Get.
