@@ -3,10 +3,13 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
 )
@@ -39,12 +42,54 @@ var callKinds = []struct {
 // Sentinel-managed primary with one replica, with and without waiting for it.
 var deployments = []struct {
 	name string
-	spec func(t testing.TB) string
+	// start starts the deployment and returns its spec and its primaries' addresses.
+	start func(t testing.TB) (string, []string)
 }{
-	{name: "redis", spec: func(t testing.TB) string { return storetest.Redis(t) }},
-	{name: "redis_cluster", spec: func(t testing.TB) string { s, _ := storetest.Cluster(t, 3); return s }},
-	{name: "redis_sentinel_wait1", spec: func(t testing.TB) string { return storetest.Sentinel(t, 1, 1).Spec() }},
-	{name: "redis_sentinel_wait0", spec: func(t testing.TB) string { return storetest.Sentinel(t, 1, 1).Spec() + "?wait=0" }},
+	{name: "redis", start: func(t testing.TB) (string, []string) {
+		url := storetest.Redis(t)
+		return url, []string{strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")}
+	}},
+	{name: "redis_cluster", start: func(t testing.TB) (string, []string) {
+		spec, masters := storetest.Cluster(t, 3)
+		var addrs []string
+		for _, m := range masters {
+			addrs = append(addrs, m.Addr())
+		}
+		return spec, addrs
+	}},
+	{name: "redis_sentinel_wait1", start: func(t testing.TB) (string, []string) {
+		set := storetest.Sentinel(t, 1, 1)
+		return set.Spec(), []string{set.Primary.Addr()}
+	}},
+	{name: "redis_sentinel_wait0", start: func(t testing.TB) (string, []string) {
+		set := storetest.Sentinel(t, 1, 1)
+		return set.Spec() + "?wait=0", []string{set.Primary.Addr()}
+	}},
+}
+
+// serverCPU sums the CPU time (user and system) the primaries at addrs have used.
+func serverCPU(t testing.TB, addrs []string) time.Duration {
+	t.Helper()
+	var total time.Duration
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		info, err := c.Info(context.Background(), "cpu").Result()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			k, v, _ := strings.Cut(line, ":")
+			if k == "used_cpu_sys" || k == "used_cpu_user" {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				total += time.Duration(f * float64(time.Second))
+			}
+		}
+	}
+	return total
 }
 
 // trips sums the round trips of both replicas' stores.
@@ -65,7 +110,8 @@ func TestRoundTrips(t *testing.T) {
 	want := map[string]uint64{"ungated": 0, "gated_no_transition": 1, "gated_transition_1_key": 4, "gated_transition_2_keys": 5}
 	for _, d := range deployments {
 		t.Run(d.name, func(t *testing.T) {
-			e := newScaleEnv(t, d.spec(t), tripsConfig)
+			spec, _ := d.start(t)
+			e := newScaleEnv(t, spec, tripsConfig)
 			cs := e.connect(t)
 			for _, k := range callKinds {
 				call(t, cs, k.tool, k.args) // first calls create keys and load scripts
@@ -94,20 +140,24 @@ func TestRoundTrips(t *testing.T) {
 }
 
 // BenchmarkRoundTrips times each call kind through two replicas on each deployment, with
-// its round trips per call; ungated on the same deployment is the baseline.
+// its round trips per call and the CPU time the Redis primaries spent per call (the
+// figure the capacity model in README.md divides a core by); ungated on the same
+// deployment is the baseline.
 func BenchmarkRoundTrips(b *testing.B) {
 	for _, d := range deployments {
 		b.Run(d.name, func(b *testing.B) {
-			e := newScaleEnv(b, d.spec(b), tripsConfig)
+			spec, primaries := d.start(b)
+			e := newScaleEnv(b, spec, tripsConfig)
 			cs := e.connect(b)
 			for _, k := range callKinds {
 				call(b, cs, k.tool, k.args)
 				b.Run(k.name, func(b *testing.B) {
-					before := e.trips()
+					before, cpu := e.trips(), serverCPU(b, primaries)
 					for b.Loop() {
 						call(b, cs, k.tool, k.args)
 					}
 					b.ReportMetric(float64(e.trips()-before)/float64(b.N), "trips/call")
+					b.ReportMetric(float64(serverCPU(b, primaries)-cpu)/float64(time.Microsecond)/float64(b.N), "redis-µs/call")
 				})
 			}
 		})
@@ -122,5 +172,56 @@ func call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any)
 	}
 	if res.IsError {
 		t.Fatalf("%s: %v", tool, fmt.Sprint(texts(res)))
+	}
+}
+
+// TestBytesStored measures what one session and one handle keep in Redis (MEMORY USAGE:
+// key, value and the server's per-key overhead) after a call that moves both, on one
+// server and on a cluster, and holds it under a bound so growth shows.
+func TestBytesStored(t *testing.T) {
+	for _, d := range deployments[:2] {
+		t.Run(d.name, func(t *testing.T) {
+			spec, primaries := d.start(t)
+			e := newScaleEnv(t, spec, tripsConfig)
+			cs := e.connect(t)
+			call(t, cs, "tasks.update", map[string]any{"id": "T1", "status": "in_progress"})
+			time.Sleep(50 * time.Millisecond) // the lease is released after the answer
+			bytes := map[string]int64{}
+			for _, a := range primaries {
+				c := redis.NewClient(&redis.Options{Addr: a})
+				keys, err := c.Keys(context.Background(), "*").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range keys {
+					n, err := c.MemoryUsage(context.Background(), k).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					kind := "other"
+					switch {
+					case strings.Contains(k, "lock:"):
+						kind = "lease"
+					case strings.Contains(k, "/session/"):
+						kind = "session_state"
+					case strings.Contains(k, "/arg."):
+						kind = "handle_state"
+					case strings.Contains(k, "session"):
+						kind = "session_set"
+					}
+					bytes[kind] += n
+					t.Logf("%s: %d bytes: %q", kind, n, k)
+				}
+				c.Close()
+			}
+			perSession := bytes["session_state"] + bytes["session_set"]
+			t.Logf("per session (one workflow): %d bytes; per handle (one workflow): %d bytes", perSession, bytes["handle_state"])
+			if bytes["lease"] != 0 || bytes["other"] != 0 {
+				t.Errorf("keys left besides state: %v", bytes)
+			}
+			if perSession == 0 || bytes["handle_state"] == 0 || perSession > 1024 || bytes["handle_state"] > 512 {
+				t.Errorf("per session %d bytes (want 1..1024), per handle %d (want 1..512)", perSession, bytes["handle_state"])
+			}
+		})
 	}
 }
