@@ -35,23 +35,30 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 		in = append(in, a.Raw...)
 	}
 	ex.input = in
-	var lock func([]string) error
+	var lock func([]string) ([]Slot, error)
 	if c.facts.moves[ex.Tool] {
 		// A call that can move a workflow holds its state keys from admission to the stored
 		// transition, so racing calls are admitted one at a time, on one replica or several.
 		ex.moves = true
-		lock = func(keys []string) error {
+		lock = func(keys []string) ([]Slot, error) {
 			wctx, cancel := context.WithTimeout(ctx, c.opts.LeaseWait)
 			defer cancel()
-			release, err := c.state.Lock(wctx, keys, c.facts.leaseTTL)
+			var release func()
+			var slots []Slot
+			var err error
+			if ll, ok := c.state.(LockLoader); ok {
+				release, slots, err = ll.LockLoad(wctx, keys, c.facts.leaseTTL)
+			} else {
+				release, err = c.state.Lock(wctx, keys, c.facts.leaseTTL)
+			}
 			if err != nil {
 				if errors.Is(err, ErrBusy) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
-					return errBusy{err}
+					return nil, errBusy{err}
 				}
-				return storeError{err}
+				return nil, storeError{err}
 			}
 			ex.release = release
-			return nil
+			return slots, nil
 		}
 	}
 	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, in, nil, lock)

@@ -107,7 +107,7 @@ func (e *scaleEnv) trips() uint64 {
 // one, reads in one, writes each key in one and releases in one. On a cluster the leases
 // and the release cost one per slot group (or node), and are logged.
 func TestRoundTrips(t *testing.T) {
-	want := map[string]uint64{"ungated": 0, "gated_no_transition": 1, "gated_transition_1_key": 4, "gated_transition_2_keys": 5}
+	want := map[string]uint64{"ungated": 0, "gated_no_transition": 1, "gated_transition_1_key": 3, "gated_transition_2_keys": 4}
 	for _, d := range deployments {
 		t.Run(d.name, func(t *testing.T) {
 			spec, _ := d.start(t)

@@ -83,6 +83,13 @@ func (a *ackStore) GetMany(ctx context.Context, keys []string) ([][]byte, error)
 	}).GetMany(ctx, keys)
 }
 
+// LockLoad passes through to a store that leases and reads in one step.
+func (a *ackStore) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
+	return a.Store.(interface {
+		LockLoad(context.Context, []string, time.Duration) (func(), [][]byte, error)
+	}).LockLoad(ctx, keys, ttl)
+}
+
 func (a *ackStore) counts(key string) (acked, failed int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

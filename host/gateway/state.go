@@ -64,6 +64,41 @@ func (st storeState) Lock(ctx context.Context, keys []string, ttl time.Duration)
 	return release, err
 }
 
+// lockLoader is implemented by stores that lease and read keys in one step (Redis).
+type lockLoader interface {
+	LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error)
+}
+
+// LockLoad implements exchange.LockLoader: one step on stores that can (Redis: one round
+// trip per hash slot), Lock then Load on the others.
+func (st storeState) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), []exchange.Slot, error) {
+	ll, ok := st.s.(lockLoader)
+	if !ok {
+		release, err := st.Lock(ctx, keys, ttl)
+		if err != nil {
+			return nil, nil, err
+		}
+		slots, err := st.Load(ctx, keys)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		return release, slots, nil
+	}
+	release, values, err := ll.LockLoad(ctx, keys, ttl)
+	if err != nil {
+		if errors.Is(err, store.ErrBusy) {
+			return nil, nil, errors.Join(exchange.ErrBusy, err)
+		}
+		return nil, nil, err
+	}
+	slots := make([]exchange.Slot, len(keys))
+	for i, v := range values {
+		slots[i] = exchange.Slot{Value: v, Exists: v != nil}
+	}
+	return release, slots, nil
+}
+
 func (st storeState) Forget(ctx context.Context, session string, _ []string) error {
 	return st.s.Forget(ctx, session) // the store keeps its own index of a session's keys
 }

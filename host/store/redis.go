@@ -412,7 +412,7 @@ func (noRetry) NoRetry() bool { return true }
 var scriptSource = map[*redis.Script]string{}
 
 func init() {
-	for s, src := range map[*redis.Script]string{casScript: casSrc, unlockScript: unlockSrc, lockScript: lockSrc} {
+	for s, src := range map[*redis.Script]string{casScript: casSrc, unlockScript: unlockSrc, lockScript: lockSrc, lockLoadScript: lockLoadSrc} {
 		scriptSource[s] = src
 	}
 }

@@ -190,6 +190,8 @@ func TestRedisCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("lock_load", func(t *testing.T) { testLockLoad(t, r) })
+
 	t.Run("a_busy_group_releases_the_groups_taken", func(t *testing.T) {
 		a, b := "stategate/v1/cart/session/alice/S1", "stategate/v1/cart/arg.cart_id/alice/1"
 		first, second := a, b

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -64,33 +65,93 @@ return 0
 //   - A failed command whose wait had already found a key held, once ctx has ended,
 //     reports ErrBusy: that is what ended the wait.
 func (r *Redis) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
+	release, _, err := r.lock(ctx, keys, ttl, false)
+	return release, err
+}
+
+// LockLoad is Lock followed by Get of every key, in the same scripts: one round trip per
+// slot group (one on a single server) instead of one for the leases and one for the
+// reads. values[i] is keys[i]'s value (nil when absent); reads refresh the idle TTL as Get
+// does.
+func (r *Redis) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
+	release, got, err := r.lock(ctx, keys, ttl, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	values := make([][]byte, len(keys))
+	for i, k := range keys {
+		values[i] = got[k]
+	}
+	return release, values, nil
+}
+
+// lockLoadScript is lockScript that also reads: KEYS[1..n] the leases, KEYS[n+1..2n] the
+// values; ARGV[3] the idle TTL in milliseconds. Returns {0, value or false, ...} when it
+// took the leases, or {i} for the first one held.
+var lockLoadScript = redis.NewScript(lockLoadSrc)
+
+const lockLoadSrc = `
+local n = #KEYS / 2
+for i = 1, n do
+  if redis.call("EXISTS", KEYS[i]) == 1 then return {i} end
+end
+local out = {0}
+for i = 1, n do
+  redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+  local v = redis.call("GET", KEYS[n + i])
+  if v then redis.call("PEXPIRE", KEYS[n + i], ARGV[3]) end
+  out[i + 1] = v
+end
+return out
+`
+
+// lock takes the leases on keys, group by group (see Lock), reading the keys' values as
+// it goes when load is set: it returns them by key, present values non-nil.
+func (r *Redis) lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (func(), map[string][]byte, error) {
 	if err := checkLease(ttl); err != nil {
-		return nil, fmt.Errorf("store[redis] url[%s]: lock: %w", r.name, err)
+		return nil, nil, fmt.Errorf("store[redis] url[%s]: lock: %w", r.name, err)
 	}
 	var tok [16]byte
 	if _, err := rand.Read(tok[:]); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	token := hex.EncodeToString(tok[:])
 	var held []string // lease names taken so far
+	var values map[string][]byte
+	if load {
+		values = make(map[string][]byte, len(keys))
+	}
 	for _, group := range r.groups(sortedKeys(keys)) {
-		names := make([]string, len(group))
+		names := make([]string, len(group), 2*len(group))
 		for i, k := range group {
 			names[i] = r.lay.lockKey(k)
 		}
+		script, args := lockScript, []any{token, ttl.Milliseconds()}
+		if load {
+			for _, k := range group {
+				names = append(names, r.lay.valueKey(k))
+			}
+			script, args = lockLoadScript, append(args, r.ttlMillis())
+		}
+		leases := names[:len(group)]
 		busy := false
 		wait := time.Millisecond
 		for {
-			n, err := r.eval(ctx, lockScript, names, token, ttl.Milliseconds()).Int()
+			n, vals, err := lockReply(r.eval(ctx, script, names, args...))
 			if err != nil {
-				r.orphan(append(held, names...), token)
+				r.orphan(append(held, leases...), token)
 				if busy && ctx.Err() != nil {
-					return nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w (%w)", r.name, group[0], ErrBusy, ctx.Err())
+					return nil, nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w (%w)", r.name, group[0], ErrBusy, ctx.Err())
 				}
-				return nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w", r.name, group[0], err)
+				return nil, nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w", r.name, group[0], err)
 			}
 			if n == 0 {
-				held = append(held, names...)
+				held = append(held, leases...)
+				for i, k := range group {
+					if load && i < len(vals) {
+						values[k] = vals[i]
+					}
+				}
 				break
 			}
 			busy = true
@@ -101,7 +162,7 @@ func (r *Redis) Lock(ctx context.Context, keys []string, ttl time.Duration) (fun
 			case <-ctx.Done():
 				t.Stop()
 				r.unlock(ctx, held, token)
-				return nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w (%w)", r.name, k, ErrBusy, ctx.Err())
+				return nil, nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w (%w)", r.name, k, ErrBusy, ctx.Err())
 			}
 			if wait < 20*time.Millisecond {
 				wait *= 2
@@ -109,7 +170,36 @@ func (r *Redis) Lock(ctx context.Context, keys []string, ttl time.Duration) (fun
 		}
 	}
 	var once sync.Once
-	return func() { once.Do(func() { r.unlock(ctx, held, token) }) }, nil
+	return func() { once.Do(func() { r.unlock(ctx, held, token) }) }, values, nil
+}
+
+// lockReply reads lockScript's reply (a number) or lockLoadScript's ({number, values...}):
+// 0 and the values read, or the index of the key held.
+func lockReply(cmd *redis.Cmd) (int, [][]byte, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return 0, nil, err
+	}
+	switch v := v.(type) {
+	case int64:
+		return int(v), nil, nil
+	case []any:
+		if len(v) == 0 {
+			return 0, nil, errors.New("lock: empty reply")
+		}
+		n, ok := v[0].(int64)
+		if !ok {
+			return 0, nil, fmt.Errorf("lock: reply %T", v[0])
+		}
+		vals := make([][]byte, len(v)-1)
+		for i, x := range v[1:] {
+			if s, ok := x.(string); ok {
+				vals[i] = []byte(s)
+			}
+		}
+		return int(n), vals, nil
+	}
+	return 0, nil, fmt.Errorf("lock: reply %T", v)
 }
 
 // groups splits sorted keys into the groups one script may touch: all of them on a single

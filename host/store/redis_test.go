@@ -156,3 +156,44 @@ func TestRedis_compareAndSwapDuringStallSettles(t *testing.T) {
 		}
 	}
 }
+
+func TestRedis_lockLoad(t *testing.T) {
+	r, err := NewRedis(context.Background(), storetest.Redis(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	testLockLoad(t, r)
+}
+
+// testLockLoad: LockLoad takes the leases as Lock does and reads every key as Get does.
+func testLockLoad(t *testing.T, r *Redis) {
+	t.Helper()
+	ctx := context.Background()
+	flush(t, r)
+	keys := []string{"stategate/v1/cart/session/alice/S1", "stategate/v1/cart/arg.cart_id/alice/1", "absent", "empty"}
+	mustCAS(t, r, "S1", keys[0], nil, []byte("v0"), true)
+	mustCAS(t, r, "", keys[1], nil, []byte("v1"), true)
+	mustCAS(t, r, "", keys[3], nil, []byte{}, true)
+	release, values, err := r.LockLoad(ctx, keys, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]byte{[]byte("v0"), []byte("v1"), nil, {}}
+	for i := range keys {
+		if (values[i] == nil) != (want[i] == nil) || string(values[i]) != string(want[i]) {
+			t.Errorf("LockLoad value of %q = %q (nil: %v), want %q (nil: %v)", keys[i], values[i], values[i] == nil, want[i], want[i] == nil)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := r.LockLoad(wctx, keys[1:2], time.Second); !errors.Is(err, ErrBusy) {
+		t.Fatalf("LockLoad of a held key = %v, want ErrBusy", err)
+	}
+	release()
+	again, _, err := r.LockLoad(ctx, keys, time.Second)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	again()
+}
