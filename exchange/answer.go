@@ -109,7 +109,9 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
 	}
-	ex.releaseNow() // the transition is stored: the next moving call may go
+	if !ex.hold {
+		ex.releaseNow() // the transition is stored: the next moving call may go
+	}
 	if succeeded(root) {
 		ex.called(OutcomeSuccess)
 	} else {

@@ -174,7 +174,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
 		if err != nil {
-			c.Fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
+			ex.fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
 			return visible
 		}
 		st = next
@@ -196,7 +196,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 			case errors.Is(err, ErrConflict):
 				lost = append(lost, k.Str)
 			default:
-				c.Fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
+				ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
 				written[k.Str] = true // give up on this key; the others still move
 				failed[k.Str] = true
 			}
@@ -209,13 +209,21 @@ func (ex *Exchange) transition(ctx context.Context, success bool) bool {
 		c.count(CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost)
 		if err != nil {
-			c.Fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
+			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
 			return visible
 		}
 		st = st.with(lost, fresh)
 	}
-	c.Fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
+	ex.fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
 	return visible
+}
+
+// fault reports a fault of this exchange and applies its policy: HoldLease keeps the
+// call's lease when the exchange is closed, until it lapses.
+func (ex *Exchange) fault(f abi.Fault, err error, attrs ...any) {
+	if ex.core.Fault(f, err, attrs...) == abi.HoldLease {
+		ex.hold = true
+	}
 }
 
 // with returns a copy of l with keys' slots replaced.
@@ -243,7 +251,8 @@ func sessionOwned(key string) bool {
 func (ex *Exchange) MarkSent(sent bool) { ex.sent = sent }
 
 // Close ends the exchange: the lease of a moving call is released, unless the call reached
-// the upstream and its outcome is unknown, in which case it is kept until it lapses.
+// the upstream and its outcome is unknown, or its transition could not be stored, in which
+// case it is kept until it lapses (abi.HoldLease).
 func (ex *Exchange) Close() {
 	if ex.closed {
 		return
@@ -253,9 +262,11 @@ func (ex *Exchange) Close() {
 		return
 	}
 	if ex.sent && !ex.answered {
-		ex.core.Fault(abi.FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
+		ex.fault(abi.FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
 			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.leaseTTL.String())
-		ex.release = nil
+	}
+	if ex.hold {
+		ex.release = nil // lapses after the lease's ttl
 		return
 	}
 	ex.releaseNow()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -408,5 +409,42 @@ func TestScaleOut_sentinelFailover(t *testing.T) {
 	}
 	if paid[sessions-1] != 1 {
 		t.Errorf("after the switch, racing cart.pay calls paid %d times, want 1", paid[sessions-1])
+	}
+}
+
+// failingWrites is a store whose compare-and-sets fail (an error, as a store that went
+// away) while armed.
+type failingWrites struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (f *failingWrites) CompareAndSwap(ctx context.Context, session, key string, old, new []byte) (bool, error) {
+	if f.armed.Load() {
+		return false, errors.New("store went away")
+	}
+	return f.Store.CompareAndSwap(ctx, session, key, old, new)
+}
+
+// TestE2E_failedTransitionWriteHoldsLease: cart.pay ran upstream but its transition could
+// not be stored (the store failed past every retry); the workflow still says payment, so a
+// second cart.pay must not be admitted while the lease lives (abi.HoldLease), even once the
+// store is back.
+func TestE2E_failedTransitionWriteHoldsLease(t *testing.T) {
+	st := &failingWrites{Store: store.NewMemory(store.Options{})}
+	e := newEnv(t, envOptions{demo: demo.Options{JSONResponse: true}, store: st, gateway: gateway.Options{LeaseWait: 200 * time.Millisecond}})
+	c := e.connect(t, sessionEra)
+	prepareCart(t, c.cs)
+	st.armed.Store(true)
+	if res := c.call(t, "cart.pay", nil); res.IsError {
+		t.Fatalf("first cart.pay: %q", texts(res))
+	}
+	st.armed.Store(false)
+	res := c.call(t, "cart.pay", nil)
+	if !res.IsError || metaCode(res) != abi.DenyGateUnavailable {
+		t.Fatalf("second cart.pay after an unrecorded payment: isError %v code %q %q; want GATE_UNAVAILABLE", res.IsError, metaCode(res), texts(res))
+	}
+	if n := e.upstream.count("cart.pay"); n != 1 {
+		t.Fatalf("upstream ran cart.pay %d times, want 1", n)
 	}
 }
