@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -156,7 +157,8 @@ func (r *Redis) lock(ctx context.Context, keys []string, ttl time.Duration, load
 			}
 			busy = true
 			k := group[min(max(n, 1), len(group))-1]
-			t := time.NewTimer(wait)
+			// Jittered, so waiters on one key spread their polls over the interval.
+			t := time.NewTimer(wait/2 + time.Duration(mrand.Int64N(int64(wait/2)+1)))
 			select {
 			case <-t.C:
 			case <-ctx.Done():
