@@ -378,8 +378,20 @@ func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, a
 		if r.wait == 0 {
 			return cmd, nil, r.client.Process(ctx, noRetry{cmd})
 		}
+		// WAIT names no key, so a cluster would send it to any node: the pipeline goes to
+		// the primary serving the script's slot instead (a MOVED answer then fails the call,
+		// closed, rather than being followed).
+		var c redis.Cmdable = r.client
+		if cc, ok := r.client.(*redis.ClusterClient); ok {
+			node, err := cc.MasterForKey(ctx, keys[0])
+			if err != nil {
+				cmd.SetErr(err)
+				return cmd, nil, err
+			}
+			c = node
+		}
 		var wait *redis.IntCmd
-		_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			_ = p.Process(ctx, noRetry{cmd})
 			wait = redis.NewIntCmd(ctx, "wait", r.wait, max(r.waitFor.Milliseconds(), 1))
 			_ = p.Process(ctx, wait)

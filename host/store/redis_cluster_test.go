@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -215,5 +217,51 @@ func TestRedisCluster(t *testing.T) {
 			t.Fatalf("both keys after the holder left: %v", err)
 		}
 		both()
+	})
+}
+
+// TestRedisCluster_waitForReplicas: with wait=1 on a cluster whose masters each have a
+// replica, writes and leases go through (WAIT reaches the primary of their slot); on a
+// cluster without replicas the same setting fails them closed.
+func TestRedisCluster_waitForReplicas(t *testing.T) {
+	ctx := context.Background()
+	keys := []string{"stategate/v1/cart/session/alice/S1", "stategate/v1/cart/arg.cart_id/alice/1", "stategate/v1/health/tool/cart.pay"}
+	t.Run("with_replicas", func(t *testing.T) {
+		s, err := Open(ctx, storetest.ClusterWithReplicas(t, 3, 1)+"?wait=1", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for _, k := range keys {
+			mustCAS(t, s, "S1", k, nil, []byte("v"), true)
+			mustCAS(t, s, "S1", k, []byte("v"), []byte("w"), true)
+			mustGet(t, s, k, []byte("w"))
+		}
+		release, err := s.Lock(ctx, keys, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		mustForget(t, s, "S1")
+		for _, k := range keys {
+			mustGet(t, s, k, nil)
+		}
+	})
+	t.Run("without_replicas", func(t *testing.T) {
+		spec, _ := storetest.Cluster(t, 3)
+		s, err := Open(ctx, spec+"?wait=1&wait_timeout=50ms", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		ok, err := s.CompareAndSwap(cctx, "", keys[1], nil, []byte("v"))
+		if err == nil || ok || !strings.Contains(err.Error(), "acknowledged by 0 of 1 replicas") {
+			t.Fatalf("CompareAndSwap with wait=1 and no replica = %v, %v; want an error naming the replicas", ok, err)
+		}
+		if _, err := s.Lock(ctx, keys[:1], time.Second); err == nil || errors.Is(err, ErrBusy) {
+			t.Fatalf("Lock with wait=1 and no replica = %v, want a store error", err)
+		}
 	})
 }

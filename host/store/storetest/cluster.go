@@ -43,11 +43,25 @@ func (s *Server) Kill() {
 //     STATEGATE_REQUIRE_ALL=1 scripts/redis.sh installs them first).
 func Cluster(t testing.TB, masters int) (string, []*Server) {
 	t.Helper()
+	return cluster(t, masters, 0)
+}
+
+// ClusterWithReplicas is Cluster with replicas replicas per master (which node serves as
+// what is redis-cli's choice); it waits until every replica is in sync and returns the
+// spec.
+func ClusterWithReplicas(t testing.TB, masters, replicas int) string {
+	t.Helper()
+	spec, _ := cluster(t, masters, replicas)
+	return spec
+}
+
+func cluster(t testing.TB, masters, replicas int) (string, []*Server) {
+	t.Helper()
 	need(t)
 	dir := t.TempDir()
 	var nodes []*Server
 	var addrs []string
-	for i := range masters {
+	for i := range masters * (1 + replicas) {
 		bus, err := freePort()
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +75,7 @@ func Cluster(t testing.TB, masters int) (string, []*Server) {
 		addrs = append(addrs, s.Addr())
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
@@ -70,6 +84,10 @@ func Cluster(t testing.TB, masters int) (string, []*Server) {
 	for _, n := range nodes {
 		waitFor(t, 20*time.Second, "cluster_state:ok on "+n.Addr(), func() bool {
 			return strings.Contains(cli(n.Port, "cluster", "info"), "cluster_state:ok")
+		})
+		waitFor(t, 20*time.Second, "replication in sync on "+n.Addr(), func() bool {
+			info := cli(n.Port, "info", "replication")
+			return strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")
 		})
 	}
 	return "redis+cluster://" + strings.Join(addrs, ","), nodes
