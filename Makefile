@@ -83,6 +83,7 @@ fuzz.long:
 bench: build
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./testharness/ ./host/ -run '^$$' -bench . -benchmem
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench Gateway -benchtime 2000x
+	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench RoundTrips -benchtime 2000x
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . ; echo 'gofmt: files above need formatting'; exit 1)

@@ -43,12 +43,13 @@ func PolicyFor(f Fault) Policy {
 	switch f {
 	case FaultGatePlugin, FaultGateStore, FaultGateBusy:
 		return FailClosed // the gate never silently allows a gated tool
-	case FaultTransition, FaultClientGone, FaultClearSession:
+	case FaultClientGone, FaultClearSession:
 		return Report
-	case FaultOutcomeUnknown:
-		// The upstream may have acted (a payment may have gone through): the workflow must
-		// neither advance as if it succeeded nor stay open for a second attempt. The lease
-		// is kept until it lapses, so no other moving call on those keys is admitted.
+	case FaultOutcomeUnknown, FaultTransition:
+		// The upstream may have acted (a payment may have gone through) and the workflow did
+		// not record it (no readable answer; or its transition or store write failed): it must
+		// not stay open for a second attempt. The lease is kept until it lapses, so no other
+		// moving call on those keys is admitted.
 		return HoldLease
 	case FaultUpstream:
 		return BadGateway

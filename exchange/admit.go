@@ -45,6 +45,7 @@ type Exchange struct {
 	st        *loaded
 	moves     bool
 	release   func()
+	hold      bool // a fault's policy is HoldLease: Close keeps the lease
 	onTimeout []byte
 	sent      bool
 	answered  bool

@@ -128,7 +128,9 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 			c.notify(ex.Session, ListChanged) // server-wide: every other client too
 		}
 	}
-	ex.releaseNow() // the transition is stored: the next moving call may go
+	if !ex.hold {
+		ex.releaseNow() // the transition is stored: the next moving call may go
+	}
 	if succeeded(root) {
 		ex.called(OutcomeSuccess)
 	} else {

@@ -35,27 +35,37 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 		in = append(in, a.Raw...)
 	}
 	ex.input = in
-	var lock func([]string) error
+	var lock func([]string) ([]Slot, error)
 	if c.facts.moves[ex.Tool] {
 		// A call that can move a workflow holds its state keys from admission to the stored
 		// transition, so racing calls are admitted one at a time, on one replica or several.
 		ex.moves = true
-		lock = func(keys []string) error {
-			keys = workflowKeys(keys) // leases cover workflow snapshots only
-			if len(keys) == 0 {
-				return nil
+		lock = func(keys []string) ([]Slot, error) {
+			// Leases cover workflow snapshots only (not tool health, the annotation record or
+			// the cache's keys); when other keys are asked for too, the caller loads them all.
+			lockKeys := workflowKeys(keys)
+			if len(lockKeys) == 0 {
+				return nil, nil
 			}
+			partial := len(lockKeys) != len(keys)
 			wctx, cancel := context.WithTimeout(ctx, c.opts.LeaseWait)
 			defer cancel()
-			release, err := c.state.Lock(wctx, keys, c.facts.leaseTTL)
+			var release func()
+			var slots []Slot
+			var err error
+			if ll, ok := c.state.(LockLoader); ok && !partial {
+				release, slots, err = ll.LockLoad(wctx, lockKeys, c.facts.leaseTTL)
+			} else {
+				release, err = c.state.Lock(wctx, lockKeys, c.facts.leaseTTL)
+			}
 			if err != nil {
 				if errors.Is(err, ErrBusy) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
-					return errBusy{err}
+					return nil, errBusy{err}
 				}
-				return storeError{err}
+				return nil, storeError{err}
 			}
 			ex.release = release
-			return nil
+			return slots, nil
 		}
 	}
 	limIn := in
@@ -250,7 +260,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome string
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
 		if err != nil {
-			c.Fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
+			ex.fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
 			return visible
 		}
 		st = next
@@ -272,7 +282,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome string
 			case errors.Is(err, ErrConflict):
 				lost = append(lost, k.Str)
 			default:
-				c.Fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
+				ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
 				written[k.Str] = true // give up on this key; the others still move
 				failed[k.Str] = true
 			}
@@ -288,12 +298,12 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome string
 		c.count(CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost)
 		if err != nil {
-			c.Fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
+			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
 			return visible
 		}
 		st = st.with(lost, fresh)
 	}
-	c.Fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
+	ex.fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
 	return visible
 }
 
@@ -317,6 +327,14 @@ func failedHealth(failed map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// fault reports a fault of this exchange and applies its policy: HoldLease keeps the
+// call's lease when the exchange is closed, until it lapses.
+func (ex *Exchange) fault(f abi.Fault, err error, attrs ...any) {
+	if ex.core.Fault(f, err, attrs...) == abi.HoldLease {
+		ex.hold = true
+	}
 }
 
 // with returns a copy of l with keys' slots replaced.
@@ -344,7 +362,8 @@ func sessionOwned(key string) bool {
 func (ex *Exchange) MarkSent(sent bool) { ex.sent = sent }
 
 // Close ends the exchange: the lease of a moving call is released, unless the call reached
-// the upstream and its outcome is unknown, in which case it is kept until it lapses.
+// the upstream and its outcome is unknown, or its transition could not be stored, in which
+// case it is kept until it lapses (abi.HoldLease).
 func (ex *Exchange) Close() {
 	if ex.closed {
 		return
@@ -355,9 +374,11 @@ func (ex *Exchange) Close() {
 		return
 	}
 	if ex.sent && !ex.answered {
-		ex.core.Fault(abi.FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
+		ex.fault(abi.FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
 			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.leaseTTL.String())
-		ex.release = nil
+	}
+	if ex.hold {
+		ex.release = nil // lapses after the lease's ttl
 		return
 	}
 	ex.releaseNow()

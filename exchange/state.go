@@ -28,6 +28,14 @@ type State interface {
 	Forget(ctx context.Context, session string, keys []string) error
 }
 
+// LockLoader is implemented by a State that can lease keys and read them in one step (the
+// gateway on Redis: one script per hash slot instead of a lease round trip and a read round
+// trip). The core uses it, when there, for the keys of a call that can move a workflow.
+type LockLoader interface {
+	// LockLoad is Lock followed by Load of the same keys, with their errors.
+	LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), []Slot, error)
+}
+
 // Slot is one key as read.
 type Slot struct {
 	Value  []byte // the stored snapshot; nil when absent
@@ -126,9 +134,10 @@ func (c *Core) call(ctx context.Context, fn abi.Function, input []byte, st *load
 }
 
 // callWithState runs fn on input. When st is nil and the engine asks for state, it calls
-// lock with the keys (when lock is set), loads them and calls once more: at most one extra
-// call. It returns what was loaded (empty when nothing was needed).
-func (c *Core) callWithState(ctx context.Context, fn abi.Function, input []byte, st *loaded, lock func([]string) error) ([]byte, *loaded, error) {
+// lock with the keys (when lock is set), loads them (unless lock read them: non-nil slots)
+// and calls once more: at most one extra call. It returns what was loaded (empty when
+// nothing was needed).
+func (c *Core) callWithState(ctx context.Context, fn abi.Function, input []byte, st *loaded, lock func([]string) ([]Slot, error)) ([]byte, *loaded, error) {
 	if st != nil {
 		out, err := c.call(ctx, fn, input, st)
 		return out, st, err
@@ -142,14 +151,16 @@ func (c *Core) callWithState(ctx context.Context, fn abi.Function, input []byte,
 		return out, &loaded{}, nil
 	}
 	keys := strs(need)
+	var slots []Slot
 	if lock != nil {
-		if err := lock(keys); err != nil {
+		if slots, err = lock(keys); err != nil {
 			return nil, nil, err
 		}
 	}
-	slots, err := c.state.Load(ctx, keys)
-	if err != nil {
-		return nil, nil, storeError{err}
+	if slots == nil {
+		if slots, err = c.state.Load(ctx, keys); err != nil {
+			return nil, nil, storeError{err}
+		}
 	}
 	st = &loaded{keys: keys, slots: slots}
 	out, err = c.call(ctx, fn, input, st)

@@ -12,8 +12,23 @@ import (
 // storeState is the exchange core's State over a store: compare-and-set on the bytes read.
 type storeState struct{ s store.Store }
 
+// getMany is implemented by stores that read several keys in one round trip (Redis).
+type getMany interface {
+	GetMany(ctx context.Context, keys []string) ([][]byte, error)
+}
+
 func (st storeState) Load(ctx context.Context, keys []string) ([]exchange.Slot, error) {
 	out := make([]exchange.Slot, len(keys))
+	if gm, ok := st.s.(getMany); ok && len(keys) > 1 {
+		vs, err := gm.GetMany(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vs {
+			out[i] = exchange.Slot{Value: v, Exists: v != nil}
+		}
+		return out, nil
+	}
 	for i, k := range keys {
 		v, err := st.s.Get(ctx, k)
 		if err != nil {
@@ -47,6 +62,41 @@ func (st storeState) Lock(ctx context.Context, keys []string, ttl time.Duration)
 		return nil, errors.Join(exchange.ErrBusy, err)
 	}
 	return release, err
+}
+
+// lockLoader is implemented by stores that lease and read keys in one step (Redis).
+type lockLoader interface {
+	LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error)
+}
+
+// LockLoad implements exchange.LockLoader: one step on stores that can (Redis: one round
+// trip per hash slot), Lock then Load on the others.
+func (st storeState) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), []exchange.Slot, error) {
+	ll, ok := st.s.(lockLoader)
+	if !ok {
+		release, err := st.Lock(ctx, keys, ttl)
+		if err != nil {
+			return nil, nil, err
+		}
+		slots, err := st.Load(ctx, keys)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		return release, slots, nil
+	}
+	release, values, err := ll.LockLoad(ctx, keys, ttl)
+	if err != nil {
+		if errors.Is(err, store.ErrBusy) {
+			return nil, nil, errors.Join(exchange.ErrBusy, err)
+		}
+		return nil, nil, err
+	}
+	slots := make([]exchange.Slot, len(keys))
+	for i, v := range values {
+		slots[i] = exchange.Slot{Value: v, Exists: v != nil}
+	}
+	return release, slots, nil
 }
 
 func (st storeState) Forget(ctx context.Context, session string, _ []string) error {

@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,25 +21,37 @@ const (
 	redisSessionPrefix = "stategate:session:"
 )
 
-// Redis is a Store on one Redis server (6.2 or later), shared by gateway replicas.
+// Redis is a Store on Redis (6.2 or later), shared by gateway replicas: one server
+// (redis://), a primary found through Sentinel (redis+sentinel://), or a Redis Cluster
+// (redis+cluster://).
 //
 // # Notes
 //
-//   - Key layout: the value of key is at "stategate:key:<key>" (Redis keys are binary
-//     safe, so key is stored as is); the keys written for a session are members of the set
-//     "stategate:session:<id>", with id percent-encoded outside [A-Za-z0-9._~-]. Both
-//     carry the idle TTL as PX/PEXPIRE.
+//   - Key layout (see layout): on one server the value of key is at "stategate:key:<key>"
+//     (Redis keys are binary safe, so key is stored as is) and the keys written for a
+//     session are members of the set "stategate:session:<id>", with id percent-encoded
+//     outside [A-Za-z0-9._~-]. On a cluster every name carries a hash tag (slotTag), so
+//     what one script touches shares a slot. Values and sets carry the idle TTL as
+//     PX/PEXPIRE.
 //   - CompareAndSwap is one Lua script (GET, compare, SET PX, SADD, PEXPIRE), so it is
 //     atomic against every other client. Get is GETEX PX, which refreshes the value's TTL
 //     but not its session set's: a session that only reads may outlive its set, in which
 //     case Forget leaves its keys to expire on their own.
 //   - A key written by two sessions is in both sets; Forget of either deletes it.
-//   - The scripts touch keys they are not passed (Forget deletes the set's members), so
-//     this is for a single server (or a primary with replicas), not Redis Cluster.
+//   - Commands that are not safe to repeat (the compare-and-set and lease scripts) are
+//     never retried by the client library, on any deployment (see noRetry).
+//   - With Options' wait (the URL's wait=N, default 1 for Sentinel), a compare-and-set
+//     and a lease count only once N replicas acknowledged them (WAIT, in the same round
+//     trip), so a failover to an acknowledging replica keeps them.
 type Redis struct {
-	client *redis.Client
-	ttl    time.Duration
-	name   string // the URL without its password, for errors
+	client  redis.UniversalClient
+	cluster bool // keys are grouped per hash slot
+	lay     layout
+	wait    int           // replicas that must acknowledge a write (0: none)
+	waitFor time.Duration // how long WAIT waits for them
+	ttl     time.Duration
+	name    string // the URL without its password, for errors
+	trips   atomic.Uint64
 
 	orphans chan orphan   // leases to release in the background (see janitor)
 	stop    chan struct{} // closed by Close
@@ -50,7 +64,9 @@ var _ Store = (*Redis)(nil)
 // casScript: KEYS[1] the value key, KEYS[2] the session set (absent: no session);
 // ARGV[1] "1" when old must equal ARGV[2], "0" when the key must be absent;
 // ARGV[3] the new value; ARGV[4] the TTL in milliseconds. Returns 1 when swapped.
-var casScript = redis.NewScript(`
+var casScript = redis.NewScript(casSrc)
+
+const casSrc = `
 local cur = redis.call('GET', KEYS[1])
 if ARGV[1] == '0' then
   if cur then return 0 end
@@ -63,7 +79,7 @@ if KEYS[2] then
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
 end
 return 1
-`)
+`
 
 // forgetScript: KEYS[1] the session set. Deletes its members, then the set, in batches
 // that stay under Lua's unpack limit. Returns the number of members.
@@ -76,10 +92,29 @@ redis.call('DEL', KEYS[1])
 return #members
 `)
 
+// forgetTaggedScript: KEYS[1] the session set, ARGV[1] the prefix of names in its slot.
+// Deletes the members in the set's slot and the set; returns the members of other slots
+// (keys written by the session under another unit's tag) for the caller to delete.
+var forgetTaggedScript = redis.NewScript(`
+local members = redis.call('SMEMBERS', KEYS[1])
+local here, other = {}, {}
+for _, m in ipairs(members) do
+  if string.sub(m, 1, #ARGV[1]) == ARGV[1] then
+    here[#here + 1] = m
+  else
+    other[#other + 1] = m
+  end
+end
+for i = 1, #here, 1000 do
+  redis.call('DEL', unpack(here, i, math.min(i + 999, #here)))
+end
+redis.call('DEL', KEYS[1])
+return other
+`)
+
 // NewRedis connects to the server at url (redis://[user:password@]HOST:PORT/DB, or
 // rediss:// for TLS) and pings it, so a wrong address fails here and not on first use.
 func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
-	opts = opts.withDefaults()
 	name := redactURL(url)
 	ro, err := redis.ParseURL(url)
 	if err != nil {
@@ -89,20 +124,84 @@ func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 	// conflict for a write that committed, and the caller would apply its transition twice.
 	// A failed command surfaces as an error instead (the gate then fails closed).
 	ro.MaxRetries = -1
-	client := redis.NewClient(ro)
-	if err := client.Ping(ctx).Err(); err != nil {
+	return newRedis(ctx, redis.NewClient(ro), name, false, 0, 0, opts)
+}
+
+// newRedis pings client and starts the store's janitor.
+func newRedis(ctx context.Context, client redis.UniversalClient, name string, cluster bool, wait int, waitFor time.Duration, opts Options) (*Redis, error) {
+	opts = opts.withDefaults()
+	r := &Redis{client: client, cluster: cluster, lay: layout{tagged: cluster}, wait: wait, waitFor: waitFor,
+		ttl: opts.IdleTTL, name: name,
+		orphans: make(chan orphan, orphanQueue), stop: make(chan struct{}), done: make(chan struct{})}
+	hook := tripCounter{&r.trips}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		// Count what each node is sent: a cluster pipeline is one exchange per node.
+		cc.OnNewNode(func(node *redis.Client) { node.AddHook(hook) })
+	} else {
+		client.AddHook(hook)
+	}
+	if err := r.ping(ctx); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("store[redis] url[%s]: ping: %w", name, err)
 	}
-	r := &Redis{client: client, ttl: opts.IdleTTL, name: name,
-		orphans: make(chan orphan, orphanQueue), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.janitor()
 	return r, nil
 }
 
+// ping checks that the deployment answers: every master of a cluster, and that its slots
+// are all served.
+func (r *Redis) ping(ctx context.Context) error {
+	cc, ok := r.client.(*redis.ClusterClient)
+	if !ok {
+		return r.client.Ping(ctx).Err()
+	}
+	info, err := cc.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return errors.New("cluster_state is not ok")
+	}
+	return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+}
+
+// RoundTrips counts the exchanges with Redis so far: a command, or a pipeline sent to one
+// server, is one. A new connection's handshake (HELLO, AUTH, SELECT, CLIENT) is not
+// counted: it is paid once per pooled connection, not per operation.
+func (r *Redis) RoundTrips() uint64 { return r.trips.Load() }
+
+// tripCounter is the go-redis hook behind RoundTrips.
+type tripCounter struct{ n *atomic.Uint64 }
+
+func (h tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !handshake(cmd) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && !handshake(cmds[0]) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func handshake(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "auth", "select", "client":
+		return true
+	}
+	return false
+}
+
 // Get implements Store.Get.
 func (r *Redis) Get(ctx context.Context, key string) ([]byte, error) {
-	v, err := r.client.GetEx(ctx, redisKeyPrefix+key, r.ttl).Bytes()
+	v, err := r.client.GetEx(ctx, r.lay.valueKey(key), r.ttl).Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, nil
@@ -114,11 +213,63 @@ func (r *Redis) Get(ctx context.Context, key string) ([]byte, error) {
 	return v, nil
 }
 
+// GetMany reads keys as Get does, in one pipeline: one round trip on a server, one per
+// server holding a key (in parallel) on a cluster. Absent keys are nil.
+func (r *Redis) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+	if len(keys) == 1 {
+		v, err := r.Get(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		return [][]byte{v}, nil
+	}
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.GetEx(ctx, r.lay.valueKey(k), r.ttl)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("store[redis] url[%s] keys[%q]: get: %w", r.name, keys, err)
+	}
+	out := make([][]byte, len(keys))
+	for i, c := range cmds {
+		v, err := c.Bytes()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, fmt.Errorf("store[redis] url[%s] key[%q]: get: %w", r.name, keys[i], err)
+		case v == nil:
+			out[i] = []byte{}
+		default:
+			out[i] = v
+		}
+	}
+	return out, nil
+}
+
 // CompareAndSwap implements Store.CompareAndSwap.
 func (r *Redis) CompareAndSwap(ctx context.Context, session, key string, old, new []byte) (bool, error) {
-	keys := []string{redisKeyPrefix + key}
+	vk := r.lay.valueKey(key)
+	keys := []string{vk}
 	if session != "" {
-		keys = append(keys, redisSessionPrefix+escapeSession(session))
+		sk := r.lay.sessionKey(session)
+		if r.cluster && slot(sk) != slot(vk) {
+			// A key of another unit (a handle) recorded for a session: its set lives in
+			// another slot. Record it first: a member whose write then fails is harmless
+			// (Forget deletes a key that is not there), a write without its member is not.
+			_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.SAdd(ctx, sk, vk)
+				p.PExpire(ctx, sk, r.ttl)
+				return nil
+			})
+			if err != nil {
+				return false, fmt.Errorf("store[redis] url[%s] key[%q]: compare-and-swap: record in session[%q]: %w", r.name, key, session, err)
+			}
+		} else {
+			keys = append(keys, sk)
+		}
 	}
 	mode := "1"
 	if old == nil {
@@ -127,11 +278,67 @@ func (r *Redis) CompareAndSwap(ctx context.Context, session, key string, old, ne
 	if new == nil {
 		new = []byte{}
 	}
-	n, err := casScript.Run(ctx, r.client, keys, mode, old, new, r.ttlMillis()).Int()
+	n, err := r.eval(ctx, casScript, keys, mode, old, new, r.ttlMillis()).Int()
 	if err != nil {
-		return false, fmt.Errorf("store[redis] url[%s] key[%q]: compare-and-swap: %w", r.name, key, err)
+		return r.settle(ctx, key, keys, old, new, mode, err)
 	}
 	return n == 1, nil
+}
+
+// settleFor bounds how long a compare-and-set whose outcome is unknown keeps trying to
+// learn it (within ctx's deadline).
+const settleFor = 15 * time.Second
+
+// settle finds out what became of a compare-and-set that failed with err (a lost reply, a
+// primary that died, too few replicas acknowledging): the script may or may not have run,
+// and a failover may have lost it. It reads the key until the store answers, then:
+//
+//   - the key holds new: the write landed. The compare-and-set new→new is run (it writes
+//     the same bytes and, with wait, waits for replicas again) so that success means what
+//     a first-time success means;
+//   - the key still holds old (or is still absent): the write did not land, or was lost in
+//     a failover; the compare-and-set is run again;
+//   - anything else: another writer got in first, a conflict.
+//
+// So a retry only ever runs the compare-and-set itself, and a transition is never applied
+// twice. A writer that finds new can not tell its own write from another writer's
+// identical one; the gateway's writers hold a lease and write snapshots with a sequence, so
+// identical bytes are its own. It gives up with err after settleFor or when ctx ends.
+func (r *Redis) settle(ctx context.Context, key string, keys []string, old, new []byte, mode string, err error) (bool, error) {
+	first := err
+	fail := func() (bool, error) {
+		return false, fmt.Errorf("store[redis] url[%s] key[%q]: compare-and-swap: %w", r.name, key, first)
+	}
+	deadline := time.Now().Add(settleFor)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		if time.Now().Add(wait).After(deadline) {
+			return fail()
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fail()
+		case <-t.C:
+		}
+		cur, err := r.client.Get(ctx, keys[0]).Bytes()
+		present := err == nil
+		if err != nil && !errors.Is(err, redis.Nil) {
+			continue // the store does not answer yet
+		}
+		var n int
+		switch {
+		case present && bytes.Equal(cur, new):
+			n, err = r.eval(ctx, casScript, keys, "1", new, new, r.ttlMillis()).Int()
+		case (mode == "0" && !present) || (mode == "1" && present && bytes.Equal(cur, old)):
+			n, err = r.eval(ctx, casScript, keys, mode, old, new, r.ttlMillis()).Int()
+		default:
+			return false, nil
+		}
+		if err == nil {
+			return n == 1, nil
+		}
+	}
 }
 
 // Forget implements Store.Forget.
@@ -139,11 +346,95 @@ func (r *Redis) Forget(ctx context.Context, session string) error {
 	if session == "" {
 		return nil
 	}
-	key := redisSessionPrefix + escapeSession(session)
-	if err := forgetScript.Run(ctx, r.client, []string{key}).Err(); err != nil {
+	key := r.lay.sessionKey(session)
+	if !r.lay.tagged {
+		if err := forgetScript.Run(ctx, r.client, []string{key}).Err(); err != nil {
+			return fmt.Errorf("store[redis] url[%s] session[%q]: forget: %w", r.name, session, err)
+		}
+		return nil
+	}
+	prefix := key[:strings.IndexByte(key, '}')+2] // "stategate:{<tag>}:"
+	other, err := forgetTaggedScript.Run(ctx, r.client, []string{key}, prefix).StringSlice()
+	if err == nil && len(other) > 0 {
+		_, err = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range other {
+				p.Del(ctx, k)
+			}
+			return nil
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("store[redis] url[%s] session[%q]: forget: %w", r.name, session, err)
 	}
 	return nil
+}
+
+// eval runs script once, never retried by the client library (a lost reply is an error,
+// not a second run), followed in the same round trip by WAIT when writes must reach
+// replicas: a script that ran but that too few replicas acknowledged is an error.
+func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	run := func(name, body string) (*redis.Cmd, *redis.IntCmd, error) {
+		cmd := redis.NewCmd(ctx, append(append([]any{name, body, len(keys)}, strs(keys)...), args...)...)
+		if r.wait == 0 {
+			return cmd, nil, r.client.Process(ctx, noRetry{cmd})
+		}
+		// WAIT names no key, so a cluster would send it to any node: the pipeline goes to
+		// the primary serving the script's slot instead (a MOVED answer then fails the call,
+		// closed, rather than being followed).
+		var c redis.Cmdable = r.client
+		if cc, ok := r.client.(*redis.ClusterClient); ok {
+			node, err := cc.MasterForKey(ctx, keys[0])
+			if err != nil {
+				cmd.SetErr(err)
+				return cmd, nil, err
+			}
+			c = node
+		}
+		var wait *redis.IntCmd
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			_ = p.Process(ctx, noRetry{cmd})
+			wait = redis.NewIntCmd(ctx, "wait", r.wait, max(r.waitFor.Milliseconds(), 1))
+			_ = p.Process(ctx, wait)
+			return nil
+		})
+		return cmd, wait, err
+	}
+	cmd, wait, err := run("evalsha", script.Hash())
+	if err != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd, wait, err = run("eval", scriptSource[script])
+	}
+	if err == nil && wait != nil && wait.Val() < int64(r.wait) {
+		err = fmt.Errorf("written on the primary but acknowledged by %d of %d replicas within %v", wait.Val(), r.wait, r.waitFor)
+		cmd.SetErr(err)
+	}
+	if err != nil && cmd.Err() == nil {
+		cmd.SetErr(err)
+	}
+	return cmd
+}
+
+// noRetry marks a command the client library must not send twice: the cluster client
+// otherwise retries a command on some network errors, and a compare-and-set or lease
+// script repeated after a lost reply would report a conflict for its own write.
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }
+
+// scriptSource keeps each script's text for EVAL (redis.Script does not expose it).
+var scriptSource = map[*redis.Script]string{}
+
+func init() {
+	for s, src := range map[*redis.Script]string{casScript: casSrc, unlockScript: unlockSrc, lockScript: lockSrc, lockLoadScript: lockLoadSrc} {
+		scriptSource[s] = src
+	}
+}
+
+func strs(keys []string) []any {
+	out := make([]any, len(keys))
+	for i, k := range keys {
+		out[i] = k
+	}
+	return out
 }
 
 // Close implements Store.Close: it stops the janitor (leases it still had to release lapse
@@ -180,11 +471,24 @@ func escapeSession(id string) string {
 	return b.String()
 }
 
-// redactURL hides a password in a redis URL, for error messages.
+// redactURL hides a password in a redis URL (also in a host list that url.Parse refuses),
+// for error messages.
 func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
 		return "<unparsable>"
 	}
-	return u.Redacted()
+	end := len(rest)
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		end = i
+	}
+	if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
+		if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+			rest = user + ":xxxxx" + rest[at:]
+		}
+	}
+	return scheme + "://" + rest
 }

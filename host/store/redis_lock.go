@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,7 +19,9 @@ const redisLockPrefix = "stategate:lock:"
 
 // unlockScript deletes the leases KEYS that still hold the caller's token ARGV[1], in one
 // round trip. Returns how many it deleted.
-var unlockScript = redis.NewScript(`
+var unlockScript = redis.NewScript(unlockSrc)
+
+const unlockSrc = `
 local n = 0
 for _, k in ipairs(KEYS) do
   if redis.call("GET", k) == ARGV[1] then
@@ -24,58 +29,142 @@ for _, k in ipairs(KEYS) do
   end
 end
 return n
-`)
+`
 
-// Lock implements Store.Lock with one lease per key (SET NX PX with a random token),
-// taken in sorted order, retried with a short backoff while held elsewhere.
+// lockScript takes the leases KEYS with token ARGV[1] for ARGV[2] milliseconds, all or
+// none: it returns 0 when it took them, or the index (from 1) of the first one held.
+var lockScript = redis.NewScript(lockSrc)
+
+const lockSrc = `
+for i, k in ipairs(KEYS) do
+  if redis.call("EXISTS", k) == 1 then return i end
+end
+for _, k in ipairs(KEYS) do
+  redis.call("SET", k, ARGV[1], "PX", ARGV[2])
+end
+return 0
+`
+
+// Lock implements Store.Lock: the keys' leases are taken all or none by one script per
+// group of keys that share a hash slot (one group on a single server), groups in the order
+// of their slots, each retried with a short backoff while one of its keys is held
+// elsewhere.
 //
 // # Notes
 //
-//   - A SET NX that fails (a lost connection, a client-side read timeout while the server
-//     stalls) may still have set the key on the server, once it resumes. Lock returns the
-//     error at once and hands every lease it may hold (that one included) to the janitor,
-//     which releases them in the background. A release that fails goes to the janitor too.
+//   - Deadlock-free: a holder waits only on a group of a higher slot than every group it
+//     holds, and takes a group whole or not at all, so no two holders can wait on each
+//     other (the in-process leases use the sorted order of keys the same way).
+//   - All or nothing: a Lock that fails or gives up releases every group it took.
+//   - A script that fails (a lost connection, a client-side read timeout while the server
+//     stalls) may still have run on the server, once it resumes. Lock returns the error at
+//     once and hands every lease it may hold (that group included) to the janitor, which
+//     releases them in the background. A release that fails goes to the janitor too.
 //   - The client does not pass ctx's deadline down to its sockets (ContextTimeoutEnabled is
 //     off), so a command to a stalled server returns after the client's read timeout (3s
 //     by default, read_timeout in the URL), not at ctx's deadline.
-//   - A failed command whose wait had already found the key held, once ctx has ended,
+//   - A failed command whose wait had already found a key held, once ctx has ended,
 //     reports ErrBusy: that is what ended the wait.
 func (r *Redis) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
-	if err := checkLease(ttl); err != nil {
-		return nil, fmt.Errorf("store[redis] url[%s]: lock: %w", r.name, err)
+	release, _, err := r.lock(ctx, keys, ttl, false)
+	return release, err
+}
+
+// LockLoad is Lock followed by Get of every key, in the same scripts: one round trip per
+// slot group (one on a single server) instead of one for the leases and one for the
+// reads. values[i] is keys[i]'s value (nil when absent); reads refresh the idle TTL as Get
+// does.
+func (r *Redis) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
+	release, got, err := r.lock(ctx, keys, ttl, true)
+	if err != nil {
+		return nil, nil, err
 	}
-	keys = sortedKeys(keys)
+	values := make([][]byte, len(keys))
+	for i, k := range keys {
+		values[i] = got[k]
+	}
+	return release, values, nil
+}
+
+// lockLoadScript is lockScript that also reads: KEYS[1..n] the leases, KEYS[n+1..2n] the
+// values; ARGV[3] the idle TTL in milliseconds. Returns {0, value or false, ...} when it
+// took the leases, or {i} for the first one held.
+var lockLoadScript = redis.NewScript(lockLoadSrc)
+
+const lockLoadSrc = `
+local n = #KEYS / 2
+for i = 1, n do
+  if redis.call("EXISTS", KEYS[i]) == 1 then return {i} end
+end
+local out = {0}
+for i = 1, n do
+  redis.call("SET", KEYS[i], ARGV[1], "PX", ARGV[2])
+  local v = redis.call("GET", KEYS[n + i])
+  if v then redis.call("PEXPIRE", KEYS[n + i], ARGV[3]) end
+  out[i + 1] = v
+end
+return out
+`
+
+// lock takes the leases on keys, group by group (see Lock), reading the keys' values as
+// it goes when load is set: it returns them by key, present values non-nil.
+func (r *Redis) lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (func(), map[string][]byte, error) {
+	if err := checkLease(ttl); err != nil {
+		return nil, nil, fmt.Errorf("store[redis] url[%s]: lock: %w", r.name, err)
+	}
 	var tok [16]byte
 	if _, err := rand.Read(tok[:]); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	token := hex.EncodeToString(tok[:])
-	held := make([]string, 0, len(keys))
-	for _, k := range keys {
-		lk := redisLockPrefix + k
+	var held []string // lease names taken so far
+	var values map[string][]byte
+	if load {
+		values = make(map[string][]byte, len(keys))
+	}
+	for _, group := range r.groups(sortedKeys(keys)) {
+		names := make([]string, len(group), 2*len(group))
+		for i, k := range group {
+			names[i] = r.lay.lockKey(k)
+		}
+		script, args := lockScript, []any{token, ttl.Milliseconds()}
+		if load {
+			for _, k := range group {
+				names = append(names, r.lay.valueKey(k))
+			}
+			script, args = lockLoadScript, append(args, r.ttlMillis())
+		}
+		leases := names[:len(group)]
 		busy := false
 		wait := time.Millisecond
 		for {
-			ok, err := r.client.SetNX(ctx, lk, token, ttl).Result()
+			n, vals, err := lockReply(r.eval(ctx, script, names, args...))
 			if err != nil {
-				r.orphan(append(held, lk), token)
+				r.orphan(append(held, leases...), token)
 				if busy && ctx.Err() != nil {
-					return nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w (%w)", r.name, k, ErrBusy, ctx.Err())
+					return nil, nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w (%w)", r.name, group[0], ErrBusy, ctx.Err())
 				}
-				return nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w", r.name, k, err)
+				return nil, nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w", r.name, group[0], err)
 			}
-			if ok {
-				held = append(held, lk)
+			if n == 0 {
+				held = append(held, leases...)
+				for i, k := range group {
+					if load && i < len(vals) {
+						values[k] = vals[i]
+					}
+				}
 				break
 			}
 			busy = true
-			t := time.NewTimer(wait)
+			k := group[min(max(n, 1), len(group))-1]
+			// Jittered, so waiters on one key spread their polls over the interval.
+			t := time.NewTimer(wait/2 + time.Duration(mrand.Int64N(int64(wait/2)+1)))
 			select {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
 				r.unlock(ctx, held, token)
-				return nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w (%w)", r.name, k, ErrBusy, ctx.Err())
+				return nil, nil, fmt.Errorf("store[redis] url[%s] key[%q]: lock: %w (%w)", r.name, k, ErrBusy, ctx.Err())
 			}
 			if wait < 20*time.Millisecond {
 				wait *= 2
@@ -83,7 +172,80 @@ func (r *Redis) Lock(ctx context.Context, keys []string, ttl time.Duration) (fun
 		}
 	}
 	var once sync.Once
-	return func() { once.Do(func() { r.unlock(ctx, held, token) }) }, nil
+	return func() { once.Do(func() { r.unlock(ctx, held, token) }) }, values, nil
+}
+
+// lockReply reads lockScript's reply (a number) or lockLoadScript's ({number, values...}):
+// 0 and the values read, or the index of the key held.
+func lockReply(cmd *redis.Cmd) (int, [][]byte, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return 0, nil, err
+	}
+	switch v := v.(type) {
+	case int64:
+		return int(v), nil, nil
+	case []any:
+		if len(v) == 0 {
+			return 0, nil, errors.New("lock: empty reply")
+		}
+		n, ok := v[0].(int64)
+		if !ok {
+			return 0, nil, fmt.Errorf("lock: reply %T", v[0])
+		}
+		vals := make([][]byte, len(v)-1)
+		for i, x := range v[1:] {
+			if s, ok := x.(string); ok {
+				vals[i] = []byte(s)
+			}
+		}
+		return int(n), vals, nil
+	}
+	return 0, nil, fmt.Errorf("lock: reply %T", v)
+}
+
+// groups splits sorted keys into the groups one script may touch: all of them on a single
+// server; per hash slot of their leases, in slot order, on a cluster.
+func (r *Redis) groups(keys []string) [][]string {
+	if !r.cluster || len(keys) <= 1 {
+		return [][]string{keys}
+	}
+	bySlot := map[int][]string{}
+	var slots []int
+	for _, k := range keys {
+		s := slot(r.lay.lockKey(k))
+		if _, ok := bySlot[s]; !ok {
+			slots = append(slots, s)
+		}
+		bySlot[s] = append(bySlot[s], k)
+	}
+	slices.Sort(slots)
+	out := make([][]string, len(slots))
+	for i, s := range slots {
+		out[i] = bySlot[s]
+	}
+	return out
+}
+
+// slotGroups splits Redis key names by hash slot (one group on a single server).
+func (r *Redis) slotGroups(names []string) [][]string {
+	if !r.cluster || len(names) <= 1 {
+		return [][]string{names}
+	}
+	bySlot := map[int][]string{}
+	var slots []int
+	for _, n := range names {
+		s := slot(n)
+		if _, ok := bySlot[s]; !ok {
+			slots = append(slots, s)
+		}
+		bySlot[s] = append(bySlot[s], n)
+	}
+	out := make([][]string, len(slots))
+	for i, s := range slots {
+		out[i] = bySlot[s]
+	}
+	return out
 }
 
 // unlock deletes the leases lockKeys that still hold token, on a context of its own (ctx
@@ -94,9 +256,40 @@ func (r *Redis) unlock(ctx context.Context, lockKeys []string, token string) {
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if unlockScript.Run(uctx, r.client, lockKeys, token).Err() != nil {
+	if r.release(uctx, lockKeys, token, false) != nil {
 		r.orphan(lockKeys, token)
 	}
+}
+
+// release runs the unlock script on every slot group of lockKeys, in one pipeline (one
+// round trip per server). eval sends the script text (EVAL) rather than its digest, for a
+// server that may have lost its script cache.
+func (r *Redis) release(ctx context.Context, lockKeys []string, token string, eval bool) error {
+	groups := r.slotGroups(lockKeys)
+	if len(groups) == 1 {
+		if eval {
+			return unlockScript.Eval(ctx, r.client, lockKeys, token).Err()
+		}
+		return unlockScript.Run(ctx, r.client, lockKeys, token).Err()
+	}
+	run := func(useEval bool) error {
+		_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, g := range groups {
+				if useEval {
+					unlockScript.Eval(ctx, p, g, token)
+				} else {
+					unlockScript.EvalSha(ctx, p, g, token)
+				}
+			}
+			return nil
+		})
+		return err
+	}
+	err := run(eval)
+	if err != nil && !eval && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		err = run(true)
+	}
+	return err
 }
 
 // orphan is a set of leases the janitor must release: Lock may hold them without knowing.
@@ -138,7 +331,7 @@ func (r *Redis) janitor() {
 		case o := <-r.orphans:
 			for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				err := unlockScript.Eval(ctx, r.client, o.lockKeys, o.token).Err()
+				err := r.release(ctx, o.lockKeys, o.token, true)
 				cancel()
 				if err == nil {
 					break

@@ -112,3 +112,88 @@ func TestRedis_lockDuringStallLeavesNoLease(t *testing.T) {
 		})
 	}
 }
+
+// TestRedis_compareAndSwapDuringStallSettles stalls the server while a compare-and-set is
+// in flight: the client times out, the server runs the script once it resumes, and the
+// store must learn that (the key holds the new value) and report success, not an error
+// and not a conflict that would make the caller apply its transition twice.
+func TestRedis_compareAndSwapDuringStallSettles(t *testing.T) {
+	url := storetest.Redis(t)
+	ctx := context.Background()
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(ro)
+	defer admin.Close()
+	r, err := NewRedis(ctx, url+"?read_timeout=100ms", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for attempt := 0; ; attempt++ {
+		if err := admin.FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		mustCAS(t, r, "s1", "k", nil, []byte("v1"), true)
+		before := r.RoundTrips()
+		resumed := make(chan error, 1)
+		go func() { resumed <- admin.Eval(ctx, busyScript, nil, 600).Err() }()
+		time.Sleep(50 * time.Millisecond)
+		ok, err := r.CompareAndSwap(ctx, "s1", "k", []byte("v1"), []byte("v2"))
+		if err := <-resumed; err != nil {
+			t.Fatalf("stall: %v", err)
+		}
+		if err != nil || !ok {
+			t.Fatalf("CompareAndSwap during a stall = %v, %v; want true, nil once the server resumed", ok, err)
+		}
+		mustGet(t, r, "k", []byte("v2"))
+		if r.RoundTrips()-before > 1 {
+			return // the compare-and-set overlapped the stall and settled
+		}
+		if attempt == 4 {
+			t.Fatal("the compare-and-set never overlapped the stall in 5 attempts")
+		}
+	}
+}
+
+func TestRedis_lockLoad(t *testing.T) {
+	r, err := NewRedis(context.Background(), storetest.Redis(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	testLockLoad(t, r)
+}
+
+// testLockLoad: LockLoad takes the leases as Lock does and reads every key as Get does.
+func testLockLoad(t *testing.T, r *Redis) {
+	t.Helper()
+	ctx := context.Background()
+	flush(t, r)
+	keys := []string{"stategate/v1/cart/session/alice/S1", "stategate/v1/cart/arg.cart_id/alice/1", "absent", "empty"}
+	mustCAS(t, r, "S1", keys[0], nil, []byte("v0"), true)
+	mustCAS(t, r, "", keys[1], nil, []byte("v1"), true)
+	mustCAS(t, r, "", keys[3], nil, []byte{}, true)
+	release, values, err := r.LockLoad(ctx, keys, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]byte{[]byte("v0"), []byte("v1"), nil, {}}
+	for i := range keys {
+		if (values[i] == nil) != (want[i] == nil) || string(values[i]) != string(want[i]) {
+			t.Errorf("LockLoad value of %q = %q (nil: %v), want %q (nil: %v)", keys[i], values[i], values[i] == nil, want[i], want[i] == nil)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := r.LockLoad(wctx, keys[1:2], time.Second); !errors.Is(err, ErrBusy) {
+		t.Fatalf("LockLoad of a held key = %v, want ErrBusy", err)
+	}
+	release()
+	again, _, err := r.LockLoad(ctx, keys, time.Second)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	again()
+}

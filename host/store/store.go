@@ -87,7 +87,10 @@ func (o Options) withDefaults() Options {
 
 // Open opens the store named by spec: "memory" for a Memory store, "bolt:PATH" for a Bolt
 // store in the file PATH (relative to the working directory unless absolute), or
-// "redis://HOST:PORT/DB" (also "rediss://" for TLS) for a Redis store.
+// "redis://HOST:PORT/DB" (also "rediss://" for TLS) for a Redis store on one server,
+// "redis+cluster://HOST:PORT[,HOST:PORT...]" for Redis Cluster (NewRedisCluster) or
+// "redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER" for a primary found through Sentinel
+// (NewRedisSentinel).
 func Open(ctx context.Context, spec string, opts Options) (Store, error) {
 	switch {
 	case spec == "memory":
@@ -102,6 +105,18 @@ func Open(ctx context.Context, spec string, opts Options) (Store, error) {
 			return nil, err // not a nil *Bolt in a non-nil Store
 		}
 		return b, nil
+	case strings.HasPrefix(spec, schemeCluster), strings.HasPrefix(spec, "rediss+cluster://"):
+		r, err := NewRedisCluster(ctx, spec, opts)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	case strings.HasPrefix(spec, schemeSentinel), strings.HasPrefix(spec, "rediss+sentinel://"):
+		r, err := NewRedisSentinel(ctx, spec, opts)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
 		r, err := NewRedis(ctx, spec, opts)
 		if err != nil {
@@ -109,6 +124,6 @@ func Open(ctx context.Context, spec string, opts Options) (Store, error) {
 		}
 		return r, nil
 	default:
-		return nil, fmt.Errorf("store: unknown spec[%s]: want \"memory\", \"bolt:PATH\" or \"redis://HOST:PORT/DB\"", spec)
+		return nil, fmt.Errorf("store: unknown spec[%s]: want \"memory\", \"bolt:PATH\", \"redis://HOST:PORT/DB\", \"redis+cluster://HOST:PORT,...\" or \"redis+sentinel://HOST:PORT,.../MASTER\"", spec)
 	}
 }

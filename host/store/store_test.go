@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stategate/stategate/host/store/storetest"
 )
 
@@ -42,12 +43,45 @@ var implementations = []struct {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = r.Close() })
-			if err := r.client.FlushDB(context.Background()).Err(); err != nil {
-				t.Fatal(err)
-			}
+			flush(t, r)
 			return r, realClock{}
 		}
 	}},
+	{name: "redis_cluster", setup: func(t testing.TB) opener {
+		spec, _ := storetest.Cluster(t, 3)
+		return openRedisSpec(spec)
+	}},
+	{name: "redis_sentinel", setup: func(t testing.TB) opener {
+		return openRedisSpec(storetest.Sentinel(t, 1, 1).Spec())
+	}},
+}
+
+// openRedisSpec opens a fresh store for each test on the deployment spec names, emptied.
+func openRedisSpec(spec string) opener {
+	return func(t testing.TB, opts Options) (Store, clock) {
+		s, err := Open(context.Background(), spec, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		flush(t, s.(*Redis))
+		return s, realClock{}
+	}
+}
+
+// flush empties every database (every master's, on a cluster) r uses.
+func flush(t testing.TB, r *Redis) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.FlushDB(ctx).Err() })
+	} else {
+		err = r.client.FlushDB(ctx).Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 type realClock struct{}
@@ -501,12 +535,19 @@ func TestOpen(t *testing.T) {
 	tests := []struct {
 		name, spec, wantErr string
 	}{
-		{name: "unknown_scheme", spec: "etcd://x", wantErr: `store: unknown spec[etcd://x]: want "memory", "bolt:PATH" or "redis://HOST:PORT/DB"`},
+		{name: "unknown_scheme", spec: "etcd://x", wantErr: `store: unknown spec[etcd://x]: want "memory", "bolt:PATH", "redis://HOST:PORT/DB", "redis+cluster://HOST:PORT,..." or "redis+sentinel://HOST:PORT,.../MASTER"`},
 		{name: "bolt_without_path", spec: "bolt:", wantErr: `store: spec[bolt:] names no file: want "bolt:PATH"`},
 		{name: "bolt_in_missing_directory", spec: "bolt:" + filepath.Join(t.TempDir(), "no", "such", "dir", "s.db"), wantErr: "store[bolt] path["},
 		{name: "empty", spec: "", wantErr: `store: unknown spec[]`},
 		{name: "bad_redis_url", spec: "redis://127.0.0.1:6379/notadb", wantErr: "store[redis] url[redis://127.0.0.1:6379/notadb]: "},
 		{name: "nothing_listening", spec: "redis://:secret@127.0.0.1:1/0", wantErr: "store[redis] url[redis://:xxxxx@127.0.0.1:1/0]: ping: "},
+		{name: "cluster_nothing_listening", spec: "redis+cluster://:secret@127.0.0.1:1,127.0.0.1:2", wantErr: "store[redis] url[redis+cluster://:xxxxx@127.0.0.1:1,127.0.0.1:2]: ping: "},
+		{name: "cluster_with_a_database", spec: "redis+cluster://127.0.0.1:1/0", wantErr: "store[redis] url[redis+cluster://127.0.0.1:1/0]: a cluster has no databases"},
+		{name: "cluster_without_hosts", spec: "redis+cluster://", wantErr: "store[redis] url[redis+cluster:]: names no HOST:PORT"},
+		{name: "cluster_bad_wait", spec: "redis+cluster://127.0.0.1:1?wait=x", wantErr: "store[redis] url[redis+cluster://127.0.0.1:1?wait=x]: wait[x] is not a number of replicas"},
+		{name: "sentinel_without_master", spec: "redis+sentinel://127.0.0.1:1", wantErr: "store[redis] url[redis+sentinel://127.0.0.1:1]: want the master's name as the path"},
+		{name: "sentinel_bad_wait_timeout", spec: "redis+sentinel://127.0.0.1:1/m?wait_timeout=-1s", wantErr: "store[redis] url[redis+sentinel://127.0.0.1:1/m?wait_timeout=-1s]: wait_timeout[-1s] is not a positive duration"},
+		{name: "sentinel_nothing_listening", spec: "redis+sentinel://u:secret@127.0.0.1:1,127.0.0.1:2/mymaster", wantErr: "store[redis] url[redis+sentinel://u:xxxxx@127.0.0.1:1,127.0.0.1:2/mymaster]: ping: "},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -384,7 +384,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	up := fs.String("upstream", "", "URL of the MCP server to front (e.g. http://127.0.0.1:3001/mcp)")
 	var o serveOptions
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
-	fs.StringVar(&o.store, "store", "bolt:stategate.db", "state store: bolt:PATH (a file that survives restarts; PATH relative to the working directory), memory, or redis://HOST:PORT/DB (shared by replicas)")
+	fs.StringVar(&o.store, "store", "bolt:stategate.db", "state store: bolt:PATH (a file that survives restarts; PATH relative to the working directory), memory, redis://HOST:PORT/DB (shared by replicas), redis+cluster://HOST:PORT[,HOST:PORT...] (Redis Cluster) or redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER (a primary found through Sentinel)")
 	fs.StringVar(&o.plugin, "plugin", defaultPlugin, "plugin module")
 	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
 	fs.StringVar(&o.origins, "allowed-origins", "", "comma-separated browser origins allowed to call the gateway (default: loopback origins only; * allows any)")
@@ -399,7 +399,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &exitError{code: 2}
 	}
 	if *cfgPath == "" || *up == "" {
-		return &exitError{code: 2, msg: "usage: stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB] [--plugin FILE] [--admin ADDR] [--admin-token-file FILE]"}
+		return &exitError{code: 2, msg: "usage: stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin FILE] [--admin ADDR] [--admin-token-file FILE]"}
 	}
 	upstream, err := url.Parse(*up)
 	if err != nil || (upstream.Scheme != "http" && upstream.Scheme != "https") || upstream.Host == "" {

@@ -1,0 +1,227 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
+	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/store/storetest"
+)
+
+// tripsConfig: "flip" (per session) alternates between two states on every cart.add_item
+// and tasks.update; "task" (per handle, the id argument) alternates on tasks.update. So
+// every call kind can repeat for ever: tasks.list is ungated, users.get is gated without
+// moving, cart.add_item moves one key, tasks.update moves two (a session's and a handle's).
+var tripsConfig = []byte(`{"version":1,"workflows":[
+ {"id":"flip","initial":"a","key":"session","states":{"a":{"on":{"NEXT":"b"}},"b":{"on":{"NEXT":"a"}}},
+  "tools":{"cart.add_item":{"states":["a","b"],"event":"NEXT"},"tasks.update":{"states":["a","b"],"event":"NEXT"},
+   "users.get":{"states":["a","b"]}}},
+ {"id":"task","initial":"a","key":"argument:id","states":{"a":{"on":{"NEXT":"b"}},"b":{"on":{"NEXT":"a"}}},
+  "tools":{"tasks.update":{"states":["a","b"],"event":"NEXT"}}}]}`)
+
+// callKinds are the tools/call kinds whose Redis round trips are counted. Cache hit and
+// miss are not among them: the gateway has no result cache yet.
+var callKinds = []struct {
+	name string
+	tool string
+	args map[string]any
+}{
+	{name: "ungated", tool: "tasks.list", args: map[string]any{}},
+	{name: "gated_no_transition", tool: "users.get", args: map[string]any{"id": "u1"}},
+	{name: "gated_transition_1_key", tool: "cart.add_item", args: map[string]any{"sku": "tea"}},
+	{name: "gated_transition_2_keys", tool: "tasks.update", args: map[string]any{"id": "T1", "status": "in_progress"}},
+}
+
+// deployments are the Redis deployments counted: one server, a 3-master cluster, and a
+// Sentinel-managed primary with one replica, with and without waiting for it.
+var deployments = []struct {
+	name string
+	// start starts the deployment and returns its spec and its primaries' addresses.
+	start func(t testing.TB) (string, []string)
+}{
+	{name: "redis", start: func(t testing.TB) (string, []string) {
+		url := storetest.Redis(t)
+		return url, []string{strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")}
+	}},
+	{name: "redis_cluster", start: func(t testing.TB) (string, []string) {
+		spec, masters := storetest.Cluster(t, 3)
+		var addrs []string
+		for _, m := range masters {
+			addrs = append(addrs, m.Addr())
+		}
+		return spec, addrs
+	}},
+	{name: "redis_sentinel_wait1", start: func(t testing.TB) (string, []string) {
+		set := storetest.Sentinel(t, 1, 1)
+		return set.Spec(), []string{set.Primary.Addr()}
+	}},
+	{name: "redis_sentinel_wait0", start: func(t testing.TB) (string, []string) {
+		set := storetest.Sentinel(t, 1, 1)
+		return set.Spec() + "?wait=0", []string{set.Primary.Addr()}
+	}},
+}
+
+// serverCPU sums the CPU time (user and system) the primaries at addrs have used.
+func serverCPU(t testing.TB, addrs []string) time.Duration {
+	t.Helper()
+	var total time.Duration
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		info, err := c.Info(context.Background(), "cpu").Result()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			k, v, _ := strings.Cut(line, ":")
+			if k == "used_cpu_sys" || k == "used_cpu_user" {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				total += time.Duration(f * float64(time.Second))
+			}
+		}
+	}
+	return total
+}
+
+// trips sums the round trips of both replicas' stores.
+func (e *scaleEnv) trips() uint64 {
+	var n uint64
+	for _, s := range e.stores {
+		n += s.Store.(*store.Redis).RoundTrips()
+	}
+	return n
+}
+
+// TestRoundTrips counts the Redis round trips of each tools/call kind through two replicas,
+// and holds them to the design: on one server (or a Sentinel primary) an ungated call
+// costs none, a gated one reads its keys in one, and a moving call takes its leases in
+// one, reads in one, writes each key in one and releases in one. On a cluster the leases
+// and the release cost one per slot group (or node), and are logged.
+func TestRoundTrips(t *testing.T) {
+	want := map[string]uint64{"ungated": 0, "gated_no_transition": 1, "gated_transition_1_key": 3, "gated_transition_2_keys": 4}
+	for _, d := range deployments {
+		t.Run(d.name, func(t *testing.T) {
+			spec, _ := d.start(t)
+			e := newScaleEnv(t, spec, tripsConfig)
+			cs := e.connect(t)
+			for _, k := range callKinds {
+				call(t, cs, k.tool, k.args) // first calls create keys and load scripts
+				const n = 20
+				before := e.trips()
+				for range n {
+					call(t, cs, k.tool, k.args)
+					// A moving call's lease is released after its answer is sent; a next
+					// call that came first would poll for it, adding round trips.
+					time.Sleep(20 * time.Millisecond)
+				}
+				got := e.trips() - before
+				t.Logf("%s: %.2f round trips per call", k.name, float64(got)/n)
+				if d.name == "redis_cluster" {
+					if lo := want[k.name] * n; got < lo {
+						t.Errorf("%s: %d round trips in %d calls, fewer than the %d of one server", k.name, got, n, lo)
+					}
+					continue
+				}
+				if got != want[k.name]*n {
+					t.Errorf("%s: %d round trips in %d calls, want %d per call", k.name, got, n, want[k.name])
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRoundTrips times each call kind through two replicas on each deployment, with
+// its round trips per call and the CPU time the Redis primaries spent per call (the
+// figure the capacity model in README.md divides a core by); ungated on the same
+// deployment is the baseline.
+func BenchmarkRoundTrips(b *testing.B) {
+	for _, d := range deployments {
+		b.Run(d.name, func(b *testing.B) {
+			spec, primaries := d.start(b)
+			e := newScaleEnv(b, spec, tripsConfig)
+			cs := e.connect(b)
+			for _, k := range callKinds {
+				call(b, cs, k.tool, k.args)
+				b.Run(k.name, func(b *testing.B) {
+					before, cpu := e.trips(), serverCPU(b, primaries)
+					for b.Loop() {
+						call(b, cs, k.tool, k.args)
+					}
+					b.ReportMetric(float64(e.trips()-before)/float64(b.N), "trips/call")
+					b.ReportMetric(float64(serverCPU(b, primaries)-cpu)/float64(time.Microsecond)/float64(b.N), "redis-µs/call")
+				})
+			}
+		})
+	}
+}
+
+func call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s: %v", tool, fmt.Sprint(texts(res)))
+	}
+}
+
+// TestBytesStored measures what one session and one handle keep in Redis (MEMORY USAGE:
+// key, value and the server's per-key overhead) after a call that moves both, on one
+// server and on a cluster, and holds it under a bound so growth shows.
+func TestBytesStored(t *testing.T) {
+	for _, d := range deployments[:2] {
+		t.Run(d.name, func(t *testing.T) {
+			spec, primaries := d.start(t)
+			e := newScaleEnv(t, spec, tripsConfig)
+			cs := e.connect(t)
+			call(t, cs, "tasks.update", map[string]any{"id": "T1", "status": "in_progress"})
+			time.Sleep(50 * time.Millisecond) // the lease is released after the answer
+			bytes := map[string]int64{}
+			for _, a := range primaries {
+				c := redis.NewClient(&redis.Options{Addr: a})
+				keys, err := c.Keys(context.Background(), "*").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range keys {
+					n, err := c.MemoryUsage(context.Background(), k).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					kind := "other"
+					switch {
+					case strings.Contains(k, "lock:"):
+						kind = "lease"
+					case strings.Contains(k, "/session/"):
+						kind = "session_state"
+					case strings.Contains(k, "/arg."):
+						kind = "handle_state"
+					case strings.Contains(k, "session"):
+						kind = "session_set"
+					}
+					bytes[kind] += n
+					t.Logf("%s: %d bytes: %q", kind, n, k)
+				}
+				c.Close()
+			}
+			perSession := bytes["session_state"] + bytes["session_set"]
+			t.Logf("per session (one workflow): %d bytes; per handle (one workflow): %d bytes", perSession, bytes["handle_state"])
+			if bytes["lease"] != 0 || bytes["other"] != 0 {
+				t.Errorf("keys left besides state: %v", bytes)
+			}
+			if perSession == 0 || bytes["handle_state"] == 0 || perSession > 1024 || bytes["handle_state"] > 512 {
+				t.Errorf("per session %d bytes (want 1..1024), per handle %d (want 1..512)", perSession, bytes["handle_state"])
+			}
+		})
+	}
+}
