@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -284,11 +285,17 @@ func (c *Core) purgeTools(ctx context.Context, tools []string) error {
 	return failed
 }
 
+// ErrCacheOff is returned by PurgeCache when the configuration has no cache section.
+var ErrCacheOff = errors.New("the response cache is not configured (no \"cache\" section)")
+
 // PurgeCache purges every cached tool whose name matches the glob match, on every replica,
 // and returns the tools purged (the operator's purge).
 func (c *Core) PurgeCache(ctx context.Context, match string) ([]string, error) {
 	if c.cache == nil {
-		return nil, errors.New("the response cache is not configured (no \"cache\" section)")
+		return nil, ErrCacheOff
+	}
+	if _, err := engine.MatchName(match, c.facts.separator, ""); err != nil {
+		return nil, fmt.Errorf("%w: match: %v", ErrInvalidOperation, err)
 	}
 	tools, _, err := c.cachedTools(ctx)
 	if err != nil {
@@ -298,7 +305,7 @@ func (c *Core) PurgeCache(ctx context.Context, match string) ([]string, error) {
 	for _, t := range tools {
 		ok, err := engine.MatchName(match, c.facts.separator, t)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: match: %v", ErrInvalidOperation, err)
 		}
 		if ok {
 			hit = append(hit, t)

@@ -162,6 +162,13 @@ func (c *Core) listHealth(ctx context.Context, ex *Exchange, in []byte, st *load
 	visible := false
 	gjson.GetBytes(out, "health").ForEach(func(_, h gjson.Result) bool {
 		if fp := h.Get("newFingerprint").Str; fp != "" {
+			if c.cache != nil {
+				// A changed definition may answer differently: its cached results go too,
+				// on every replica (the generation moves).
+				if err := c.purgeTools(context.WithoutCancel(ctx), []string{h.Get("tool").Str}); err != nil {
+					c.Fault(abi.FaultCache, err, "tool", h.Get("tool").Str)
+				}
+			}
 			c.publish(Event{Type: EventToolDefinitionChanged, Tool: h.Get("tool").Str, OldState: h.Get("from").Str, NewState: h.Get("to").Str,
 				Data: map[string]any{"unit": h.Get("unit").Str, "reason": h.Get("reason").Str,
 					"oldFingerprint": h.Get("oldFingerprint").Str, "newFingerprint": fp}})

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
 )
 
@@ -219,5 +223,48 @@ func TestCache_failingCacheNeverFailsACall(t *testing.T) {
 	}
 	if n := e.gw.Stats.Faults(abi.FaultCache); n < 3 {
 		t.Fatalf("cache faults counted: %d, want one per call at least", n)
+	}
+}
+
+// TestCache_operatorPurge: POST /admin/cache/purge on the admin handler over the real core
+// purges the matching cached tools (the next call reaches the upstream), answers 400 for a
+// bad glob and needs the token.
+func TestCache_operatorPurge(t *testing.T) {
+	e := newEnv(t, envOptions{config: cacheConfig(t, "")})
+	c := e.connect(t, sessionEra)
+	c.call(t, "sprints.list", nil)
+	if cacheMeta(c.call(t, "sprints.list", nil))["hit"] != true {
+		t.Fatal("no cache hit before the purge")
+	}
+	admin := httptest.NewServer(ops.NewAdmin(ops.AdminOptions{Token: "s3cret",
+		Operator: func() ops.Operator { return e.gw.Core() }}))
+	t.Cleanup(admin.Close)
+	post := func(token, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, admin.URL+"/admin/cache/purge", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := post("wrong", `{"match":"sprints.*"}`); code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", code)
+	}
+	if code, body := post("s3cret", `{"match":"get*"}`); code != http.StatusBadRequest {
+		t.Fatalf("bad glob: %d %s", code, body)
+	}
+	code, body := post("s3cret", `{"match":"sprints.*"}`)
+	if code != http.StatusOK || !strings.Contains(body, `"sprints.list"`) {
+		t.Fatalf("purge: %d %s", code, body)
+	}
+	if res := c.call(t, "sprints.list", nil); cacheMeta(res) != nil {
+		t.Fatalf("served from the cache after the purge: %v", cacheMeta(res))
+	}
+	if n := e.upstream.count("sprints.list"); n != 2 {
+		t.Fatalf("the upstream ran sprints.list %d times, want 2", n)
 	}
 }

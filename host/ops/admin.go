@@ -90,6 +90,7 @@ func NewAdmin(o AdminOptions) *Admin {
 	m.Handle("GET /admin/workflows", a.auth(a.workflows))
 	m.Handle("POST /admin/tools/mode", a.auth(a.mode))
 	m.Handle("POST /admin/tools/approve", a.auth(a.approve))
+	m.Handle("POST /admin/cache/purge", a.auth(a.purge))
 	m.Handle("GET /admin/state", a.auth(a.state))
 	m.Handle("POST /admin/reload", a.auth(a.reload))
 	m.Handle("GET /admin/events", a.auth(a.sse))
@@ -271,8 +272,15 @@ func (a *Admin) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 
 // operatorError answers an error of the health operator methods.
 func (a *Admin) operatorError(w http.ResponseWriter, err error) {
-	if errors.Is(err, exchange.ErrHealthOff) {
+	switch {
+	case errors.Is(err, exchange.ErrHealthOff):
 		a.fail(w, http.StatusConflict, "health_off", err.Error())
+		return
+	case errors.Is(err, exchange.ErrCacheOff):
+		a.fail(w, http.StatusConflict, "cache_off", err.Error())
+		return
+	case errors.Is(err, exchange.ErrInvalidOperation):
+		a.fail(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
 	a.fail(w, http.StatusInternalServerError, "internal", err.Error())

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -142,4 +143,39 @@ func (a *Admin) state(w http.ResponseWriter, r *http.Request) {
 		out["raw"] = string(v)
 	}
 	a.reply(w, http.StatusOK, out)
+}
+
+// CachePurger is the response cache's operator surface (exchange.Core implements it).
+type CachePurger interface {
+	PurgeCache(ctx context.Context, match string) ([]string, error)
+}
+
+// purge answers POST /admin/cache/purge {"match": GLOB}: every cached tool matching the
+// glob is purged on every replica (its generation moves), and the purged tools are listed.
+func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Match string `json:"match"`
+	}
+	if !a.decode(w, r, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Match) == "" {
+		a.fail(w, http.StatusBadRequest, "bad_request", `"match" (a tool name or glob) is required`)
+		return
+	}
+	p, ok := a.opts.Operator().(CachePurger)
+	if !ok {
+		a.fail(w, http.StatusConflict, "cache_off", exchange.ErrCacheOff.Error())
+		return
+	}
+	purged, err := p.PurgeCache(r.Context(), req.Match)
+	a.log.Info("operator action", "action", "cache_purge", "match", req.Match, "purged", len(purged), "err", errString(err), "remote", r.RemoteAddr)
+	if err != nil {
+		a.operatorError(w, err)
+		return
+	}
+	if purged == nil {
+		purged = []string{}
+	}
+	a.reply(w, http.StatusOK, map[string]any{"purged": purged})
 }

@@ -6,6 +6,7 @@
 package health
 
 import (
+	"github.com/stategate/stategate/plugin/internal/digest"
 	"strconv"
 	"strings"
 
@@ -297,7 +298,7 @@ func Fingerprint(tool gjson.Result) string {
 		b = canonical(b, v, 0)
 	}
 	b = append(b, '}')
-	sum := sum256(b)
+	sum := digest.Sum256(b)
 	const hexDigits = "0123456789abcdef"
 	out := make([]byte, 64)
 	for i, c := range sum {

@@ -1,21 +1,11 @@
 package health
 
 import (
-	"crypto/sha256"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
 )
-
-func TestSum256(t *testing.T) {
-	for n := 0; n < 300; n++ {
-		msg := []byte(strings.Repeat("abcdefghij", 30)[:n])
-		if got, want := sum256(msg), sha256.Sum256(msg); got != want {
-			t.Fatalf("len %d: %x, want %x", n, got, want)
-		}
-	}
-}
 
 func TestFingerprint(t *testing.T) {
 	a := `{"name":"t","description":"d","inputSchema":{"type":"object","properties":{"b":{"type":"string"},"a":{"type":"integer"}}},"_meta":{"x":1}}`
