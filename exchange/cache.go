@@ -104,6 +104,7 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 			return false
 		case gen == e.Gen:
 			c.count(CountCacheHits)
+			c.figures.add(ex.Tool, func(f *ToolCacheFigures) { f.Hits++ })
 			ex.answerCached(e.Result, time.Since(e.Stored), false)
 			return true
 		}
@@ -118,6 +119,7 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 		case <-f.done:
 			if f.result != nil {
 				c.count(CountCacheCoalesced)
+				c.figures.add(ex.Tool, func(f *ToolCacheFigures) { f.Hits++ })
 				ex.answerCached(f.result, 0, true)
 				return true
 			}
@@ -126,6 +128,7 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 		}
 		ex.cacheKey = "" // go to the upstream without caching; the leader fills the entry
 		c.count(CountCacheMisses)
+		c.figures.add(ex.Tool, func(f *ToolCacheFigures) { f.Misses++ })
 		return false
 	}
 	f := &flight{done: make(chan struct{})}
@@ -133,6 +136,7 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 	c.flights.mu.Unlock()
 	ex.flight = f
 	c.count(CountCacheMisses)
+	c.figures.add(ex.Tool, func(f *ToolCacheFigures) { f.Misses++ })
 	if err := c.indexTool(ctx, ex.Tool); err != nil {
 		c.Fault(abi.FaultCache, err, "tool", ex.Tool)
 		ex.finishFlight(nil)
@@ -279,6 +283,9 @@ func (c *Core) purgeTools(ctx context.Context, tools []string) error {
 	}
 	c.cache.PurgeTools(tools)
 	c.countN(CountCachePurged, len(tools))
+	for _, t := range tools {
+		c.figures.add(t, func(f *ToolCacheFigures) { f.Invalidations++ })
+	}
 	if failed != nil {
 		c.cache.PurgeAll()
 	}
@@ -354,4 +361,63 @@ func (ex *Exchange) invalidated(inv gjson.Result, tools []string) {
 	})
 	ex.core.publish(Event{Type: EventCacheInvalidated, Tool: ex.Tool, Data: map[string]any{
 		"causedBy": ex.Tool, "patterns": patterns, "tools": tools}})
+}
+
+// ToolCacheFigures are one tool's response-cache figures on this replica (since start or
+// the last reload).
+type ToolCacheFigures struct {
+	Hits          int64 `json:"hits"`
+	Misses        int64 `json:"misses"`
+	Entries       int64 `json:"entries"`
+	Invalidations int64 `json:"invalidations"`
+}
+
+// toolEntries is implemented by caches that can count a tool's entries (host/respcache).
+type toolEntries interface {
+	ToolEntries(tool string) int
+}
+
+// toolFigures counts per tool, bounded like the index of cached tools.
+type toolFigures struct {
+	mu sync.Mutex
+	m  map[string]*ToolCacheFigures
+}
+
+func (f *toolFigures) add(tool string, fn func(*ToolCacheFigures)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string]*ToolCacheFigures{}
+	}
+	t := f.m[tool]
+	if t == nil {
+		if len(f.m) >= maxCacheTools {
+			return
+		}
+		t = &ToolCacheFigures{}
+		f.m[tool] = t
+	}
+	fn(t)
+}
+
+// CacheFigures returns a tool's cache figures on this replica; false when the cache is
+// off or the tool was never looked up in it.
+func (c *Core) CacheFigures(tool string) (ToolCacheFigures, bool) {
+	if c.cache == nil {
+		return ToolCacheFigures{}, false
+	}
+	c.figures.mu.Lock()
+	t := c.figures.m[tool]
+	var out ToolCacheFigures
+	if t != nil {
+		out = *t
+	}
+	c.figures.mu.Unlock()
+	if t == nil {
+		return ToolCacheFigures{}, false
+	}
+	if te, ok := c.cache.(toolEntries); ok {
+		out.Entries = int64(te.ToolEntries(tool))
+	}
+	return out, true
 }

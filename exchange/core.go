@@ -80,6 +80,7 @@ type Core struct {
 	cache       Cache // nil: no response cache
 	cacheLimits CacheLimits
 	flights     flights
+	figures     toolFigures
 	known       *knownTools
 	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
 	listed      *listedTools

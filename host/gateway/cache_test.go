@@ -230,8 +230,13 @@ func TestCache_failingCacheNeverFailsACall(t *testing.T) {
 // purges the matching cached tools (the next call reaches the upstream), answers 400 for a
 // bad glob and needs the token.
 func TestCache_operatorPurge(t *testing.T) {
-	e := newEnv(t, envOptions{config: cacheConfig(t, "")})
+	var cfg map[string]any
+	_ = json.Unmarshal(cacheConfig(t, ""), &cfg)
+	cfg["health"] = map[string]any{} // GET /admin/tools lists the tools health knows
+	withHealth, _ := json.Marshal(cfg)
+	e := newEnv(t, envOptions{config: withHealth})
 	c := e.connect(t, sessionEra)
+	c.tools(t)
 	c.call(t, "sprints.list", nil)
 	if cacheMeta(c.call(t, "sprints.list", nil))["hit"] != true {
 		t.Fatal("no cache hit before the purge")
@@ -254,12 +259,43 @@ func TestCache_operatorPurge(t *testing.T) {
 	if code, _ := post("wrong", `{"match":"sprints.*"}`); code != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %d", code)
 	}
+	figures := func() map[string]any {
+		req, _ := http.NewRequest(http.MethodGet, admin.URL+"/admin/tools", nil)
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Tools []struct {
+				Name  string         `json:"name"`
+				Cache map[string]any `json:"cache"`
+			} `json:"tools"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatalf("GET /admin/tools (%d): %v", resp.StatusCode, err)
+		}
+		for _, tl := range out.Tools {
+			if tl.Name == "sprints.list" {
+				return tl.Cache
+			}
+		}
+		t.Fatalf("GET /admin/tools lists no sprints.list: %+v", out.Tools)
+		return nil
+	}
+	if f := figures(); f["hits"] != 1.0 || f["misses"] != 1.0 || f["entries"] != 1.0 {
+		t.Fatalf("cache figures before the purge: %v, want 1 hit, 1 miss, 1 entry", f)
+	}
 	if code, body := post("s3cret", `{"match":"get*"}`); code != http.StatusBadRequest {
 		t.Fatalf("bad glob: %d %s", code, body)
 	}
 	code, body := post("s3cret", `{"match":"sprints.*"}`)
 	if code != http.StatusOK || !strings.Contains(body, `"sprints.list"`) {
 		t.Fatalf("purge: %d %s", code, body)
+	}
+	if f := figures(); f["invalidations"] != 1.0 || f["entries"] != 0.0 {
+		t.Fatalf("cache figures after the purge: %v, want 1 invalidation, no entry", f)
 	}
 	if res := c.call(t, "sprints.list", nil); cacheMeta(res) != nil {
 		t.Fatalf("served from the cache after the purge: %v", cacheMeta(res))

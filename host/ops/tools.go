@@ -9,14 +9,14 @@ import (
 	"github.com/stategate/stategate/exchange"
 )
 
-// ToolView is one tool in GET /admin/tools: its health, and its cache figures once the
-// result cache exists (issue 11: Cache stays nil until then).
+// ToolView is one tool in GET /admin/tools: its health, and its response-cache figures on
+// this replica when the cache is on and the tool was looked up in it.
 type ToolView struct {
 	exchange.ToolStatus
 	Cache *CacheFigures `json:"cache,omitempty"`
 }
 
-// CacheFigures is the seam for the result cache's per-tool figures.
+// CacheFigures are a tool's response-cache figures on this replica.
 type CacheFigures struct {
 	Hits          int64 `json:"hits"`
 	Misses        int64 `json:"misses"`
@@ -31,8 +31,14 @@ func (a *Admin) tools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]ToolView, len(ts))
+	figures, _ := a.opts.Operator().(CacheFigurer)
 	for i, t := range ts {
 		out[i] = ToolView{ToolStatus: t}
+		if figures != nil {
+			if f, ok := figures.CacheFigures(t.Name); ok {
+				out[i].Cache = &CacheFigures{Hits: f.Hits, Misses: f.Misses, Entries: f.Entries, Invalidations: f.Invalidations}
+			}
+		}
 	}
 	a.reply(w, http.StatusOK, map[string]any{"tools": out})
 }
@@ -143,6 +149,11 @@ func (a *Admin) state(w http.ResponseWriter, r *http.Request) {
 		out["raw"] = string(v)
 	}
 	a.reply(w, http.StatusOK, out)
+}
+
+// CacheFigurer gives a tool's response-cache figures (exchange.Core implements it).
+type CacheFigurer interface {
+	CacheFigures(tool string) (exchange.ToolCacheFigures, bool)
 }
 
 // CachePurger is the response cache's operator surface (exchange.Core implements it).

@@ -139,6 +139,13 @@ func (m *Memory) PurgeAll() int {
 	return n
 }
 
+// ToolEntries returns how many entries tool has.
+func (m *Memory) ToolEntries(tool string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byTool[tool])
+}
+
 // Stats returns the entries and the tracked bytes.
 func (m *Memory) Stats() (entries, bytes int) {
 	m.mu.Lock()
