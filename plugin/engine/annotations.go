@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/gate"
@@ -59,6 +60,7 @@ func (e *Engine) classOf(r *request, tool string) (c config.Class, need string) 
 	if !ok {
 		return config.ClassUnknown, key
 	}
+	tool = recordName(tool) // as the record stores it
 	rec.Get("tools").ForEach(func(k, v gjson.Result) bool {
 		if k.Str == tool {
 			c = config.ClassNamed(v.Str)
@@ -130,7 +132,18 @@ func newMemo(rec gjson.Result) *memo {
 	return m
 }
 
+// recordName is name as the record stores it: JSON has no invalid UTF-8, so a name with
+// invalid bytes is kept as it reads back after encoding (each bad byte U+FFFD); two names
+// that differ only there are one entry, with the more cautious class.
+func recordName(name string) string {
+	if utf8.ValidString(name) {
+		return name
+	}
+	return gjson.ParseBytes(jsonx.AppendString(nil, name)).Str
+}
+
 func (m *memo) add(name string, c config.Class) {
+	name = recordName(name)
 	if _, ok := m.index[name]; ok || name == "" || len(name) > MaxRememberedName || len(m.names) >= MaxRememberedTools {
 		return
 	}
@@ -144,6 +157,7 @@ func (m *memo) add(name string, c config.Class) {
 // see records that a list gave name class c: a new name is added, a known one only ever
 // becomes more cautious.
 func (m *memo) see(name string, c config.Class) {
+	name = recordName(name)
 	i, ok := m.index[name]
 	if !ok {
 		m.add(name, c)
