@@ -74,6 +74,7 @@ type Core struct {
 	state       State
 	reporter    Reporter
 	publisher   Publisher
+	publishing  bool // a Publisher was given: per-call events are built at all
 	opts        Options
 	facts       facts
 	lists       *listMemo
@@ -105,11 +106,13 @@ func New(opts Options) *Core {
 	if opts.Reporter == nil {
 		opts.Reporter = nopReporter{}
 	}
-	if opts.Publisher == nil {
+	publishing := opts.Publisher != nil
+	if !publishing {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
 		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools)}
+	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {
 		c.Stats, c.listed = prev.Stats, prev.listed
 	}

@@ -65,7 +65,7 @@ func (c *Core) publish(e Event) {
 
 // called publishes the exchange's tool_called event, once, for a tools/call.
 func (ex *Exchange) called(outcome string) {
-	if ex.Tool == "" || ex.reported {
+	if ex.Tool == "" || ex.reported || !ex.core.publishing {
 		return
 	}
 	ex.reported = true
@@ -78,6 +78,9 @@ func (ex *Exchange) called(outcome string) {
 // the move left the snapshot as it was (nothing to store). A key whose write failed
 // publishes nothing.
 func (ex *Exchange) transitioned(ans gjson.Result, failed map[string]bool) {
+	if !ex.core.publishing {
+		return
+	}
 	ans.Get("events").ForEach(func(_, e gjson.Result) bool {
 		key := e.Get("key").Str
 		if e.Get("outcome").Str == "transitioned" && !failed[key] {
