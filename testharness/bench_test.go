@@ -178,7 +178,7 @@ func BenchmarkDecorateTools_fromAnnotations(b *testing.B) {
 
 func BenchmarkDecorateResult(b *testing.B) {
 	bench(b, abi.FuncDecorateResult, []benchCase{
-		{"1KB", callResult(1 << 10)}, {"100KB", callResult(100 << 10)}, {"1MB", callResult(1 << 20)},
+		{"1KB", callResult(1 << 10)}, {"100KB", callResult(100 << 10)}, {"1MB", callResult(1 << 20)}, {"10MB", callResult(10 << 20)},
 	})
 }
 

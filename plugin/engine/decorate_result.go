@@ -19,15 +19,17 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ambiguousMessage(r.message.Raw); err != nil {
-		return nil, err
-	}
 	msg := r.message.Raw
+	read := decorate.ReadMessage(msg)
+	if read.Ambiguous {
+		return nil, errAmbiguous
+	}
+	success := read.Succeeded()
 	var patterns []string
 	var inserted bool
 	var buf []byte
 	var inv []glob.Pattern
-	if decorate.Succeeded(msg) {
+	if success {
 		_, p := e.resolver.Resolve(r.tool)
 		class := config.ClassUnknown
 		if p == nil {
@@ -41,7 +43,12 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 				patterns = append(patterns, g.String())
 			}
 			text := decorate.Block(patterns, decorate.SanitizeName(r.tool, e.cfg.Separator))
-			buf, inserted = decorate.InsertBlock(make([]byte, 0, len(msg)+len(text)+64), msg, text)
+			var owned bool
+			buf, owned = e.takeScratch(len(msg) + len(text) + 64)
+			buf, inserted = read.InsertBlock(buf, text)
+			if owned {
+				defer e.putScratch(buf)
+			}
 			if inserted {
 				msg = str(buf)
 			} else {
@@ -55,7 +62,7 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	if maxResp > 0 {
 		var terr error
 		mark := len(dst)
-		dst, tr, terr = decorate.Truncate(dst, msg, maxResp, inserted)
+		dst, tr, terr = decorate.TruncateRead(dst, msg, maxResp, inserted, success)
 		if terr != nil {
 			dst = dst[:mark]
 			return nil, &Error{Code: abi.ErrTruncation, Message: terr.Error()}
@@ -103,4 +110,30 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 		dst = append(dst, '}')
 	}
 	return append(dst, '}'), nil
+}
+
+// scratchKeep bounds the scratch buffer an engine keeps between calls.
+const scratchKeep = 4 << 20
+
+// takeScratch returns an empty buffer of at least n bytes: the engine's own when no other
+// call holds it (in the guest, always), so that a large result is not allocated afresh on
+// every call (in TinyGo each such allocation soon costs a collection that scans the heap).
+// owned says whether it must be given back with putScratch.
+func (e *Engine) takeScratch(n int) (buf []byte, owned bool) {
+	if !e.scratchBusy.CompareAndSwap(false, true) {
+		return make([]byte, 0, n), false
+	}
+	if cap(e.scratch) < n {
+		e.scratch = make([]byte, 0, n)
+	}
+	return e.scratch[:0], true
+}
+
+// putScratch gives back the engine's buffer (possibly grown by append).
+func (e *Engine) putScratch(buf []byte) {
+	e.scratch = nil
+	if cap(buf) <= scratchKeep {
+		e.scratch = buf[:0]
+	}
+	e.scratchBusy.Store(false)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stategate/stategate/plugin/internal/glob"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/stategate/stategate/abi"
@@ -49,6 +50,10 @@ type Engine struct {
 	warnings []config.Problem
 	resolver *policy.Resolver
 	marks    map[*config.Binding]string // availability marks, rendered once
+
+	// scratch holds a result with its invalidation block between calls (takeScratch).
+	scratch     []byte
+	scratchBusy atomic.Bool
 }
 
 // mark returns the availability mark of a workflow-bound tool.

@@ -232,16 +232,3 @@ func toolName(in []byte) string {
 
 // errAmbiguous refuses a message that names a member twice.
 var errAmbiguous = &Error{Code: abi.ErrInvalidInput, Message: "message repeats a member name in its envelope or result; readers would disagree on its meaning"}
-
-// ambiguousMessage refuses a message whose envelope or result names a member twice:
-// the gateway would decorate one reading and clients act on another.
-func ambiguousMessage(msg string) error {
-	at := jsonx.SkipWS(msg, 0)
-	if jsonx.RepeatsMember(msg, at) {
-		return errAmbiguous
-	}
-	if res := jsonx.Member(msg, at, "result"); res >= 0 && res < len(msg) && msg[res] == '{' && jsonx.RepeatsMember(msg, res) {
-		return errAmbiguous
-	}
-	return nil
-}

@@ -17,12 +17,11 @@ func AppendString(dst []byte, s string) []byte {
 func AppendEscaped(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
+		if i = asciiRun(s, i); i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '"', '\\':
@@ -64,6 +63,11 @@ func AppendEscaped(dst []byte, s string) []byte {
 func StringLen(s string) int {
 	n := 2
 	for i := 0; i < len(s); {
+		j := asciiRun(s, i)
+		n += j - i
+		if i = j; i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {

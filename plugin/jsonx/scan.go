@@ -59,15 +59,17 @@ func SkipValue(s string, i int) int {
 }
 
 func skipStr(s string, i int) int {
-	for j := i + 1; j < len(s); j++ {
-		switch s[j] {
-		case '\\':
-			j++
-		case '"':
+	j := i + 1
+	for {
+		j = quoteRun(s, j)
+		if j >= len(s) {
+			return len(s)
+		}
+		if s[j] == '"' {
 			return j + 1
 		}
+		j += 2
 	}
-	return len(s)
 }
 
 // Object walks the members of the object at i without callbacks (closures cost an
@@ -184,15 +186,14 @@ func Unquote(lit string) string {
 		return ""
 	}
 	body := lit[1 : len(lit)-1]
-	for i := 0; i < len(body); i++ {
-		if body[i] == '\\' || body[i] >= utf8.RuneSelf {
-			if body[i] != '\\' && strings.IndexByte(body[i:], '\\') < 0 && utf8.ValidString(body[i:]) {
-				return body
-			}
-			return unescape(body)
-		}
+	i := escapeOrHighRun(body, 0)
+	if i == len(body) {
+		return body
 	}
-	return body
+	if body[i] != '\\' && strings.IndexByte(body[i:], '\\') < 0 && utf8.ValidString(body[i:]) {
+		return body
+	}
+	return unescape(body)
 }
 
 // unescape decodes the escapes of a JSON string body; invalid or lone surrogates become
@@ -292,28 +293,41 @@ func appendRune(dst []byte, r rune) []byte {
 // on such objects (first wins here and in gjson, last wins in encoding/json and most
 // SDKs), so callers refuse to act on them.
 func RepeatsMember(s string, i int) bool {
-	var seen []string
-	var set map[string]struct{}
+	var keys Keys
 	it := Object(s, i)
 	for key, _, ok := it.Next(); ok; key, _, ok = it.Next() {
-		if set != nil {
-			if _, dup := set[key]; dup {
-				return true
-			}
-			set[key] = struct{}{}
-			continue
+		if keys.Repeats(key) {
+			return true
 		}
-		for _, k := range seen {
-			if k == key {
-				return true
-			}
+	}
+	return false
+}
+
+// Keys notices a member name seen twice in one object (names compared unescaped).
+type Keys struct {
+	seen []string
+	set  map[string]struct{}
+}
+
+// Repeats records key and reports whether it was seen before.
+func (k *Keys) Repeats(key string) bool {
+	if k.set != nil {
+		if _, dup := k.set[key]; dup {
+			return true
 		}
-		seen = append(seen, key)
-		if len(seen) > 16 {
-			set = make(map[string]struct{}, 64)
-			for _, k := range seen {
-				set[k] = struct{}{}
-			}
+		k.set[key] = struct{}{}
+		return false
+	}
+	for _, s := range k.seen {
+		if s == key {
+			return true
+		}
+	}
+	k.seen = append(k.seen, key)
+	if len(k.seen) > 16 {
+		k.set = make(map[string]struct{}, 64)
+		for _, s := range k.seen {
+			k.set[s] = struct{}{}
 		}
 	}
 	return false

@@ -86,3 +86,69 @@ func TestValidateObject(t *testing.T) {
 		t.Error("a broken object passed")
 	}
 }
+
+// FuzzRuns: each word-at-a-time scan stops where a byte-at-a-time scan stops, from every
+// start offset (so every alignment and every tail length is covered).
+func FuzzRuns(f *testing.F) {
+	for _, s := range []string{"", "abcdefgh\"", "0123456789abcdef\\x", "\x00\x1f\x20\x7f\x80\xff", "héllo wörld \u2028 \"q\" \\ \n", `aaaaaaa"aaaaaaaa\aaaaaaaa`} {
+		f.Add(s)
+	}
+	naive := func(s string, i int, stop func(c byte) bool) int {
+		for i < len(s) && !stop(s[i]) {
+			i++
+		}
+		return i
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for i := 0; i <= len(s); i++ {
+			checks := []struct {
+				name string
+				got  int
+				stop func(c byte) bool
+			}{
+				{"plainRun", plainRun(s, i), func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }},
+				{"plainRunBytes", plainRunBytes([]byte(s), i), func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }},
+				{"asciiRun", asciiRun(s, i), func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80 }},
+				{"quoteRun", quoteRun(s, i), func(c byte) bool { return c == '"' || c == '\\' }},
+				{"quoteRunBytes", quoteRunBytes([]byte(s), i), func(c byte) bool { return c == '"' || c == '\\' }},
+				{"escapeOrHighRun", escapeOrHighRun(s, i), func(c byte) bool { return c == '\\' || c >= 0x80 }},
+			}
+			for _, c := range checks {
+				if want := naive(s, i, c.stop); c.got != want {
+					t.Fatalf("%s(%q, %d) = %d, want %d", c.name, s, i, c.got, want)
+				}
+			}
+		}
+	})
+}
+
+// TestRunsEveryByte: for every byte value at every position of a 16-byte run, each scan
+// stops exactly where the byte rule says.
+func TestRunsEveryByte(t *testing.T) {
+	for b := 0; b < 256; b++ {
+		for pos := 0; pos < 16; pos++ {
+			buf := []byte("abcdefghijklmnop")
+			buf[pos] = byte(b)
+			s := string(buf)
+			c := byte(b)
+			want := func(stop bool) int {
+				if stop {
+					return pos
+				}
+				return len(s)
+			}
+			if got := plainRun(s, 0); got != want(c == '"' || c == '\\' || c < 0x20) {
+				t.Fatalf("plainRun byte %#x at %d: %d", b, pos, got)
+			}
+			if got := asciiRun(s, 0); got != want(c == '"' || c == '\\' || c < 0x20 || c >= 0x80) {
+				t.Fatalf("asciiRun byte %#x at %d: %d", b, pos, got)
+			}
+			if got := quoteRun(s, 0); got != want(c == '"' || c == '\\') {
+				t.Fatalf("quoteRun byte %#x at %d: %d", b, pos, got)
+			}
+			if got := escapeOrHighRun(s, 0); got != want(c == '\\' || c >= 0x80) {
+				t.Fatalf("escapeOrHighRun byte %#x at %d: %d", b, pos, got)
+			}
+		}
+	}
+}

@@ -204,7 +204,11 @@ func skipWS(data []byte, i int) int {
 // scanString scans the string starting at the quote at i and returns the offset after it.
 func scanString(data []byte, i int) (int, error) {
 	i++
-	for i < len(data) {
+	for {
+		i = plainRunBytes(data, i)
+		if i >= len(data) {
+			break
+		}
 		c := data[i]
 		switch {
 		case c == '"':
@@ -229,10 +233,8 @@ func scanString(data []byte, i int) (int, error) {
 			default:
 				return i, &SyntaxError{Offset: i + 1, Msg: "invalid escape"}
 			}
-		case c < 0x20:
+		default: // below 0x20
 			return i, &SyntaxError{Offset: i, Msg: "control character in string"}
-		default:
-			i++
 		}
 	}
 	return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}

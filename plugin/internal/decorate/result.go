@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/plugin/jsonx"
-	"github.com/tidwall/gjson"
 )
 
 // MaxToolNameInBlock bounds the tool name quoted in the invalidation block.
@@ -37,63 +36,114 @@ func Block(patterns []string, tool string) string {
 	return "[System: Cache invalidated for " + strings.Join(patterns, ", ") + " \u2014 caused by " + tool + "]"
 }
 
-// Succeeded reports whether msg, a JSON-RPC response (valid JSON), answers a successful
-// tools/call: no "error" member, and a "result" that is an object whose isError is
-// absent or exactly false. Anything else (a JSON-RPC error, a result that is not an
-// object, an isError of any other value) is not a success and gets no invalidation block.
-func Succeeded(msg string) bool {
+// Message is a tools/call response read once: where its result, content and isError
+// are, whether it is a JSON-RPC error, and whether its envelope or result names a member
+// twice. Of a repeated member the first is recorded (callers refuse such messages).
+type Message struct {
+	Msg        string
+	Ambiguous  bool // the envelope or the result names a member twice
+	HasError   bool // the envelope has an "error" member
+	ResAt      int  // offset of the result object; -1 when absent or not an object
+	ResEnd     int  // offset just past it
+	ContentAt  int  // offset of the result's content value; -1 when absent
+	ContentEnd int
+	IsErrorAt  int // offset of the result's isError value; -1 when absent
+}
+
+// ReadMessage reads msg (valid JSON; on anything else it answers without panicking) in
+// one walk: the envelope's members, and the result's members in the same pass.
+func ReadMessage(msg string) Message {
+	m := Message{Msg: msg, ResAt: -1, ContentAt: -1, IsErrorAt: -1}
 	top := jsonx.SkipWS(msg, 0)
-	if top >= len(msg) || msg[top] != '{' || jsonx.Member(msg, top, "error") >= 0 {
-		return false
+	if top >= len(msg) || msg[top] != '{' {
+		return m
 	}
-	res := jsonx.Member(msg, top, "result")
-	if res < 0 || res >= len(msg) || msg[res] != '{' {
-		return false
+	var keys jsonx.Keys
+	it := jsonx.Object(msg, top)
+	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		if keys.Repeats(key) {
+			m.Ambiguous = true
+		}
+		switch key {
+		case "error":
+			m.HasError = true
+		case "result":
+			if m.ResAt >= 0 || msg[val] != '{' {
+				continue
+			}
+			var rkeys jsonx.Keys
+			rit := jsonx.Object(msg, val)
+			for rkey, rval, rok := rit.Next(); rok; rkey, rval, rok = rit.Next() {
+				if rkeys.Repeats(rkey) {
+					m.Ambiguous = true
+				}
+				switch {
+				case rkey == "content" && m.ContentAt < 0:
+					e := jsonx.SkipValue(msg, rval)
+					m.ContentAt, m.ContentEnd = rval, e
+					rit.Skip(e)
+				case rkey == "isError" && m.IsErrorAt < 0:
+					m.IsErrorAt = rval
+				}
+			}
+			m.ResAt, m.ResEnd = val, rit.End()
+			it.Skip(m.ResEnd)
+		}
 	}
-	at := jsonx.Member(msg, res, "isError")
-	return at < 0 || strings.HasPrefix(msg[at:], "false")
+	return m
+}
+
+// Succeeded reports whether m answers a successful tools/call: no "error" member, and a
+// "result" that is an object whose isError is absent or exactly false. Anything else (a
+// JSON-RPC error, a result that is not an object, an isError of any other value) is not a
+// success and gets no invalidation block.
+func (m *Message) Succeeded() bool {
+	return !m.HasError && m.ResAt >= 0 && (m.IsErrorAt < 0 || strings.HasPrefix(m.Msg[m.IsErrorAt:], "false"))
+}
+
+// Succeeded is ReadMessage(msg).Succeeded().
+func Succeeded(msg string) bool {
+	m := ReadMessage(msg)
+	return m.Succeeded()
 }
 
 // InsertBlock inserts a text block at content[0] of the result inside msg and appends the
 // new message to dst. ok is false (and msg appended unchanged) when msg has no result
 // object or its content is present but not an array.
 func InsertBlock(dst []byte, msg string, text string) ([]byte, bool) {
-	res := gjson.Get(msg, "result")
-	if !res.IsObject() || !spliceable(msg, res, '}') {
+	m := ReadMessage(msg)
+	return m.InsertBlock(dst, text)
+}
+
+// InsertBlock is InsertBlock on the message m read.
+func (m *Message) InsertBlock(dst []byte, text string) ([]byte, bool) {
+	msg := m.Msg
+	if m.ResAt < 0 || m.ResEnd > len(msg) || msg[m.ResEnd-1] != '}' {
 		return append(dst, msg...), false
 	}
-	item := appendTextItem(nil, text)
-	content := res.Get("content")
-	if content.Exists() {
-		if !content.IsArray() || !spliceable(msg, content, ']') {
+	at, empty := 0, false
+	if m.ContentAt >= 0 {
+		if msg[m.ContentAt] != '[' || m.ContentEnd > len(msg) || msg[m.ContentEnd-1] != ']' {
 			return append(dst, msg...), false
 		}
-		at := content.Index + 1 // just after '[' (Result.Get indexes are relative to msg)
-		dst = append(dst, msg[:at]...)
-		dst = append(dst, item...)
-		if strings.TrimSpace(content.Raw[1:len(content.Raw)-1]) != "" {
-			dst = append(dst, ',')
-		}
-		return append(dst, msg[at:]...), true
+		at = m.ContentAt + 1 // just after '['
+		empty = jsonx.SkipWS(msg, at) == m.ContentEnd-1
+	} else {
+		at = m.ResAt + 1 // just after '{'
+		empty = jsonx.SkipWS(msg, at) == m.ResEnd-1
 	}
-	at := res.Index + 1 // just after '{'
 	dst = append(dst, msg[:at]...)
-	dst = append(dst, `"content":[`...)
-	dst = append(dst, item...)
-	dst = append(dst, ']')
-	if strings.TrimSpace(res.Raw[1:len(res.Raw)-1]) != "" {
+	if m.ContentAt < 0 {
+		dst = append(dst, `"content":[`...)
+	}
+	dst = appendTextItem(dst, text)
+	if m.ContentAt < 0 {
+		dst = append(dst, ']')
+	}
+	if !empty {
 		dst = append(dst, ',')
 	}
 	return append(dst, msg[at:]...), true
-}
-
-// spliceable reports whether r, a container found in msg, sits at its recorded offset
-// and ends with closer, so that msg can be cut around it. It is false only for invalid
-// JSON, where gjson may report an unterminated container.
-func spliceable(msg string, r gjson.Result, closer byte) bool {
-	end := r.Index + len(r.Raw)
-	return r.Index > 0 && len(r.Raw) >= 2 && end <= len(msg) &&
-		r.Raw[len(r.Raw)-1] == closer && msg[r.Index:end] == r.Raw
 }
 
 func appendTextItem(dst []byte, text string) []byte {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/jsonx"
-	"github.com/tidwall/gjson"
 )
 
 // Truncation describes a cut result.
@@ -50,6 +49,15 @@ func Truncate(dst []byte, msg string, limit int, protectFirst bool) ([]byte, *Tr
 	if len(msg) <= limit {
 		return append(dst, msg...), nil, nil
 	}
+	return TruncateRead(dst, msg, limit, protectFirst, Succeeded(msg))
+}
+
+// TruncateRead is Truncate for a caller that knows whether msg succeeded (Succeeded),
+// saving a walk of the message.
+func TruncateRead(dst []byte, msg string, limit int, protectFirst, success bool) ([]byte, *Truncation, error) {
+	if len(msg) <= limit {
+		return append(dst, msg...), nil, nil
+	}
 	// Everything below works on offsets into msg, never on slices of substrings: many
 	// pointers into the middle of one large buffer make each collection of TinyGo's
 	// conservative GC walk that buffer once per pointer.
@@ -58,12 +66,11 @@ func Truncate(dst []byte, msg string, limit int, protectFirst bool) ([]byte, *Tr
 	if resAt < 0 || resAt >= len(msg) || msg[resAt] != '{' {
 		return truncateError(dst, msg, top, limit)
 	}
-	resEnd := jsonx.SkipValue(msg, resAt)
-	if resEnd > len(msg) || msg[resEnd-1] != '}' {
+	r := readResult(msg, resAt)
+	if r.resEnd > len(msg) || msg[r.resEnd-1] != '}' {
 		return append(dst, msg...), nil, nil
 	}
-	r := readResult(msg, resAt, resEnd)
-	r.success = Succeeded(msg)
+	r.success = success
 	for _, l := range r.layouts() {
 		tr := &Truncation{OriginalBytes: len(msg), LimitBytes: limit}
 		if out, ok := r.fit(dst, l, limit, protectFirst, tr); ok {
@@ -98,10 +105,10 @@ type result struct {
 	success       bool // the call succeeded (Succeeded)
 }
 
-// readResult reads the result object at resAt. A repeated content or _meta member is
-// dropped: the first is the one InsertBlock put the block in.
-func readResult(msg string, resAt, resEnd int) *result {
-	r := &result{msg: msg, resAt: resAt, resEnd: resEnd, first: -1, metaAt: -1}
+// readResult reads the result object at resAt, and where it ends. A repeated content or
+// _meta member is dropped: the first is the one InsertBlock put the block in.
+func readResult(msg string, resAt int) *result {
+	r := &result{msg: msg, resAt: resAt, first: -1, metaAt: -1}
 	contentAt := -1
 	it := jsonx.Object(msg, resAt)
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
@@ -128,6 +135,7 @@ func readResult(msg string, resAt, resEnd int) *result {
 		}
 		r.members = append(r.members, member{int32(it.KeyStart()), int32(end), kind})
 	}
+	r.resEnd = it.End()
 	if contentAt >= 0 {
 		if j := jsonx.SkipWS(msg, contentAt+1); j < len(msg) && msg[j] != ']' {
 			r.first = j
@@ -311,27 +319,51 @@ func truncateError(dst []byte, msg string, top, limit int) ([]byte, *Truncation,
 // cutText returns the content item raw with its text cut so the item takes at most budget
 // bytes, or nil when it is not text or not even an empty text fits.
 func cutText(raw string, budget int) []byte {
-	item := gjson.Parse(raw)
-	if item.Get("type").Str != "text" {
+	// The item's members by offsets (no gjson: it would walk a large text byte by byte);
+	// the first of a repeated member counts, as gjson's Get did.
+	if raw == "" || raw[0] != '{' {
 		return nil
 	}
-	text := item.Get("text")
-	if text.Type != gjson.String || text.Index <= 0 {
+	typ, start, end := "", -1, -1
+	it := jsonx.Object(raw, 0)
+	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		e := jsonx.SkipValue(raw, val)
+		it.Skip(e)
+		switch {
+		case key == "type" && typ == "":
+			typ = "-"
+			if raw[val] == '"' {
+				typ = jsonx.Unquote(raw[val:e])
+			}
+		case key == "text" && start < 0:
+			start, end = val, e
+		}
+	}
+	if typ != "text" || start <= 0 || raw[start] != '"' || end > len(raw) {
 		return nil
 	}
-	start := text.Index
-	if start <= 0 || start+len(text.Raw) > len(raw) {
-		return nil
-	}
-	head, tail := raw[:start], raw[start+len(text.Raw):]
+	head, tail := raw[:start], raw[end:]
 	room := budget - len(head) - len(tail) - 2 // the quotes
 	if room < 0 {
 		return nil
 	}
-	s := text.Str
+	s := jsonx.Unquote(raw[start:end])
 	n := 0
 	used := 0
 	for n < len(s) {
+		// a run of bytes written as they are: one output byte each
+		if k := jsonx.PlainASCII(s, n); k > n {
+			take := k - n
+			if used+take > room {
+				take = room - used
+			}
+			used += take
+			n += take
+			if n < k {
+				break
+			}
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[n:])
 		w := jsonx.StringLen(s[n:n+size]) - 2
 		if r == utf8.RuneError && size == 1 {

@@ -39,7 +39,7 @@ func FirstOversizedArray(data []byte, limit int) (v Violation, count int) {
 	for i := 0; i < len(data); i++ {
 		switch c := data[i]; c {
 		case '"':
-			end := skipString(data, i)
+			end := jsonx.StringEnd(data, i)
 			if len(stack) > 0 && !stack[len(stack)-1].array && followedByColon(data, end) {
 				stack[len(stack)-1].key = jsonx.Unquote(string(data[i:end]))
 			} else {
@@ -127,16 +127,4 @@ func followedByColon(data []byte, i int) bool {
 		return false
 	}
 	return false
-}
-
-func skipString(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(data)
 }
