@@ -303,10 +303,12 @@ func RepeatsMember(s string, i int) bool {
 	return false
 }
 
-// Keys notices a member name seen twice in one object (names compared unescaped).
+// Keys notices a member name seen twice in one object (names compared unescaped). The
+// first 16 names are kept in place, so a small object costs no allocation.
 type Keys struct {
-	seen []string
-	set  map[string]struct{}
+	small [16]string
+	n     int
+	set   map[string]struct{}
 }
 
 // Repeats records key and reports whether it was seen before.
@@ -318,17 +320,20 @@ func (k *Keys) Repeats(key string) bool {
 		k.set[key] = struct{}{}
 		return false
 	}
-	for _, s := range k.seen {
+	for _, s := range k.small[:k.n] {
 		if s == key {
 			return true
 		}
 	}
-	k.seen = append(k.seen, key)
-	if len(k.seen) > 16 {
-		k.set = make(map[string]struct{}, 64)
-		for _, s := range k.seen {
-			k.set[s] = struct{}{}
-		}
+	if k.n < len(k.small) {
+		k.small[k.n] = key
+		k.n++
+		return false
 	}
+	k.set = make(map[string]struct{}, 64)
+	for _, s := range k.small {
+		k.set[s] = struct{}{}
+	}
+	k.set[key] = struct{}{}
 	return false
 }

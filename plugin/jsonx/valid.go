@@ -185,8 +185,17 @@ func bad(data []byte, i int) error {
 	return &SyntaxError{Offset: i, Msg: "invalid character " + strconv.QuoteRune(rune(data[i]))}
 }
 
+// hasLit compares byte by byte: TinyGo allocates for string(data[...]) == lit.
 func hasLit(data []byte, i int, lit string) bool {
-	return len(data)-i >= len(lit) && string(data[i:i+len(lit)]) == lit
+	if len(data)-i < len(lit) {
+		return false
+	}
+	for k := 0; k < len(lit); k++ {
+		if data[i+k] != lit[k] {
+			return false
+		}
+	}
+	return true
 }
 
 func skipWS(data []byte, i int) int {

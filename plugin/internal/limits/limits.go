@@ -18,7 +18,9 @@ type frame struct {
 	array bool
 	n     int    // elements so far (arrays)
 	start int    // offset of the opening bracket
-	key   string // the current member's key (objects)
+	// the current member's key literal (objects), as offsets: it is unquoted only for a
+	// violation's path, so a scan allocates nothing (TinyGo allocates for string(b[...]))
+	keyStart, keyEnd int
 }
 
 // FirstOversizedArray scans valid JSON and returns the first array, in document order of
@@ -41,7 +43,7 @@ func FirstOversizedArray(data []byte, limit int) (v Violation, count int) {
 		case '"':
 			end := jsonx.StringEnd(data, i)
 			if len(stack) > 0 && !stack[len(stack)-1].array && followedByColon(data, end) {
-				stack[len(stack)-1].key = jsonx.Unquote(string(data[i:end]))
+				stack[len(stack)-1].keyStart, stack[len(stack)-1].keyEnd = i, end
 			} else {
 				element()
 			}
@@ -59,7 +61,7 @@ func FirstOversizedArray(data []byte, limit int) (v Violation, count int) {
 				count++
 				if best < 0 || top.start < best {
 					best = top.start
-					v = Violation{Path: pathOf(stack), Actual: top.n}
+					v = Violation{Path: pathOf(data, stack), Actual: top.n}
 				}
 			}
 		case ' ', '\t', '\n', '\r', ',', ':':
@@ -74,7 +76,7 @@ func FirstOversizedArray(data []byte, limit int) (v Violation, count int) {
 }
 
 // pathOf renders the location of the value that the innermost frame is at.
-func pathOf(stack []frame) string {
+func pathOf(data []byte, stack []frame) string {
 	var b strings.Builder
 	for _, f := range stack {
 		if f.array {
@@ -83,13 +85,17 @@ func pathOf(stack []frame) string {
 			b.WriteByte(']')
 			continue
 		}
-		if plainKey(f.key) {
+		key := ""
+		if f.keyEnd > f.keyStart {
+			key = jsonx.Unquote(string(data[f.keyStart:f.keyEnd]))
+		}
+		if plainKey(key) {
 			if b.Len() > 0 {
 				b.WriteByte('.')
 			}
-			b.WriteString(f.key)
+			b.WriteString(key)
 		} else {
-			b.WriteString("[" + strconv.Quote(f.key) + "]")
+			b.WriteString("[" + strconv.Quote(key) + "]")
 		}
 	}
 	return b.String()

@@ -9,6 +9,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -50,10 +51,15 @@ func main() {
 		os.Exit(2)
 	}
 	var out []byte
+	out = eng.AppendCall(out[:0], fn, in)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	for i := 0; i < n; i++ {
 		out = eng.AppendCall(out[:0], fn, in)
 	}
-	fmt.Println(len(out))
+	runtime.ReadMemStats(&after)
+	fmt.Fprintf(os.Stderr, "%s: %d bytes out; per call %d allocations, %d bytes; %d collections in %d calls\n",
+		os.Args[1], len(out), (after.Mallocs-before.Mallocs)/uint64(n), (after.TotalAlloc-before.TotalAlloc)/uint64(n), after.NumGC-before.NumGC, n)
 }
 
 func toolsList(n int) []byte {
