@@ -1,0 +1,360 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/store/storetest"
+	"github.com/stategate/stategate/internal/testenv"
+)
+
+// BenchmarkGatewayPaths measures the gateway's paths against a plain httputil.ReverseProxy
+// in one run, interleaved: in each of several rounds every row sends its requests (one at
+// a time) in turn, the rows in an order that rotates from round to round, so a slow spell
+// of the machine falls on every row alike. Each row reports the median over rounds of its
+// per-round p50 (p50-us, and as ns/op) and p99 (p99-us), and its ratio to its baseline
+// row (x-proxy, median p50 over the baseline's median p50); the per-round p50s are logged.
+//
+// Rows (tools/call on an MCP server built on the official SDK, JSON answers):
+//
+//	tools_call/proxy               the reverse proxy (baseline of the tools_call rows)
+//	tools_call/gateway_ungated     a tool no workflow binds: no state touched
+//	tools_call/gateway_gated_memory  a tool that moves a workflow (a <-> b) on every call:
+//	                               a state read and a lease, then a transition written;
+//	                               memory store
+//	tools_call/gateway_gated_redis the same on a real redis-server
+//
+// Rows (tools/list, 1000 tools, from an upstream whose list changes on every request, so
+// the gateway's memo of decorated lists never hits):
+//
+//	tools_list_uncached/proxy      the reverse proxy (baseline of the tools_list rows)
+//	tools_list_uncached/gateway    the gateway, decorating every list anew
+//
+// STATEGATE_PATHS_ROUNDS and STATEGATE_PATHS_N set the rounds (default 5) and the requests
+// per row per round (default 400); -benchtime does not change them. STATEGATE_PATHS_ROWS
+// (a regular expression) keeps the matching rows and their baselines, for profiling one
+// path.
+//
+//	go test ./host/gateway -run '^$' -bench GatewayPaths -benchtime 1x
+func BenchmarkGatewayPaths(b *testing.B) {
+	rounds, n := envInt("STATEGATE_PATHS_ROUNDS", 5), envInt("STATEGATE_PATHS_N", 400)
+	rows := pathRows(b)
+	if re := os.Getenv("STATEGATE_PATHS_ROWS"); re != "" { // for profiling one path
+		rx := regexp.MustCompile(re)
+		keep := map[int]bool{}
+		for i, r := range rows {
+			if rx.MatchString(r.name) {
+				keep[i], keep[r.base] = true, true
+			}
+		}
+		var kept []*pathRow
+		moved := map[int]int{}
+		for i, r := range rows {
+			if keep[i] {
+				moved[i] = len(kept)
+				r.base = moved[r.base] // a baseline comes before its rows
+				kept = append(kept, r)
+			}
+		}
+		rows = kept
+	}
+	for _, r := range rows {
+		r.init(b)
+	}
+	p50 := make([][]time.Duration, len(rows))
+	p99 := make([][]time.Duration, len(rows))
+	lat := make([]time.Duration, n)
+	for round := 0; round < rounds; round++ {
+		for j := range rows {
+			i := (j + round) % len(rows)
+			r := rows[i]
+			for k := 0; k < n; k++ {
+				start := time.Now()
+				r.do(b)
+				lat[k] = time.Since(start)
+			}
+			slices.Sort(lat)
+			p50[i] = append(p50[i], lat[n/2])
+			p99[i] = append(p99[i], lat[n*99/100])
+		}
+	}
+	for _, r := range rows {
+		if r.check != nil {
+			r.check(b, rounds*n)
+		}
+	}
+	med := func(d []time.Duration) time.Duration {
+		d = slices.Clone(d)
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	for i, r := range rows {
+		base := med(p50[r.base])
+		m, m99 := med(p50[i]), med(p99[i])
+		var per []string
+		for _, d := range p50[i] {
+			per = append(per, strconv.FormatFloat(us(d), 'f', 0, 64))
+		}
+		fmt.Printf("%-36s p50 %7.0f us  p99 %7.0f us  %5.2fx %-24s rounds %s", r.name, us(m), us(m99),
+			float64(m)/float64(base), rows[r.base].name, strings.Join(per, " ")+"\n")
+		b.Run(r.name, func(b *testing.B) {
+			b.ReportMetric(float64(m.Nanoseconds()), "ns/op")
+			b.ReportMetric(us(m), "p50-us")
+			b.ReportMetric(us(m99), "p99-us")
+			b.ReportMetric(float64(m)/float64(base), "x-proxy")
+		})
+	}
+}
+
+// pathRow is one row of BenchmarkGatewayPaths: init opens a session, do sends one request,
+// check (when set) verifies after the run that every request did what the row claims.
+type pathRow struct {
+	name  string
+	base  int // index of the baseline row
+	url   string
+	body  string
+	sid   string
+	warm  []string // requests sent once after initialize
+	check func(b *testing.B, requests int)
+}
+
+func (r *pathRow) init(b *testing.B) {
+	r.sid = benchSession(b, r.url)
+	for _, w := range r.warm {
+		post(b, r.url, r.sid, w)
+	}
+	post(b, r.url, r.sid, r.body)
+}
+
+func (r *pathRow) do(b *testing.B) { post(b, r.url, r.sid, r.body) }
+
+// pathsConfig: "flip" (per session) moves a <-> b on every successful records.op1, so each
+// such call reads its state, leases it, and writes a transition; records.op2 is unbound.
+var pathsConfig = []byte(`{"version":1,"workflows":[
+ {"id":"flip","initial":"a","key":"session","states":{"a":{"on":{"NEXT":"b"}},"b":{"on":{"NEXT":"a"}}},
+  "tools":{"records.op1":{"states":["a","b"],"event":"NEXT"}}}]}`)
+
+const (
+	gatedCallBody   = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op1","arguments":{"id":"r1"}}}`
+	ungatedCallBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op2","arguments":{"id":"r1"}}}`
+)
+
+func pathRows(b *testing.B) []*pathRow {
+	ctx := context.Background()
+	rt := pluginRuntime(b)
+	proxy := func(up string) string {
+		u, _ := url.Parse(up)
+		rp := httptest.NewServer(&httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(&url.URL{Scheme: "http", Host: u.Host})
+				pr.Out.Host = ""
+			},
+			FlushInterval: -1,
+			ErrorLog:      log.New(io.Discard, "", 0), // closing servers at the end is no error
+		})
+		b.Cleanup(rp.Close)
+		return rp.URL + "/mcp"
+	}
+	gw := func(up string, st store.Store) (string, *gateway.Gateway) {
+		u, _ := url.Parse(up)
+		pool, err := host.NewPool(ctx, rt, pathsConfig, host.PoolOptions{Size: 4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { pool.Close(ctx) })
+		g, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: pathsConfig, Store: st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := httptest.NewServer(g)
+		b.Cleanup(s.Close)
+		return s.URL + "/mcp", g
+	}
+	// transitions checks that every gated call of a row stored a transition.
+	transitions := func(g *gateway.Gateway) func(*testing.B, int) {
+		before := g.Stats.Get(exchange.CountTransitions)
+		return func(b *testing.B, requests int) {
+			if got := g.Stats.Get(exchange.CountTransitions) - before; got < int64(requests) {
+				b.Fatalf("%d transitions stored for %d gated calls", got, requests)
+			}
+		}
+	}
+
+	callUp := httptest.NewServer(bigUpstream(10))
+	b.Cleanup(callUp.Close)
+	listUp := newChangingList(1000)
+	listSrv := httptest.NewServer(listUp)
+	b.Cleanup(listSrv.Close)
+
+	memURL, memGW := gw(callUp.URL+"/mcp", store.NewMemory(store.Options{}))
+	warm := []string{listBody} // the client lists the tools before it calls them
+	rows := []*pathRow{
+		{name: "tools_call/proxy", base: 0, url: proxy(callUp.URL), body: gatedCallBody, warm: warm},
+		{name: "tools_call/gateway_ungated", base: 0, url: memURL, body: ungatedCallBody, warm: warm},
+		{name: "tools_call/gateway_gated_memory", base: 0, url: memURL, body: gatedCallBody, warm: warm},
+	}
+	if redisURL := benchRedis(b); redisURL != "" {
+		st, err := store.NewRedis(ctx, redisURL, store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		u, g := gw(callUp.URL+"/mcp", st)
+		rows = append(rows, &pathRow{name: "tools_call/gateway_gated_redis", base: 0, url: u, body: gatedCallBody, warm: warm, check: transitions(g)})
+	}
+	rows[2].check = transitions(memGW)
+	listURL, _ := gw(listSrv.URL+"/mcp", store.NewMemory(store.Options{}))
+	lb := len(rows)
+	rows = append(rows,
+		&pathRow{name: "tools_list_uncached/proxy", base: lb, url: proxy(listSrv.URL), body: listBody},
+		&pathRow{name: "tools_list_uncached/gateway", base: lb, url: listURL, body: listBody})
+	// The list rows must get a fresh list on every request, and the gateway's must be
+	// decorated (the gated tool hidden or shown by its state is in it).
+	for _, r := range rows[lb:] {
+		sid := benchSession(b, r.url)
+		before := listUp.lists.Load()
+		a, c := postBody(b, r.url, sid, listBody), postBody(b, r.url, sid, listBody)
+		if listUp.lists.Load()-before != 2 || a == c || !strings.Contains(c, fmt.Sprintf("(rev %d)", before+2)) {
+			b.Fatalf("%s: the upstream's list did not change between two requests", r.name)
+		}
+	}
+	return rows
+}
+
+// benchRedis returns a real redis-server's URL, or "" (the row is left out) when
+// redis-server is not installed, unless every prerequisite is required
+// (STATEGATE_REQUIRE_ALL=1, testenv), in which case storetest installs it or fails.
+func benchRedis(b *testing.B) string {
+	if _, err := exec.LookPath("redis-server"); err != nil && !testenv.RequireAll() {
+		b.Logf("tools_call/gateway_gated_redis left out: redis-server not installed (%s=1 makes this a failure)", testenv.RequireAllEnv)
+		return ""
+	}
+	return storetest.Redis(b)
+}
+
+func postBody(b *testing.B, url, sid, body string) string {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("status %d: %s", resp.StatusCode, out)
+	}
+	return string(out)
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// changingList is a minimal Streamable HTTP MCP server (JSON answers) whose tools/list
+// answer changes on every request: each of its n tools' descriptions carries the list's
+// revision. It answers initialize (with a session id), notifications (202) and tools/call.
+type changingList struct {
+	lists atomic.Int64
+	sids  atomic.Int64
+	parts [][]byte // the list split where the revision goes
+}
+
+func (c *changingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	id := "null"
+	if i := strings.Index(string(body), `"id":`); i >= 0 {
+		rest := string(body[i+5:])
+		if j := strings.IndexAny(rest, ",}"); j > 0 {
+			id = rest[:j]
+		}
+	}
+	method := ""
+	if i := strings.Index(string(body), `"method":"`); i >= 0 {
+		rest := string(body[i+10:])
+		method = rest[:strings.IndexByte(rest, '"')]
+	}
+	h := w.Header()
+	switch method {
+	case "initialize":
+		h.Set("Mcp-Session-Id", "s"+strconv.FormatInt(c.sids.Add(1), 10))
+		writeResult(w, id, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"changing","version":"1"}}`)
+	case "tools/list":
+		writeResult(w, id, string(c.list(c.lists.Add(1))))
+	case "tools/call":
+		writeResult(w, id, `{"content":[{"type":"text","text":"ok"}]}`)
+	default:
+		if !strings.Contains(string(body), `"id":`) {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		writeResult(w, id, `{}`)
+	}
+}
+
+func writeResult(w http.ResponseWriter, id, result string) {
+	out := `{"jsonrpc":"2.0","id":` + id + `,"result":` + result + `}`
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	io.WriteString(w, out)
+}
+
+func newChangingList(n int) *changingList {
+	c := &changingList{}
+	var s strings.Builder
+	s.WriteString(`{"tools":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			s.WriteByte(',')
+		}
+		fmt.Fprintf(&s, `{"name":"records.op%d","description":"Operation %d on records. Returns the affected records. (rev @REV@)","inputSchema":{"type":"object","properties":{"id":{"type":"string","description":"record id"}},"required":["id"]}}`, i, i)
+	}
+	s.WriteString(`]}`)
+	for _, p := range strings.Split(s.String(), "@REV@") {
+		c.parts = append(c.parts, []byte(p))
+	}
+	return c
+}
+
+// list returns the tools/list result of revision rev.
+func (c *changingList) list(rev int64) []byte {
+	r := strconv.AppendInt(nil, rev, 10)
+	out := make([]byte, 0, len(c.parts[0])*len(c.parts)+len(r)*len(c.parts))
+	for i, p := range c.parts {
+		if i > 0 {
+			out = append(out, r...)
+		}
+		out = append(out, p...)
+	}
+	return out
+}
