@@ -75,12 +75,13 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 		return body, nil
 	}
 	root := gjson.ParseBytes(body)
-	if !isAnswer(root, ex.upstreamID) {
+	result, ok := answerOf(root, ex.upstreamID)
+	if !ok {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
 		ex.reportHealth(ctx, healthError)
 		return body, nil
 	}
-	return ex.rewrite(ctx, body, root)
+	return ex.rewrite(ctx, body, root, result)
 }
 
 // Match reports whether msg (an SSE event's data) is the answer to this request.
@@ -88,12 +89,14 @@ func (ex *Exchange) Match(msg []byte) bool {
 	return gjson.ValidBytes(msg) && isAnswer(gjson.ParseBytes(msg), ex.upstreamID)
 }
 
-// rewrite turns the answer to this request into what the client gets.
-func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
+// rewrite turns the answer to this request (root, whose result member is result) into what
+// the client gets.
+func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.Result) ([]byte, [][]byte) {
 	ex.answered = true
 	if string(ex.upstreamID) != string(ex.clientID) {
 		msg = splice(msg, root.Get("id"), ex.clientID)
 		root = gjson.ParseBytes(msg)
+		result = root.Get("result")
 	}
 	switch ex.Method {
 	case MethodInitialize:
@@ -104,7 +107,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root gjson.Result) 
 		}
 		return msg, nil
 	case MethodToolsList:
-		return ex.core.decorateTools(ctx, ex, msg, root), nil
+		return ex.core.decorateTools(ctx, ex, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
 	}

@@ -93,7 +93,8 @@ func (ex *Exchange) FinishCall(ctx context.Context, result []byte) []byte {
 		return nil
 	}
 	msg := AppendResult(nil, ex.upstreamID, r)
-	out, _ := ex.rewrite(ctx, msg, gjson.ParseBytes(msg))
+	root := gjson.ParseBytes(msg)
+	out, _ := ex.rewrite(ctx, msg, root, root.Get("result"))
 	res := gjson.GetBytes(out, "result")
 	if !res.IsObject() {
 		return nil

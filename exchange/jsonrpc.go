@@ -76,11 +76,36 @@ func sameID(got gjson.Result, want []byte) bool {
 // isAnswer reports whether msg is a JSON-RPC response (result or error, no method) to the
 // request whose raw id is id.
 func isAnswer(msg gjson.Result, id []byte) bool {
-	m := msg.Get("method")
-	if m.Exists() || !sameID(msg.Get("id"), id) {
-		return false
+	_, ok := answerOf(msg, id)
+	return ok
+}
+
+// answerOf is isAnswer that also returns msg's result member, reading msg once.
+func answerOf(msg gjson.Result, id []byte) (result gjson.Result, ok bool) {
+	m := members(msg, "method", "id", "result", "error")
+	if m[0].Exists() || !sameID(m[1], id) {
+		return m[2], false
 	}
-	return msg.Get("result").Exists() || msg.Get("error").Exists()
+	return m[2], m[2].Exists() || m[3].Exists()
+}
+
+// members returns the named members of the object obj (the first of repeated ones, as
+// gjson's Get does), in one pass over it: each Get is a pass over every member before the
+// one it finds (or all of them), which counts on a list of a thousand tools.
+func members(obj gjson.Result, names ...string) []gjson.Result {
+	out := make([]gjson.Result, len(names))
+	if !obj.IsObject() {
+		return out
+	}
+	obj.ForEach(func(k, v gjson.Result) bool {
+		for i, n := range names {
+			if k.Str == n && !out[i].Exists() {
+				out[i] = v
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // echoSafe reports whether servers echo id so that it still compares equal by value: an
@@ -138,7 +163,7 @@ func mintID(n int) []byte {
 
 // splice returns msg with the bytes of v (at v.Index) replaced by raw; msg unchanged when
 // v's position is not known.
-func splice(msg []byte, v gjson.Result, raw []byte) []byte {
+func splice[T ~string | ~[]byte](msg []byte, v gjson.Result, raw T) []byte {
 	if v.Index <= 0 || v.Index+len(v.Raw) > len(msg) {
 		return msg
 	}

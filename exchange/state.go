@@ -95,6 +95,18 @@ func (l *loaded) appendStates(dst []byte) []byte {
 	return append(dst, '}')
 }
 
+// statesSize is about what appendStates appends (nil: nothing).
+func (l *loaded) statesSize() int {
+	if l == nil || len(l.keys) == 0 {
+		return 0
+	}
+	n := 16
+	for i, k := range l.keys {
+		n += len(k) + len(l.slots[i].Value) + 8
+	}
+	return n
+}
+
 // storeError marks a failure of the host's state.
 type storeError struct{ err error }
 
@@ -131,6 +143,27 @@ func (c *Core) call(ctx context.Context, fn abi.Function, input []byte, st *load
 	in = append(in, '}')
 	out, err := c.plugin.Call(ctx, fn, in)
 	return out, pluginErr(out, err)
+}
+
+// callOwned is call for an input the caller hands over (the states and the closing brace
+// are appended to it in place, not to a copy), that also returns the answer's members
+// named, read in the same pass as its error member: for answers as large as a decorated
+// list of a thousand tools, each pass counts.
+func (c *Core) callOwned(ctx context.Context, fn abi.Function, input []byte, st *loaded, names ...string) ([]byte, []gjson.Result, error) {
+	in := input
+	if st != nil && len(st.keys) > 0 {
+		in = st.appendStates(in)
+	}
+	in = append(in, '}')
+	out, err := c.plugin.Call(ctx, fn, in)
+	if err != nil {
+		return out, nil, err
+	}
+	m := members(gjson.ParseBytes(out), append(names[:len(names):len(names)], "error")...)
+	if e := m[len(names)]; e.Exists() {
+		return out, nil, &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
+	}
+	return out, m[:len(names)], nil
 }
 
 // callWithState runs fn on input. When st is nil and the engine asks for state, it calls

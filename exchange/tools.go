@@ -18,9 +18,9 @@ const emptyListProbe = `,"message":{"jsonrpc":"2.0","id":0,"result":{"tools":[]}
 // open: on any fault the client gets the upstream's list unchanged.
 //
 // The engine's answer depends only on the list, the protocol version and the loaded
-// snapshots, so it is memoised on exactly those: a repeated list costs a lookup.
-func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root gjson.Result) []byte {
-	result := root.Get("result")
+// snapshots, so it is memoised on exactly those: a repeated list costs a lookup. result is
+// msg's result member.
+func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result) []byte {
 	if !result.IsObject() || result.Index <= 0 {
 		return msg
 	}
@@ -43,38 +43,46 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		return msg
 	}
 	key := listKey(ex.version, st, result.Raw) // with health, st holds the units' records
+	const head = `,"message":{"jsonrpc":"2.0","id":0,"result":`
 	input := func() []byte {
-		in := append(scope[:len(scope):len(scope)], `,"message":{"jsonrpc":"2.0","id":0,"result":`...)
-		in = append(in, result.Raw...)
+		// Room for the states and the closing braces too: callOwned appends them in place.
+		in := make([]byte, 0, len(scope)+len(head)+len(result.Raw)+1+st.statesSize()+1)
+		in = append(append(append(in, scope...), head...), result.Raw...)
 		return append(in, '}')
 	}
+	// The answer's members, read in one pass over it: message, toolNames, states.
 	var out []byte
+	var m []gjson.Result
 	if c.lists != nil {
 		out = c.lists.get(key)
 	}
 	if out == nil {
-		out, err = c.call(ctx, abi.FuncDecorateTools, input(), st)
+		out, m, err = c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states")
 		if err != nil {
 			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 			return msg
 		}
-		writes := c.facts.health && len(gjson.GetBytes(out, "states").Map()) > 0
+		writes := c.facts.health && len(m[2].Map()) > 0
 		if writes {
 			// New pins, quarantines, the index: stored before the list goes out, and
 			// never memoised (the next list reads what was stored).
 			if out = c.listHealth(ctx, ex, input(), st, out); out == nil {
 				return msg
 			}
+			m = nil
 		} else if c.lists != nil {
 			c.lists.put(key, out)
 		}
 	}
-	if !c.facts.health && gjson.GetBytes(out, "states").IsObject() {
+	if m == nil {
+		m = members(gjson.ParseBytes(out), "message", "toolNames", "states")
+	}
+	if !c.facts.health && m[2].IsObject() {
 		// (With tool health, listHealth stored every write of the answer, this one too.)
 		c.remember(ctx, input, out, st)
 	}
 	c.count(CountListsDecorated)
-	m := gjson.GetManyBytes(out, "message.result", "toolNames")
+	m[0] = m[0].Get("result")
 	if !m[0].IsObject() {
 		c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
 		return msg
@@ -83,11 +91,10 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, root
 		c.known.set(ex.Session, []byte(m[1].Raw))
 	}
 	c.listed.add(m[1])
-	decorated := []byte(m[0].Raw)
 	if ex.version >= cacheableVersion {
-		decorated = c.cacheHints(decorated)
+		return splice(msg, result, c.cacheHints([]byte(m[0].Raw)))
 	}
-	return splice(msg, result, decorated)
+	return splice(msg, result, m[0].Raw)
 }
 
 // remember stores what a list taught the engine (its "states": the principal's annotation
