@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -16,6 +17,7 @@ type listedTools struct {
 	mu    sync.RWMutex
 	max   int
 	names map[string]struct{}
+	last  string // the names array last added: lists repeat, so most adds are this one
 }
 
 func newListedTools(max int) *listedTools {
@@ -30,6 +32,10 @@ func (l *listedTools) add(names gjson.Result) {
 	}
 	var fresh []string
 	l.mu.RLock()
+	if names.Raw == l.last {
+		l.mu.RUnlock()
+		return // every name of it was recorded, or the set was full
+	}
 	names.ForEach(func(_, n gjson.Result) bool {
 		if _, ok := l.names[n.Str]; !ok && n.Type == gjson.String && len(n.Str) <= 128 {
 			fresh = append(fresh, n.Str)
@@ -37,16 +43,14 @@ func (l *listedTools) add(names gjson.Result) {
 		return true
 	})
 	l.mu.RUnlock()
-	if len(fresh) == 0 {
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.last = strings.Clone(names.Raw)
 	for _, n := range fresh {
 		if len(l.names) >= l.max {
 			return
 		}
-		l.names[n] = struct{}{}
+		l.names[strings.Clone(n)] = struct{}{} // n may read a buffer the caller keeps
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"time"
+	"unsafe"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -95,6 +96,12 @@ func (l *loaded) appendStates(dst []byte) []byte {
 	return append(dst, '}')
 }
 
+// parseOwned is gjson.ParseBytes without the copy of b: the results read b itself, so b
+// must not change while they are used (engine answers: fresh, and never written to).
+func parseOwned(b []byte) gjson.Result {
+	return gjson.Parse(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
 // statesSize is about what appendStates appends (nil: nothing).
 func (l *loaded) statesSize() int {
 	if l == nil || len(l.keys) == 0 {
@@ -159,7 +166,7 @@ func (c *Core) callOwned(ctx context.Context, fn abi.Function, input []byte, st 
 	if err != nil {
 		return out, nil, err
 	}
-	m := members(gjson.ParseBytes(out), append(names[:len(names):len(names)], "error")...)
+	m := members(parseOwned(out), append(names[:len(names):len(names)], "error")...)
 	if e := m[len(names)]; e.Exists() {
 		return out, nil, &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
 	}

@@ -75,7 +75,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		}
 	}
 	if m == nil {
-		m = members(gjson.ParseBytes(out), "message", "toolNames", "states")
+		m = members(parseOwned(out), "message", "toolNames", "states")
 	}
 	if !c.facts.health && m[2].IsObject() {
 		// (With tool health, listHealth stored every write of the answer, this one too.)

@@ -111,7 +111,7 @@ func (g *Gateway) exchange(ctx context.Context, w http.ResponseWriter, r *http.R
 func (g *Gateway) answerJSON(ctx context.Context, w http.ResponseWriter, ex *exchange.Exchange, resp *http.Response) {
 	h := w.Header()
 	h.Del("Content-Length")
-	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(g.opts.MaxBodyBytes)+1))
+	body, err := readAll(resp.Body, resp.ContentLength, int64(g.opts.MaxBodyBytes)+1)
 	if err != nil {
 		if ctx.Err() == nil {
 			writeJSON(w, http.StatusBadGateway, ex.UpstreamError(err))
@@ -138,6 +138,30 @@ func (g *Gateway) answerJSON(ctx context.Context, w http.ResponseWriter, ex *exc
 	}
 	w.WriteHeader(resp.StatusCode)
 	w.Write(out)
+}
+
+// readAll is io.ReadAll of at most limit bytes of r, into a buffer sized for the size the
+// answer announced (Content-Length; -1 unknown): a large answer is not copied over and
+// over as the buffer grows.
+func readAll(r io.Reader, size, limit int64) ([]byte, error) {
+	r = io.LimitReader(r, limit)
+	if size <= 0 || size >= limit {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: the end is seen without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) { // longer than announced
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // answerSSE streams the upstream's event stream through the core's rewriter.
