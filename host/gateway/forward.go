@@ -31,13 +31,13 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ex *exchange
 	}
 	sink := &sink{w: w}
 	done := make(chan struct{})
-	go func() {
+	g.workers.run(func() {
 		defer gen.release()
 		defer close(done)
 		defer cancel()
 		defer ex.Close()
 		g.exchange(ctx, sink, r, ex)
-	}()
+	})
 	timeout := ex.Timeout
 	if timeout <= 0 {
 		timeout = exchange.DefaultTimeout
@@ -55,6 +55,38 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ex *exchange
 	if !ex.Moves() {
 		cancel()
 		<-done
+	}
+}
+
+// workers run the exchanges of tools/call requests on goroutines they keep. An exchange
+// runs deep (the engine's Wasm runtime, the HTTP client): a new goroutine's stack grows to
+// that depth by being copied, a few times, on every call; a kept goroutine has grown already.
+// A worker that stays idle for workerIdle ends.
+type workers struct{ tasks chan func() }
+
+const workerIdle = 30 * time.Second
+
+// run runs f on an idle worker, or on a new one when none is idle; it does not wait for f.
+func (ws *workers) run(f func()) {
+	select {
+	case ws.tasks <- f:
+	default:
+		go ws.loop(f)
+	}
+}
+
+func (ws *workers) loop(f func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		f = nil
+		idle.Reset(workerIdle)
+		select {
+		case f = <-ws.tasks:
+		case <-idle.C:
+			return
+		}
 	}
 }
 

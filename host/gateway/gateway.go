@@ -60,6 +60,7 @@ type Gateway struct {
 	client   *http.Client
 	proxy    *httputil.ReverseProxy
 	streams  *streams
+	workers  workers // run the exchanges of tools/call requests
 
 	// Stats counts what the exchange core did (across reloads: Swap).
 	Stats *exchange.Stats
@@ -94,6 +95,7 @@ func New(opts Options) (*Gateway, error) {
 		log:     opts.Logger,
 		client:  &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		streams: newStreams(),
+		workers: workers{tasks: make(chan func())},
 	}
 	if g.opts.NewCache == nil {
 		g.opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
