@@ -12,7 +12,8 @@ import (
 //
 //	{"maxRequestBodyBytes": 1048576, "maxResponseBodyBytes": 8388608,
 //	 "maxStateKeys": 100000, "casRetries": 64, "holdRequestHeaders": false,
-//	 "allowedOrigins": ["https://app.example"], "allowedHosts": ["mcp.example"]}
+//	 "allowedOrigins": ["https://app.example"], "allowedHosts": ["mcp.example"],
+//	 "gcHeapMiB": 64}
 //
 // The plugin configuration stays the stategate configuration document, unchanged.
 type Settings struct {
@@ -42,6 +43,15 @@ type Settings struct {
 	// AllowedHosts, when set, are the only :authority names (besides loopback names) the
 	// filter answers to.
 	AllowedHosts []string
+	// GCHeapMiB is the heap size, in MiB, at which the filter's Go runtime collects
+	// garbage (runtime/debug.SetMemoryLimit with proportional collection off); 0 keeps Go's
+	// default of collecting whenever the heap doubles. In a wasm VM that default collects on
+	// nearly every buffered tools/list (the live heap is small, so it doubles after a few
+	// MB), and a collection there costs milliseconds: README "Performance" has the figures.
+	// Set it above the largest working set one VM (one Envoy worker) holds at once: its
+	// concurrent streams' buffered bodies (maxRequestBodyBytes, maxResponseBodyBytes) plus
+	// a few MB; a live heap above it makes the runtime collect continually.
+	GCHeapMiB int
 }
 
 // DefaultSettings are the settings of an empty VM configuration.
@@ -50,6 +60,7 @@ var DefaultSettings = Settings{
 	MaxResponseBodyBytes: 8 << 20,
 	MaxStateKeys:         100000,
 	CASRetries:           64,
+	GCHeapMiB:            64,
 }
 
 // ParseSettings reads a VM configuration. Empty means DefaultSettings; unknown members
@@ -103,6 +114,14 @@ func ParseSettings(doc []byte) (Settings, error) {
 			dst = &s.MaxStateKeys
 		case "casRetries":
 			dst = &s.CASRetries
+		case "gcHeapMiB":
+			n, perr := strconv.Atoi(v.Raw)
+			if v.Type != gjson.Number || perr != nil || n < 0 || n > 1<<16 {
+				err = errors.New("vm configuration: gcHeapMiB must be an integer from 0 (Go's default) to 65536")
+				return false
+			}
+			s.GCHeapMiB = n
+			return true
 		default:
 			err = errors.New("vm configuration: unknown member " + strconv.Quote(k.Str))
 			return false

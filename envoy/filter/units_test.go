@@ -17,7 +17,10 @@ func TestParseSettings(t *testing.T) {
 		len(s.AllowedOrigins) != 1 || s.AllowedOrigins[0] != "https://a.example" {
 		t.Errorf("got %+v %v", s, err)
 	}
-	for _, bad := range []string{`[]`, `{"maxStateKeys":0}`, `{"maxStateKeys":1.5}`, `{"maxStatekeys":1}`, `{"holdRequestHeaders":"yes"}`, `{`, `{"allowedOrigins":"*"}`, `{"allowedHosts":[""]}`} {
+	if s, err := ParseSettings([]byte(`{"gcHeapMiB":0}`)); err != nil || s.GCHeapMiB != 0 || DefaultSettings.GCHeapMiB != 64 {
+		t.Errorf("gcHeapMiB 0 (Go's default): %+v %v", s, err)
+	}
+	for _, bad := range []string{`{"gcHeapMiB":-1}`, `{"gcHeapMiB":"64"}`, `{"gcHeapMiB":1e9}`, `[]`, `{"maxStateKeys":0}`, `{"maxStateKeys":1.5}`, `{"maxStatekeys":1}`, `{"holdRequestHeaders":"yes"}`, `{`, `{"allowedOrigins":"*"}`, `{"allowedHosts":[""]}`} {
 		if _, err := ParseSettings([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}

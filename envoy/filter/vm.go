@@ -38,6 +38,7 @@ type vmContext struct {
 func (v *vmContext) OnVMStart(size int) types.OnVMStartStatus {
 	v.settings = DefaultSettings
 	if size == 0 {
+		setGCHeap(DefaultSettings.GCHeapMiB)
 		return types.OnVMStartStatusOK
 	}
 	doc, err := proxywasm.GetVMConfiguration()
@@ -51,6 +52,7 @@ func (v *vmContext) OnVMStart(size int) types.OnVMStartStatus {
 		return types.OnVMStartStatusFailed
 	}
 	v.settings = s
+	setGCHeap(s.GCHeapMiB)
 	return types.OnVMStartStatusOK
 }
 
