@@ -11,6 +11,15 @@ import (
 
 // SkipWS returns the first offset at or after i that is not JSON whitespace.
 func SkipWS(s string, i int) int {
+	if i < len(s) && s[i] > ' ' {
+		return i
+	}
+	return skipWSLoop(s, i)
+}
+
+// skipWSLoop is SkipWS's loop; hot callers test the first byte themselves and call
+// it only for whitespace: a call costs more than the test in the guest.
+func skipWSLoop(s string, i int) int {
 	for i < len(s) {
 		switch s[i] {
 		case ' ', '\t', '\n', '\r':
@@ -116,10 +125,16 @@ func (it *ObjectIter) Next() (key string, val int, ok bool) {
 		if e < it.val {
 			e = SkipValue(s, it.val)
 		}
-		j := SkipWS(s, e)
+		j := e
+		if j < len(s) && s[j] <= ' ' {
+			j = skipWSLoop(s, j)
+		}
 		switch {
 		case j < len(s) && s[j] == ',':
-			it.j = SkipWS(s, j+1)
+			if j++; j < len(s) && s[j] <= ' ' {
+				j = skipWSLoop(s, j)
+			}
+			it.j = j
 		case j < len(s) && s[j] == '}':
 			it.end = j + 1
 			return "", 0, false
@@ -136,12 +151,16 @@ func (it *ObjectIter) Next() (key string, val int, ok bool) {
 	it.key = j
 	kEnd := skipStr(s, j)
 	key = Unquote(s[j:kEnd])
-	j = SkipWS(s, kEnd)
+	if j = kEnd; j < len(s) && s[j] <= ' ' {
+		j = skipWSLoop(s, j)
+	}
 	if j >= len(s) || s[j] != ':' {
 		it.end = len(s)
 		return "", 0, false
 	}
-	val = SkipWS(s, j+1)
+	if val = j + 1; val < len(s) && s[val] <= ' ' {
+		val = skipWSLoop(s, val)
+	}
 	if val >= len(s) {
 		it.end = len(s)
 		return "", 0, false

@@ -57,7 +57,9 @@ func validate(data []byte, maxDepth int, fn func(key string, start, end int)) er
 				return &SyntaxError{Offset: i, Msg: "nesting deeper than " + strconv.Itoa(maxDepth), Deep: true}
 			}
 			stack = append(stack, c)
-			i = skipWS(data, i+1)
+			if i++; i < len(data) && data[i] <= ' ' {
+				i = skipWS(data, i)
+			}
 			if i < len(data) && ((c == '{' && data[i] == '}') || (c == '[' && data[i] == ']')) {
 				stack = stack[:len(stack)-1]
 				i++
@@ -110,7 +112,9 @@ func validate(data []byte, maxDepth int, fn func(key string, start, end int)) er
 			memberStart = -1
 		}
 		for {
-			i = skipWS(data, i)
+			if i < len(data) && data[i] <= ' ' {
+				i = skipWS(data, i)
+			}
 			if len(stack) == 0 {
 				if i != len(data) {
 					return &SyntaxError{Offset: i, Msg: "unexpected data after the top-level value"}
@@ -123,7 +127,9 @@ func validate(data []byte, maxDepth int, fn func(key string, start, end int)) er
 			top := stack[len(stack)-1]
 			switch c := data[i]; {
 			case c == ',':
-				i = skipWS(data, i+1)
+				if i++; i < len(data) && data[i] <= ' ' {
+					i = skipWS(data, i)
+				}
 				if top == '{' {
 					ks := i
 					var err error
@@ -168,14 +174,19 @@ func objectKey(data []byte, i int) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	n = skipWS(data, n)
+	if n < len(data) && data[n] <= ' ' {
+		n = skipWS(data, n)
+	}
 	if n >= len(data) {
 		return n, &SyntaxError{Offset: n, Msg: "unexpected end of input"}
 	}
 	if data[n] != ':' {
 		return n, bad(data, n)
 	}
-	return skipWS(data, n+1), nil
+	if n++; n < len(data) && data[n] <= ' ' {
+		n = skipWS(data, n)
+	}
+	return n, nil
 }
 
 func bad(data []byte, i int) error {

@@ -16,8 +16,8 @@ type Violation struct {
 
 type frame struct {
 	array bool
-	n     int    // elements so far (arrays)
-	start int    // offset of the opening bracket
+	n     int // elements so far (arrays)
+	start int // offset of the opening bracket
 	// the current member's key literal (objects), as offsets: it is unquoted only for a
 	// violation's path, so a scan allocates nothing (TinyGo allocates for string(b[...]))
 	keyStart, keyEnd int
