@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -294,5 +295,44 @@ func TestInstance_deadline(t *testing.T) {
 	}
 	if !in.Trapped() {
 		t.Fatal("instance not marked for replacement after an interrupted call")
+	}
+}
+
+// TestInstance_largeResultsSteadyMemory: a stream of 10 MB results keeps the guest's memory
+// steady after the first call and never traps. With buffers released after each large
+// call, TinyGo's heap fragmented until the memory doubled to its 256 MB limit and the guest
+// trapped on the twelfth call.
+func TestInstance_largeResultsSteadyMemory(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := os.ReadFile("../abi/testdata/config/sample.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("All work and no play makes Jack a dull boy. ", (10<<20)/44+1)[:10<<20]
+	in := []byte(`{"tool":"tasks.update","message":{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"` + text + `"}]}}}`)
+	rt, err := New(ctx, builtPlugin(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	inst, err := rt.Instantiate(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	var warm uint32
+	for i := 0; i < 12; i++ {
+		if out, err = inst.AppendCall(ctx, out[:0], abi.FuncDecorateResult, in); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if !bytes.Contains(out, []byte(`"truncated":{"originalBytes"`)) {
+			t.Fatalf("call %d: not truncated: %.200s", i, out)
+		}
+		if i == 1 {
+			warm = inst.mem.Size()
+		}
+	}
+	if got := inst.mem.Size(); got != warm {
+		t.Errorf("memory grew from %d MB after the second call to %d MB after the twelfth", warm>>20, got>>20)
 	}
 }

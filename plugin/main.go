@@ -78,9 +78,14 @@ func toolHealth() int32 { return extism(abi.FuncToolHealth) }
 // stategate_call answers (outPtr<<32 | outLen). Both buffers are reused across calls, so
 // a steady stream of calls allocates nothing; a buffer grown past rawKeep is released
 // after use.
+//
+// rawKeep is high on purpose: linear memory never shrinks, so releasing a buffer gives
+// nothing back to the host, while allocating a large one afresh on every call fragments
+// TinyGo's heap until it outgrows the memory limit (10 MB results: the memory doubled to
+// 256 MB within six calls and the guest trapped on the twelfth with a 4 MB rawKeep).
 var rawIn, rawOut []byte
 
-const rawKeep = 4 << 20
+const rawKeep = 64 << 20
 
 var one [1]byte
 

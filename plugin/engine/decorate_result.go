@@ -112,8 +112,11 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// scratchKeep bounds the scratch buffer an engine keeps between calls.
-const scratchKeep = 4 << 20
+// scratchKeep bounds the scratch buffer an engine keeps between calls. It is high for the
+// reason plugin/main.go's rawKeep is: in the guest, a large buffer allocated on every call
+// fragments the heap until the memory limit is reached, and a released one returns no
+// memory to the host anyway.
+const scratchKeep = 64 << 20
 
 // takeScratch returns an empty buffer of at least n bytes: the engine's own when no other
 // call holds it (in the guest, always), so that a large result is not allocated afresh on
