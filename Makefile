@@ -80,8 +80,9 @@ fuzz:
 fuzz.long:
 	scripts/fuzz.sh --keep-going $(or $(FUZZTIME),10m) '$(or $(FUZZ),.)'
 
-bench: build
+bench: build build.envoy
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./testharness/ ./host/ -run '^$$' -bench . -benchmem
+	STATEGATE_REQUIRE_ALL=1 $(GO) test ./envoy/filter/ -run '^$$' -bench . -benchmem -benchtime 1000x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench 'Gateway$$|GatewayParallel' -benchtime 2000x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench GatewayPaths -benchtime 1x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench RoundTrips -benchtime 2000x
