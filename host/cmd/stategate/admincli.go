@@ -16,7 +16,7 @@ import (
 	"github.com/stategate/stategate/host/ops"
 )
 
-// The admin CLI: stategate tools | mode GLOB MODE | approve GLOB | events, each a client
+// The admin CLI: stategate tools | mode GLOB MODE | approve GLOB | purge GLOB | events, each a client
 // of a running gateway's admin API (--admin URL, the token from --admin-token-file or
 // STATEGATE_ADMIN_TOKEN).
 
@@ -181,6 +181,28 @@ func cmdApprove(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	return printChanges(stdout, out.Changes)
+}
+
+// cmdPurge purges the response cache of every cached tool matching GLOB, on every replica
+// (POST /admin/cache/purge), and lists the purged tools.
+func cmdPurge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "usage: stategate purge GLOB [--admin URL] [--admin-token-file FILE]"
+	c, rest, err := adminFlags("purge", args, stderr, usage, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return &exitError{code: 2, msg: usage}
+	}
+	var out struct{ Purged []string }
+	if err := c.call(ctx, "POST", "/admin/cache/purge", map[string]string{"match": rest[0]}, &out); err != nil {
+		return err
+	}
+	for _, name := range out.Purged {
+		fmt.Fprintln(stdout, name)
+	}
+	fmt.Fprintf(stdout, "%d cached tool(s) purged\n", len(out.Purged))
+	return nil
 }
 
 // cmdEvents tails the event stream (SSE), one JSON object a line, until interrupted (or

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,36 @@ func TestAdminCLI_healthFake(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, "", "approve", "cart.pay", "--admin", srv.URL); code != 0 || strings.TrimSpace(out) != "cart.pay: quarantined -> active" {
 		t.Fatalf("approve: exit %d\n%s", code, out)
+	}
+}
+
+// TestAdminCLI_purge: `stategate purge` against a running serve: refused while the
+// configuration has no response cache, then, after a reload that caches users.get,
+// purges it and lists it.
+func TestAdminCLI_purge(t *testing.T) {
+	s := startServe(t, demo.Options{})
+	t.Setenv(adminTokenEnv, s.token)
+	if code, _, errOut := runCLI(t, "", "purge", "users.*", "--admin", s.adminURL); code != 1 || !strings.Contains(errOut, "HTTP 409") {
+		t.Fatalf("purge without a cache: exit %d: %s", code, errOut)
+	}
+	cached := strings.Replace(string(demo.Config()), `"policies": [`, `"policies": [{"match": "users.get", "cacheControl": "immutable"},`, 1)
+	cached = strings.Replace(cached, `"version": 1,`, `"version": 1, "cache": {},`, 1)
+	if cached == string(demo.Config()) {
+		t.Fatal("the demo configuration changed shape: the cache could not be turned on")
+	}
+	if err := os.WriteFile(s.cfgPath, []byte(cached), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := s.admin(t, "POST", "/admin/reload", "{}"); status != 200 || !strings.Contains(string(body), `"ok":true`) {
+		t.Fatalf("reload: %d %s", status, body)
+	}
+	cs := mcpClient(t, s.mcpURL)
+	mustCall(t, cs, "users.get", map[string]any{"id": "u1"})
+	code, out, errOut := runCLI(t, "", "purge", "users.*", "--admin", s.adminURL)
+	if code != 0 || !strings.Contains(out, "users.get\n") || !strings.Contains(out, "1 cached tool(s) purged") {
+		t.Fatalf("purge: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, _ := runCLI(t, "", "purge", "--admin", s.adminURL); code != 2 {
+		t.Errorf("purge without a glob: exit %d, want 2", code)
 	}
 }

@@ -7,7 +7,7 @@
 //	stategate explain --config FILE (--tools tools.json | --upstream URL) [--format table|json]
 //	stategate graph FILE [--format mermaid|dot]
 //	stategate call FUNC --config FILE [--plugin FILE] < input.json
-//	stategate tools | mode GLOB MODE | approve GLOB | events [--admin URL] [--admin-token-file FILE]
+//	stategate tools | mode GLOB MODE | approve GLOB | purge GLOB | events [--admin URL] [--admin-token-file FILE]
 package main
 
 import (
@@ -36,6 +36,7 @@ usage:
   stategate tools [--admin URL] [--admin-token-file FILE]
   stategate mode GLOB MODE [--reason TEXT] [--admin URL] [--admin-token-file FILE]
   stategate approve GLOB [--admin URL] [--admin-token-file FILE]
+  stategate purge GLOB [--admin URL] [--admin-token-file FILE]
   stategate events [--type TYPE] [--tool NAME] [--count N] [--admin URL] [--admin-token-file FILE]
 
 serve's operations flags: --admin ADDR (off by default) --admin-token-file FILE (or
@@ -90,6 +91,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdMode(ctx, args[1:], stdout, stderr)
 	case "approve":
 		err = cmdApprove(ctx, args[1:], stdout, stderr)
+	case "purge":
+		err = cmdPurge(ctx, args[1:], stdout, stderr)
 	case "events":
 		err = cmdEvents(ctx, args[1:], stdout, stderr)
 	default:
