@@ -421,3 +421,24 @@ func (c *Core) CacheFigures(tool string) (ToolCacheFigures, bool) {
 	}
 	return out, true
 }
+
+// AllCacheFigures returns the cache figures of every tool looked up in the cache on this
+// replica (what GET /admin/cache lists); false when the cache is off.
+func (c *Core) AllCacheFigures() (map[string]ToolCacheFigures, bool) {
+	if c.cache == nil {
+		return nil, false
+	}
+	c.figures.mu.Lock()
+	out := make(map[string]ToolCacheFigures, len(c.figures.m))
+	for tool, f := range c.figures.m {
+		out[tool] = *f
+	}
+	c.figures.mu.Unlock()
+	if te, ok := c.cache.(toolEntries); ok {
+		for tool, f := range out {
+			f.Entries = int64(te.ToolEntries(tool))
+			out[tool] = f
+		}
+	}
+	return out, true
+}

@@ -287,6 +287,23 @@ func TestCache_operatorPurge(t *testing.T) {
 	if f := figures(); f["hits"] != 1.0 || f["misses"] != 1.0 || f["entries"] != 1.0 {
 		t.Fatalf("cache figures before the purge: %v, want 1 hit, 1 miss, 1 entry", f)
 	}
+	// GET /admin/cache lists the same figures without going through tool health.
+	{
+		req, _ := http.NewRequest(http.MethodGet, admin.URL+"/admin/cache", nil)
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Tools map[string]map[string]any `json:"tools"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if f := out.Tools["sprints.list"]; err != nil || resp.StatusCode != http.StatusOK || f["hits"] != 1.0 || f["entries"] != 1.0 {
+			t.Fatalf("GET /admin/cache (%d, %v): %+v", resp.StatusCode, err, out.Tools)
+		}
+	}
 	if code, body := post("s3cret", `{"match":"get*"}`); code != http.StatusBadRequest {
 		t.Fatalf("bad glob: %d %s", code, body)
 	}

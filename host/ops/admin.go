@@ -91,6 +91,7 @@ func NewAdmin(o AdminOptions) *Admin {
 	m.Handle("POST /admin/tools/mode", a.auth(a.mode))
 	m.Handle("POST /admin/tools/approve", a.auth(a.approve))
 	m.Handle("POST /admin/cache/purge", a.auth(a.purge))
+	m.Handle("GET /admin/cache", a.auth(a.cache))
 	m.Handle("GET /admin/state", a.auth(a.state))
 	m.Handle("POST /admin/reload", a.auth(a.reload))
 	m.Handle("GET /admin/events", a.auth(a.sse))

@@ -279,3 +279,18 @@ func TestAdmin_state(t *testing.T) {
 		t.Errorf("absent: %d %v", status, body)
 	}
 }
+
+// TestAdmin_cacheOff: an operator without a response cache (the fake has none) answers
+// GET /admin/cache and POST /admin/cache/purge with 409 cache_off, behind the token.
+func TestAdmin_cacheOff(t *testing.T) {
+	e := newAdminEnv(t, "tok", false)
+	if status, _ := e.do(t, "GET", "/admin/cache", "Bearer wrong", ""); status != http.StatusUnauthorized {
+		t.Errorf("GET /admin/cache with a wrong token: %d, want 401", status)
+	}
+	if status, body := e.do(t, "GET", "/admin/cache", "Bearer tok", ""); status != http.StatusConflict || body["code"] != "cache_off" {
+		t.Errorf("GET /admin/cache: %d %v, want 409 cache_off", status, body)
+	}
+	if status, body := e.do(t, "POST", "/admin/cache/purge", "Bearer tok", `{"match":"a.*"}`); status != http.StatusConflict || body["code"] != "cache_off" {
+		t.Errorf("POST /admin/cache/purge: %d %v, want 409 cache_off", status, body)
+	}
+}

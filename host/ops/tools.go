@@ -156,6 +156,31 @@ type CacheFigurer interface {
 	CacheFigures(tool string) (exchange.ToolCacheFigures, bool)
 }
 
+// CacheLister lists every tool's cache figures (exchange.Core implements it).
+type CacheLister interface {
+	AllCacheFigures() (map[string]exchange.ToolCacheFigures, bool)
+}
+
+// cache answers GET /admin/cache: the response cache's figures on this replica for every
+// tool looked up in it, whether or not tool health is configured (GET /admin/tools lists
+// only the tools health knows). 409 cache_off without a cache section.
+func (a *Admin) cache(w http.ResponseWriter, r *http.Request) {
+	l, ok := a.opts.Operator().(CacheLister)
+	var all map[string]exchange.ToolCacheFigures
+	if ok {
+		all, ok = l.AllCacheFigures()
+	}
+	if !ok {
+		a.fail(w, http.StatusConflict, "cache_off", exchange.ErrCacheOff.Error())
+		return
+	}
+	out := make(map[string]CacheFigures, len(all))
+	for tool, f := range all {
+		out[tool] = CacheFigures{Hits: f.Hits, Misses: f.Misses, Entries: f.Entries, Invalidations: f.Invalidations}
+	}
+	a.reply(w, http.StatusOK, map[string]any{"tools": out})
+}
+
 // CachePurger is the response cache's operator surface (exchange.Core implements it).
 type CachePurger interface {
 	PurgeCache(ctx context.Context, match string) ([]string, error)
