@@ -85,7 +85,12 @@ var versionPath = "params._meta." + gjson.Escape("io.modelcontextprotocol/protoc
 // bytes). ctx bounds the engine and state calls of admission; a tools/call that can move a
 // workflow keeps its lease after Admit returns, until the Exchange is closed.
 func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
-	c.count(CountRequests)
+	ex := c.admit(ctx, h, body)
+	c.countLabel(CountRequests, MethodLabel(ex.Method))
+	return ex
+}
+
+func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	ex := &Exchange{core: c, start: time.Now(), Session: h.Get(hdrSession), version: h.Get(hdrVersion),
 		acceptsSSE: strings.Contains(h.Get(hdrAccept), "text/event-stream")}
 	if c.facts.principal != "" {

@@ -131,7 +131,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 	}
 	ex.st = st
 	if ans.Get("allow").Type != gjson.True {
-		c.count(CountDenied)
+		c.countLabel(CountDenied, DenialLabel(ans.Get("code").Str))
 		ex.releaseNow()
 		ex.answerLocal([]byte(ans.Get("result").Raw))
 		ex.called(OutcomeDenied)
@@ -181,7 +181,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 		ex.healthDue.Store(c.facts.health)
 		return
 	}
-	c.count(CountDenied)
+	c.countLabel(CountDenied, abi.DenyGateUnavailable)
 	details := jsonx.AppendString([]byte(`{"tool":`), ex.Tool)
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))

@@ -84,7 +84,7 @@ func (p *Pending) Admit(ctx context.Context, channel string, params []byte) []by
 	pc, err := p.reserve(ctx, channel, tool, moves)
 	if err != nil {
 		p.core.count(CountToolCalls)
-		p.core.count(CountDenied)
+		p.core.countLabel(CountDenied, abi.DenyGateUnavailable)
 		p.core.Fault(abi.FaultGateBusy, err, "tool", tool, "channel", channel)
 		details := jsonx.AppendString([]byte(`{"tool":`), tool)
 		return p.tag(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, abi.GateBusyText, string(append(details, '}'))))

@@ -62,3 +62,63 @@ func (c *Core) count(n Counter) {
 	c.Stats.counters[n].Add(1)
 	c.reporter.Count(n)
 }
+
+// LabelReporter is an optional Reporter extension: counters the core knows a label for
+// (CountRequests: the JSON-RPC method; CountDenied: the denial code) come to CountLabel
+// instead of Count. Labels are bounded: MethodLabel and DenialLabel map anything else to
+// LabelOther or LabelNone.
+type LabelReporter interface {
+	CountLabel(c Counter, label string)
+}
+
+// Label values for what has no label of its own.
+const (
+	LabelNone  = "_none"  // a request with no method (a parse error, a batch, a response)
+	LabelOther = "_other" // a method or code outside the known set
+)
+
+// knownMethods are the MCP methods labelled by name (both protocol eras); other methods
+// count as LabelOther, so clients cannot grow the label set.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/read": true, "resources/templates/list": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "prompts/list": true,
+	"prompts/get": true, "completion/complete": true, "logging/setLevel": true,
+	"notifications/initialized": true, "notifications/cancelled": true,
+	"notifications/progress": true, "notifications/roots/list_changed": true,
+}
+
+// MethodLabel is the bounded label of a request method.
+func MethodLabel(method string) string {
+	switch {
+	case method == "":
+		return LabelNone
+	case knownMethods[method]:
+		return method
+	}
+	return LabelOther
+}
+
+// DenialLabel is the bounded label of a denial code: the engine's codes are upper-case
+// words (abi); anything else is LabelOther.
+func DenialLabel(code string) string {
+	if code == "" || len(code) > 48 {
+		return LabelOther
+	}
+	for i := 0; i < len(code); i++ {
+		if c := code[i]; !(c >= 'A' && c <= 'Z' || c == '_' || c >= '0' && c <= '9') {
+			return LabelOther
+		}
+	}
+	return code
+}
+
+// countLabel counts n with a label the reporter may use (LabelReporter).
+func (c *Core) countLabel(n Counter, label string) {
+	c.Stats.counters[n].Add(1)
+	if lr, ok := c.reporter.(LabelReporter); ok {
+		lr.CountLabel(n, label)
+		return
+	}
+	c.reporter.Count(n)
+}

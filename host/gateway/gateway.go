@@ -244,6 +244,15 @@ func (r reporter) Count(c exchange.Counter) {
 	}
 }
 
+// CountLabel hands a labelled count on when next takes labels (exchange.LabelReporter).
+func (r reporter) CountLabel(c exchange.Counter, label string) {
+	if lr, ok := r.next.(exchange.LabelReporter); ok {
+		lr.CountLabel(c, label)
+	} else if r.next != nil {
+		r.next.Count(c)
+	}
+}
+
 // unavailable answers a request that arrives while the gateway drains.
 func unavailable(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")

@@ -19,9 +19,7 @@ const OtherTool = "_other"
 // counterNames are the metric names of the exchange core's counters. tool_calls and
 // transitions are counted from events instead, with labels (tool, outcome; workflow).
 var counterNames = [exchange.NumCounters]struct{ name, help string }{
-	exchange.CountRequests:       {"stategate_requests_total", "MCP POST requests admitted or refused."},
 	exchange.CountAllowed:        {"stategate_calls_allowed_total", "tools/call requests admitted and forwarded to the upstream."},
-	exchange.CountDenied:         {"stategate_denials_total", "tools/call requests answered by the gateway (gate, limits, fail-closed)."},
 	exchange.CountRejected:       {"stategate_requests_rejected_total", "Requests refused with a JSON-RPC error."},
 	exchange.CountTimeouts:       {"stategate_timeouts_total", "tools/call requests answered with TOOL_TIMEOUT."},
 	exchange.CountInvalidations:  {"stategate_invalidations_total", "Results that carried the invalidation block."},
@@ -39,6 +37,9 @@ type Metrics struct {
 
 	listed      func(string) bool
 	counters    [exchange.NumCounters]prometheus.Counter
+	requests    *prometheus.CounterVec // by method
+	denials     *prometheus.CounterVec // by code
+	cacheReqs   *prometheus.CounterVec // by result
 	faults      *prometheus.CounterVec
 	toolCalls   *prometheus.CounterVec
 	toolSecs    *prometheus.HistogramVec
@@ -67,6 +68,16 @@ func NewMetrics(listed func(string) bool, tools ToolLister) *Metrics {
 			m.counters[c] = prometheus.NewCounter(prometheus.CounterOpts{Name: n.name, Help: n.help})
 			r.MustRegister(m.counters[c])
 		}
+	}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stategate_requests_total",
+		Help: "MCP POST requests admitted or refused, by JSON-RPC method (_none: no method; _other: not an MCP method)."}, []string{"method"})
+	m.denials = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stategate_denials_total",
+		Help: "tools/call requests answered by the gateway (gate, limits, health, fail-closed), by denial code."}, []string{"code"})
+	m.cacheReqs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stategate_cache_requests_total",
+		Help: "Cacheable tools/call requests by result: hit, miss, coalesced (answered by another call's upstream answer)."}, []string{"result"})
+	r.MustRegister(m.requests, m.denials, m.cacheReqs)
+	for _, res := range []string{"hit", "miss", "coalesced"} {
+		m.cacheReqs.WithLabelValues(res)
 	}
 	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stategate_faults_total",
 		Help: "Faults by kind (abi fault table) with the policy applied."}, []string{"fault", "policy"})
@@ -134,8 +145,30 @@ func (m *Metrics) Publish(e exchange.Event) {
 
 // Count implements exchange.Reporter.
 func (m *Metrics) Count(c exchange.Counter) {
+	switch c {
+	case exchange.CountRequests, exchange.CountDenied:
+		m.CountLabel(c, exchange.LabelNone)
+	case exchange.CountCacheHits:
+		m.cacheReqs.WithLabelValues("hit").Inc()
+	case exchange.CountCacheMisses:
+		m.cacheReqs.WithLabelValues("miss").Inc()
+	case exchange.CountCacheCoalesced:
+		m.cacheReqs.WithLabelValues("coalesced").Inc()
+	}
 	if c >= 0 && c < exchange.NumCounters && m.counters[c] != nil {
 		m.counters[c].Inc()
+	}
+}
+
+// CountLabel implements exchange.LabelReporter: requests by method, denials by code.
+func (m *Metrics) CountLabel(c exchange.Counter, label string) {
+	switch c {
+	case exchange.CountRequests:
+		m.requests.WithLabelValues(label).Inc()
+	case exchange.CountDenied:
+		m.denials.WithLabelValues(label).Inc()
+	default:
+		m.Count(c)
 	}
 }
 

@@ -126,6 +126,13 @@ func TestAdminCLI_purge(t *testing.T) {
 	}
 	cs := mcpClient(t, s.mcpURL)
 	mustCall(t, cs, "users.get", map[string]any{"id": "u1"})
+	mustCall(t, cs, "users.get", map[string]any{"id": "u1"})
+	fams := s.metrics(t)
+	for _, r := range []string{"result=miss", "result=hit"} {
+		if v, ok := value(fams, "stategate_cache_requests_total", r); !ok || v != 1 {
+			t.Errorf("stategate_cache_requests_total{%s} = %v (found %v), want 1", r, v, ok)
+		}
+	}
 	code, out, errOut := runCLI(t, "", "purge", "users.*", "--admin", s.adminURL)
 	if code != 0 || !strings.Contains(out, "users.get\n") || !strings.Contains(out, "1 cached tool(s) purged") {
 		t.Fatalf("purge: exit %d\n%s\n%s", code, out, errOut)

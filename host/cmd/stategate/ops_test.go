@@ -90,7 +90,8 @@ func TestServe_operations(t *testing.T) {
 		{"stategate_tool_calls_total", []string{"tool=cart.pay", "outcome=denied"}, 1},
 		{"stategate_tool_calls_total", []string{"tool=_other"}, 1}, // made.up was never listed
 		{"stategate_transitions_total", []string{"workflow=checkout"}, 1},
-		{"stategate_denials_total", nil, 1},
+		{"stategate_denials_total", []string{"code=TOOL_NOT_AVAILABLE"}, 1},
+		{"stategate_cache_requests_total", []string{"result=hit"}, 0}, // no cache in the demo
 		{"stategate_tool_call_duration_seconds", []string{"outcome=success"}, 1},
 		{"stategate_app_state", []string{"state=ready"}, 1},
 		{"stategate_app_state", []string{"state=starting"}, 0},
@@ -99,8 +100,11 @@ func TestServe_operations(t *testing.T) {
 			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, v, ok, c.want)
 		}
 	}
-	if v, _ := value(fams, "stategate_requests_total"); v < 4 {
-		t.Errorf("stategate_requests_total %v, want at least 4", v)
+	if v, _ := value(fams, "stategate_requests_total", "method=tools/call"); v < 3 {
+		t.Errorf("stategate_requests_total{method=tools/call} %v, want at least 3", v)
+	}
+	if v, _ := value(fams, "stategate_requests_total", "method=initialize"); v < 1 {
+		t.Errorf("stategate_requests_total{method=initialize} %v, want at least 1", v)
 	}
 	if fams["stategate_events_dropped_total"] == nil || fams["stategate_plugin_instances_replaced_total"] == nil {
 		t.Error("events_dropped or plugin_instances_replaced missing")
