@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,68 +15,16 @@ import (
 // Unit tests of the core's side of stateSync.fromAnnotations, with the native engine and
 // an in-memory State whose compare-and-set can be made to lose a race.
 
-type nativePlugin struct{ e *engine.Engine }
-
-func (p nativePlugin) Call(_ context.Context, fn abi.Function, in []byte) ([]byte, error) {
-	return p.e.Call(fn, in), nil
-}
-
-type memState struct {
-	mu     sync.Mutex
-	vals   map[string][]byte
-	race   func(key string) // runs before a Store, as another writer would
-	locked [][]string
-	forgot [][]string
-}
-
-func (m *memState) Load(_ context.Context, keys []string) ([]Slot, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]Slot, len(keys))
-	for i, k := range keys {
-		if v, ok := m.vals[k]; ok {
-			out[i] = Slot{Value: v, Exists: true}
-		}
-	}
-	return out, nil
-}
-
-func (m *memState) Store(_ context.Context, _, key string, value []byte, prev Slot) error {
-	if m.race != nil {
-		race := m.race
-		m.race = nil
-		race(key)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cur, ok := m.vals[key]
-	if ok != prev.Exists || string(cur) != string(prev.Value) {
-		return ErrConflict
-	}
-	m.vals[key] = value
-	return nil
-}
-
-func (m *memState) Lock(_ context.Context, keys []string, _ time.Duration) (func(), error) {
-	m.locked = append(m.locked, keys)
-	return func() {}, nil
-}
-
-func (m *memState) Forget(_ context.Context, _ string, keys []string) error {
-	m.forgot = append(m.forgot, keys)
-	return nil
-}
-
 const recordKey = "stategate/annotations/v1/"
 
-func annotationsCore(t *testing.T, cfg string) (*Core, *memState) {
+func annotationsCore(t *testing.T, cfg string) (*Core, *testState) {
 	t.Helper()
 	e, err := engine.New([]byte(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &memState{vals: map[string][]byte{}}
-	return New(Options{Plugin: nativePlugin{e}, State: st, Config: []byte(cfg)}), st
+	st := newTestState(false)
+	return New(Options{Plugin: enginePlugin{e}, State: st, Config: []byte(cfg)}), st
 }
 
 func headers(session string) http.Header {

@@ -5,63 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
-
-// enginePlugin runs the engine in process.
-type enginePlugin struct{ e *engine.Engine }
-
-func (p enginePlugin) Call(_ context.Context, fn abi.Function, in []byte) ([]byte, error) {
-	return p.e.Call(fn, in), nil
-}
-
-// mapState is a State in a map, for unit tests and fuzzing.
-type mapState struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *mapState) Load(_ context.Context, keys []string) ([]Slot, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Slot, len(keys))
-	for i, k := range keys {
-		if v, ok := s.m[k]; ok {
-			out[i] = Slot{Value: v, Exists: true}
-		}
-	}
-	return out, nil
-}
-
-func (s *mapState) Store(_ context.Context, _, key string, value []byte, prev Slot) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, ok := s.m[key]
-	if ok != prev.Exists || string(cur) != string(prev.Value) {
-		return ErrConflict
-	}
-	s.m[key] = value
-	return nil
-}
-
-func (s *mapState) Lock(context.Context, []string, time.Duration) (func(), error) {
-	return func() {}, nil
-}
-
-func (s *mapState) Forget(_ context.Context, _ string, keys []string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, k := range keys {
-		delete(s.m, k)
-	}
-	return nil
-}
 
 func testCore(t testing.TB) *Core {
 	cfg, err := os.ReadFile("exchangetest/configs/sample.json")
@@ -72,7 +20,7 @@ func testCore(t testing.TB) *Core {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Options{Plugin: enginePlugin{e}, State: &mapState{m: map[string][]byte{}}, Config: cfg, MaxBodyBytes: 1 << 16})
+	return New(Options{Plugin: enginePlugin{e}, State: newTestState(false), Config: cfg, MaxBodyBytes: 1 << 16})
 }
 
 func fuzzSeeds(f *testing.F) {

@@ -3,7 +3,6 @@ package exchange
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,79 +24,13 @@ const hookConfig = `{"version":1,
      "cart.checkout":{"states":["has_items"],"event":"CHECKOUT"},"cart.pay":{"states":["payment"],"event":"PAY"}}}],
  "limits":{"maxArraySize":3}}`
 
-// leaseState is a State in a map, with leases (mapState has none).
-type leaseState struct {
-	mu     sync.Mutex
-	vals   map[string][]byte
-	leases map[string]time.Time
-}
-
-func newLeaseState() *leaseState {
-	return &leaseState{vals: map[string][]byte{}, leases: map[string]time.Time{}}
-}
-
-func (m *leaseState) Load(_ context.Context, keys []string) ([]Slot, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]Slot, len(keys))
-	for i, k := range keys {
-		v, ok := m.vals[k]
-		out[i] = Slot{Value: v, Exists: ok}
-	}
-	return out, nil
-}
-
-func (m *leaseState) Store(_ context.Context, _, key string, value []byte, prev Slot) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cur, ok := m.vals[key]
-	if ok != prev.Exists || string(cur) != string(prev.Value) {
-		return ErrConflict
-	}
-	m.vals[key] = value
-	return nil
-}
-
-func (m *leaseState) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
-	for {
-		m.mu.Lock()
-		free := true
-		for _, k := range keys {
-			if time.Now().Before(m.leases[k]) {
-				free = false
-			}
-		}
-		if free {
-			for _, k := range keys {
-				m.leases[k] = time.Now().Add(ttl)
-			}
-			m.mu.Unlock()
-			return func() {
-				m.mu.Lock()
-				defer m.mu.Unlock()
-				for _, k := range keys {
-					delete(m.leases, k)
-				}
-			}, nil
-		}
-		m.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil, ErrBusy
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-}
-
-func (m *leaseState) Forget(context.Context, string, []string) error { return nil }
-
-func newHookCore(t testing.TB, wait time.Duration) (*Core, *leaseState) {
+func newHookCore(t testing.TB, wait time.Duration) (*Core, *testState) {
 	t.Helper()
 	e, err := engine.New([]byte(hookConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newLeaseState()
+	st := newTestState(true)
 	return New(Options{Plugin: enginePlugin{e}, State: st, Config: []byte(hookConfig), LeaseWait: wait}), st
 }
 
