@@ -91,7 +91,7 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 		}
 	}
 	if maxArray > 0 && r.args.Exists() {
-		if v, n := limits.FirstOversizedArray([]byte(r.args.Raw), maxArray); n > 0 {
+		if v, n := limits.FirstOversizedArray(view(r.args.Raw), maxArray); n > 0 {
 			return e.denyArray(dst, r.tool, v, n, maxArray, l.notices), nil
 		}
 	}
@@ -250,9 +250,24 @@ func appendErrorResult(dst []byte, code string, retryable bool, text, details st
 // AppendTimeoutResult appends the TOOL_TIMEOUT result of a call of tool that did not answer
 // within timeoutMs: check_limits' onTimeout, and what a host answers when it could not ask.
 func AppendTimeoutResult(dst []byte, tool string, timeoutMs int) []byte {
-	text := "Tool " + tool + " did not answer within " + itoa(timeoutMs) + " ms, and the gateway stopped waiting. It may or may not have completed: check its effect before calling it again."
-	det := `{"tool":` + quote(tool) + `,"timeoutMs":` + itoa(timeoutMs) + `}`
-	return AppendErrorResult(dst, abi.DenyToolTimeout, text, det)
+	// appendErrorResult's shape, appended piece by piece: check_limits writes this on every
+	// admitted call, and building the text and details as strings first cost five
+	// allocations a call in the guest. TestAppendTimeoutResult holds it to the plain form.
+	dst = append(dst, `{"content":[{"type":"text","text":"Tool `...)
+	dst = jsonx.AppendEscaped(dst, tool)
+	dst = append(dst, ` did not answer within `...)
+	dst = strconv.AppendInt(dst, int64(timeoutMs), 10)
+	dst = append(dst, ` ms, and the gateway stopped waiting. It may or may not have completed: check its effect before calling it again."}],"isError":true,"_meta":{`...)
+	dst = jsonx.AppendString(dst, abi.MetaError)
+	dst = append(dst, `:{"code":`...)
+	dst = jsonx.AppendString(dst, abi.DenyToolTimeout)
+	dst = append(dst, `,"retryable":`...)
+	dst = appendBool(dst, abi.Retryable(abi.DenyToolTimeout))
+	dst = append(dst, `,"details":{"tool":`...)
+	dst = jsonx.AppendString(dst, tool)
+	dst = append(dst, `,"timeoutMs":`...)
+	dst = strconv.AppendInt(dst, int64(timeoutMs), 10)
+	return append(dst, "}}}}"...)
 }
 
 func nonNil(s []string) []string {

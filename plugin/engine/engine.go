@@ -172,6 +172,15 @@ func str(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
+// view sees s as bytes without copying, for readers that never write (limits scans):
+// []byte(s) copies, once per admitted call in check_limits.
+func view(s string) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
 func itoa(n int) string {
 	if n == 0 {
 		return "0"
