@@ -44,23 +44,8 @@ func load64b(b []byte, i int) uint64 {
 // firstFlagged is the index of the lowest flagged byte of a non-zero mask.
 func firstFlagged(m uint64) int { return bits.TrailingZeros64(m) >> 3 }
 
-// plainRun returns the first offset at or after i whose byte is '"', '\\' or below 0x20
-// in a string inside a document, or len(s): the bytes before it need no attention.
-func plainRun(s string, i int) int {
-	for i+8 <= len(s) {
-		x := load64(s, i)
-		if m := quoteOrBackslash(x) | controls(x); m != 0 {
-			return i + firstFlagged(m)
-		}
-		i += 8
-	}
-	for i < len(s) && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20 {
-		i++
-	}
-	return i
-}
-
-// plainRunBytes is plainRun on a []byte.
+// plainRunBytes returns the first offset at or after i whose byte is '"', '\\' or below
+// 0x20 in a string inside a document, or len(b): the bytes before it need no attention.
 func plainRunBytes(b []byte, i int) int {
 	for i+8 <= len(b) {
 		x := load64b(b, i)
