@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stategate/stategate/internal/benchinput"
 	"github.com/stategate/stategate/internal/testenv"
 
 	"github.com/stategate/stategate/abi"
@@ -308,8 +309,7 @@ func TestInstance_largeResultsSteadyMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Repeat("All work and no play makes Jack a dull boy. ", (10<<20)/44+1)[:10<<20]
-	in := []byte(`{"tool":"tasks.update","message":{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"` + text + `"}]}}}`)
+	in := benchinput.CallResult(10 << 20)
 	rt, err := New(ctx, builtPlugin(t), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stategate/stategate/internal/benchinput"
 	"github.com/stategate/stategate/internal/testenv"
 
 	"github.com/stategate/stategate/abi"
@@ -26,39 +27,6 @@ func sampleConfig(b testing.TB) []byte {
 		b.Fatal(err)
 	}
 	return cfg
-}
-
-// toolsList returns a tools/list response with n realistic tools.
-func toolsList(n int) []byte {
-	var sb strings.Builder
-	sb.WriteString(`{"jsonrpc":"2.0","id":1,"result":{"tools":[`)
-	groups := []string{"tasks", "sprints", "countries", "cart", "users", "reports"}
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		g := groups[i%len(groups)]
-		fmt.Fprintf(&sb, `{"name":"%s.op%d","title":"Operation %d","description":"Does operation %d on %s. Returns the affected records.",`+
-			`"inputSchema":{"type":"object","properties":{"id":{"type":"string","description":"Record id"},"limit":{"type":"integer"}},"required":["id"]},`+
-			`"annotations":{"readOnlyHint":%t}}`, g, i, i, i, g, i%2 == 0)
-	}
-	sb.WriteString(`],"nextCursor":"next-page"}}`)
-	return []byte(`{"message":` + sb.String() + `,"session":"s1","states":{"stategate/v1/checkout/session//s1":null}}`)
-}
-
-// callResult returns a decorate_result input whose result text is about size bytes.
-func callResult(size int) []byte {
-	text := strings.Repeat("All work and no play makes Jack a dull boy. ", size/44+1)[:size]
-	return []byte(`{"tool":"tasks.update","message":{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"` + text + `"}]}}}`)
-}
-
-// checkInput returns a check_limits input of about 1 KB.
-func checkInput() []byte {
-	items := make([]string, 60)
-	for i := range items {
-		items[i] = fmt.Sprintf(`"sku-%04d"`, i)
-	}
-	return []byte(`{"tool":"orders.submit","arguments":{"customer":"c-42","items":[` + strings.Join(items, ",") + `],"note":"leave at the door"},"session":"s1"}`)
 }
 
 type runner struct {
@@ -145,7 +113,7 @@ type benchCase = struct {
 
 func BenchmarkDecorateTools(b *testing.B) {
 	bench(b, abi.FuncDecorateTools, []benchCase{
-		{"10_tools", toolsList(10)}, {"100_tools", toolsList(100)}, {"1000_tools", toolsList(1000)},
+		{"10_tools", benchinput.ToolsList(10)}, {"100_tools", benchinput.ToolsList(100)}, {"1000_tools", benchinput.ToolsList(1000)},
 	})
 }
 
@@ -163,7 +131,7 @@ func BenchmarkDecorateTools_fromAnnotations(b *testing.B) {
 	}
 	var cases []benchCase
 	for _, n := range []int{100, 1000} {
-		list := toolsList(n)
+		list := benchinput.ToolsList(n)
 		list = list[:strings.LastIndex(string(list), `,"states":`)]
 		learning := append(append([]byte(nil), list...), `,"states":{"stategate/annotations/v1/":null}}`...)
 		rec := gjson.GetBytes(eng.Call(abi.FuncDecorateTools, learning), "states").Raw
@@ -178,12 +146,12 @@ func BenchmarkDecorateTools_fromAnnotations(b *testing.B) {
 
 func BenchmarkDecorateResult(b *testing.B) {
 	bench(b, abi.FuncDecorateResult, []benchCase{
-		{"1KB", callResult(1 << 10)}, {"100KB", callResult(100 << 10)}, {"1MB", callResult(1 << 20)}, {"10MB", callResult(10 << 20)},
+		{"1KB", benchinput.CallResult(1 << 10)}, {"100KB", benchinput.CallResult(100 << 10)}, {"1MB", benchinput.CallResult(1 << 20)}, {"10MB", benchinput.CallResult(10 << 20)},
 	})
 }
 
 func BenchmarkCheckLimits(b *testing.B) {
-	bench(b, abi.FuncCheckLimits, []benchCase{{"1KB", checkInput()}})
+	bench(b, abi.FuncCheckLimits, []benchCase{{"1KB", benchinput.CheckInput()}})
 }
 
 func BenchmarkTransition(b *testing.B) {

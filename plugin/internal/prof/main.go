@@ -11,9 +11,9 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/internal/benchinput"
 	"github.com/stategate/stategate/plugin/engine"
 )
 
@@ -41,11 +41,11 @@ func main() {
 	var in []byte
 	switch os.Args[1] {
 	case "decorate_tools":
-		fn, in = abi.FuncDecorateTools, toolsList(1000)
+		fn, in = abi.FuncDecorateTools, benchinput.ToolsList(1000)
 	case "decorate_result":
-		fn, in = abi.FuncDecorateResult, callResult(1<<20)
+		fn, in = abi.FuncDecorateResult, benchinput.CallResult(1<<20)
 	case "check_limits":
-		fn, in = abi.FuncCheckLimits, checkInput()
+		fn, in = abi.FuncCheckLimits, benchinput.CheckInput()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown export", os.Args[1])
 		os.Exit(2)
@@ -60,35 +60,4 @@ func main() {
 	runtime.ReadMemStats(&after)
 	fmt.Fprintf(os.Stderr, "%s: %d bytes out; per call %d allocations, %d bytes; %d collections in %d calls\n",
 		os.Args[1], len(out), (after.Mallocs-before.Mallocs)/uint64(n), (after.TotalAlloc-before.TotalAlloc)/uint64(n), after.NumGC-before.NumGC, n)
-}
-
-func toolsList(n int) []byte {
-	var sb strings.Builder
-	sb.WriteString(`{"jsonrpc":"2.0","id":1,"result":{"tools":[`)
-	groups := []string{"tasks", "sprints", "countries", "cart", "users", "reports"}
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		g := groups[i%len(groups)]
-		is := strconv.Itoa(i)
-		sb.WriteString(`{"name":"` + g + `.op` + is + `","title":"Operation ` + is + `","description":"Does operation ` + is + ` on ` + g + `. Returns the affected records.",` +
-			`"inputSchema":{"type":"object","properties":{"id":{"type":"string","description":"Record id"},"limit":{"type":"integer"}},"required":["id"]},` +
-			`"annotations":{"readOnlyHint":` + strconv.FormatBool(i%2 == 0) + `}}`)
-	}
-	sb.WriteString(`],"nextCursor":"next-page"}}`)
-	return []byte(`{"message":` + sb.String() + `,"session":"s1","states":{"stategate/v1/checkout/session//s1":null}}`)
-}
-
-func callResult(size int) []byte {
-	text := strings.Repeat("All work and no play makes Jack a dull boy. ", size/44+1)[:size]
-	return []byte(`{"tool":"tasks.update","message":{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"` + text + `"}]}}}`)
-}
-
-func checkInput() []byte {
-	items := make([]string, 60)
-	for i := range items {
-		items[i] = `"sku-` + fmt.Sprintf("%04d", i) + `"`
-	}
-	return []byte(`{"tool":"orders.submit","arguments":{"customer":"c-42","items":[` + strings.Join(items, ",") + `],"note":"leave at the door"},"session":"s1"}`)
 }
