@@ -93,6 +93,25 @@ func benchTargets(b *testing.B) []target {
 var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 func post(b *testing.B, url, sid, body string) int {
+	status, n := postTo(b, url, sid, body, io.Discard)
+	if status != http.StatusOK && status != http.StatusAccepted {
+		b.Fatalf("status %d", status)
+	}
+	return int(n)
+}
+
+// postBody posts body and returns the answer, which must be a 200.
+func postBody(b *testing.B, url, sid, body string) string {
+	var out strings.Builder
+	if status, _ := postTo(b, url, sid, body, &out); status != http.StatusOK {
+		b.Fatalf("status %d: %s", status, out.String())
+	}
+	return out.String()
+}
+
+// postTo posts one JSON-RPC message in session sid, copies the answer to w and returns
+// the status and the answer's length.
+func postTo(b *testing.B, url, sid, body string, w io.Writer) (int, int64) {
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -102,12 +121,9 @@ func post(b *testing.B, url, sid, body string) int {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, _ := io.Copy(io.Discard, resp.Body)
+	n, _ := io.Copy(w, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
-		b.Fatalf("status %d", resp.StatusCode)
-	}
-	return int(n)
+	return resp.StatusCode, n
 }
 
 func benchSession(b *testing.B, url string) string {

@@ -258,24 +258,6 @@ func benchRedis(b *testing.B) string {
 	return storetest.Redis(b)
 }
 
-func postBody(b *testing.B, url, sid, body string) string {
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
-	req.Header.Set("Mcp-Session-Id", sid)
-	resp, err := benchClient.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		b.Fatalf("status %d: %s", resp.StatusCode, out)
-	}
-	return string(out)
-}
-
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
