@@ -416,10 +416,7 @@ func (c *Core) CacheFigures(tool string) (ToolCacheFigures, bool) {
 	if t == nil {
 		return ToolCacheFigures{}, false
 	}
-	if te, ok := c.cache.(toolEntries); ok {
-		out.Entries = int64(te.ToolEntries(tool))
-	}
-	return out, true
+	return c.withEntries(tool, out), true
 }
 
 // AllCacheFigures returns the cache figures of every tool looked up in the cache on this
@@ -434,11 +431,16 @@ func (c *Core) AllCacheFigures() (map[string]ToolCacheFigures, bool) {
 		out[tool] = *f
 	}
 	c.figures.mu.Unlock()
-	if te, ok := c.cache.(toolEntries); ok {
-		for tool, f := range out {
-			f.Entries = int64(te.ToolEntries(tool))
-			out[tool] = f
-		}
+	for tool, f := range out {
+		out[tool] = c.withEntries(tool, f)
 	}
 	return out, true
+}
+
+// withEntries fills f's Entries from the cache, when it can count a tool's entries.
+func (c *Core) withEntries(tool string, f ToolCacheFigures) ToolCacheFigures {
+	if te, ok := c.cache.(toolEntries); ok {
+		f.Entries = int64(te.ToolEntries(tool))
+	}
+	return f
 }
