@@ -219,25 +219,46 @@ func scanTool(msg string, i int) (f toolFields, end int) {
 			}
 			it.Skip(e)
 		case "annotations":
-			e := jsonx.SkipValue(msg, val)
-			f.class = config.ClassDestructive
-			// Hints read the way a repeated member makes them disagree count as absent.
-			if msg[val] == '{' && !jsonx.RepeatsMember(msg, val) {
-				f.class = config.ClassOf(hint(msg, val, "readOnlyHint"), hint(msg, val, "destructiveHint"))
-			}
+			var e int
+			f.class, e = annotationsClass(msg, val)
 			it.Skip(e)
 		}
 	}
 	return f, it.End()
 }
 
-// hint reads the boolean annotation hint name of the object at i: 1 true, 0 false, -1
-// absent or not a boolean.
-func hint(msg string, i int, name string) int8 {
-	v := jsonx.Member(msg, i, name)
+// annotationsClass reads the class the annotations value at i gives (config.ClassOf of
+// its readOnlyHint and destructiveHint) in one walk, and returns the offset past it.
+// Hints of an object that names a member twice count as absent: readers would disagree.
+func annotationsClass(msg string, i int) (config.Class, int) {
+	if msg[i] != '{' {
+		return config.ClassDestructive, jsonx.SkipValue(msg, i)
+	}
+	readOnly, destructive := int8(-1), int8(-1)
+	repeats := false
+	var keys jsonx.Keys
+	it := jsonx.Object(msg, i)
+	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		if !repeats && keys.Repeats(key) {
+			repeats = true
+		}
+		switch key {
+		case "readOnlyHint":
+			readOnly = boolHint(msg, val)
+		case "destructiveHint":
+			destructive = boolHint(msg, val)
+		}
+	}
+	end := it.End()
+	if repeats {
+		return config.ClassDestructive, end
+	}
+	return config.ClassOf(readOnly, destructive), end
+}
+
+// boolHint reads a hint's value at v: 1 true, 0 false, -1 not a boolean.
+func boolHint(msg string, v int) int8 {
 	switch {
-	case v < 0:
-		return -1
 	case strings.HasPrefix(msg[v:], "true"):
 		return 1
 	case strings.HasPrefix(msg[v:], "false"):
