@@ -308,20 +308,6 @@ func appendRune(dst []byte, r rune) []byte {
 	return append(dst, byte(0xf0|r>>18), byte(0x80|(r>>12)&0x3f), byte(0x80|(r>>6)&0x3f), byte(0x80|r&0x3f))
 }
 
-// RepeatsMember reports whether the object at i names a member twice. Readers disagree
-// on such objects (first wins here and in gjson, last wins in encoding/json and most
-// SDKs), so callers refuse to act on them.
-func RepeatsMember(s string, i int) bool {
-	var keys Keys
-	it := Object(s, i)
-	for key, _, ok := it.Next(); ok; key, _, ok = it.Next() {
-		if keys.Repeats(key) {
-			return true
-		}
-	}
-	return false
-}
-
 // Keys notices a member name seen twice in one object (names compared unescaped). The
 // first 16 names are kept in place, so a small object costs no allocation.
 type Keys struct {
