@@ -34,7 +34,8 @@ const (
 //     what one script touches shares a slot. Values and sets carry the idle TTL as
 //     PX/PEXPIRE.
 //   - CompareAndSwap is one Lua script (GET, compare, SET PX, SADD, PEXPIRE), so it is
-//     atomic against every other client. Get is GETEX PX, which refreshes the value's TTL
+//     atomic against every other client; CompareAndSwapReleasing also deletes the caller's
+//     leases in it once the value is swapped. Get is GETEX PX, which refreshes the value's TTL
 //     but not its session set's: a session that only reads may outlive its set, in which
 //     case Forget leaves its keys to expire on their own.
 //   - A key written by two sessions is in both sets; Forget of either deletes it.
@@ -61,9 +62,11 @@ type Redis struct {
 
 var _ Store = (*Redis)(nil)
 
-// casScript: KEYS[1] the value key, KEYS[2] the session set (absent: no session);
-// ARGV[1] "1" when old must equal ARGV[2], "0" when the key must be absent;
-// ARGV[3] the new value; ARGV[4] the TTL in milliseconds. Returns 1 when swapped.
+// casScript: KEYS[1] the value key, then the session set when ARGV[5] is "1", then
+// leases to release once the value is swapped; ARGV[1] "1" when old must equal ARGV[2],
+// "0" when the key must be absent; ARGV[3] the new value; ARGV[4] the TTL in
+// milliseconds; ARGV[6] the leases' token (a lease holding another is left alone).
+// Returns 1 when swapped; a conflict releases nothing.
 var casScript = redis.NewScript(casSrc)
 
 const casSrc = `
@@ -74,9 +77,14 @@ elseif cur ~= ARGV[2] then
   return 0
 end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
-if KEYS[2] then
+local leases = 2
+if ARGV[5] == '1' then
   redis.call('SADD', KEYS[2], KEYS[1])
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  leases = 3
+end
+for i = leases, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[6] then redis.call('DEL', KEYS[i]) end
 end
 return 1
 `
@@ -251,8 +259,39 @@ func (r *Redis) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 
 // CompareAndSwap implements Store.CompareAndSwap.
 func (r *Redis) CompareAndSwap(ctx context.Context, session, key string, old, new []byte) (bool, error) {
+	return r.compareAndSwap(ctx, session, key, old, new, nil)
+}
+
+// CompareAndSwapReleasing is CompareAndSwap that, when it swaps, also releases lease's
+// leases in the same script, so a moving call's last write and its release are one round
+// trip. lease is one this store's LockLease took.
+//
+// # Notes
+//
+//   - It releases the leases a script on key may name: all of them on a single server (or
+//     a Sentinel primary), those in key's hash slot on a cluster. lease.Release releases
+//     the rest, and nothing (no round trip) when nothing is left.
+//   - A conflict releases nothing: the caller still holds every lease while it re-reads
+//     and re-applies.
+//   - An error leaves the swap and the release unknown, both or neither (one script):
+//     the caller treats it as a failed write and holds the lease (lease.Release is not
+//     called; what the script did not delete lapses). Settling (see settle) never reports
+//     a conflict here: once the script may have run, the lease may be gone and another
+//     holder may have written, so a value that is neither old nor new is an error, not a
+//     conflict that would make the caller apply its transition twice.
+func (r *Redis) CompareAndSwapReleasing(ctx context.Context, session, key string, old, new []byte, lease *Lease) (bool, error) {
+	if lease == nil || lease.r != r {
+		return false, fmt.Errorf("store[redis] url[%s] key[%q]: compare-and-swap: a lease this store did not take", r.name, key)
+	}
+	return r.compareAndSwap(ctx, session, key, old, new, lease)
+}
+
+// compareAndSwap runs casScript on key, releasing lease's leases in key's slot when it
+// swaps (lease nil: none).
+func (r *Redis) compareAndSwap(ctx context.Context, session, key string, old, new []byte, lease *Lease) (bool, error) {
 	vk := r.lay.valueKey(key)
 	keys := []string{vk}
+	inSet := "0"
 	if session != "" {
 		sk := r.lay.sessionKey(session)
 		if r.cluster && slot(sk) != slot(vk) {
@@ -268,8 +307,14 @@ func (r *Redis) CompareAndSwap(ctx context.Context, session, key string, old, ne
 				return false, fmt.Errorf("store[redis] url[%s] key[%q]: compare-and-swap: record in session[%q]: %w", r.name, key, session, err)
 			}
 		} else {
-			keys = append(keys, sk)
+			keys, inSet = append(keys, sk), "1"
 		}
+	}
+	token := ""
+	var leases []string
+	if lease != nil {
+		token, leases = lease.token, lease.inSlot(slot(vk))
+		keys = append(keys, leases...)
 	}
 	mode := "1"
 	if old == nil {
@@ -278,11 +323,18 @@ func (r *Redis) CompareAndSwap(ctx context.Context, session, key string, old, ne
 	if new == nil {
 		new = []byte{}
 	}
-	n, err := r.eval(ctx, casScript, keys, mode, old, new, r.ttlMillis()).Int()
-	if err != nil {
-		return r.settle(ctx, key, keys, old, new, mode, err)
+	run := func(mode string, old []byte) (bool, error) {
+		n, err := r.eval(ctx, casScript, keys, mode, old, new, r.ttlMillis(), inSet, token).Int()
+		if err == nil && n == 1 && lease != nil {
+			lease.released(leases)
+		}
+		return n == 1, err
 	}
-	return n == 1, nil
+	ok, err := run(mode, old)
+	if err != nil {
+		return r.settle(ctx, key, vk, run, mode, old, new, len(leases) > 0, err)
+	}
+	return ok, nil
 }
 
 // settleFor bounds how long a compare-and-set whose outcome is unknown keeps trying to
@@ -291,20 +343,23 @@ const settleFor = 15 * time.Second
 
 // settle finds out what became of a compare-and-set that failed with err (a lost reply, a
 // primary that died, too few replicas acknowledging): the script may or may not have run,
-// and a failover may have lost it. It reads the key until the store answers, then:
+// and a failover may have lost it. It reads the key (vk) until the store answers, then:
 //
 //   - the key holds new: the write landed. The compare-and-set new→new is run (it writes
 //     the same bytes and, with wait, waits for replicas again) so that success means what
 //     a first-time success means;
 //   - the key still holds old (or is still absent): the write did not land, or was lost in
 //     a failover; the compare-and-set is run again;
-//   - anything else: another writer got in first, a conflict.
+//   - anything else: another writer got in first, a conflict. When the script releases
+//     leases (releases), it is an error instead: the script may have run, released them
+//     and let the next holder write, and a conflict would make the caller re-apply a
+//     transition that is stored.
 //
-// So a retry only ever runs the compare-and-set itself, and a transition is never applied
-// twice. A writer that finds new can not tell its own write from another writer's
+// So a retry only ever runs the compare-and-set itself (run), and a transition is never
+// applied twice. A writer that finds new can not tell its own write from another writer's
 // identical one; the gateway's writers hold a lease and write snapshots with a sequence, so
 // identical bytes are its own. It gives up with err after settleFor or when ctx ends.
-func (r *Redis) settle(ctx context.Context, key string, keys []string, old, new []byte, mode string, err error) (bool, error) {
+func (r *Redis) settle(ctx context.Context, key, vk string, run func(mode string, old []byte) (bool, error), mode string, old, new []byte, releases bool, err error) (bool, error) {
 	first := err
 	fail := func() (bool, error) {
 		return false, fmt.Errorf("store[redis] url[%s] key[%q]: compare-and-swap: %w", r.name, key, first)
@@ -321,22 +376,24 @@ func (r *Redis) settle(ctx context.Context, key string, keys []string, old, new 
 			return fail()
 		case <-t.C:
 		}
-		cur, err := r.client.Get(ctx, keys[0]).Bytes()
+		cur, err := r.client.Get(ctx, vk).Bytes()
 		present := err == nil
 		if err != nil && !errors.Is(err, redis.Nil) {
 			continue // the store does not answer yet
 		}
-		var n int
+		var ok bool
 		switch {
 		case present && bytes.Equal(cur, new):
-			n, err = r.eval(ctx, casScript, keys, "1", new, new, r.ttlMillis()).Int()
+			ok, err = run("1", new)
 		case (mode == "0" && !present) || (mode == "1" && present && bytes.Equal(cur, old)):
-			n, err = r.eval(ctx, casScript, keys, mode, old, new, r.ttlMillis()).Int()
+			ok, err = run(mode, old)
+		case releases:
+			return false, fmt.Errorf("store[redis] url[%s] key[%q]: compare-and-swap: outcome unknown (%w), and the key now holds another writer's value", r.name, key, first)
 		default:
 			return false, nil
 		}
 		if err == nil {
-			return n == 1, nil
+			return ok, nil
 		}
 	}
 }

@@ -66,8 +66,11 @@ return 0
 //   - A failed command whose wait had already found a key held, once ctx has ended,
 //     reports ErrBusy: that is what ended the wait.
 func (r *Redis) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
-	release, _, err := r.lock(ctx, keys, ttl, false)
-	return release, err
+	lease, _, err := r.lock(ctx, keys, ttl, false)
+	if err != nil {
+		return nil, err
+	}
+	return lease.Release, nil
 }
 
 // LockLoad is Lock followed by Get of every key, in the same scripts: one round trip per
@@ -75,15 +78,76 @@ func (r *Redis) Lock(ctx context.Context, keys []string, ttl time.Duration) (fun
 // reads. values[i] is keys[i]'s value (nil when absent); reads refresh the idle TTL as Get
 // does.
 func (r *Redis) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
-	release, got, err := r.lock(ctx, keys, ttl, true)
+	lease, values, err := r.LockLease(ctx, keys, ttl, true)
 	if err != nil {
 		return nil, nil, err
+	}
+	return lease.Release, values, nil
+}
+
+// LockLease is Lock, returning the leases as a *Lease that CompareAndSwapReleasing can
+// release; with load it reads the keys too, as LockLoad does (values is nil without).
+func (r *Redis) LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (*Lease, [][]byte, error) {
+	lease, got, err := r.lock(ctx, keys, ttl, load)
+	if err != nil || !load {
+		return lease, nil, err
 	}
 	values := make([][]byte, len(keys))
 	for i, k := range keys {
 		values[i] = got[k]
 	}
-	return release, values, nil
+	return lease, values, nil
+}
+
+// Lease is the leases one Lock took: their names and the token they hold.
+//
+// # Notes
+//
+//   - Release deletes the leases still held (those no CompareAndSwapReleasing deleted), in
+//     one pipeline, on a context of its own; one that fails goes to the janitor. It may be
+//     called more than once and costs no round trip once nothing is held.
+//   - Every deletion checks the token, so a lease that lapsed and was taken by another
+//     holder is never deleted.
+type Lease struct {
+	r     *Redis
+	ctx   context.Context // the Lock's, for its values (a release outlives its cancellation)
+	token string
+
+	mu   sync.Mutex
+	held []string // lease names not released yet
+}
+
+// Release releases the leases still held.
+func (l *Lease) Release() {
+	l.mu.Lock()
+	held := l.held
+	l.held = nil
+	l.mu.Unlock()
+	l.r.unlock(l.ctx, held, l.token)
+}
+
+// inSlot returns the lease names still held that a script on a key of slot s may name:
+// all of them on a single server, those of slot s on a cluster.
+func (l *Lease) inSlot(s int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.r.cluster {
+		return slices.Clone(l.held)
+	}
+	var out []string
+	for _, n := range l.held {
+		if slot(n) == s {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// released drops names from the leases still held: a script deleted them.
+func (l *Lease) released(names []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held = slices.DeleteFunc(l.held, func(n string) bool { return slices.Contains(names, n) })
 }
 
 // lockLoadScript is lockScript that also reads: KEYS[1..n] the leases, KEYS[n+1..2n] the
@@ -108,7 +172,7 @@ return out
 
 // lock takes the leases on keys, group by group (see Lock), reading the keys' values as
 // it goes when load is set: it returns them by key, present values non-nil.
-func (r *Redis) lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (func(), map[string][]byte, error) {
+func (r *Redis) lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (*Lease, map[string][]byte, error) {
 	if err := checkLease(ttl); err != nil {
 		return nil, nil, fmt.Errorf("store[redis] url[%s]: lock: %w", r.name, err)
 	}
@@ -171,8 +235,7 @@ func (r *Redis) lock(ctx context.Context, keys []string, ttl time.Duration, load
 			}
 		}
 	}
-	var once sync.Once
-	return func() { once.Do(func() { r.unlock(ctx, held, token) }) }, values, nil
+	return &Lease{r: r, ctx: ctx, token: token, held: held}, values, nil
 }
 
 // lockReply reads lockScript's reply (a number) or lockLoadScript's ({number, values...}):

@@ -157,6 +157,92 @@ func TestRedis_compareAndSwapDuringStallSettles(t *testing.T) {
 	}
 }
 
+// TestRedis_compareAndSwapReleasingDuringStall stalls the server while a write that
+// releases its lease is in flight: the client times out and the server runs the script
+// once it resumes, so the write landed and the lease is gone. Settling must report the
+// write, and when another holder wrote before the store could be read again (it could
+// take the lease the script released) it must report an unknown outcome, never a conflict
+// that would make the caller apply its transition twice.
+func TestRedis_compareAndSwapReleasingDuringStall(t *testing.T) {
+	url := storetest.Redis(t)
+	ctx := context.Background()
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, other := redis.NewClient(ro), redis.NewClient(ro)
+	defer admin.Close()
+	defer other.Close()
+	r, err := NewRedis(ctx, url+"?read_timeout=100ms", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const k = "stategate/v1/cart/session/alice/S1"
+	tests := []struct {
+		name        string
+		otherWrites bool // another client writes k after the script, before settle reads it
+	}{
+		{name: "the_write_landed", otherWrites: false},
+		{name: "another_holder_wrote_after_it", otherWrites: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for attempt := 0; ; attempt++ {
+				if err := admin.FlushDB(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+				mustCAS(t, r, "S1", k, nil, []byte("v1"), true)
+				lease, _, err := r.LockLease(ctx, []string{k}, time.Minute, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := r.RoundTrips()
+				resumed, wrote := make(chan error, 1), make(chan error, 1)
+				go func() { resumed <- admin.Eval(ctx, busyScript, nil, 600).Err() }()
+				time.Sleep(50 * time.Millisecond)
+				if tc.otherWrites {
+					// Sent after the script, read by the server after it, and before the
+					// settling read, which waits 20ms after the client's 100ms timeout.
+					go func() { time.Sleep(30 * time.Millisecond); wrote <- other.Set(ctx, r.lay.valueKey(k), "v3", 0).Err() }()
+				}
+				ok, err := r.CompareAndSwapReleasing(ctx, "S1", k, []byte("v1"), []byte("v2"), lease)
+				if err := <-resumed; err != nil {
+					t.Fatalf("stall: %v", err)
+				}
+				if tc.otherWrites {
+					if err := <-wrote; err != nil {
+						t.Fatal(err)
+					}
+				}
+				if r.RoundTrips()-before == 1 { // the stall began late: the write got in first
+					if attempt == 4 {
+						t.Fatal("the write never overlapped the stall in 5 attempts")
+					}
+					lease.Release()
+					continue
+				}
+				if n, err := admin.Exists(ctx, r.lay.lockKey(k)).Result(); err != nil || n != 0 {
+					t.Errorf("lease left after the script ran: %d, %v", n, err)
+				}
+				if !tc.otherWrites {
+					if err != nil || !ok {
+						t.Fatalf("CompareAndSwapReleasing during a stall = %v, %v; want true, nil once the server resumed", ok, err)
+					}
+					mustGet(t, r, k, []byte("v2"))
+					return
+				}
+				if err == nil || ok {
+					t.Fatalf("CompareAndSwapReleasing whose key another holder wrote while its outcome was unknown = %v, %v; want an error, not a conflict", ok, err)
+				}
+				t.Logf("outcome unknown: %v", err)
+				mustGet(t, r, k, []byte("v3"))
+				return
+			}
+		})
+	}
+}
+
 func TestRedis_lockLoad(t *testing.T) {
 	r, err := NewRedis(context.Background(), storetest.Redis(t), Options{})
 	if err != nil {

@@ -364,6 +364,19 @@ func TestStore(t *testing.T) {
 					tc.run(t, s, c)
 				})
 			}
+			for _, tc := range releasingTests {
+				if !strings.HasPrefix(impl.name, "redis") {
+					break // only Redis releases leases in a write
+				}
+				t.Run(tc.name, func(t *testing.T) {
+					s, _ := open(t, Options{})
+					r, ok := s.(*Redis)
+					if !ok {
+						t.Fatalf("%s opened a %T", impl.name, s)
+					}
+					tc.run(t, r)
+				})
+			}
 			t.Run("idle_ttl_expires", func(t *testing.T) {
 				// On real time a "still there" check only holds when the scheduler let less
 				// than the TTL pass; a late attempt is tried again with twice the TTL, up to
@@ -383,6 +396,141 @@ func TestStore(t *testing.T) {
 }
 
 const ttl = 500 * time.Millisecond
+
+// releasingTests hold CompareAndSwapReleasing, the write that also releases a moving
+// call's leases, on every Redis deployment.
+var releasingTests = []struct {
+	name string
+	run  func(t *testing.T, r *Redis)
+}{
+	{name: "a_swap_releases_its_leases_in_its_round_trip", run: func(t *testing.T, r *Redis) {
+		ctx := context.Background()
+		k := "stategate/v1/cart/session/alice/S1"
+		lease, values, err := r.LockLease(ctx, []string{k}, 5*time.Second, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(values) != 1 || values[0] != nil {
+			t.Fatalf("LockLease read %q, want one absent value", values)
+		}
+		before := r.RoundTrips()
+		mustSwapReleasing(t, r, "S1", k, nil, []byte("v1"), lease, true)
+		if n := r.RoundTrips() - before; n != 1 {
+			t.Errorf("the write and the release took %d round trips, want 1", n)
+		}
+		mustGet(t, r, k, []byte("v1"))
+		// A held key would wait out the deadline; a free one is taken at once.
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		next, err := r.Lock(wctx, []string{k}, 5*time.Second)
+		if err != nil {
+			t.Fatalf("the lease is still held after the write that releases it: %v", err)
+		}
+		before = r.RoundTrips()
+		lease.Release() // nothing left: no round trip, and the next holder keeps its lease
+		if n := r.RoundTrips() - before; n != 0 {
+			t.Errorf("Release after the write took %d round trips, want 0", n)
+		}
+		bctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		mustBusy(t, r, bctx, k, k)
+		next()
+		mustForget(t, r, "S1") // the key was recorded for its session
+		mustGet(t, r, k, nil)
+	}},
+	{name: "a_conflict_keeps_the_leases", run: func(t *testing.T, r *Redis) {
+		ctx := context.Background()
+		k := "stategate/v1/cart/session/alice/S1"
+		mustCAS(t, r, "S1", k, nil, []byte("v1"), true)
+		lease, _, err := r.LockLease(ctx, []string{k}, 5*time.Second, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustSwapReleasing(t, r, "S1", k, []byte("v0"), []byte("v2"), lease, false)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		mustBusy(t, r, wctx, k, k)
+		mustSwapReleasing(t, r, "S1", k, []byte("v1"), []byte("v2"), lease, true) // re-read, re-applied
+		mustGet(t, r, k, []byte("v2"))
+		again, err := r.Lock(ctx, []string{k}, time.Second)
+		if err != nil {
+			t.Fatalf("after the write that releases: %v", err)
+		}
+		again()
+	}},
+	{name: "leases_the_write_cannot_name_are_left_to_release", run: func(t *testing.T, r *Redis) {
+		// A session's key and a handle's: one slot space on a server, two slots on a
+		// cluster, where the write of one can release only the lease in its own slot.
+		ctx := context.Background()
+		a, b := "stategate/v1/cart/session/alice/S1", "stategate/v1/cart/arg.cart_id/alice/1"
+		lease, _, err := r.LockLease(ctx, []string{a, b}, 5*time.Second, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustCAS(t, r, "S1", a, nil, []byte("va"), true)
+		mustSwapReleasing(t, r, "", b, nil, []byte("vb"), lease, true)
+		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		freeB, err := r.Lock(bctx, []string{b}, time.Second)
+		if err != nil {
+			t.Fatalf("the written key's lease is held after the write that releases it: %v", err)
+		}
+		freeB()
+		if r.cluster {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+			defer cancel()
+			mustBusy(t, r, wctx, a, a)
+		} else {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			free, err := r.Lock(wctx, []string{a}, time.Second)
+			if err != nil {
+				t.Fatalf("on one server the last write releases every lease; %q: %v", a, err)
+			}
+			free()
+		}
+		before := r.RoundTrips()
+		lease.Release()
+		if n, want := r.RoundTrips()-before, map[bool]uint64{true: 1, false: 0}[r.cluster]; n != want {
+			t.Errorf("Release of what the write left took %d round trips, want %d", n, want)
+		}
+		both, err := r.Lock(ctx, []string{a, b}, time.Second)
+		if err != nil {
+			t.Fatalf("after Release: %v", err)
+		}
+		both()
+	}},
+	{name: "a_lapsed_lease_taken_by_another_holder_is_not_released", run: func(t *testing.T, r *Redis) {
+		ctx := context.Background()
+		k := "stategate/v1/cart/session/alice/S1"
+		lease, _, err := r.LockLease(ctx, []string{k}, 20*time.Millisecond, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		other, err := r.Lock(wctx, []string{k}, 5*time.Second) // once the first lapsed
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other()
+		mustSwapReleasing(t, r, "S1", k, nil, []byte("v1"), lease, true)
+		bctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		mustBusy(t, r, bctx, k, k)
+	}},
+}
+
+func mustSwapReleasing(t *testing.T, r *Redis, session, key string, old, new []byte, lease *Lease, want bool) {
+	t.Helper()
+	got, err := r.CompareAndSwapReleasing(context.Background(), session, key, old, new, lease)
+	if err != nil {
+		t.Fatalf("CompareAndSwapReleasing(%q, %q, %q, %q): %v", session, key, old, new, err)
+	}
+	if got != want {
+		t.Fatalf("CompareAndSwapReleasing(%q, %q, %q, %q) = %v, want %v", session, key, old, new, got, want)
+	}
+}
 
 // idleTTLExpires checks that keys live for ttl (the store's IdleTTL) after their last read or write, and
 // no longer. It returns false when c ran so late that a live key could have expired.
