@@ -45,7 +45,8 @@ type Exchange struct {
 	st        *loaded
 	moves     bool
 	release   func()
-	hold      bool // a fault's policy is HoldLease: Close keeps the lease
+	lease     Lease // the lease behind release, when the State is a LeaseWriter
+	hold      bool  // a fault's policy is HoldLease: Close keeps the lease
 	onTimeout []byte
 	sent      bool
 	answered  bool

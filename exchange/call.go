@@ -51,9 +51,14 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 			wctx, cancel := context.WithTimeout(ctx, c.opts.LeaseWait)
 			defer cancel()
 			var release func()
+			var lease Lease
 			var slots []Slot
 			var err error
-			if ll, ok := c.state.(LockLoader); ok && !partial {
+			if lw, ok := c.state.(LeaseWriter); ok {
+				if lease, slots, err = lw.LockLease(wctx, lockKeys, c.facts.leaseTTL, !partial); err == nil {
+					release = lease.Release
+				}
+			} else if ll, ok := c.state.(LockLoader); ok && !partial {
 				release, slots, err = ll.LockLoad(wctx, lockKeys, c.facts.leaseTTL)
 			} else {
 				release, err = c.state.Lock(wctx, lockKeys, c.facts.leaseTTL)
@@ -64,7 +69,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 				}
 				return nil, storeError{err}
 			}
-			ex.release = release
+			ex.release, ex.lease = release, lease
 			return slots, nil
 		}
 	}
@@ -267,27 +272,33 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome string
 		ans := gjson.ParseBytes(out)
 		visible = visible || ans.Get("visibleChanged").Type == gjson.True
 		var lost []string
-		ans.Get("states").ForEach(func(k, v gjson.Result) bool {
-			if written[k.Str] {
-				return true
-			}
+		writes := ex.pendingWrites(ans.Get("states"), written)
+		for i, w := range writes {
 			owner := ""
-			if sessionOwned(k.Str) {
+			if sessionOwned(w.key) {
 				owner = ex.Session // freed with the session; handle state outlives it
 			}
-			switch err := c.state.Store(ctx, owner, k.Str, []byte(v.Raw), st.slot(k.Str)); {
+			var err error
+			if lw, ok := c.state.(LeaseWriter); ok && ex.lease != nil && i == len(writes)-1 && len(lost) == 0 && len(failed) == 0 && !ex.hold {
+				// The last write of a transition where every other key is stored: it
+				// releases the call's leases in the same step. Only a successful store
+				// releases, so a conflict below still re-reads and re-applies under them.
+				err = lw.StoreReleasing(ctx, owner, w.key, w.value, st.slot(w.key), ex.lease)
+			} else {
+				err = c.state.Store(ctx, owner, w.key, w.value, st.slot(w.key))
+			}
+			switch {
 			case err == nil:
-				written[k.Str] = true
+				written[w.key] = true
 				c.count(CountTransitions)
 			case errors.Is(err, ErrConflict):
-				lost = append(lost, k.Str)
+				lost = append(lost, w.key)
 			default:
-				ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", k.Str)
-				written[k.Str] = true // give up on this key; the others still move
-				failed[k.Str] = true
+				ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", w.key)
+				written[w.key] = true // give up on this key; the others still move
+				failed[w.key] = true
 			}
-			return true
-		})
+		}
 		if len(lost) == 0 {
 			ex.transitioned(ans, failed)
 			if h := ans.Get("health"); h.Exists() && !failedHealth(failed) {
@@ -307,17 +318,47 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome string
 	return visible
 }
 
+// write is one snapshot a transition stores.
+type write struct {
+	key   string
+	value []byte
+}
+
+// pendingWrites lists the snapshots of states not yet written, the keys a moving call
+// leases last: the write that releases the leases is the last one, and on a cluster it
+// can release only those sharing its key's slot, which a health key never does.
+func (ex *Exchange) pendingWrites(states gjson.Result, written map[string]bool) []write {
+	var first, last []write
+	states.ForEach(func(k, v gjson.Result) bool {
+		if !written[k.Str] {
+			w := write{key: k.Str, value: []byte(v.Raw)}
+			if ex.lease != nil && isWorkflowKey(w.key) {
+				last = append(last, w)
+			} else {
+				first = append(first, w)
+			}
+		}
+		return true
+	})
+	return append(first, last...)
+}
+
 // workflowKeys returns keys without the tool health keys.
 func workflowKeys(keys []string) []string {
 	out := keys[:0:0]
 	for _, k := range keys {
-		// Workflow snapshots only: not tool health (compare-and-set only), not the
-		// principal's annotation record (outside stategate/v1/), not the cache's keys.
-		if strings.HasPrefix(k, "stategate/v1/") && !abi.IsHealthKey(k) && !strings.HasPrefix(k, "stategate/v1/cache/") {
+		if isWorkflowKey(k) {
 			out = append(out, k)
 		}
 	}
 	return out
+}
+
+// isWorkflowKey reports whether k is a workflow snapshot's key: not tool health
+// (compare-and-set only), not the principal's annotation record (outside stategate/v1/),
+// not the cache's keys.
+func isWorkflowKey(k string) bool {
+	return strings.HasPrefix(k, "stategate/v1/") && !abi.IsHealthKey(k) && !strings.HasPrefix(k, "stategate/v1/cache/")
 }
 
 func failedHealth(failed map[string]bool) bool {

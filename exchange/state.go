@@ -37,6 +37,28 @@ type LockLoader interface {
 	LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), []Slot, error)
 }
 
+// LeaseWriter is implemented by a State whose compare-and-set can also release a call's
+// leases, in the same step (the gateway on Redis: the compare-and-set script deletes them,
+// one round trip fewer per moving call). The core uses it, when there, for the leases of a
+// call that can move a workflow and for the last write of its transition.
+type LeaseWriter interface {
+	// LockLease is Lock, returning the lease as a value StoreReleasing takes; with load it
+	// reads keys too, as LockLoader.LockLoad does (slots are nil without).
+	LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (Lease, []Slot, error)
+	// StoreReleasing is Store that, when it stores value and only then, also releases what
+	// it can of lease (the rest is left to lease.Release). ErrConflict releases nothing.
+	// Any other error leaves both unknown: the caller holds the lease, as for any failed
+	// write.
+	StoreReleasing(ctx context.Context, owner, key string, value []byte, prev Slot, lease Lease) error
+}
+
+// Lease is the leases a LeaseWriter took for one call.
+type Lease interface {
+	// Release releases what is still held. It may be called more than once, and does
+	// nothing once StoreReleasing released it all.
+	Release()
+}
+
 // Slot is one key as read.
 type Slot struct {
 	Value  []byte // the stored snapshot; nil when absent
