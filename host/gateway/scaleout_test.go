@@ -65,6 +65,11 @@ func newAckStore(s store.Store) *ackStore {
 
 func (a *ackStore) CompareAndSwap(ctx context.Context, session, key string, old, new []byte) (bool, error) {
 	ok, err := a.Store.CompareAndSwap(ctx, session, key, old, new)
+	a.count(key, ok, err)
+	return ok, err
+}
+
+func (a *ackStore) count(key string, ok bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
@@ -73,6 +78,17 @@ func (a *ackStore) CompareAndSwap(ctx context.Context, session, key string, old,
 	case ok:
 		a.acked[key]++
 	}
+}
+
+// LockLease and CompareAndSwapReleasing pass through to a store whose last write of a
+// transition releases the leases too (counted as CompareAndSwap is).
+func (a *ackStore) LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (*store.Lease, [][]byte, error) {
+	return a.Store.(*store.Redis).LockLease(ctx, keys, ttl, load)
+}
+
+func (a *ackStore) CompareAndSwapReleasing(ctx context.Context, session, key string, old, new []byte, lease *store.Lease) (bool, error) {
+	ok, err := a.Store.(*store.Redis).CompareAndSwapReleasing(ctx, session, key, old, new, lease)
+	a.count(key, ok, err)
 	return ok, err
 }
 
@@ -89,6 +105,19 @@ func (a *ackStore) LockLoad(ctx context.Context, keys []string, ttl time.Duratio
 	return a.Store.(interface {
 		LockLoad(context.Context, []string, time.Duration) (func(), [][]byte, error)
 	}).LockLoad(ctx, keys, ttl)
+}
+
+// releaseApart is an ackStore without the write that releases leases: the gateway then
+// releases a moving call's leases in a round trip of their own after its writes, as it did
+// before that write existed (the "before" of TestRoundTrips and BenchmarkRoundTrips).
+type releaseApart struct{ store.Store } // an *ackStore, its other methods hidden
+
+func (s releaseApart) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+	return s.Store.(*ackStore).GetMany(ctx, keys)
+}
+
+func (s releaseApart) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
+	return s.Store.(*ackStore).LockLoad(ctx, keys, ttl)
 }
 
 func (a *ackStore) counts(key string) (acked, failed int) {
@@ -140,6 +169,12 @@ type scaleEnv struct {
 
 func newScaleEnv(t testing.TB, spec string, cfg []byte) *scaleEnv {
 	t.Helper()
+	return newScaleEnvOf(t, spec, cfg, func(a *ackStore) store.Store { return a })
+}
+
+// newScaleEnvOf is newScaleEnv with the store each replica's gateway is given made by wrap.
+func newScaleEnvOf(t testing.TB, spec string, cfg []byte, wrap func(*ackStore) store.Store) *scaleEnv {
+	t.Helper()
 	ctx := context.Background()
 	rt := pluginRuntime(t)
 	e := &scaleEnv{upstream: &sessionCalls{calls: map[string]int{}}}
@@ -161,7 +196,7 @@ func newScaleEnv(t testing.TB, spec string, cfg []byte) *scaleEnv {
 		}
 		// Calls queue on a session's lease: 50 of them, on a 2-core machine shared with
 		// other test packages, may take longer than the default 5 s wait.
-		gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool, Config: cfg, Store: as, LeaseWait: 30 * time.Second})
+		gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool, Config: cfg, Store: wrap(as), LeaseWait: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -443,25 +478,63 @@ func (f *failingWrites) CompareAndSwap(ctx context.Context, session, key string,
 	return f.Store.CompareAndSwap(ctx, session, key, old, new)
 }
 
+// failingRedisWrites is failingWrites on Redis, whose last write of a transition also
+// releases the call's leases: that write fails too while armed, and is counted.
+type failingRedisWrites struct {
+	*failingWrites
+	releasing atomic.Int32 // releasing writes that failed
+}
+
+func (f *failingRedisWrites) LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (*store.Lease, [][]byte, error) {
+	return f.Store.(*store.Redis).LockLease(ctx, keys, ttl, load)
+}
+
+func (f *failingRedisWrites) CompareAndSwapReleasing(ctx context.Context, session, key string, old, new []byte, lease *store.Lease) (bool, error) {
+	if f.armed.Load() {
+		f.releasing.Add(1)
+		return false, errors.New("store went away")
+	}
+	return f.Store.(*store.Redis).CompareAndSwapReleasing(ctx, session, key, old, new, lease)
+}
+
 // TestE2E_failedTransitionWriteHoldsLease: cart.pay ran upstream but its transition could
 // not be stored (the store failed past every retry); the workflow still says payment, so a
 // second cart.pay must not be admitted while the lease lives (abi.HoldLease), even once the
-// store is back.
+// store is back. On Redis the failed write is the one that would have released the lease.
 func TestE2E_failedTransitionWriteHoldsLease(t *testing.T) {
-	st := &failingWrites{Store: store.NewMemory(store.Options{})}
-	e := newEnv(t, envOptions{demo: demo.Options{JSONResponse: true}, store: st, gateway: gateway.Options{LeaseWait: 200 * time.Millisecond}})
-	c := e.connect(t, sessionEra)
-	prepareCart(t, c.cs)
-	st.armed.Store(true)
-	if res := c.call(t, "cart.pay", nil); res.IsError {
-		t.Fatalf("first cart.pay: %q", texts(res))
-	}
-	st.armed.Store(false)
-	res := c.call(t, "cart.pay", nil)
-	if !res.IsError || metaCode(res) != abi.DenyGateUnavailable {
-		t.Fatalf("second cart.pay after an unrecorded payment: isError %v code %q %q; want GATE_UNAVAILABLE", res.IsError, metaCode(res), texts(res))
-	}
-	if n := e.upstream.count("cart.pay"); n != 1 {
-		t.Fatalf("upstream ran cart.pay %d times, want 1", n)
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			fw := &failingWrites{Store: store.NewMemory(store.Options{})}
+			var st store.Store = fw
+			var rw *failingRedisWrites
+			if backend == "redis" {
+				r, err := store.NewRedis(context.Background(), storetest.Redis(t), store.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.Close() })
+				fw = &failingWrites{Store: r}
+				rw = &failingRedisWrites{failingWrites: fw}
+				st = rw
+			}
+			e := newEnv(t, envOptions{demo: demo.Options{JSONResponse: true}, store: st, gateway: gateway.Options{LeaseWait: 200 * time.Millisecond}})
+			c := e.connect(t, sessionEra)
+			prepareCart(t, c.cs)
+			fw.armed.Store(true)
+			if res := c.call(t, "cart.pay", nil); res.IsError {
+				t.Fatalf("first cart.pay: %q", texts(res))
+			}
+			fw.armed.Store(false)
+			if rw != nil && rw.releasing.Load() == 0 {
+				t.Fatal("no write that releases the lease was tried: the Redis path was not taken")
+			}
+			res := c.call(t, "cart.pay", nil)
+			if !res.IsError || metaCode(res) != abi.DenyGateUnavailable {
+				t.Fatalf("second cart.pay after an unrecorded payment: isError %v code %q %q; want GATE_UNAVAILABLE", res.IsError, metaCode(res), texts(res))
+			}
+			if n := e.upstream.count("cart.pay"); n != 1 {
+				t.Fatalf("upstream ran cart.pay %d times, want 1", n)
+			}
+		})
 	}
 }

@@ -99,6 +99,76 @@ func (st storeState) LockLoad(ctx context.Context, keys []string, ttl time.Durat
 	return release, slots, nil
 }
 
+// leaseWriter is implemented by stores whose compare-and-set can release a Lock's leases in
+// the same step (Redis).
+type leaseWriter interface {
+	LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (*store.Lease, [][]byte, error)
+	CompareAndSwapReleasing(ctx context.Context, session, key string, old, new []byte, lease *store.Lease) (bool, error)
+}
+
+// LockLease implements exchange.LeaseWriter: the store's lease on stores that can release
+// it with a write (Redis), LockLoad or Lock wrapped on the others, whose writes then
+// release nothing (the core's release does, as before).
+func (st storeState) LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (exchange.Lease, []exchange.Slot, error) {
+	lw, ok := st.s.(leaseWriter)
+	if !ok {
+		var release func()
+		var slots []exchange.Slot
+		var err error
+		if load {
+			release, slots, err = st.LockLoad(ctx, keys, ttl)
+		} else {
+			release, err = st.Lock(ctx, keys, ttl)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return releaseFunc(release), slots, nil
+	}
+	lease, values, err := lw.LockLease(ctx, keys, ttl, load)
+	if err != nil {
+		if errors.Is(err, store.ErrBusy) {
+			return nil, nil, errors.Join(exchange.ErrBusy, err)
+		}
+		return nil, nil, err
+	}
+	var slots []exchange.Slot
+	if load {
+		slots = make([]exchange.Slot, len(keys))
+		for i, v := range values {
+			slots[i] = exchange.Slot{Value: v, Exists: v != nil}
+		}
+	}
+	return lease, slots, nil
+}
+
+// StoreReleasing implements exchange.LeaseWriter: one compare-and-set that also releases
+// the lease on stores that can, Store on the others.
+func (st storeState) StoreReleasing(ctx context.Context, owner, key string, value []byte, prev exchange.Slot, lease exchange.Lease) error {
+	lw, ok := st.s.(leaseWriter)
+	sl, isStore := lease.(*store.Lease)
+	if !ok || !isStore {
+		return st.Store(ctx, owner, key, value, prev)
+	}
+	old := prev.Value
+	if !prev.Exists {
+		old = nil
+	}
+	swapped, err := lw.CompareAndSwapReleasing(ctx, owner, key, old, value, sl)
+	if err != nil {
+		return err
+	}
+	if !swapped {
+		return exchange.ErrConflict
+	}
+	return nil
+}
+
+// releaseFunc is a release as a Lease, for stores whose writes cannot release.
+type releaseFunc func()
+
+func (f releaseFunc) Release() { f() }
+
 func (st storeState) Forget(ctx context.Context, session string, _ []string) error {
 	return st.s.Forget(ctx, session) // the store keeps its own index of a session's keys
 }
