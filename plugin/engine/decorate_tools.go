@@ -12,7 +12,11 @@ import (
 // {"needState"}. "states" holds the principal's annotation record when the list changed
 // it (fromAnnotations): the host writes it with compare-and-set.
 func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
-	r, err := parse(in, false, true)
+	x, owned := e.takeIndex()
+	if owned {
+		defer e.putIndex()
+	}
+	r, err := parseIndexing(in, false, true, x)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +85,7 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	}
 	mark := len(dst)
 	dst = append(dst, `{"message":`...)
-	dst, st, _ := decorate.Tools(dst, r.message.Raw, decide)
+	dst, st, _ := r.tools.Append(dst, r.message.Raw, decide)
 	if st.Ambiguous {
 		return dst[:mark], errAmbiguous
 	}

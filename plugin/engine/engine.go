@@ -54,6 +54,9 @@ type Engine struct {
 	// scratch holds a result with its invalidation block between calls (takeScratch).
 	scratch     []byte
 	scratchBusy atomic.Bool
+	// index holds a tools/list's index between calls (takeIndex).
+	index     decorate.Index
+	indexBusy atomic.Bool
 }
 
 // mark returns the availability mark of a workflow-bound tool.

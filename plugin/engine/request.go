@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/internal/decorate"
 	"github.com/stategate/stategate/plugin/internal/gate"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -24,6 +25,7 @@ type request struct {
 	outcome    string // transition: how the call ended (health)
 	probe      bool   // transition: the call was a health probe
 	op         opInput
+	tools      *decorate.Index // decorate_tools: the message, indexed while validated
 }
 
 // opInput is the input of the health export.
@@ -34,13 +36,28 @@ type opInput struct {
 // parse validates in and reads the members every export shares. needTool and needMessage
 // say which members are required.
 func parse(in []byte, needTool, needMessage bool) (*request, error) {
-	r := &request{}
+	return parseIndexing(in, needTool, needMessage, nil)
+}
+
+// parseIndexing is parse that also indexes the message as a tools/list response into
+// tools (when not nil), in the same pass (decorate_tools).
+func parseIndexing(in []byte, needTool, needMessage bool, tools *decorate.Index) (*request, error) {
+	r := &request{tools: tools}
 	var bad string
 	src := str(in)
+	var sub func(key string, at int) (int, error)
+	if tools != nil {
+		sub = func(key string, at int) (int, error) {
+			if key != "message" {
+				return -1, nil
+			}
+			return tools.Read(src, at, abi.MaxDepth)
+		}
+	}
 	// One validating pass that also hands over the top-level members: nothing below
 	// rescans the (possibly large) message or arguments to find where they end.
 	// +1: the input object itself; what it carries may nest MaxDepth deep.
-	err := jsonx.ValidateObject(in, abi.MaxDepth+1, func(key string, start, end int) {
+	err := jsonx.ValidateObjectWith(in, abi.MaxDepth+1, func(key string, start, end int) {
 		if bad != "" {
 			return
 		}
@@ -126,7 +143,14 @@ func parse(in []byte, needTool, needMessage bool) (*request, error) {
 			}
 			r.eraOf = gate.EraOf(v.Str)
 		}
-	})
+	}, sub)
+	if err != nil && sub != nil {
+		// The index reports that the message is not valid JSON, not how: the validator's
+		// message (the same as without an index) says how.
+		if err = jsonx.ValidateObject(in, abi.MaxDepth+1, nil); err == nil {
+			return nil, &Error{Code: abi.ErrInvalidInput, Message: "message could not be read as a tools/list response"}
+		}
+	}
 	if err != nil {
 		if se, ok := err.(*jsonx.SyntaxError); ok && se.Deep {
 			return nil, &Error{Code: abi.ErrTooDeep, Message: "input " + se.Error()}

@@ -356,3 +356,92 @@ func FuzzAppendString(f *testing.F) {
 		checkAppendString(t, s)
 	})
 }
+
+// TestValidate_deepMixedNesting: past the 512 levels the validator keeps in place, objects
+// and arrays are still told apart (a wrong closer is an error) and the bound holds.
+func TestValidate_deepMixedNesting(t *testing.T) {
+	const n = 700
+	var open, closeOK, closeBad strings.Builder
+	for i := 0; i < n; i++ {
+		if i%2 == 0 {
+			open.WriteString(`{"a":`)
+		} else {
+			open.WriteString(`[`)
+		}
+	}
+	for i := n - 1; i >= 0; i-- {
+		c := "}"
+		if i%2 == 1 {
+			c = "]"
+		}
+		closeOK.WriteString(c)
+		if i == 100 || i == 600 { // swap one closer deep inside and one near the top
+			c = map[string]string{"}": "]", "]": "}"}[c]
+		}
+		closeBad.WriteString(c)
+	}
+	good := open.String() + "1" + closeOK.String()
+	if err := Validate([]byte(good), 4096); err != nil {
+		t.Fatalf("valid %d-deep document: %v", n, err)
+	}
+	if end, err := ValidValue(good+" x", 0, 4096); err != nil || end != len(good) {
+		t.Fatalf("ValidValue = %d, %v; want %d, nil", end, err, len(good))
+	}
+	if err := Validate([]byte(open.String()+"1"+closeBad.String()), 4096); err == nil {
+		t.Fatal("a wrong closer at depth 600 was accepted")
+	}
+	var se *SyntaxError
+	if err := Validate([]byte(good), n-1); !errors.As(err, &se) || !se.Deep {
+		t.Fatalf("Validate(_, %d) = %v, want a Deep error", n-1, err)
+	}
+}
+
+// FuzzValidValue: ValidValue accepts the value at the start of a document exactly when
+// Validate accepts that value, and ends where it ends.
+func FuzzValidValue(f *testing.F) {
+	for _, s := range []string{`1 2`, `{"a":[1,"x"]} `, `"abc"x`, `[1,]`, `tru`, `{"a":1}}`, `-`, "\"\xff\"", `"\u12"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := string(data)
+		at := SkipWS(s, 0)
+		end, err := ValidValue(s, at, 8)
+		if err != nil {
+			if Validate(data, 8) == nil {
+				t.Fatalf("ValidValue(%q) = %v, but the document is valid", s, err)
+			}
+			return
+		}
+		if end <= at || end > len(s) {
+			t.Fatalf("ValidValue(%q) = %d outside (%d, %d]", s, end, at, len(s))
+		}
+		if verr := Validate(data[at:end], 8); verr != nil {
+			t.Fatalf("ValidValue(%q) accepted %q, which Validate rejects: %v", s, s[at:end], verr)
+		}
+		if Validate(data, 8) == nil && SkipWS(s, end) != len(s) {
+			t.Fatalf("ValidValue(%q) ended at %d inside a valid document", s, end)
+		}
+	})
+}
+
+// FuzzValidString: ValidString agrees with Validate on a string literal, and a plain
+// literal's body is its value.
+func FuzzValidString(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\"b"`, "\"\xff\"", `"\u00e9"`, `"abc`, "\"a\x01\"", `"é"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 || data[0] != '"' {
+			return
+		}
+		s := string(data)
+		end, plain, ok := ValidString(s, 0)
+		want, werr := scanString(data, 0)
+		if ok != (werr == nil) || (ok && end != want) {
+			t.Fatalf("ValidString(%q) = %d, %v; scanString = %d, %v", s, end, ok, want, werr)
+		}
+		if ok && plain && Unquote(s[:end]) != s[1:end-1] {
+			t.Fatalf("ValidString(%q) called a literal with escapes plain", s)
+		}
+	})
+}

@@ -22,46 +22,105 @@ func (e *SyntaxError) Error() string {
 // Validate checks that data is exactly one JSON value (RFC 8259) nested at most maxDepth
 // deep. It never recurses, so any input is safe.
 func Validate(data []byte, maxDepth int) error {
-	return validate(data, maxDepth, nil)
+	_, err := validate(data, 0, maxDepth, nil, nil, true)
+	return err
 }
 
 // ValidateObject is Validate for a document that must be an object; it also reports each
 // top-level member (key unescaped, value span) to fn, so callers need no second pass to
 // find them.
 func ValidateObject(data []byte, maxDepth int, fn func(key string, start, end int)) error {
+	return ValidateObjectWith(data, maxDepth, fn, nil)
+}
+
+// ValidateObjectWith is ValidateObject that lets sub read the values of chosen top-level
+// members itself: before each such value, sub(key, at) returns -1 to leave it to the
+// validator, or the offset just past the value, which sub has validated (nested at most
+// maxDepth-1 deep, since the object is one level) while reading it: one pass for both.
+// An error from sub ends the validation with that error.
+func ValidateObjectWith(data []byte, maxDepth int, fn func(key string, start, end int), sub func(key string, at int) (int, error)) error {
 	i := skipWS(data, 0)
 	if i < len(data) && data[i] != '{' {
-		if err := validate(data, maxDepth, nil); err != nil {
+		if _, err := validate(data, 0, maxDepth, nil, nil, true); err != nil {
 			return err
 		}
 		return &SyntaxError{Offset: i, Msg: "not an object"}
 	}
-	return validate(data, maxDepth, fn)
+	_, err := validate(data, 0, maxDepth, fn, sub, true)
+	return err
 }
 
-func validate(data []byte, maxDepth int, fn func(key string, start, end int)) error {
-	// stack holds one byte per open container: '{' or '['. Its length is the depth.
-	var stackBuf [64]byte
-	stack := stackBuf[:0]
+// ValidValue validates the one JSON value that starts at s[i] (no whitespace before it),
+// nested at most maxDepth deep, and returns the offset just past it; what follows it is
+// not looked at.
+func ValidValue(s string, i, maxDepth int) (int, error) {
+	data := view(s)
+	if i < len(data) && data[i] != '{' && data[i] != '[' {
+		return validScalar(data, i)
+	}
+	return validate(data, i, maxDepth, nil, nil, false)
+}
+
+// validScalar validates the string, number or literal at data[i].
+func validScalar(data []byte, i int) (int, error) {
+	switch c := data[i]; {
+	case c == '"':
+		return scanString(data, i)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return scanNumber(data, i)
+	case c == 't' && hasLit(data, i, "true"):
+		return i + 4, nil
+	case c == 'f' && hasLit(data, i, "false"):
+		return i + 5, nil
+	case c == 'n' && hasLit(data, i, "null"):
+		return i + 4, nil
+	}
+	return i, bad(data, i)
+}
+
+// validate checks the value at start (the whole of data when whole is set, else the one
+// value there, returning the offset past it).
+func validate(data []byte, start, maxDepth int, fn func(key string, start, end int), sub func(key string, at int) (int, error), whole bool) (int, error) {
+	depth := 0 // open containers
+	var levels [inPlaceLevels / 64]uint64
+	var more []uint64
 	memberStart, keyStart, keyEnd := -1, 0, 0
-	i := skipWS(data, 0)
-	// expecting: 0 = a value, 1 = after a value
+	i := skipWS(data, start)
 	for {
 		if i >= len(data) {
-			return &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+			return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+		}
+		if sub != nil && i == memberStart && depth == 1 {
+			end, err := sub(Unquote(unsafeString(data[keyStart:keyEnd])), i)
+			if err != nil {
+				return i, err
+			}
+			if end >= 0 {
+				i = end
+				goto afterValue
+			}
 		}
 		// parse a value at i
 		switch c := data[i]; {
 		case c == '{' || c == '[':
-			if len(stack) >= maxDepth {
-				return &SyntaxError{Offset: i, Msg: "nesting deeper than " + strconv.Itoa(maxDepth), Deep: true}
+			if depth >= maxDepth {
+				return i, &SyntaxError{Offset: i, Msg: "nesting deeper than " + strconv.Itoa(maxDepth), Deep: true}
 			}
-			stack = append(stack, c)
+			if d := depth; d < inPlaceLevels {
+				if c == '{' {
+					levels[d>>6] |= 1 << (d & 63)
+				} else {
+					levels[d>>6] &^= 1 << (d & 63)
+				}
+			} else {
+				more = setLevel(more, d-inPlaceLevels, c == '{')
+			}
+			depth++
 			if i++; i < len(data) && data[i] <= ' ' {
 				i = skipWS(data, i)
 			}
 			if i < len(data) && ((c == '{' && data[i] == '}') || (c == '[' && data[i] == ']')) {
-				stack = stack[:len(stack)-1]
+				depth--
 				i++
 				goto afterValue
 			}
@@ -69,9 +128,9 @@ func validate(data []byte, maxDepth int, fn func(key string, start, end int)) er
 				ks := i
 				var err error
 				if i, err = objectKey(data, i); err != nil {
-					return err
+					return i, err
 				}
-				if len(stack) == 1 {
+				if depth == 1 {
 					memberStart, keyStart, keyEnd = i, ks, keyEndAt(data, ks)
 				}
 			}
@@ -79,52 +138,61 @@ func validate(data []byte, maxDepth int, fn func(key string, start, end int)) er
 		case c == '"':
 			n, err := scanString(data, i)
 			if err != nil {
-				return err
+				return i, err
 			}
 			i = n
 		case c == '-' || (c >= '0' && c <= '9'):
 			n, err := scanNumber(data, i)
 			if err != nil {
-				return err
+				return i, err
 			}
 			i = n
 		case c == 't':
 			if !hasLit(data, i, "true") {
-				return bad(data, i)
+				return i, bad(data, i)
 			}
 			i += 4
 		case c == 'f':
 			if !hasLit(data, i, "false") {
-				return bad(data, i)
+				return i, bad(data, i)
 			}
 			i += 5
 		case c == 'n':
 			if !hasLit(data, i, "null") {
-				return bad(data, i)
+				return i, bad(data, i)
 			}
 			i += 4
 		default:
-			return bad(data, i)
+			return i, bad(data, i)
 		}
 	afterValue:
-		if fn != nil && memberStart >= 0 && len(stack) == 1 {
-			fn(Unquote(unsafeString(data[keyStart:keyEnd])), memberStart, i)
+		if memberStart >= 0 && depth == 1 {
+			if fn != nil {
+				fn(Unquote(unsafeString(data[keyStart:keyEnd])), memberStart, i)
+			}
 			memberStart = -1
 		}
 		for {
+			if depth == 0 && !whole {
+				return i, nil
+			}
 			if i < len(data) && data[i] <= ' ' {
 				i = skipWS(data, i)
 			}
-			if len(stack) == 0 {
+			if depth == 0 {
 				if i != len(data) {
-					return &SyntaxError{Offset: i, Msg: "unexpected data after the top-level value"}
+					return i, &SyntaxError{Offset: i, Msg: "unexpected data after the top-level value"}
 				}
-				return nil
+				return i, nil
 			}
 			if i >= len(data) {
-				return &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+				return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
 			}
-			top := stack[len(stack)-1]
+			top := byte('[')
+			if d := depth - 1; (d < inPlaceLevels && levels[d>>6]&(1<<(d&63)) != 0) ||
+				(d >= inPlaceLevels && more[(d-inPlaceLevels)>>6]&(1<<((d-inPlaceLevels)&63)) != 0) {
+				top = '{'
+			}
 			switch c := data[i]; {
 			case c == ',':
 				if i++; i < len(data) && data[i] <= ' ' {
@@ -134,26 +202,46 @@ func validate(data []byte, maxDepth int, fn func(key string, start, end int)) er
 					ks := i
 					var err error
 					if i, err = objectKey(data, i); err != nil {
-						return err
+						return i, err
 					}
-					if len(stack) == 1 {
+					if depth == 1 {
 						memberStart, keyStart, keyEnd = i, ks, keyEndAt(data, ks)
 					}
 				}
 			case (c == '}' && top == '{') || (c == ']' && top == '['):
-				stack = stack[:len(stack)-1]
+				depth--
 				i++
-				if fn != nil && memberStart >= 0 && len(stack) == 1 {
-					fn(Unquote(unsafeString(data[keyStart:keyEnd])), memberStart, i)
+				if memberStart >= 0 && depth == 1 {
+					if fn != nil {
+						fn(Unquote(unsafeString(data[keyStart:keyEnd])), memberStart, i)
+					}
 					memberStart = -1
 				}
 				continue
 			default:
-				return bad(data, i)
+				return i, bad(data, i)
 			}
 			break
 		}
 	}
+}
+
+// Open containers, one bit each (set: an object), indexed by depth - 1: the first 512
+// levels in an array of the validator's frame, the rest (when a caller allows that many)
+// in a slice. A slice over a local array, or a struct with methods, moves to the heap in
+// TinyGo: an allocation on every validation.
+const inPlaceLevels = 512
+
+func setLevel(more []uint64, d int, object bool) []uint64 {
+	for len(more) <= d>>6 {
+		more = append(more, 0)
+	}
+	if object {
+		more[d>>6] |= 1 << (d & 63)
+	} else {
+		more[d>>6] &^= 1 << (d & 63)
+	}
+	return more
 }
 
 // keyEndAt returns the offset just past the (valid) string literal at i.
@@ -223,41 +311,77 @@ func skipWS(data []byte, i int) int {
 
 // scanString scans the string starting at the quote at i and returns the offset after it.
 func scanString(data []byte, i int) (int, error) {
-	i++
+	return scanStringFrom(data, i+1)
+}
+
+// scanStringFrom is scanString from i, inside the string and at a character boundary.
+func scanStringFrom(data []byte, i int) (int, error) {
+	end, f := stringEnd(data, i)
+	if f != faultNone {
+		return end, faultError(end, f)
+	}
+	return end, nil
+}
+
+// Faults of the scanners that must not allocate: in TinyGo a function that may allocate
+// (an error value) gets a GC frame, which costs on every call, so the hot scanners report
+// a fault and its offset and the error is built once, by the caller.
+const (
+	faultNone uint8 = iota
+	faultEOF
+	faultUEscape
+	faultEscape
+	faultControl
+)
+
+func faultError(at int, f uint8) error {
+	msg := "unexpected end of input"
+	switch f {
+	case faultUEscape:
+		msg = "invalid \\u escape"
+	case faultEscape:
+		msg = "invalid escape"
+	case faultControl:
+		msg = "control character in string"
+	}
+	return &SyntaxError{Offset: at, Msg: msg}
+}
+
+// stringEnd scans a string from i (inside it, at a character boundary) and returns the
+// offset past its closing quote, or a fault and the offset where it is.
+func stringEnd(data []byte, i int) (int, uint8) {
 	for {
 		i = plainRunBytes(data, i)
 		if i >= len(data) {
-			break
+			return i, faultEOF
 		}
-		c := data[i]
-		switch {
+		switch c := data[i]; {
 		case c == '"':
-			return i + 1, nil
+			return i + 1, faultNone
 		case c == '\\':
 			if i+1 >= len(data) {
-				return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+				return i, faultEOF
 			}
 			switch data[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if len(data)-i < 6 {
-					return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+					return i, faultEOF
 				}
 				for k := i + 2; k < i+6; k++ {
 					if !isHex(data[k]) {
-						return k, &SyntaxError{Offset: k, Msg: "invalid \\u escape"}
+						return k, faultUEscape
 					}
 				}
 				i += 6
 			default:
-				return i, &SyntaxError{Offset: i + 1, Msg: "invalid escape"}
+				return i + 1, faultEscape
 			}
 		default: // below 0x20
-			return i, &SyntaxError{Offset: i, Msg: "control character in string"}
+			return i, faultControl
 		}
 	}
-	return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
 }
 
 func isHex(c byte) bool {
@@ -314,4 +438,12 @@ func unsafeString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
+}
+
+// view sees s as bytes, for the validator; nothing writes through it.
+func view(s string) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }

@@ -6,6 +6,7 @@
 package decorate
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/stategate/stategate/plugin/internal/config"
@@ -19,225 +20,305 @@ type Decision struct {
 	Cache config.CacheControl
 }
 
-// ToolsStats reports what Tools did. Names are kept as offsets into the message, not as
-// strings: a thousand strings pointing into the middle of one large input buffer make
-// every collection of TinyGo's conservative GC walk that buffer once per pointer.
+// ToolsStats reports what Tools did: the names are read from the index, as offsets into
+// the message, not as strings: a thousand strings pointing into the middle of one large
+// input buffer make every collection of TinyGo's conservative GC walk that buffer once per
+// pointer.
 type ToolsStats struct {
-	names, hidden []span
+	x *Index
 	// Ambiguous is set when the envelope or the result names a member twice; the message
 	// is then returned unchanged.
 	Ambiguous bool
 }
 
-// span locates a name's JSON string literal in the message.
-type span struct{ start, end int32 }
-
 // AppendNames appends every tool name of the list, in order, as a JSON array.
 func (st *ToolsStats) AppendNames(dst []byte, msg string) []byte {
-	return appendSpans(dst, msg, st.names)
+	return st.appendNames(dst, msg, false)
 }
 
 // AppendHidden appends the names of the dropped tools as a JSON array.
 func (st *ToolsStats) AppendHidden(dst []byte, msg string) []byte {
-	return appendSpans(dst, msg, st.hidden)
+	return st.appendNames(dst, msg, true)
 }
 
 // Names returns every tool name of the list, in order.
-func (st *ToolsStats) Names(msg string) []string { return spanStrings(msg, st.names) }
+func (st *ToolsStats) Names(msg string) []string { return st.names(msg, false) }
 
 // Hidden returns the names of the dropped tools.
-func (st *ToolsStats) Hidden(msg string) []string { return spanStrings(msg, st.hidden) }
+func (st *ToolsStats) Hidden(msg string) []string { return st.names(msg, true) }
 
-func appendSpans(dst []byte, msg string, spans []span) []byte {
+func (st *ToolsStats) appendNames(dst []byte, msg string, hidden bool) []byte {
 	dst = append(dst, '[')
-	for i, sp := range spans {
-		if i > 0 {
-			dst = append(dst, ',')
+	first := true
+	if st.x != nil {
+		for i := range st.x.tools {
+			t := &st.x.tools[i]
+			if t.nameStart < 0 || (hidden && t.flags&hiddenTool == 0) {
+				continue
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			if t.flags&plainName != 0 { // as AppendString would write it
+				dst = append(dst, msg[t.nameStart:t.nameEnd]...)
+			} else {
+				dst = jsonx.AppendString(dst, t.name(msg))
+			}
 		}
-		dst = jsonx.AppendString(dst, jsonx.Unquote(msg[sp.start:sp.end]))
 	}
 	return append(dst, ']')
 }
 
-func spanStrings(msg string, spans []span) []string {
+func (st *ToolsStats) names(msg string, hidden bool) []string {
 	var out []string
-	for _, sp := range spans {
-		out = append(out, jsonx.Unquote(msg[sp.start:sp.end]))
+	if st.x != nil {
+		for i := range st.x.tools {
+			t := &st.x.tools[i]
+			if t.nameStart >= 0 && (!hidden || t.flags&hiddenTool != 0) {
+				out = append(out, t.name(msg))
+			}
+		}
 	}
 	return out
 }
 
-// Tools rewrites the tools/list result inside msg (a JSON-RPC response, valid JSON)
-// and appends the new message to dst. decide is called once per named tool, with the
-// class its annotations give (config.ClassOf). A message
-// without a result.tools array is appended unchanged, with ok false.
+// Index is what one pass over a tools/list response found: where its result.tools array
+// is and, per tool, the members decoration reads. Read builds it while validating the
+// response, so a list is read once; Append decorates from it without reading the list
+// again.
+type Index struct {
+	ambiguous   bool
+	open, close int // offsets of the tools array's '[' and ']'; close < 0: no array
+	tools       []indexed
+}
+
+// indexed is one element of the tools array. Offsets are into the message; int32
+// holds them (inputs are bounded far below 2 GB) and keeps the index small.
+type indexed struct {
+	start, end         int32 // the element
+	nameStart, nameEnd int32 // the name's string literal; nameStart < 0: no string name
+	descStart, descEnd int32 // the description's value; descStart < 0: absent
+	class              config.Class
+	flags              uint8
+}
+
+const (
+	plainName  = 1 << iota // the name's literal has no escapes and only ASCII bytes
+	descString             // the description is a string
+	plainDesc              // ... without escapes and with only ASCII bytes
+	hiddenTool             // Append dropped the tool
+)
+
+func (t *indexed) name(msg string) string {
+	lit := msg[t.nameStart:t.nameEnd]
+	if t.flags&plainName != 0 {
+		return lit[1 : len(lit)-1]
+	}
+	return jsonx.Unquote(lit)
+}
+
+func (t *indexed) desc(msg string) string {
+	lit := msg[t.descStart:t.descEnd]
+	if t.flags&plainDesc != 0 {
+		return lit[1 : len(lit)-1]
+	}
+	return jsonx.Unquote(lit)
+}
+
+// Tools rewrites the tools/list result inside msg (a JSON-RPC response) and appends the
+// new message to dst. decide is called once per named tool, with the class its
+// annotations give (config.ClassOf). A message that is not valid JSON or has no
+// result.tools array is appended unchanged, with ok false.
 func Tools(dst []byte, msg string, decide func(name string, class config.Class) Decision) (out []byte, st ToolsStats, ok bool) {
-	// One pass over the list: walk the envelope and the result (noticing any member named
-	// twice, which readers would resolve differently), and each tool's members once,
-	// skipping the values (schemas) it does not read. msg was validated by the caller.
-	mark := len(dst)
-	unchanged := func() ([]byte, ToolsStats, bool) {
-		return append(dst[:mark], msg...), ToolsStats{Ambiguous: st.Ambiguous}, false
+	var x Index
+	at := jsonx.SkipWS(msg, 0)
+	end, err := x.Read(msg, at, len(msg)+1)
+	if err != nil || jsonx.SkipWS(msg, end) != len(msg) {
+		return append(dst, msg...), ToolsStats{}, false
 	}
-	top := jsonx.SkipWS(msg, 0)
-	if top >= len(msg) || msg[top] != '{' {
-		return unchanged()
+	dst = append(dst, msg[:at]...)
+	dst, st, ok = x.Append(dst, msg[at:end], decide)
+	return append(dst, msg[end:]...), st, ok
+}
+
+// Trim drops the index's storage when it holds more than n tools, so that a kept index
+// does not pin the memory of one very long list.
+func (x *Index) Trim(n int) {
+	if cap(x.tools) > n {
+		x.tools = nil
 	}
-	closeAt := -1 // the tools array's ']', once it is rewritten
-	var seenTop []string
-	it := jsonx.Object(msg, top)
-	for key, val, more := it.Next(); more; key, val, more = it.Next() {
-		if repeated(&seenTop, key) {
-			st.Ambiguous = true
-			return unchanged()
+	x.tools = x.tools[:0]
+}
+
+// Read validates the JSON value at s[at] (no whitespace before it), which may nest
+// maxDepth deep, indexes it as a tools/list response and returns the offset just past it.
+// The index's offsets are relative to at: they are offsets into the message
+// s[at:end]. On an error the index is empty.
+func (x *Index) Read(s string, at, maxDepth int) (int, error) {
+	x.ambiguous, x.open, x.close, x.tools = false, -1, -1, x.tools[:0]
+	msg := s[at:]
+	end, err := x.read(msg, maxDepth)
+	if err != nil {
+		x.close, x.tools = -1, x.tools[:0]
+		return 0, err
+	}
+	return at + end, nil
+}
+
+func (x *Index) read(msg string, depth int) (int, error) {
+	if len(msg) == 0 || msg[0] != '{' {
+		return jsonx.ValidValue(msg, 0, depth) // not an object: nothing to index
+	}
+	// The envelope and the result are walked to notice a member named twice, which
+	// readers would resolve differently; each tool's members once, validating the values
+	// (schemas) it does not read.
+	var top jsonx.Keys
+	env := jsonx.CheckObject(msg, 0, depth)
+	for key, val, more := env.Next(); more; key, val, more = env.Next() {
+		if top.Repeats(key) {
+			x.ambiguous = true
 		}
-		if key != "result" || msg[val] != '{' {
+		if key != "result" || msg[val] != '{' || x.ambiguous {
 			continue
 		}
-		var seenRes []string
-		rit := jsonx.Object(msg, val)
-		for rkey, rval, rmore := rit.Next(); rmore; rkey, rval, rmore = rit.Next() {
-			if repeated(&seenRes, rkey) {
-				st.Ambiguous = true
-				return unchanged()
+		var seen jsonx.Keys
+		res := jsonx.CheckObject(msg, val, env.Depth())
+		for rkey, rval, rmore := res.Next(); rmore; rkey, rval, rmore = res.Next() {
+			if seen.Repeats(rkey) {
+				x.ambiguous = true
 			}
-			if rkey != "tools" || msg[rval] != '[' {
+			if rkey != "tools" || msg[rval] != '[' || x.ambiguous {
 				continue
 			}
-			dst = append(dst, msg[:rval+1]...) // through '['
-			var good bool
-			if dst, closeAt, good = walkTools(dst, msg, rval, decide, &st); !good {
-				return unchanged()
+			end, err := x.readTools(msg, rval, res.Depth())
+			if err != nil {
+				return 0, err
 			}
-			rit.Skip(closeAt + 1)
+			res.Done(end)
 		}
-		it.Skip(rit.End())
+		end, err := res.End()
+		if err != nil {
+			return 0, err
+		}
+		env.Done(end)
 	}
-	if closeAt < 0 {
-		return unchanged()
-	}
-	return append(dst, msg[closeAt:]...), st, true
+	return env.End()
 }
 
-// repeated records key in seen and reports whether it was there already.
-func repeated(seen *[]string, key string) bool {
-	for _, k := range *seen {
-		if k == key {
-			return true
-		}
+// readTools indexes the tools array at msg[arr] ('['), which may nest depth deep, and
+// returns the offset past it.
+func (x *Index) readTools(msg string, arr, depth int) (int, error) {
+	if depth < 1 {
+		return jsonx.ValidValue(msg, arr, depth) // reports the depth
 	}
-	*seen = append(*seen, key)
-	return false
-}
-
-// walkTools rewrites the elements of the array at arr, appending everything up to (not
-// including) its ']', and returns that bracket's offset.
-func walkTools(dst []byte, msg string, arr int, decide func(string, config.Class) Decision, st *ToolsStats) ([]byte, int, bool) {
-	// Splice element by element, keeping the original whitespace between the tools; a
-	// dropped tool takes its leading separator with it.
-	prev := arr + 1 // end of the previous element
-	first := true
-	if st.names == nil {
-		st.names = make([]span, 0, (len(msg)-arr)/256+8) // a tool is rarely under 256 bytes
+	x.open = arr
+	if x.tools == nil {
+		x.tools = make([]indexed, 0, (len(msg)-arr)/256+8) // a tool is rarely under 256 bytes
 	}
 	j := jsonx.SkipWS(msg, arr+1)
-	for j < len(msg) && msg[j] != ']' {
-		start := j
-		f, end := scanTool(msg, start)
-		keep := true
-		var d Decision
-		if f.named {
-			sp := span{int32(f.nameStart), int32(f.nameEnd)}
-			st.names = append(st.names, sp)
-			d = decide(f.name, f.class)
-			if d.Drop {
-				st.hidden = append(st.hidden, sp)
-				keep = false
-			}
+	if j < len(msg) && msg[j] == ']' {
+		x.close = j
+		return j + 1, nil
+	}
+	for j < len(msg) {
+		t := indexed{start: int32(j), nameStart: -1, descStart: -1, class: config.ClassDestructive}
+		var end int
+		var err error
+		if msg[j] == '{' {
+			end, err = readTool(msg, j, depth-1, &t)
+		} else {
+			end, err = jsonx.ValidValue(msg, j, depth-1) // not a tool we can name: untouched
 		}
-		if keep {
-			dst = appendGap(dst, msg[prev:start], first)
-			first = false
-			if f.named {
-				dst = appendTool(dst, msg[start:end], f.descStart-start, f.descEnd-start, f.descString, f.desc, d)
-			} else {
-				dst = append(dst, msg[start:end]...) // not a tool we can name: untouched
-			}
+		if err != nil {
+			return 0, err
 		}
-		prev = end
+		t.end = int32(end)
+		x.tools = append(x.tools, t)
 		j = jsonx.SkipWS(msg, end)
 		if j < len(msg) && msg[j] == ',' {
 			j = jsonx.SkipWS(msg, j+1)
 			continue
 		}
+		if j < len(msg) && msg[j] == ']' {
+			x.close = j
+			return j + 1, nil
+		}
 		break
 	}
-	if j >= len(msg) || msg[j] != ']' || prev > j {
-		return dst, 0, false // not a well-formed array after all (input not validated)
-	}
-	return appendGap(dst, msg[prev:j], true), j, true // whitespace before ']'
+	return jsonx.ValidValue(msg, arr, depth) // reports what is wrong
 }
 
-// toolFields are the members of one tool that decoration reads.
-type toolFields struct {
-	named              bool
-	name               string
-	nameStart, nameEnd int // span of the name's string literal
-	descStart, descEnd int // span of the description value in msg; descStart < 0 when absent
-	descString         bool
-	desc               string
-	class              config.Class // from the annotations' readOnlyHint and destructiveHint
-}
-
-// scanTool reads the tool at i and returns the offset just past it. Of repeated members
-// the last counts, as in the clients that read the list (encoding/json and the SDKs).
-func scanTool(msg string, i int) (f toolFields, end int) {
-	f.descStart = -1
-	f.class = config.ClassDestructive // every hint absent: the MCP schema's defaults
-	if msg[i] != '{' {
-		return f, jsonx.SkipValue(msg, i)
-	}
-	it := jsonx.Object(msg, i)
+// readTool indexes the tool object at msg[i] into t and returns the offset past it. Of
+// repeated members the last counts, as in the clients that read the list
+// (encoding/json and the SDKs).
+func readTool(msg string, i, depth int, t *indexed) (int, error) {
+	it := jsonx.CheckObject(msg, i, depth)
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
 		switch key {
 		case "name":
-			e := jsonx.SkipValue(msg, val)
-			f.named = msg[val] == '"'
-			f.name = ""
-			if f.named {
-				f.name = jsonx.Unquote(msg[val:e])
-				f.nameStart, f.nameEnd = val, e
+			t.nameStart, t.flags = -1, t.flags&^plainName
+			if msg[val] != '"' {
+				continue // validated by the walk
 			}
-			it.Skip(e)
+			end, plain, valid := jsonx.ValidString(msg, val)
+			if !valid {
+				return 0, errString
+			}
+			t.nameStart, t.nameEnd = int32(val), int32(end)
+			if plain {
+				t.flags |= plainName
+			}
+			it.Done(end)
 		case "description":
-			e := jsonx.SkipValue(msg, val)
-			f.descStart, f.descEnd = val, e
-			f.descString = msg[val] == '"'
-			f.desc = ""
-			if f.descString {
-				f.desc = jsonx.Unquote(msg[val:e])
+			t.flags &^= descString | plainDesc
+			var end int
+			var err error
+			if msg[val] == '"' {
+				var plain, valid bool
+				if end, plain, valid = jsonx.ValidString(msg, val); !valid {
+					err = errString
+				}
+				t.flags |= descString
+				if plain {
+					t.flags |= plainDesc
+				}
+			} else {
+				end, err = jsonx.ValidValue(msg, val, it.Depth())
 			}
-			it.Skip(e)
+			if err != nil {
+				return 0, err
+			}
+			t.descStart, t.descEnd = int32(val), int32(end)
+			it.Done(end)
 		case "annotations":
-			var e int
-			f.class, e = annotationsClass(msg, val)
-			it.Skip(e)
+			class, end, err := annotationsClass(msg, val, it.Depth())
+			if err != nil {
+				return 0, err
+			}
+			t.class = class
+			it.Done(end)
 		}
 	}
-	return f, it.End()
+	return it.End()
 }
+
+// errString reports a string literal that is not valid: the caller re-validates for the
+// exact error.
+var errString = errors.New("invalid string literal")
 
 // annotationsClass reads the class the annotations value at i gives (config.ClassOf of
 // its readOnlyHint and destructiveHint) in one walk, and returns the offset past it.
 // Hints of an object that names a member twice count as absent: readers would disagree.
-func annotationsClass(msg string, i int) (config.Class, int) {
+func annotationsClass(msg string, i, depth int) (config.Class, int, error) {
 	if msg[i] != '{' {
-		return config.ClassDestructive, jsonx.SkipValue(msg, i)
+		end, err := jsonx.ValidValue(msg, i, depth)
+		return config.ClassDestructive, end, err
 	}
 	readOnly, destructive := int8(-1), int8(-1)
 	repeats := false
 	var keys jsonx.Keys
-	it := jsonx.Object(msg, i)
+	it := jsonx.CheckObject(msg, i, depth)
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
 		if !repeats && keys.Repeats(key) {
 			repeats = true
@@ -249,14 +330,15 @@ func annotationsClass(msg string, i int) (config.Class, int) {
 			destructive = boolHint(msg, val)
 		}
 	}
-	end := it.End()
-	if repeats {
-		return config.ClassDestructive, end
+	end, err := it.End()
+	if err != nil || repeats {
+		return config.ClassDestructive, end, err
 	}
-	return config.ClassOf(readOnly, destructive), end
+	return config.ClassOf(readOnly, destructive), end, nil
 }
 
-// boolHint reads a hint's value at v: 1 true, 0 false, -1 not a boolean.
+// boolHint reads a hint's value at v: 1 true, 0 false, -1 not a boolean (the walk
+// validates it after).
 func boolHint(msg string, v int) int8 {
 	switch {
 	case strings.HasPrefix(msg[v:], "true"):
@@ -265,6 +347,52 @@ func boolHint(msg string, v int) int8 {
 		return 0
 	}
 	return -1
+}
+
+// Append decorates the indexed message msg (the s[at:end] of Read) and appends the
+// result to dst: each named tool as decide says, everything else byte for byte. Without
+// a tools array, or when the message is ambiguous, msg is appended unchanged, with ok
+// false.
+func (x *Index) Append(dst []byte, msg string, decide func(name string, class config.Class) Decision) (out []byte, st ToolsStats, ok bool) {
+	if x.ambiguous || x.close < 0 || x.close >= len(msg) {
+		return append(dst, msg...), ToolsStats{Ambiguous: x.ambiguous}, false
+	}
+	st.x = x
+	// Splice element by element, keeping the original whitespace between the tools; a
+	// dropped tool takes its leading separator with it.
+	dst = append(dst, msg[:x.open+1]...) // through '['
+	prev := x.open + 1                   // end of the previous element
+	first := true
+	for i := range x.tools {
+		t := &x.tools[i]
+		t.flags &^= hiddenTool
+		var d Decision
+		if t.nameStart >= 0 {
+			if d = decide(t.name(msg), t.class); d.Drop {
+				t.flags |= hiddenTool
+				prev = int(t.end)
+				continue
+			}
+		}
+		dst = appendGap(dst, msg[prev:t.start], first)
+		first = false
+		tool := msg[t.start:t.end]
+		if t.nameStart < 0 {
+			dst = append(dst, tool...) // not a tool we can name: untouched
+		} else {
+			descStart, descEnd, old := -1, -1, ""
+			if t.descStart >= 0 {
+				descStart, descEnd = int(t.descStart-t.start), int(t.descEnd-t.start)
+				if t.flags&descString != 0 {
+					old = t.desc(msg)
+				}
+			}
+			dst = appendTool(dst, tool, descStart, descEnd, t.flags&descString != 0, old, d)
+		}
+		prev = int(t.end)
+	}
+	dst = appendGap(dst, msg[prev:x.close], true) // whitespace before ']'
+	return append(dst, msg[x.close:]...), st, true
 }
 
 // appendGap appends the bytes between two array elements (whitespace and a comma),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
@@ -790,4 +791,43 @@ func TestTools_class(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzIndexRead: the index reads a document in one pass exactly when the validator accepts
+// it (same depth bound, same end), so decorate_tools validates nothing twice and lets
+// nothing through.
+func FuzzIndexRead(f *testing.F) {
+	for _, s := range []string{
+		`{"result":{"tools":[{"name":"a","description":"d","annotations":{"readOnlyHint":true}}]}}`,
+		`{"result":{"tools":[{"name":"a","inputSchema":{"type":"object"}},7,"x",{}]},"id":1}`,
+		`{"result":{"tools":[{"name":"a",}]}}`, `{"result":{"tools":[{"name":"a"}],}}`,
+		`{"result":{"tools":[{"name":"a"},]}}`, `{"result":{"tools":[{"name":"\u00e9\"","description":"\ud800"}]}}`,
+		`{"result":{"tools":[{"name":1,"annotations":{"readOnlyHint":tru}}]}}`,
+		`{"result":{"tools":[[[[[]]]]]}}`, `{"result":{"tools":[]},"result":1}`, `{"a":1} x`, ` {}`,
+	} {
+		f.Add([]byte(s), uint8(6))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, depth uint8) {
+		s := string(data)
+		d := int(depth%12) + 1
+		want := jsonx.Validate(data, d)
+		var x Index
+		at := jsonx.SkipWS(s, 0)
+		end, err := x.Read(s, at, d)
+		got := err == nil && jsonx.SkipWS(s, end) == len(s)
+		if got != (want == nil) {
+			t.Fatalf("Index.Read(%q, depth %d): end %d, %v; Validate: %v", s, d, end, err, want)
+		}
+		if !got {
+			return
+		}
+		// What the index found is what a reader of the validated document finds.
+		out, st, ok := x.Append(nil, s[at:end], func(string, config.Class) Decision { return Decision{} })
+		if !ok && !st.Ambiguous && strings.Contains(s, `"tools":[`) && x.close >= 0 {
+			t.Fatalf("indexed a tools array but did not decorate %q", s)
+		}
+		if !json.Valid(out) {
+			t.Fatalf("Append(%q) = %q, not JSON", s, out)
+		}
+	})
 }
