@@ -255,6 +255,11 @@ func (x *Index) readTools(msg string, arr, depth int) (int, error) {
 func readTool(msg string, i, depth int, t *indexed) (int, error) {
 	it := jsonx.CheckObject(msg, i, depth)
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		// The length and first byte first: in the guest each string comparison is a call,
+		// and most members (title, inputSchema, ...) are none of these.
+		if len(key) != 4 && len(key) != 11 || key[0] != 'n' && key[0] != 'd' && key[0] != 'a' {
+			continue
+		}
 		switch key {
 		case "name":
 			t.nameStart, t.flags = -1, t.flags&^plainName
@@ -437,7 +442,7 @@ func appendTool(dst []byte, tool string, descStart, descEnd int, descString bool
 	if end < 0 {
 		return append(dst, tool...)
 	}
-	body := strings.TrimRight(tool[:end], " \t\r\n")
+	body := trimRightSpace(tool[:end])
 	dst = append(dst, tool[:end]...)
 	if !strings.HasSuffix(body, "{") {
 		dst = append(dst, ',')
@@ -454,7 +459,7 @@ func unchanged(old, base string, marks []string, tag string) bool {
 	if len(marks) == 0 && tag == "" {
 		return base == old
 	}
-	base = strings.TrimRight(base, space)
+	base = trimRightSpace(base)
 	if !strings.HasPrefix(old, base) {
 		return false
 	}
@@ -497,7 +502,7 @@ func appendDescribed(dst []byte, base string, marks []string, tag string) []byte
 		dst = jsonx.AppendEscaped(dst, base)
 		return append(dst, '"')
 	}
-	base = strings.TrimRight(base, space)
+	base = trimRightSpace(base)
 	dst = jsonx.AppendEscaped(dst, base)
 	written := len(base) > 0
 	for _, m := range marks {
@@ -529,7 +534,7 @@ func Describe(description string, marks []string, tag string) string {
 	if len(marks) == 0 && tag == "" {
 		return base
 	}
-	base = strings.TrimRight(base, space)
+	base = trimRightSpace(base)
 	n := len(base)
 	for _, m := range marks {
 		n += len(m) + 1
@@ -551,4 +556,18 @@ func Describe(description string, marks []string, tag string) string {
 		b.WriteString(tag)
 	}
 	return b.String()
+}
+
+// trimRightSpace is strings.TrimRight(s, space) without building a character set on
+// every call (it runs once per tool).
+func trimRightSpace(s string) string {
+	for len(s) > 0 {
+		switch s[len(s)-1] {
+		case ' ', '\t', '\r', '\n':
+			s = s[:len(s)-1]
+		default:
+			return s
+		}
+	}
+	return s
 }
