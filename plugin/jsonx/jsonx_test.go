@@ -357,10 +357,9 @@ func FuzzAppendString(f *testing.F) {
 	})
 }
 
-// TestValidate_deepMixedNesting: past the 512 levels the validator keeps in place, objects
-// and arrays are still told apart (a wrong closer is an error) and the bound holds.
-func TestValidate_deepMixedNesting(t *testing.T) {
-	const n = 700
+// nested returns a document n levels deep, objects and arrays alternating, and the same
+// with the closer at depth swap (from the top, 1-based) of the other kind.
+func nested(n, swap int) (good, bad string) {
 	var open, closeOK, closeBad strings.Builder
 	for i := 0; i < n; i++ {
 		if i%2 == 0 {
@@ -370,29 +369,46 @@ func TestValidate_deepMixedNesting(t *testing.T) {
 		}
 	}
 	for i := n - 1; i >= 0; i-- {
-		c := "}"
+		c, other := "}", "]"
 		if i%2 == 1 {
-			c = "]"
+			c, other = "]", "}"
 		}
 		closeOK.WriteString(c)
-		if i == 100 || i == 600 { // swap one closer deep inside and one near the top
-			c = map[string]string{"}": "]", "]": "}"}[c]
+		if i == swap-1 {
+			c = other
 		}
 		closeBad.WriteString(c)
 	}
-	good := open.String() + "1" + closeOK.String()
+	return open.String() + "1" + closeOK.String(), open.String() + "1" + closeBad.String()
+}
+
+// TestValidate_deepMixedNesting: past the 512 levels the validator keeps in place, objects
+// and arrays are still told apart (a wrong closer is an error) and the bound holds.
+func TestValidate_deepMixedNesting(t *testing.T) {
+	const n = 700
+	good, _ := nested(n, 0)
 	if err := Validate([]byte(good), 4096); err != nil {
 		t.Fatalf("valid %d-deep document: %v", n, err)
 	}
-	if end, err := ValidValue(good+" x", 0, 4096); err != nil || end != len(good) {
-		t.Fatalf("ValidValue = %d, %v; want %d, nil", end, err, len(good))
-	}
-	if err := Validate([]byte(open.String()+"1"+closeBad.String()), 4096); err == nil {
-		t.Fatal("a wrong closer at depth 600 was accepted")
+	for _, swap := range []int{101, 601} {
+		if _, bad := nested(n, swap); Validate([]byte(bad), 4096) == nil {
+			t.Fatalf("a wrong closer at depth %d was accepted", swap)
+		}
 	}
 	var se *SyntaxError
 	if err := Validate([]byte(good), n-1); !errors.As(err, &se) || !se.Deep {
 		t.Fatalf("Validate(_, %d) = %v, want a Deep error", n-1, err)
+	}
+	// ValidValue keeps its levels in place: a bound over 512 counts as 512.
+	if _, err := ValidValue(good, 0, 4096); !errors.As(err, &se) || !se.Deep {
+		t.Fatalf("ValidValue(%d deep, 4096) = %v, want a Deep error (bound 512)", n, err)
+	}
+	good, bad := nested(512, 300)
+	if end, err := ValidValue(good+" x", 0, 512); err != nil || end != len(good) {
+		t.Fatalf("ValidValue(512 deep) = %d, %v; want %d, nil", end, err, len(good))
+	}
+	if _, err := ValidValue(bad, 0, 512); err == nil {
+		t.Fatal("ValidValue accepted a wrong closer at depth 300")
 	}
 }
 

@@ -22,8 +22,9 @@ func (e *SyntaxError) Error() string {
 // Validate checks that data is exactly one JSON value (RFC 8259) nested at most maxDepth
 // deep. It never recurses, so any input is safe.
 func Validate(data []byte, maxDepth int) error {
-	_, err := validate(data, 0, maxDepth, nil, nil, true)
-	return err
+	v := &members{}
+	end, f := validate(data, 0, maxDepth, true, v)
+	return v.errorAt(data, end, f, maxDepth)
 }
 
 // ValidateObject is Validate for a document that must be an object; it also reports each
@@ -41,59 +42,172 @@ func ValidateObject(data []byte, maxDepth int, fn func(key string, start, end in
 func ValidateObjectWith(data []byte, maxDepth int, fn func(key string, start, end int), sub func(key string, at int) (int, error)) error {
 	i := skipWS(data, 0)
 	if i < len(data) && data[i] != '{' {
-		if _, err := validate(data, 0, maxDepth, nil, nil, true); err != nil {
+		if err := Validate(data, maxDepth); err != nil {
 			return err
 		}
 		return &SyntaxError{Offset: i, Msg: "not an object"}
 	}
-	_, err := validate(data, 0, maxDepth, fn, sub, true)
-	return err
+	v := &members{fn: fn, sub: sub}
+	end, f := validate(data, 0, maxDepth, true, v)
+	return v.errorAt(data, end, f, maxDepth)
 }
 
 // ValidValue validates the one JSON value that starts at s[i] (no whitespace before it),
 // nested at most maxDepth deep, and returns the offset just past it; what follows it is
-// not looked at.
+// not looked at. A maxDepth over 512 counts as 512.
 func ValidValue(s string, i, maxDepth int) (int, error) {
+	end, f := validValue(s, i, maxDepth)
+	if f != faultNone {
+		return end, flat{}.errorAt(view(s), end, f, min(maxDepth, inPlaceLevels))
+	}
+	return end, nil
+}
+
+// validValue is ValidValue with a fault for an error: it never allocates (see faultNone).
+func validValue(s string, i, maxDepth int) (int, uint8) {
 	data := view(s)
 	if i < len(data) && data[i] != '{' && data[i] != '[' {
-		return validScalar(data, i)
+		return scalarEnd(data, i)
 	}
-	return validate(data, i, maxDepth, nil, nil, false)
+	return validate(data, i, min(maxDepth, inPlaceLevels), false, flat{})
 }
 
-// validScalar validates the string, number or literal at data[i].
-func validScalar(data []byte, i int) (int, error) {
-	switch c := data[i]; {
-	case c == '"':
-		return scanString(data, i)
-	case c == '-' || (c >= '0' && c <= '9'):
-		return scanNumber(data, i)
-	case c == 't' && hasLit(data, i, "true"):
-		return i + 4, nil
-	case c == 'f' && hasLit(data, i, "false"):
-		return i + 5, nil
-	case c == 'n' && hasLit(data, i, "null"):
-		return i + 4, nil
+// Faults: the scanners report where and why they stopped instead of an error value. In
+// TinyGo a function that may allocate (an error, a closure call) gets a GC frame, which
+// costs on every call, and the one-pass readers call these for every string and value;
+// the error is built once, by the caller that reports it.
+const (
+	faultNone uint8 = iota
+	faultEOF
+	faultUEscape
+	faultEscape
+	faultControl
+	faultChar     // an invalid character at the offset (or the end of input)
+	faultDeep     // nesting past the bound
+	faultTrailing // data after the top-level value
+	faultRead     // a visitor's own reader failed (members.err)
+)
+
+// errorOf builds the error of fault f at offset at.
+func errorOf(data []byte, at int, f uint8, maxDepth int) error {
+	msg := "unexpected end of input"
+	switch f {
+	case faultNone:
+		return nil
+	case faultUEscape:
+		msg = "invalid \\u escape"
+	case faultEscape:
+		msg = "invalid escape"
+	case faultControl:
+		msg = "control character in string"
+	case faultChar:
+		if at < len(data) {
+			msg = "invalid character " + strconv.QuoteRune(rune(data[at]))
+		}
+	case faultDeep:
+		return &SyntaxError{Offset: at, Msg: "nesting deeper than " + strconv.Itoa(maxDepth), Deep: true}
+	case faultTrailing:
+		msg = "unexpected data after the top-level value"
 	}
-	return i, bad(data, i)
+	return &SyntaxError{Offset: at, Msg: msg}
 }
+
+// A visitor is what the validator tells about a document besides whether it is valid:
+// flat (nothing, and at most 512 levels: no allocation, no frame in TinyGo) or members
+// (the top-level members, for the engine's inputs, and any depth).
+type visitor interface {
+	// wants reports whether member and read are wanted at all.
+	wants() bool
+	// member is told each top-level member: the key's literal and the value's span.
+	member(data []byte, keyStart, keyEnd, start, end int)
+	// read may read a top-level member's value itself: the offset past it, -1 to leave it
+	// to the validator, or false on an error.
+	read(data []byte, keyStart, keyEnd, at int) (int, bool)
+	// setDeep and deep keep the kinds of containers past the first 512 levels.
+	setDeep(d int, object bool)
+	deep(d int) bool
+}
+
+type flat struct{}
+
+func (flat) wants() bool                            { return false }
+func (flat) member(_ []byte, _, _, _, _ int)        {}
+func (flat) read(_ []byte, _, _, _ int) (int, bool) { return -1, true }
+func (flat) setDeep(int, bool)                      {}
+func (flat) deep(int) bool                          { return false }
+func (flat) errorAt(data []byte, at int, f uint8, maxDepth int) error {
+	return errorOf(data, at, f, maxDepth)
+}
+
+type members struct {
+	fn   func(key string, start, end int)
+	sub  func(key string, at int) (int, error)
+	err  error    // sub's
+	more []uint64 // container kinds past 512 levels
+}
+
+func (m *members) wants() bool { return m.fn != nil || m.sub != nil }
+
+func (m *members) member(data []byte, keyStart, keyEnd, start, end int) {
+	if m.fn != nil {
+		m.fn(Unquote(unsafeString(data[keyStart:keyEnd])), start, end)
+	}
+}
+
+func (m *members) read(data []byte, keyStart, keyEnd, at int) (int, bool) {
+	if m.sub == nil {
+		return -1, true
+	}
+	end, err := m.sub(Unquote(unsafeString(data[keyStart:keyEnd])), at)
+	if err != nil {
+		m.err = err
+		return 0, false
+	}
+	return end, true
+}
+
+func (m *members) setDeep(d int, object bool) {
+	for len(m.more) <= d>>6 {
+		m.more = append(m.more, 0)
+	}
+	if object {
+		m.more[d>>6] |= 1 << (d & 63)
+	} else {
+		m.more[d>>6] &^= 1 << (d & 63)
+	}
+}
+
+func (m *members) deep(d int) bool { return m.more[d>>6]&(1<<(d&63)) != 0 }
+
+func (m *members) errorAt(data []byte, at int, f uint8, maxDepth int) error {
+	if f == faultRead {
+		return m.err
+	}
+	return errorOf(data, at, f, maxDepth)
+}
+
+// inPlaceLevels is how many open containers the validator tracks in its own frame (one
+// bit each, set for an object); a slice over a local array, or a struct with methods,
+// would move to the heap in TinyGo, an allocation on every validation.
+const inPlaceLevels = 512
 
 // validate checks the value at start (the whole of data when whole is set, else the one
-// value there, returning the offset past it).
-func validate(data []byte, start, maxDepth int, fn func(key string, start, end int), sub func(key string, at int) (int, error), whole bool) (int, error) {
+// value there, returning the offset past it), telling v what it wants to know. On a fault
+// the offset is where it is.
+func validate[V visitor](data []byte, start, maxDepth int, whole bool, v V) (int, uint8) {
 	depth := 0 // open containers
 	var levels [inPlaceLevels / 64]uint64
-	var more []uint64
+	wants := v.wants()
 	memberStart, keyStart, keyEnd := -1, 0, 0
 	i := skipWS(data, start)
 	for {
 		if i >= len(data) {
-			return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+			return i, faultEOF
 		}
-		if sub != nil && i == memberStart && depth == 1 {
-			end, err := sub(Unquote(unsafeString(data[keyStart:keyEnd])), i)
-			if err != nil {
-				return i, err
+		if wants && i == memberStart && depth == 1 {
+			end, ok := v.read(data, keyStart, keyEnd, i)
+			if !ok {
+				return i, faultRead
 			}
 			if end >= 0 {
 				i = end
@@ -104,7 +218,7 @@ func validate(data []byte, start, maxDepth int, fn func(key string, start, end i
 		switch c := data[i]; {
 		case c == '{' || c == '[':
 			if depth >= maxDepth {
-				return i, &SyntaxError{Offset: i, Msg: "nesting deeper than " + strconv.Itoa(maxDepth), Deep: true}
+				return i, faultDeep
 			}
 			if d := depth; d < inPlaceLevels {
 				if c == '{' {
@@ -113,7 +227,7 @@ func validate(data []byte, start, maxDepth int, fn func(key string, start, end i
 					levels[d>>6] &^= 1 << (d & 63)
 				}
 			} else {
-				more = setLevel(more, d-inPlaceLevels, c == '{')
+				v.setDeep(d-inPlaceLevels, c == '{')
 			}
 			depth++
 			if i++; i < len(data) && data[i] <= ' ' {
@@ -126,71 +240,52 @@ func validate(data []byte, start, maxDepth int, fn func(key string, start, end i
 			}
 			if c == '{' {
 				ks := i
-				var err error
-				if i, err = objectKey(data, i); err != nil {
-					return i, err
+				var f uint8
+				if i, f = objectKey(data, i); f != faultNone {
+					return i, f
 				}
-				if depth == 1 {
+				if wants && depth == 1 {
 					memberStart, keyStart, keyEnd = i, ks, keyEndAt(data, ks)
 				}
 			}
 			continue
 		case c == '"':
-			n, f := stringEnd(data, i+1) // the call layers of scanString cost in the guest
+			n, f := stringEnd(data, i+1)
 			if f != faultNone {
-				return i, faultError(n, f)
+				return n, f
 			}
 			i = n
-		case c == '-' || (c >= '0' && c <= '9'):
-			n, err := scanNumber(data, i)
-			if err != nil {
-				return i, err
-			}
-			i = n
-		case c == 't':
-			if !hasLit(data, i, "true") {
-				return i, bad(data, i)
-			}
-			i += 4
-		case c == 'f':
-			if !hasLit(data, i, "false") {
-				return i, bad(data, i)
-			}
-			i += 5
-		case c == 'n':
-			if !hasLit(data, i, "null") {
-				return i, bad(data, i)
-			}
-			i += 4
 		default:
-			return i, bad(data, i)
+			n, f := scalarEnd(data, i)
+			if f != faultNone {
+				return n, f
+			}
+			i = n
 		}
 	afterValue:
 		if memberStart >= 0 && depth == 1 {
-			if fn != nil {
-				fn(Unquote(unsafeString(data[keyStart:keyEnd])), memberStart, i)
-			}
+			v.member(data, keyStart, keyEnd, memberStart, i)
 			memberStart = -1
 		}
 		for {
 			if depth == 0 && !whole {
-				return i, nil
+				return i, faultNone
 			}
 			if i < len(data) && data[i] <= ' ' {
 				i = skipWS(data, i)
 			}
 			if depth == 0 {
 				if i != len(data) {
-					return i, &SyntaxError{Offset: i, Msg: "unexpected data after the top-level value"}
+					return i, faultTrailing
 				}
-				return i, nil
+				return i, faultNone
 			}
 			if i >= len(data) {
-				return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+				return i, faultEOF
 			}
 			top := byte('[')
 			if d := depth - 1; (d < inPlaceLevels && levels[d>>6]&(1<<(d&63)) != 0) ||
-				(d >= inPlaceLevels && more[(d-inPlaceLevels)>>6]&(1<<((d-inPlaceLevels)&63)) != 0) {
+				(d >= inPlaceLevels && v.deep(d-inPlaceLevels)) {
 				top = '{'
 			}
 			switch c := data[i]; {
@@ -200,11 +295,11 @@ func validate(data []byte, start, maxDepth int, fn func(key string, start, end i
 				}
 				if top == '{' {
 					ks := i
-					var err error
-					if i, err = objectKey(data, i); err != nil {
-						return i, err
+					var f uint8
+					if i, f = objectKey(data, i); f != faultNone {
+						return i, f
 					}
-					if depth == 1 {
+					if wants && depth == 1 {
 						memberStart, keyStart, keyEnd = i, ks, keyEndAt(data, ks)
 					}
 				}
@@ -212,36 +307,16 @@ func validate(data []byte, start, maxDepth int, fn func(key string, start, end i
 				depth--
 				i++
 				if memberStart >= 0 && depth == 1 {
-					if fn != nil {
-						fn(Unquote(unsafeString(data[keyStart:keyEnd])), memberStart, i)
-					}
+					v.member(data, keyStart, keyEnd, memberStart, i)
 					memberStart = -1
 				}
 				continue
 			default:
-				return i, bad(data, i)
+				return i, faultChar
 			}
 			break
 		}
 	}
-}
-
-// Open containers, one bit each (set: an object), indexed by depth - 1: the first 512
-// levels in an array of the validator's frame, the rest (when a caller allows that many)
-// in a slice. A slice over a local array, or a struct with methods, moves to the heap in
-// TinyGo: an allocation on every validation.
-const inPlaceLevels = 512
-
-func setLevel(more []uint64, d int, object bool) []uint64 {
-	for len(more) <= d>>6 {
-		more = append(more, 0)
-	}
-	if object {
-		more[d>>6] |= 1 << (d & 63)
-	} else {
-		more[d>>6] &^= 1 << (d & 63)
-	}
-	return more
 }
 
 // keyEndAt returns the offset just past the (valid) string literal at i.
@@ -251,37 +326,52 @@ func keyEndAt(data []byte, i int) int {
 }
 
 // objectKey scans `"key" :` at i and returns the offset of the value that follows.
-func objectKey(data []byte, i int) (int, error) {
+func objectKey(data []byte, i int) (int, uint8) {
 	if i >= len(data) {
-		return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+		return i, faultEOF
 	}
 	if data[i] != '"' {
-		return i, bad(data, i)
+		return i, faultChar
 	}
 	n, f := stringEnd(data, i+1)
 	if f != faultNone {
-		return n, faultError(n, f)
+		return n, f
 	}
 	if n < len(data) && data[n] <= ' ' {
 		n = skipWS(data, n)
 	}
 	if n >= len(data) {
-		return n, &SyntaxError{Offset: n, Msg: "unexpected end of input"}
+		return n, faultEOF
 	}
 	if data[n] != ':' {
-		return n, bad(data, n)
+		return n, faultChar
 	}
 	if n++; n < len(data) && data[n] <= ' ' {
 		n = skipWS(data, n)
 	}
-	return n, nil
+	return n, faultNone
+}
+
+// scalarEnd validates the string, number or literal at data[i] and returns the offset
+// past it.
+func scalarEnd(data []byte, i int) (int, uint8) {
+	switch c := data[i]; {
+	case c == '"':
+		return stringEnd(data, i+1)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return numberEnd(data, i)
+	case c == 't' && hasLit(data, i, "true"):
+		return i + 4, faultNone
+	case c == 'f' && hasLit(data, i, "false"):
+		return i + 5, faultNone
+	case c == 'n' && hasLit(data, i, "null"):
+		return i + 4, faultNone
+	}
+	return i, faultChar
 }
 
 func bad(data []byte, i int) error {
-	if i >= len(data) {
-		return &SyntaxError{Offset: i, Msg: "unexpected end of input"}
-	}
-	return &SyntaxError{Offset: i, Msg: "invalid character " + strconv.QuoteRune(rune(data[i]))}
+	return errorOf(data, i, faultChar, 0)
 }
 
 // hasLit compares byte by byte: TinyGo allocates for string(data[...]) == lit.
@@ -311,40 +401,8 @@ func skipWS(data []byte, i int) int {
 
 // scanString scans the string starting at the quote at i and returns the offset after it.
 func scanString(data []byte, i int) (int, error) {
-	return scanStringFrom(data, i+1)
-}
-
-// scanStringFrom is scanString from i, inside the string and at a character boundary.
-func scanStringFrom(data []byte, i int) (int, error) {
-	end, f := stringEnd(data, i)
-	if f != faultNone {
-		return end, faultError(end, f)
-	}
-	return end, nil
-}
-
-// Faults of the scanners that must not allocate: in TinyGo a function that may allocate
-// (an error value) gets a GC frame, which costs on every call, so the hot scanners report
-// a fault and its offset and the error is built once, by the caller.
-const (
-	faultNone uint8 = iota
-	faultEOF
-	faultUEscape
-	faultEscape
-	faultControl
-)
-
-func faultError(at int, f uint8) error {
-	msg := "unexpected end of input"
-	switch f {
-	case faultUEscape:
-		msg = "invalid \\u escape"
-	case faultEscape:
-		msg = "invalid escape"
-	case faultControl:
-		msg = "control character in string"
-	}
-	return &SyntaxError{Offset: at, Msg: msg}
+	end, f := stringEnd(data, i+1)
+	return end, errorOf(data, end, f, 0)
 }
 
 // stringEnd scans a string from i (inside it, at a character boundary) and returns the
@@ -388,12 +446,13 @@ func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
 
-func scanNumber(data []byte, i int) (int, error) {
+// numberEnd validates the number at data[i] and returns the offset past it.
+func numberEnd(data []byte, i int) (int, uint8) {
 	if data[i] == '-' {
 		i++
 	}
 	if i >= len(data) {
-		return i, &SyntaxError{Offset: i, Msg: "unexpected end of input"}
+		return i, faultEOF
 	}
 	switch {
 	case data[i] == '0':
@@ -403,7 +462,7 @@ func scanNumber(data []byte, i int) (int, error) {
 			i++
 		}
 	default:
-		return i, bad(data, i)
+		return i, faultChar
 	}
 	if i < len(data) && data[i] == '.' {
 		i++
@@ -412,7 +471,7 @@ func scanNumber(data []byte, i int) (int, error) {
 			i++
 		}
 		if i == start {
-			return i, bad(data, i)
+			return i, faultChar
 		}
 	}
 	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
@@ -425,10 +484,10 @@ func scanNumber(data []byte, i int) (int, error) {
 			i++
 		}
 		if i == start {
-			return i, bad(data, i)
+			return i, faultChar
 		}
 	}
-	return i, nil
+	return i, faultNone
 }
 
 // unsafeString views b as a string; Unquote copies when it has to unescape, and callers

@@ -176,6 +176,9 @@ func (x *Index) read(msg string, depth int) (int, error) {
 	var top jsonx.Keys
 	env := jsonx.CheckObject(msg, 0, depth)
 	for key, val, more := env.Next(); more; key, val, more = env.Next() {
+		if env.Escaped() {
+			key = env.Key()
+		}
 		if top.Repeats(key) {
 			x.ambiguous = true
 		}
@@ -185,6 +188,9 @@ func (x *Index) read(msg string, depth int) (int, error) {
 		var seen jsonx.Keys
 		res := jsonx.CheckObject(msg, val, env.Depth())
 		for rkey, rval, rmore := res.Next(); rmore; rkey, rval, rmore = res.Next() {
+			if res.Escaped() {
+				rkey = res.Key()
+			}
 			if seen.Repeats(rkey) {
 				x.ambiguous = true
 			}
@@ -255,6 +261,9 @@ func (x *Index) readTools(msg string, arr, depth int) (int, error) {
 func readTool(msg string, i, depth int, t *indexed) (int, error) {
 	it := jsonx.CheckObject(msg, i, depth)
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		if it.Escaped() {
+			key = it.Key()
+		}
 		// The length and first byte first: in the guest each string comparison is a call,
 		// and most members (title, inputSchema, ...) are none of these.
 		if len(key) != 4 && len(key) != 11 || key[0] != 'n' && key[0] != 'd' && key[0] != 'a' {
@@ -325,6 +334,9 @@ func annotationsClass(msg string, i, depth int) (config.Class, int, error) {
 	var keys jsonx.Keys
 	it := jsonx.CheckObject(msg, i, depth)
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		if it.Escaped() {
+			key = it.Key()
+		}
 		if !repeats && keys.Repeats(key) {
 			repeats = true
 		}
