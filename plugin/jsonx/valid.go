@@ -22,8 +22,8 @@ func (e *SyntaxError) Error() string {
 // Validate checks that data is exactly one JSON value (RFC 8259) nested at most maxDepth
 // deep. It never recurses, so any input is safe.
 func Validate(data []byte, maxDepth int) error {
-	v := &members{}
-	end, f := validate(data, 0, maxDepth, true, v)
+	var v members // not &members{}: TinyGo would allocate it
+	end, f := validate(data, 0, maxDepth, true, &v)
 	return v.errorAt(data, end, f, maxDepth)
 }
 
@@ -47,8 +47,8 @@ func ValidateObjectWith(data []byte, maxDepth int, fn func(key string, start, en
 		}
 		return &SyntaxError{Offset: i, Msg: "not an object"}
 	}
-	v := &members{fn: fn, sub: sub}
-	end, f := validate(data, 0, maxDepth, true, v)
+	v := members{fn: fn, sub: sub}
+	end, f := validate(data, 0, maxDepth, true, &v)
 	return v.errorAt(data, end, f, maxDepth)
 }
 

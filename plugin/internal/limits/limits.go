@@ -16,57 +16,86 @@ type Violation struct {
 
 type frame struct {
 	array bool
-	n     int // elements so far (arrays)
-	start int // offset of the opening bracket
+	n     int32 // elements so far (arrays)
+	start int32 // offset of the opening bracket
 	// the current member's key literal (objects), as offsets: it is unquoted only for a
 	// violation's path, so a scan allocates nothing (TinyGo allocates for string(b[...]))
-	keyStart, keyEnd int
+	keyStart, keyEnd int32
 }
+
+// inPlace is how many levels FirstOversizedArray keeps in its own frame; deeper levels go
+// to a slice. A slice over a local array (append may move it), or a closure over the
+// stack, would put the frames on the heap in TinyGo: 1.3 KB allocated on every call.
+const inPlace = 16
 
 // FirstOversizedArray scans valid JSON and returns the first array, in document order of
 // its opening bracket, with more than limit elements, and how many arrays are over.
 // It never recurses, so the nesting depth of data costs heap, not stack.
 //
 // data must be valid JSON (jsonx.Validate); on other input the answer is unspecified but
-// the scan still terminates without panicking.
+// the scan still terminates without panicking. Offsets are kept as int32: inputs are far
+// below 2 GB.
 func FirstOversizedArray(data []byte, limit int) (v Violation, count int) {
-	var stackBuf [32]frame
-	stack := stackBuf[:0]
+	// cur is the innermost open container; the ones around it are in local, then deep
+	// (cur itself is stored there only while a deeper one is open). Frames are copied in
+	// and out, never pointed at: a pointer into local would put it on the heap in TinyGo.
+	var cur frame
+	var local [inPlace]frame
+	var deep []frame
+	depth := 0
 	best := -1
-	element := func() {
-		if len(stack) > 0 && stack[len(stack)-1].array {
-			stack[len(stack)-1].n++
-		}
-	}
 	for i := 0; i < len(data); i++ {
 		switch c := data[i]; c {
 		case '"':
 			end := jsonx.StringEnd(data, i)
-			if len(stack) > 0 && !stack[len(stack)-1].array && followedByColon(data, end) {
-				stack[len(stack)-1].keyStart, stack[len(stack)-1].keyEnd = i, end
-			} else {
-				element()
+			if depth > 0 && !cur.array && followedByColon(data, end) {
+				cur.keyStart, cur.keyEnd = int32(i), int32(end)
+			} else if depth > 0 && cur.array {
+				cur.n++
 			}
 			i = end - 1
 		case '{', '[':
-			element()
-			stack = append(stack, frame{array: c == '[', start: i})
+			if depth > 0 {
+				if cur.array {
+					cur.n++
+				}
+				if d := depth - 1; d < inPlace {
+					local[d] = cur
+				} else {
+					deep = append(deep[:d-inPlace], cur)
+				}
+			}
+			cur = frame{array: c == '[', start: int32(i)}
+			depth++
 		case '}', ']':
-			if len(stack) == 0 {
+			if depth == 0 {
 				return v, count
 			}
-			top := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if top.array && top.n > limit {
+			done := cur
+			if depth--; depth > 0 {
+				if d := depth - 1; d < inPlace {
+					cur = local[d]
+				} else {
+					cur = deep[d-inPlace]
+				}
+			}
+			if done.array && int(done.n) > limit {
 				count++
-				if best < 0 || top.start < best {
-					best = top.start
-					v = Violation{Path: pathOf(data, stack), Actual: top.n}
+				if best < 0 || int(done.start) < best {
+					best = int(done.start)
+					path := make([]frame, depth) // the frames around done, outermost first
+					if depth > 0 {
+						copy(path[copy(path[:depth-1], local[:]):], deep)
+						path[depth-1] = cur
+					}
+					v = Violation{Path: pathOf(data, path), Actual: int(done.n)}
 				}
 			}
 		case ' ', '\t', '\n', '\r', ',', ':':
 		default: // a number or a literal
-			element()
+			if depth > 0 && cur.array {
+				cur.n++
+			}
 			for i+1 < len(data) && !isDelim(data[i+1]) {
 				i++
 			}
@@ -81,7 +110,7 @@ func pathOf(data []byte, stack []frame) string {
 	for _, f := range stack {
 		if f.array {
 			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(f.n - 1))
+			b.WriteString(strconv.Itoa(int(f.n) - 1))
 			b.WriteByte(']')
 			continue
 		}

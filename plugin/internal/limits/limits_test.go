@@ -347,6 +347,10 @@ func FuzzFirstOversizedArray(f *testing.F) {
 		`{"v":[1, -2.5e+3, true, false, null, "x", {"k":[1,2,3]}, [], {}]}`,
 		`{"a\/b":[1,2]}`, `{"\ud83d\ude00":[1,2]}`, `{"\ud83d":[1,2]}`, "{\"\xff\":[1,2]}",
 		`"x"`, `[]`, `{}`,
+		// past the 16 levels kept in place, and back
+		strings.Repeat(`{"k":[`, 10) + `[1,2,3]` + strings.Repeat(`]}`, 10),
+		strings.Repeat(`[{"a":`, 9) + `[1,2,[1,2,3]]` + strings.Repeat(`}]`, 9),
+		`{"x":[` + strings.Repeat(`[`, 20) + strings.Repeat(`]`, 20) + `,[1,2,3],` + strings.Repeat(`{"y":`, 17) + `[4,5,6]` + strings.Repeat(`}`, 17) + `]}`,
 	}
 	for _, s := range seeds {
 		for _, limit := range []int{0, 1, 2} {
