@@ -140,23 +140,3 @@ func (e *Engine) putScratch(buf []byte) {
 	}
 	e.scratchBusy.Store(false)
 }
-
-// takeIndex returns the engine's tools/list index when no other call holds it (in the
-// guest, always), else a new one: the index of a 1000-tool list is ~28 KB, and a block
-// that size allocated on every call made TinyGo's allocator search a fragmented heap for
-// room (decorate_tools 2.1 -> 3.3 ms in wasm with a fresh index per call).
-func (e *Engine) takeIndex() (x *decorate.Index, owned bool) {
-	if !e.indexBusy.CompareAndSwap(false, true) {
-		return &decorate.Index{}, false
-	}
-	return &e.index, true
-}
-
-// putIndex gives back the engine's index; one of a list over indexKeep tools is dropped.
-func (e *Engine) putIndex() {
-	e.index.Trim(indexKeep)
-	e.indexBusy.Store(false)
-}
-
-// indexKeep is the most tools the kept index holds between calls.
-const indexKeep = 100000

@@ -144,11 +144,15 @@ func parseIndexing(in []byte, needTool, needMessage bool, tools *decorate.Index)
 			r.eraOf = gate.EraOf(v.Str)
 		}
 	}, sub)
+	if err == decorate.ErrTooLarge {
+		return nil, &Error{Code: abi.ErrInvalidInput, Message: "message is too large to decorate (over 2 GiB)"}
+	}
 	if err != nil && sub != nil {
 		// The index reports that the message is not valid JSON, not how: the validator's
-		// message (the same as without an index) says how.
+		// message (the same as without an index) says how. It accepts exactly what the
+		// validator accepts (FuzzIndexRead), so the second error below marks a bug.
 		if err = jsonx.ValidateObject(in, abi.MaxDepth+1, nil); err == nil {
-			return nil, &Error{Code: abi.ErrInvalidInput, Message: "message could not be read as a tools/list response"}
+			return nil, &Error{Code: abi.ErrInvalidInput, Message: "message could not be read as a tools/list response (an engine bug: please report it)"}
 		}
 	}
 	if err != nil {

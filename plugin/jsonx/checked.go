@@ -37,7 +37,7 @@ func ValidString(s string, i int) (end int, plain, ok bool) {
 type Checked struct {
 	s       string
 	depth   int  // how deep each value may nest
-	j       int  // the next key, or the separator after the current value
+	j       int  // the first key (Next moves on from the current value after that)
 	key     int  // the current key's opening quote
 	escaped bool // the current key is not plain (ValidString)
 	val     int  // the current value, -1 before the first

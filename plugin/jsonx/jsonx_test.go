@@ -415,26 +415,34 @@ func TestValidate_deepMixedNesting(t *testing.T) {
 // FuzzValidValue: ValidValue accepts the value at the start of a document exactly when
 // Validate accepts that value, and ends where it ends.
 func FuzzValidValue(f *testing.F) {
-	for _, s := range []string{`1 2`, `{"a":[1,"x"]} `, `"abc"x`, `[1,]`, `tru`, `{"a":1}}`, `-`, "\"\xff\"", `"\u12"`} {
-		f.Add([]byte(s))
+	for _, s := range []string{`1 2`, `{"a":[1,"x"]} `, `"abc"x`, `[1,]`, `tru`, `{"a":1}}`, `-`, "\"\xff\"", `"\u12"`, `[[[[[[[[[]]]]]]]]]`} {
+		f.Add([]byte(s), uint8(8))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, data []byte, depth uint8) {
 		s := string(data)
 		at := SkipWS(s, 0)
-		end, err := ValidValue(s, at, 8)
+		d := int(depth%16) + 1
+		end, err := ValidValue(s, at, d)
+		var se *SyntaxError
+		if errors.As(err, &se) && se.Deep {
+			if depthOf(data[at:]) <= d {
+				t.Fatalf("ValidValue(%q, %d) = %v, but it nests %d deep", s, d, err, depthOf(data[at:]))
+			}
+			return
+		}
 		if err != nil {
-			if Validate(data, 8) == nil {
-				t.Fatalf("ValidValue(%q) = %v, but the document is valid", s, err)
+			if Validate(data, d) == nil {
+				t.Fatalf("ValidValue(%q, %d) = %v, but the document is valid", s, d, err)
 			}
 			return
 		}
 		if end <= at || end > len(s) {
 			t.Fatalf("ValidValue(%q) = %d outside (%d, %d]", s, end, at, len(s))
 		}
-		if verr := Validate(data[at:end], 8); verr != nil {
+		if verr := Validate(data[at:end], d); verr != nil {
 			t.Fatalf("ValidValue(%q) accepted %q, which Validate rejects: %v", s, s[at:end], verr)
 		}
-		if Validate(data, 8) == nil && SkipWS(s, end) != len(s) {
+		if Validate(data, d) == nil && SkipWS(s, end) != len(s) {
 			t.Fatalf("ValidValue(%q) ended at %d inside a valid document", s, end)
 		}
 	})

@@ -1,6 +1,7 @@
 // Package jsonx holds the small JSON pieces the engine needs beyond gjson: an iterative
 // validator with a depth bound (gjson's validator recurses, and a deep document would
-// overflow the guest's fixed stack), and a string encoder.
+// overflow the guest's fixed stack), a checked walk that reads a document while it
+// validates it (Checked), scanners for validated documents, and a string encoder.
 package jsonx
 
 import (

@@ -20,10 +20,11 @@ type Decision struct {
 	Cache config.CacheControl
 }
 
-// ToolsStats reports what Tools did: the names are read from the index, as offsets into
-// the message, not as strings: a thousand strings pointing into the middle of one large
-// input buffer make every collection of TinyGo's conservative GC walk that buffer once per
-// pointer.
+// ToolsStats reports what Append (or Tools) did. It reads the names from the index, which
+// keeps them as offsets into the message, not as strings (a thousand strings pointing into
+// the middle of one large input buffer make every collection of TinyGo's conservative GC
+// walk that buffer once per pointer); it is valid until the index is read or trimmed
+// again.
 type ToolsStats struct {
 	x *Index
 	// Ambiguous is set when the envelope or the result names a member twice; the message
@@ -86,15 +87,26 @@ func (st *ToolsStats) names(msg string, hidden bool) []string {
 // Index is what one pass over a tools/list response found: where its result.tools array
 // is and, per tool, the members decoration reads. Read builds it while validating the
 // response, so a list is read once; Append decorates from it without reading the list
-// again.
+// again. The zero value is an index of no array. Messages are limited to MaxIndexed
+// bytes (the offsets are int32, which keeps the index small).
 type Index struct {
 	ambiguous   bool
-	open, close int // offsets of the tools array's '[' and ']'; close < 0: no array
+	open, close int // offsets of the tools array's '[' and ']'; close <= open: no array
 	tools       []indexed
 }
 
-// indexed is one element of the tools array. Offsets are into the message; int32
-// holds them (inputs are bounded far below 2 GB) and keeps the index small.
+// MaxIndexed is the largest message Read indexes.
+const MaxIndexed = 1<<31 - 1
+
+// ErrTooLarge is Read's error for a message over MaxIndexed bytes.
+var ErrTooLarge = errors.New("message too large to index")
+
+// reset empties the index: no array, no tools.
+func (x *Index) reset() {
+	x.ambiguous, x.open, x.close, x.tools = false, 0, 0, x.tools[:0]
+}
+
+// indexed is one element of the tools array. Offsets are into the message (MaxIndexed).
 type indexed struct {
 	start, end         int32 // the element
 	nameStart, nameEnd int32 // the name's string literal; nameStart < 0: no string name
@@ -128,8 +140,8 @@ func (t *indexed) desc(msg string) string {
 
 // Tools rewrites the tools/list result inside msg (a JSON-RPC response) and appends the
 // new message to dst. decide is called once per named tool, with the class its
-// annotations give (config.ClassOf). A message that is not valid JSON or has no
-// result.tools array is appended unchanged, with ok false.
+// annotations give (config.ClassOf). A message that is not valid JSON, nests deeper than
+// 512 levels, or has no result.tools array is appended unchanged, with ok false.
 func Tools(dst []byte, msg string, decide func(name string, class config.Class) Decision) (out []byte, st ToolsStats, ok bool) {
 	var x Index
 	at := jsonx.SkipWS(msg, 0)
@@ -142,25 +154,30 @@ func Tools(dst []byte, msg string, decide func(name string, class config.Class) 
 	return append(dst, msg[end:]...), st, ok
 }
 
-// Trim drops the index's storage when it holds more than n tools, so that a kept index
-// does not pin the memory of one very long list.
+// Trim empties the index and drops its storage when it has room for more than n tools,
+// so that a kept index does not pin the memory of one very long list.
 func (x *Index) Trim(n int) {
 	if cap(x.tools) > n {
 		x.tools = nil
 	}
-	x.tools = x.tools[:0]
+	x.reset()
 }
 
 // Read validates the JSON value at s[at] (no whitespace before it), which may nest
-// maxDepth deep, indexes it as a tools/list response and returns the offset just past it.
-// The index's offsets are relative to at: they are offsets into the message
-// s[at:end]. On an error the index is empty.
+// maxDepth deep (at most 512), indexes it as a tools/list response and returns the offset
+// just past it. It accepts exactly what jsonx.Validate accepts; its errors say only that
+// the value is not valid JSON (or ErrTooLarge): callers that report them run the
+// validator for the exact message. The index's offsets are relative to at: they are
+// offsets into the message s[at:end]. On an error the index is empty.
 func (x *Index) Read(s string, at, maxDepth int) (int, error) {
-	x.ambiguous, x.open, x.close, x.tools = false, -1, -1, x.tools[:0]
+	x.reset()
 	msg := s[at:]
+	if len(msg) > MaxIndexed {
+		return 0, ErrTooLarge
+	}
 	end, err := x.read(msg, maxDepth)
 	if err != nil {
-		x.close, x.tools = -1, x.tools[:0]
+		x.reset()
 		return 0, err
 	}
 	return at + end, nil
@@ -371,7 +388,7 @@ func boolHint(msg string, v int) int8 {
 // a tools array, or when the message is ambiguous, msg is appended unchanged, with ok
 // false.
 func (x *Index) Append(dst []byte, msg string, decide func(name string, class config.Class) Decision) (out []byte, st ToolsStats, ok bool) {
-	if x.ambiguous || x.close < 0 || x.close >= len(msg) {
+	if x.ambiguous || x.close <= x.open || x.close >= len(msg) {
 		return append(dst, msg...), ToolsStats{Ambiguous: x.ambiguous}, false
 	}
 	st.x = x

@@ -2,7 +2,10 @@ package decorate
 
 import (
 	"encoding/json"
+	"hash/fnv"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -795,17 +798,26 @@ func TestTools_class(t *testing.T) {
 
 // FuzzIndexRead: the index reads a document in one pass exactly when the validator accepts
 // it (same depth bound, same end), so decorate_tools validates nothing twice and lets
-// nothing through.
+// nothing through; and what Append makes of it (the output, the decisions asked for and
+// the names reported) is what the two-pass walker made (reference_test.go).
 func FuzzIndexRead(f *testing.F) {
 	for _, s := range []string{
 		`{"result":{"tools":[{"name":"a","description":"d","annotations":{"readOnlyHint":true}}]}}`,
 		`{"result":{"tools":[{"name":"a","inputSchema":{"type":"object"}},7,"x",{}]},"id":1}`,
+		`{"result":{"tools":[ {"name":"a"} , {"name":"b","name":1} ,{"name":"c","description":5},{"description":"x [cache: no-store]","name":"é\u0041"} ]}}`,
+		`{"result":{"tools":[{"n\u0061me":"a","description":"d"},{"name":"zz","annotations":{"readOnlyHint":false,"destructiveHint":false}}]}}`,
 		`{"result":{"tools":[{"name":"a",}]}}`, `{"result":{"tools":[{"name":"a"}],}}`,
 		`{"result":{"tools":[{"name":"a"},]}}`, `{"result":{"tools":[{"name":"\u00e9\"","description":"\ud800"}]}}`,
 		`{"result":{"tools":[{"name":1,"annotations":{"readOnlyHint":tru}}]}}`,
 		`{"result":{"tools":[[[[[]]]]]}}`, `{"result":{"tools":[]},"result":1}`, `{"a":1} x`, ` {}`,
 	} {
 		f.Add([]byte(s), uint8(6))
+	}
+	vectors, _ := filepath.Glob("../../../abi/testdata/decorate_tools/*.json")
+	for _, v := range vectors {
+		if msg := gjson.Get(readFile(f, v), "input.message").Raw; msg != "" {
+			f.Add([]byte(msg), uint8(11))
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, depth uint8) {
 		s := string(data)
@@ -821,13 +833,59 @@ func FuzzIndexRead(f *testing.F) {
 		if !got {
 			return
 		}
-		// What the index found is what a reader of the validated document finds.
-		out, st, ok := x.Append(nil, s[at:end], func(string, config.Class) Decision { return Decision{} })
-		if !ok && !st.Ambiguous && strings.Contains(s, `"tools":[`) && x.close >= 0 {
-			t.Fatalf("indexed a tools array but did not decorate %q", s)
+		msg := s[at:end]
+		var asked, oldAsked []string
+		decide := func(log *[]string) func(string, config.Class) Decision {
+			return func(name string, c config.Class) Decision {
+				*log = append(*log, name+"/"+c.String())
+				h := fnv.New32a()
+				h.Write([]byte{depth})
+				h.Write([]byte(name))
+				v := h.Sum32()
+				return Decision{Drop: v%3 == 0, Marks: map[bool][]string{true: {markPayment}}[v%5 == 1], Cache: config.CacheControl(v % 3)}
+			}
 		}
-		if !json.Valid(out) {
-			t.Fatalf("Append(%q) = %q, not JSON", s, out)
+		out, st, ok := x.Append([]byte("P"), msg, decide(&asked))
+		old, oldSt, oldOK := oTools([]byte("P"), msg, decide(&oldAsked))
+		if string(out) != string(old) || ok != oldOK || st.Ambiguous != oldSt.Ambiguous {
+			t.Fatalf("%q:\nindex     %q %v %v\ntwo-pass  %q %v %v", msg, out, ok, st.Ambiguous, old, oldOK, oldSt.Ambiguous)
+		}
+		if st.Ambiguous {
+			return // the two-pass walker asked for decisions until it noticed
+		}
+		if !reflect.DeepEqual(asked, oldAsked) {
+			t.Fatalf("%q: decisions asked %q, two-pass %q", msg, asked, oldAsked)
+		}
+		if a, b := string(st.AppendNames(nil, msg)), string(oldSt.AppendNames(nil, msg)); a != b {
+			t.Fatalf("%q: names %s, two-pass %s", msg, a, b)
+		}
+		if a, b := string(st.AppendHidden(nil, msg)), string(oldSt.AppendHidden(nil, msg)); a != b {
+			t.Fatalf("%q: hidden %s, two-pass %s", msg, a, b)
 		}
 	})
+}
+
+// TestIndex_zeroValueIsNoArray: an index that read nothing decorates nothing.
+func TestIndex_zeroValueIsNoArray(t *testing.T) {
+	var x Index
+	out, st, ok := x.Append(nil, `{"id":1}`, func(string, config.Class) Decision { return Decision{Drop: true} })
+	if ok || st.Ambiguous || string(out) != `{"id":1}` {
+		t.Fatalf("Append on an empty index = %q, %v, %v", out, ok, st.Ambiguous)
+	}
+	if _, err := x.Read(`{"result":{"tools":[{"name":"a"}]}} `, 0, 8); err != nil {
+		t.Fatal(err)
+	}
+	x.Trim(100)
+	out, _, ok = x.Append(nil, `{"result":{"tools":[{"name":"a"}]}}`, func(string, config.Class) Decision { return Decision{Drop: true} })
+	if ok || string(out) != `{"result":{"tools":[{"name":"a"}]}}` {
+		t.Fatalf("Append after Trim = %q, %v: the old array was used", out, ok)
+	}
+}
+
+func readFile(t testing.TB, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
