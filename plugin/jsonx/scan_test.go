@@ -2,6 +2,7 @@ package jsonx
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -117,6 +118,14 @@ func FuzzRuns(f *testing.F) {
 					t.Fatalf("%s(%q, %d) = %d, want %d", c.name, s, i, c.got, want)
 				}
 			}
+			if i < len(s) {
+				if got, want := IndexByte(s[i:], s[i]), strings.IndexByte(s[i:], s[i]); got != want {
+					t.Fatalf("IndexByte(%q, %q) = %d, want %d", s[i:], s[i], got, want)
+				}
+				if got, want := IndexByte(s[i:], '['), strings.IndexByte(s[i:], '['); got != want {
+					t.Fatalf("IndexByte(%q, '[') = %d, want %d", s[i:], got, want)
+				}
+			}
 		}
 	})
 }
@@ -147,6 +156,11 @@ func TestRunsEveryByte(t *testing.T) {
 			}
 			if got := escapeOrHighRun(s, 0); got != want(c == '\\' || c >= 0x80) {
 				t.Fatalf("escapeOrHighRun byte %#x at %d: %d", b, pos, got)
+			}
+			for _, look := range []byte{c, '[', 0, 0xff} {
+				if got, want := IndexByte(s, look), strings.IndexByte(s, look); got != want {
+					t.Fatalf("IndexByte(byte %#x at %d, %#x) = %d, want %d", b, pos, look, got, want)
+				}
 			}
 		}
 	}

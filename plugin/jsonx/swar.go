@@ -143,3 +143,21 @@ func StringEnd(data []byte, i int) int {
 		j += 2
 	}
 }
+
+// IndexByte is strings.IndexByte a word at a time: TinyGo's is a byte loop (Go's is
+// vectorised already, so natively this gives nothing and costs little).
+func IndexByte(s string, c byte) int {
+	pat := ones * uint64(c)
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if m := zeroBytes(load64(s, i) ^ pat); m != 0 {
+			return i + firstFlagged(m)
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}

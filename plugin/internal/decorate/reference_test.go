@@ -151,7 +151,7 @@ func oWalkTools(dst []byte, msg string, arr int, decide func(string, config.Clas
 			dst = appendGap(dst, msg[prev:start], first)
 			first = false
 			if f.named {
-				dst = appendTool(dst, msg[start:end], f.descStart-start, f.descEnd-start, f.descString, f.desc, d)
+				dst = appendTool(dst, msg[start:end], f.descStart-start, f.descEnd-start, f.descString, false, f.desc, d)
 			} else {
 				dst = append(dst, msg[start:end]...) // not a tool we can name: untouched
 			}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/plugin/internal/config"
+	"github.com/stategate/stategate/plugin/jsonx"
 )
 
 // Cache-control tags, as appended to descriptions.
@@ -60,7 +61,7 @@ const space = " \t\r\n"
 //   - Removal is complete: a tag that removing another one forms is removed too
 //     ("[Cache-[Cache-Control: a]Control: b]" leaves nothing). It runs in linear time.
 func StripTags(d string) string {
-	if strings.IndexByte(d, '[') < 0 || !hasTag(d) {
+	if jsonx.IndexByte(d, '[') < 0 || !hasTag(d) {
 		return d
 	}
 	return stripTags(d)

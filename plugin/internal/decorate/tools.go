@@ -421,7 +421,7 @@ func (x *Index) Append(dst []byte, msg string, decide func(name string, class co
 					old = t.desc(msg)
 				}
 			}
-			dst = appendTool(dst, tool, descStart, descEnd, t.flags&descString != 0, old, d)
+			dst = appendTool(dst, tool, descStart, descEnd, t.flags&descString != 0, t.flags&plainDesc != 0, old, d)
 		}
 		prev = int(t.end)
 	}
@@ -448,7 +448,7 @@ func appendGap(dst []byte, gap string, first bool) []byte {
 
 // appendTool appends tool (raw) with its description rewritten per d. descStart and
 // descEnd locate the description value within tool (descStart < 0: absent).
-func appendTool(dst []byte, tool string, descStart, descEnd int, descString bool, old string, d Decision) []byte {
+func appendTool(dst []byte, tool string, descStart, descEnd int, descString, plain bool, old string, d Decision) []byte {
 	tag := Tag(d.Cache)
 	nothing := len(d.Marks) == 0 && tag == ""
 	base := StripTags(old)
@@ -460,7 +460,7 @@ func appendTool(dst []byte, tool string, descStart, descEnd int, descString bool
 			return append(dst, tool...) // a non-string description we have nothing for
 		}
 		dst = append(dst, tool[:descStart]...)
-		dst = appendDescribed(dst, base, d.Marks, tag)
+		dst = appendDescribed(dst, base, d.Marks, tag, plain)
 		return append(dst, tool[descEnd:]...)
 	}
 	if nothing {
@@ -477,7 +477,7 @@ func appendTool(dst []byte, tool string, descStart, descEnd int, descString bool
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"description":`...)
-	dst = appendDescribed(dst, base, d.Marks, tag)
+	dst = appendDescribed(dst, base, d.Marks, tag, plain)
 	return append(dst, tool[end:]...)
 }
 
@@ -525,14 +525,14 @@ func consumePiece(rest, piece string, spaced bool) (string, bool) {
 
 // appendDescribed appends Describe(old, marks, tag) as a JSON string, without building
 // the string first. base is StripTags(old).
-func appendDescribed(dst []byte, base string, marks []string, tag string) []byte {
+func appendDescribed(dst []byte, base string, marks []string, tag string, plain bool) []byte {
 	dst = append(dst, '"')
 	if len(marks) == 0 && tag == "" {
-		dst = jsonx.AppendEscaped(dst, base)
+		dst = appendPlainOrEscaped(dst, base, plain)
 		return append(dst, '"')
 	}
 	base = trimRightSpace(base)
-	dst = jsonx.AppendEscaped(dst, base)
+	dst = appendPlainOrEscaped(dst, base, plain)
 	written := len(base) > 0
 	for _, m := range marks {
 		if written {
@@ -599,4 +599,13 @@ func trimRightSpace(s string) string {
 		}
 	}
 	return s
+}
+
+// appendPlainOrEscaped appends s escaped for a JSON string, or as it is when plain (it came
+// from a literal without escapes and with only ASCII bytes, which escaping leaves alone).
+func appendPlainOrEscaped(dst []byte, s string, plain bool) []byte {
+	if plain {
+		return append(dst, s...)
+	}
+	return jsonx.AppendEscaped(dst, s)
 }
