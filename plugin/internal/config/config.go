@@ -45,6 +45,10 @@ type Config struct {
 	Health          Health
 
 	bindings map[string][]Ref // tool name -> its bindings, in workflow order
+	// boundEnds has bit len%64 of word last-byte set for every bound tool name: a name
+	// whose bit is clear is bound to nothing, without hashing it (in the guest a map
+	// lookup hashes and compares by calls, once per listed tool).
+	boundEnds [256]uint64
 }
 
 // Policy is one entry of stateSync.policies.
@@ -129,7 +133,12 @@ type ToolLimits struct {
 const DefaultTimeoutMs = 30000
 
 // Bindings returns the workflow bindings of tool, in workflow order.
-func (c *Config) Bindings(tool string) []Ref { return c.bindings[tool] }
+func (c *Config) Bindings(tool string) []Ref {
+	if tool == "" || c.boundEnds[tool[len(tool)-1]]&(1<<(len(tool)&63)) == 0 {
+		return nil
+	}
+	return c.bindings[tool]
+}
 
 // State returns the named state and whether it exists.
 func (w *Workflow) State(name string) (*State, bool) {

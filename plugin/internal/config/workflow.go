@@ -52,6 +52,9 @@ func (p *parser) workflows(c *Config, r gjson.Result) {
 		for k := range w.Tools {
 			b := &w.Tools[k]
 			c.bindings[b.Tool] = append(c.bindings[b.Tool], Ref{Workflow: w, Binding: b})
+			if b.Tool != "" {
+				c.boundEnds[b.Tool[len(b.Tool)-1]] |= 1 << (len(b.Tool) & 63)
+			}
 		}
 	}
 }

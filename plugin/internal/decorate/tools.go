@@ -371,13 +371,14 @@ func annotationsClass(msg string, i, depth int) (config.Class, int, error) {
 	return config.ClassOf(readOnly, destructive), end, nil
 }
 
-// boolHint reads a hint's value at v: 1 true, 0 false, -1 not a boolean (the walk
-// validates it after).
+// boolHint reads a hint's value at v: 1 true, 0 false, -1 not a boolean. The first byte
+// is enough: the walk validates the value after, and a valid value that starts with t or f
+// is true or false.
 func boolHint(msg string, v int) int8 {
-	switch {
-	case strings.HasPrefix(msg[v:], "true"):
+	switch msg[v] {
+	case 't':
 		return 1
-	case strings.HasPrefix(msg[v:], "false"):
+	case 'f':
 		return 0
 	}
 	return -1
@@ -488,8 +489,11 @@ func unchanged(old, base string, marks []string, tag string) bool {
 	if len(marks) == 0 && tag == "" {
 		return base == old
 	}
+	// StripTags returns old itself when it has nothing to strip, and base is then a prefix
+	// of old without comparing (a comparison is a call over the whole text in the guest).
+	untouched := len(base) == len(old)
 	base = trimRightSpace(base)
-	if !strings.HasPrefix(old, base) {
+	if !untouched && !strings.HasPrefix(old, base) {
 		return false
 	}
 	rest := old[len(base):]
