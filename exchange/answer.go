@@ -69,13 +69,17 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 // tools/call, the workflow advanced), with any notifications to send before it. A body that
 // is not the answer to this request comes back unchanged.
 func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, before [][]byte) {
-	if jsonx.Validate(body, maxValidateDepth) != nil {
+	// One pass validates the answer and finds its members (a tools/list answer is large:
+	// each pass over it counts).
+	s := string(body)
+	var top answerMembers
+	if err := jsonx.ValidateObject(body, maxValidateDepth, top.see(s)); err != nil && !notAnObject(err) {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
 		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
 		return body, nil
 	}
-	root := gjson.ParseBytes(body)
-	result, ok := answerOf(root, ex.upstreamID)
+	root := gjson.Parse(s)
+	result, ok := top.answer(ex.upstreamID)
 	if !ok {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
 		ex.reportHealth(ctx, healthError)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
@@ -22,12 +23,46 @@ func TestIsAnswer(t *testing.T) {
 		{"neither result nor error", `{"id":1}`, `1`, false},
 		{"a notification", `{"method":"notifications/progress"}`, `1`, false},
 	}
+	tests = append(tests, []struct {
+		name, msg, id string
+		want          bool
+	}{
+		{"first of repeated ids", `{"id":1,"id":2,"result":{}}`, `1`, true},
+		{"first of repeated ids, other", `{"id":2,"id":1,"result":{}}`, `1`, false},
+		{"an array", `[{"id":1,"result":{}}]`, `1`, false},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := isAnswer(gjson.Parse(tt.msg), []byte(tt.id)); got != tt.want {
 				t.Errorf("isAnswer(%s, %s) = %v", tt.msg, tt.id, got)
 			}
+			// RewriteJSON reads the members in the validator's pass: the same answer.
+			var m answerMembers
+			err := jsonx.ValidateObject([]byte(tt.msg), 64, m.see(tt.msg))
+			if err != nil && !notAnObject(err) {
+				t.Fatal(err)
+			}
+			result, ok := m.answer([]byte(tt.id))
+			want, wantOK := answerOf(gjson.Parse(tt.msg), []byte(tt.id))
+			if ok != wantOK || result.Raw != want.Raw || result.Index != want.Index {
+				t.Errorf("answerMembers on %s = %q at %d, %v; answerOf = %q at %d, %v", tt.msg, result.Raw, result.Index, ok, want.Raw, want.Index, wantOK)
+			}
 		})
+	}
+}
+
+// TestResultOf: the decorated list's result is found by position under the core's own
+// envelope, and by gjson otherwise.
+func TestResultOf(t *testing.T) {
+	for msg, want := range map[string]string{
+		listEnvelope + `{"tools":[{"name":"a"}],"nextCursor":"x"}}`: `{"tools":[{"name":"a"}],"nextCursor":"x"}`,
+		listEnvelope + `{}}`:                             `{}`,
+		`{"id":0,"jsonrpc":"2.0","result":{"tools":[]}}`: `{"tools":[]}`,
+		listEnvelope + `{"tools":[]},"x":1}`:             `{"tools":[]}`,
+	} {
+		if got := resultOf(gjson.Parse(msg)); got.Raw != want || !got.IsObject() {
+			t.Errorf("resultOf(%s) = %s, want %s", msg, got.Raw, want)
+		}
 	}
 }
 

@@ -89,6 +89,47 @@ func answerOf(msg gjson.Result, id []byte) (result gjson.Result, ok bool) {
 	return m[2], m[2].Exists() || m[3].Exists()
 }
 
+// answerMembers are the members answerOf reads, found by the validator's pass over an
+// answer (the first of repeated ones, as members does).
+type answerMembers struct{ method, id, result, error gjson.Result }
+
+// see returns the validator's callback that fills m from s, the answer as a string.
+func (m *answerMembers) see(s string) func(key string, start, end int) {
+	return func(key string, start, end int) {
+		var slot *gjson.Result
+		switch key {
+		case "method":
+			slot = &m.method
+		case "id":
+			slot = &m.id
+		case "result":
+			slot = &m.result
+		case "error":
+			slot = &m.error
+		default:
+			return
+		}
+		if !slot.Exists() {
+			*slot = gjson.Parse(s[start:end]) // an object or array is not scanned by Parse
+			slot.Index = start
+		}
+	}
+}
+
+// answer is answerOf on the members seen.
+func (m *answerMembers) answer(id []byte) (result gjson.Result, ok bool) {
+	if m.method.Exists() || !sameID(m.id, id) {
+		return m.result, false
+	}
+	return m.result, m.result.Exists() || m.error.Exists()
+}
+
+// notAnObject reports the validator's error for a valid document that is not an object.
+func notAnObject(err error) bool {
+	se, ok := err.(*jsonx.SyntaxError)
+	return ok && se.Msg == "not an object"
+}
+
 // members returns the named members of the object obj (the first of repeated ones, as
 // gjson's Get does), in one pass over it: each Get is a pass over every member before the
 // one it finds (or all of them), which counts on a list of a thousand tools.

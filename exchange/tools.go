@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/stategate/stategate/abi"
@@ -29,7 +30,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 	if c.facts.health {
 		// Tool health needs the records of the units in this list: the list itself asks.
 		scope = appendNow(scope)
-		probe = append(scope[:len(scope):len(scope)], `,"message":{"jsonrpc":"2.0","id":0,"result":`...)
+		probe = append(scope[:len(scope):len(scope)], `,"message":`+listEnvelope...)
 		probe = append(probe, result.Raw...)
 		probe = append(probe, '}')
 	}
@@ -43,7 +44,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		return msg
 	}
 	key := listKey(ex.version, st, result.Raw) // with health, st holds the units' records
-	const head = `,"message":{"jsonrpc":"2.0","id":0,"result":`
+	const head = `,"message":` + listEnvelope
 	input := func() []byte {
 		// Room for the states and the closing braces too: callOwned appends them in place.
 		in := make([]byte, 0, len(scope)+len(head)+len(result.Raw)+1+st.statesSize()+1)
@@ -82,7 +83,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		c.remember(ctx, input, out, st)
 	}
 	c.count(CountListsDecorated)
-	m[0] = m[0].Get("result")
+	m[0] = resultOf(m[0])
 	if !m[0].IsObject() {
 		c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
 		return msg
@@ -95,6 +96,22 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		return splice(msg, result, c.cacheHints([]byte(m[0].Raw)))
 	}
 	return splice(msg, result, m[0].Raw)
+}
+
+// listEnvelope opens the message a list is decorated in: the upstream's result, under an
+// envelope of the core's own.
+const listEnvelope = `{"jsonrpc":"2.0","id":0,"result":`
+
+// resultOf returns the result of the decorated message msg. decorate_tools changes nothing
+// outside the elements of result.tools (ABI.md), so the result is what lies between the
+// core's envelope and its closing brace: no pass over the list to find it. A message that
+// does not open with the envelope and close two objects is read with gjson.
+func resultOf(msg gjson.Result) gjson.Result {
+	raw := msg.Raw
+	if strings.HasPrefix(raw, listEnvelope) && strings.HasSuffix(raw, "}}") && len(raw) >= len(listEnvelope)+3 {
+		return gjson.Parse(raw[len(listEnvelope) : len(raw)-1]) // an object: Parse does not scan it
+	}
+	return msg.Get("result")
 }
 
 // remember stores what a list taught the engine (its "states": the principal's annotation
