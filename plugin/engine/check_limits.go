@@ -90,7 +90,7 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 			return e.denyState(dst, r.tool, ref, cur, l.notices), nil
 		}
 	}
-	if maxArray > 0 && r.args.Exists() {
+	if maxArray > 0 && r.args.Exists() && limits.MayExceed(view(r.args.Raw), maxArray) {
 		if v, n := limits.FirstOversizedArray(view(r.args.Raw), maxArray); n > 0 {
 			return e.denyArray(dst, r.tool, v, n, maxArray, l.notices), nil
 		}

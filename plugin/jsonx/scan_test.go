@@ -119,6 +119,9 @@ func FuzzRuns(f *testing.F) {
 				}
 			}
 			if i < len(s) {
+				if got, want := CountByte([]byte(s[i:]), s[i]), strings.Count(s[i:], s[i:i+1]); got != want {
+					t.Fatalf("CountByte(%q, %q) = %d, want %d", s[i:], s[i], got, want)
+				}
 				if got, want := IndexByte(s[i:], s[i]), strings.IndexByte(s[i:], s[i]); got != want {
 					t.Fatalf("IndexByte(%q, %q) = %d, want %d", s[i:], s[i], got, want)
 				}
@@ -157,7 +160,10 @@ func TestRunsEveryByte(t *testing.T) {
 			if got := escapeOrHighRun(s, 0); got != want(c == '\\' || c >= 0x80) {
 				t.Fatalf("escapeOrHighRun byte %#x at %d: %d", b, pos, got)
 			}
-			for _, look := range []byte{c, '[', 0, 0xff} {
+			for _, look := range []byte{c, '[', 0, 0xff, ','} {
+				if got, want := CountByte(buf, look), strings.Count(s, string([]byte{look})); got != want {
+					t.Fatalf("CountByte(byte %#x at %d, %#x) = %d, want %d", b, pos, look, got, want)
+				}
 				if got, want := IndexByte(s, look), strings.IndexByte(s, look); got != want {
 					t.Fatalf("IndexByte(byte %#x at %d, %#x) = %d, want %d", b, pos, look, got, want)
 				}

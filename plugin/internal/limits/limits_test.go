@@ -339,6 +339,23 @@ func refJoin(path, key string) string {
 	return path + "." + key
 }
 
+// TestMayExceed: the comma count rules out what it can and nothing more.
+func TestMayExceed(t *testing.T) {
+	for _, tt := range []struct {
+		data  string
+		limit int
+		want  bool
+	}{
+		{`{"a":[1,2,3]}`, 3, false}, {`{"a":[1,2,3,4]}`, 3, true}, {`{"a":"x,y,z,w","b":[1]}`, 3, true},
+		{`[1,2]`, 1, true}, {`[]`, 0, true}, {`{"a":[1,2],"b":[3,4]}`, 2, true}, // commas of all arrays count: it may only overestimate
+		{`{"a":[1,2]}`, 2, false},
+	} {
+		if got := MayExceed([]byte(tt.data), tt.limit); got != tt.want {
+			t.Errorf("MayExceed(%s, %d) = %v, want %v", tt.data, tt.limit, got, tt.want)
+		}
+	}
+}
+
 func FuzzFirstOversizedArray(f *testing.F) {
 	seeds := []string{
 		`{"orders":[{"lines":[1]},{"lines":[1,2,3]}]}`,
@@ -365,6 +382,9 @@ func FuzzFirstOversizedArray(f *testing.F) {
 		refV, refCount := reference(t, data, limit)
 		if v != refV || count != refCount {
 			t.Fatalf("FirstOversizedArray(%q, %d) = %+v, %d; reference %+v, %d", data, limit, v, count, refV, refCount)
+		}
+		if count > 0 && !MayExceed(data, limit) {
+			t.Fatalf("MayExceed(%q, %d) = false, but %d arrays exceed it", data, limit, count)
 		}
 	})
 }
