@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BUILD := build
 PLUGIN_SRC := $(shell find plugin abi -name '*.go' -not -name '*_test.go') go.mod go.sum
-TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative -panic=trap
+TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative -panic=trap -opt=s
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
 # (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, host/dockermcp)

@@ -22,7 +22,7 @@ mkdir -p build
 cp go.mod build/tinygo.mod && cp go.sum build/tinygo.sum
 go mod edit -modfile=build/tinygo.mod -replace github.com/tidwall/pretty="$PWD/plugin/internal/nopretty"
 PATH="$(dirname "$(go env GOROOT)/bin/go"):$PATH" GOFLAGS=-modfile=build/tinygo.mod \
-  "$TINYGO" build -target=wasip1 -gc=conservative -panic=trap -o "$work/prof.wasm" ./plugin/internal/prof
+  "$TINYGO" build -target=wasip1 -gc=conservative -panic=trap -opt=s -o "$work/prof.wasm" ./plugin/internal/prof
 cat >"$work/run.mjs" <<'JS'
 import { WASI } from 'node:wasi';
 import { readFileSync } from 'node:fs';
