@@ -83,14 +83,12 @@ func isAnswer(msg gjson.Result, id []byte) bool {
 // answerOf is isAnswer that also returns msg's result member, reading msg once.
 func answerOf(msg gjson.Result, id []byte) (result gjson.Result, ok bool) {
 	m := members(msg, "method", "id", "result", "error")
-	if m[0].Exists() || !sameID(m[1], id) {
-		return m[2], false
-	}
-	return m[2], m[2].Exists() || m[3].Exists()
+	return (&answerMembers{m[0], m[1], m[2], m[3]}).answer(id)
 }
 
-// answerMembers are the members answerOf reads, found by the validator's pass over an
-// answer (the first of repeated ones, as members does).
+// answerMembers are the members that make a message the answer to a request (the first of
+// repeated ones), read by members (answerOf) or by the validator's pass over an answer
+// (RewriteJSON).
 type answerMembers struct{ method, id, result, error gjson.Result }
 
 // see returns the validator's callback that fills m from s, the answer as a string.
@@ -116,7 +114,8 @@ func (m *answerMembers) see(s string) func(key string, start, end int) {
 	}
 }
 
-// answer is answerOf on the members seen.
+// answer reports whether the members are those of an answer to the request whose raw id
+// is id, and returns its result.
 func (m *answerMembers) answer(id []byte) (result gjson.Result, ok bool) {
 	if m.method.Exists() || !sameID(m.id, id) {
 		return m.result, false

@@ -460,9 +460,9 @@ func FuzzValidString(f *testing.F) {
 		}
 		s := string(data)
 		end, plain, ok := ValidString(s, 0)
-		want, werr := scanString(data, 0)
-		if ok != (werr == nil) || (ok && end != want) {
-			t.Fatalf("ValidString(%q) = %d, %v; scanString = %d, %v", s, end, ok, want, werr)
+		want, f := stringEnd(data, 1)
+		if ok != (f == faultNone) || (ok && end != want) {
+			t.Fatalf("ValidString(%q) = %d, %v; stringEnd = %d, fault %d", s, end, ok, want, f)
 		}
 		if ok && plain && Unquote(s[:end]) != s[1:end-1] {
 			t.Fatalf("ValidString(%q) called a literal with escapes plain", s)

@@ -110,7 +110,6 @@ func FuzzRuns(f *testing.F) {
 				{"plainRunBytes", plainRunBytes([]byte(s), i), func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }},
 				{"asciiRun", asciiRun(s, i), func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80 }},
 				{"quoteRun", quoteRun(s, i), func(c byte) bool { return c == '"' || c == '\\' }},
-				{"quoteRunBytes", quoteRunBytes([]byte(s), i), func(c byte) bool { return c == '"' || c == '\\' }},
 				{"escapeOrHighRun", escapeOrHighRun(s, i), func(c byte) bool { return c == '\\' || c >= 0x80 }},
 			}
 			for _, c := range checks {

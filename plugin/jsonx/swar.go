@@ -97,20 +97,6 @@ func quoteRun(s string, i int) int {
 	return i
 }
 
-// quoteRunBytes is quoteRun on a []byte.
-func quoteRunBytes(b []byte, i int) int {
-	for i+8 <= len(b) {
-		if m := quoteOrBackslash(load64b(b, i)); m != 0 {
-			return i + firstFlagged(m)
-		}
-		i += 8
-	}
-	for i < len(b) && b[i] != '"' && b[i] != '\\' {
-		i++
-	}
-	return i
-}
-
 // escapeOrHighRun returns the first offset at or after i whose byte is '\\' or not
 // ASCII, or len(s).
 func escapeOrHighRun(s string, i int) int {
@@ -130,19 +116,7 @@ func escapeOrHighRun(s string, i int) int {
 // StringEnd returns the offset just past the string literal whose opening quote is at
 // data[i] (escapes skipped, nothing checked), or len(data) when it is not closed. For
 // scanners of already validated documents.
-func StringEnd(data []byte, i int) int {
-	j := i + 1
-	for {
-		j = quoteRunBytes(data, j)
-		if j >= len(data) {
-			return len(data)
-		}
-		if data[j] == '"' {
-			return j + 1
-		}
-		j += 2
-	}
-}
+func StringEnd(data []byte, i int) int { return skipStr(unsafeString(data), i) }
 
 // IndexByte is strings.IndexByte a word at a time: TinyGo's is a byte loop (Go's is
 // vectorised already, so natively this gives nothing and costs little).

@@ -59,7 +59,7 @@ func ValidateObjectWith(data []byte, maxDepth int, fn func(key string, start, en
 func ValidValue(s string, i, maxDepth int) (int, error) {
 	end, f := validValue(s, i, maxDepth)
 	if f != faultNone {
-		return end, flat{}.errorAt(view(s), end, f, min(maxDepth, inPlaceLevels))
+		return end, errorOf(view(s), end, f, min(maxDepth, inPlaceLevels))
 	}
 	return end, nil
 }
@@ -136,9 +136,6 @@ func (flat) member(_ []byte, _, _, _, _ int)        {}
 func (flat) read(_ []byte, _, _, _ int) (int, bool) { return -1, true }
 func (flat) setDeep(int, bool)                      {}
 func (flat) deep(int) bool                          { return false }
-func (flat) errorAt(data []byte, at int, f uint8, maxDepth int) error {
-	return errorOf(data, at, f, maxDepth)
-}
 
 type members struct {
 	fn   func(key string, start, end int)
@@ -371,10 +368,6 @@ func scalarEnd(data []byte, i int) (int, uint8) {
 	return i, faultChar
 }
 
-func bad(data []byte, i int) error {
-	return errorOf(data, i, faultChar, 0)
-}
-
 // hasLit compares byte by byte: TinyGo allocates for string(data[...]) == lit.
 func hasLit(data []byte, i int, lit string) bool {
 	if len(data)-i < len(lit) {
@@ -398,12 +391,6 @@ func skipWS(data []byte, i int) int {
 		}
 	}
 	return i
-}
-
-// scanString scans the string starting at the quote at i and returns the offset after it.
-func scanString(data []byte, i int) (int, error) {
-	end, f := stringEnd(data, i+1)
-	return end, errorOf(data, end, f, 0)
 }
 
 // stringEnd scans a string from i (inside it, at a character boundary) and returns the
