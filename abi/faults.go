@@ -23,6 +23,7 @@ const (
 	FaultClearSession                  // a session's state could not be freed
 	FaultCache                         // the response cache or its generations could not be read or written
 	FaultUnpaired                      // a hook saw a call's result it could not pair with one call (exchange.Pending)
+	FaultSessionStore                  // a gateway session's record could not be written (issue) or read (check)
 	NumFaults
 )
 
@@ -54,7 +55,9 @@ func PolicyFor(f Fault) Policy {
 	case FaultUpstream:
 		return BadGateway
 	default: // decoration, limits on ungated tools, list hiding, unreadable, oversized or
-		// unpaired answers, the cache (a call it cannot serve goes to the upstream)
+		// unpaired answers, the cache (a call it cannot serve goes to the upstream), a
+		// gateway session's record (the answer goes without a new session; a request goes on
+		// as the session it names, whose state still fails closed on the same store)
 		return FailOpen
 	}
 }
@@ -65,7 +68,7 @@ func (f Fault) String() string {
 	}
 	return [...]string{"decorate_plugin", "gate_plugin", "limits_plugin", "gate_store", "gate_busy",
 		"list_store", "transition", "outcome_unknown", "upstream", "upstream_body",
-		"response_too_large", "client_gone", "clear_session", "cache", "unpaired"}[f]
+		"response_too_large", "client_gone", "clear_session", "cache", "unpaired", "session_store"}[f]
 }
 
 func (p Policy) String() string {

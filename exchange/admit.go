@@ -62,6 +62,9 @@ type Exchange struct {
 	probe         bool          // the call is the probe of an auto-disabled unit
 	quiet         bool          // a success changes nothing in the unit's health (check_limits said)
 	healthVisible bool          // the last transition changed a unit's visibility
+
+	own         bool   // Session is a live gateway session: never sent upstream
+	initVersion string // initialize: the params.protocolVersion it asks for (its era)
 }
 
 // Headers the core reads.
@@ -124,6 +127,15 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if repeatsMember(doc, 0) {
 		return ex.reject(400, CodeInvalidRequest, "request repeats a member name in an object; the gateway and the server could read different values")
 	}
+	if IsGatewaySession(ex.Session) {
+		if id := doc.Get("id"); doc.IsObject() && (id.Type == gjson.String || id.Type == gjson.Number) {
+			ex.clientID = []byte(id.Raw)
+		}
+		if !c.sessionLive(ctx, ex.Session) {
+			return ex.reject(404, CodeSessionNotFound, SessionNotFoundText)
+		}
+		ex.own = true
+	}
 	if doc.IsArray() {
 		return ex.admitBatch(doc)
 	}
@@ -163,8 +175,11 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 		ex.Body = splice(body, id, ex.upstreamID)
 		c.count(CountIDsRemapped)
 	}
-	if ex.Method == MethodToolsCall {
+	switch ex.Method {
+	case MethodToolsCall:
 		c.admitCall(ctx, ex, params)
+	case MethodInitialize:
+		ex.initVersion = params.Get("protocolVersion").Str
 	}
 	return ex
 }

@@ -36,7 +36,7 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	if ex.Verdict != Forward {
 		return AnswerPass
 	}
-	if status == 404 && ex.Session != "" {
+	if status == 404 && ex.Session != "" && !ex.own {
 		ex.core.EndSession(ctx, ex.Session, ex.principal) // the upstream no longer knows the session
 	}
 	if status/100 != 2 {

@@ -26,6 +26,8 @@ const (
 	CountCacheCoalesced                // identical misses answered by another call's upstream answer
 	CountCacheStored                   // results stored in the cache
 	CountCachePurged                   // tools whose entries a mutation or an operator purged
+	CountSessionsIssued                // sessions the gateway issued for an upstream that issues none
+	CountSessionsEnded                 // gateway sessions ended by DELETE
 	NumCounters
 )
 
@@ -35,7 +37,8 @@ func (c Counter) String() string {
 	}
 	return [...]string{"requests", "tool_calls", "calls_allowed", "calls_denied", "requests_rejected", "timeouts",
 		"invalidations", "transitions", "list_changed", "lists_decorated", "cas_conflicts", "ids_remapped",
-		"cache_hits", "cache_misses", "cache_coalesced", "cache_stored", "cache_purged"}[c]
+		"cache_hits", "cache_misses", "cache_coalesced", "cache_stored", "cache_purged",
+		"sessions_issued", "sessions_ended"}[c]
 }
 
 // Stats counts what the core did; read with Get.

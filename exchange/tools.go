@@ -181,21 +181,31 @@ func (c *Core) cacheHints(result []byte) []byte {
 	return result
 }
 
-// EndSession frees a session's state (DELETE, or 404 from the upstream).
+// EndSession frees a session's state (DELETE, or 404 from the upstream); a gateway
+// session's record goes with it, so the session is over on every replica.
 func (c *Core) EndSession(ctx context.Context, session, principal string) {
 	if session == "" {
 		return
 	}
 	c.known.forget(session)
+	var keys []string
+	if IsGatewaySession(session) {
+		keys = append(keys, sessionRecordKey(session))
+		c.count(CountSessionsEnded)
+	}
 	ex := &Exchange{Session: session, principal: principal}
 	in := append(ex.appendScope(nil), emptyListProbe...)
 	in = append(in, '}')
 	out, err := c.plugin.Call(ctx, abi.FuncDecorateTools, in)
 	if err = pluginErr(out, err); err != nil {
 		c.Fault(abi.FaultClearSession, err, "session", session)
-		return
+		if keys == nil {
+			return
+		}
+		out = nil // the record is still forgotten: the session must end
 	}
-	if err := c.state.Forget(context.WithoutCancel(ctx), session, workflowKeys(strs(gjson.GetBytes(out, "needState")))); err != nil {
+	keys = append(keys, workflowKeys(strs(gjson.GetBytes(out, "needState")))...)
+	if err := c.state.Forget(context.WithoutCancel(ctx), session, keys); err != nil {
 		c.Fault(abi.FaultClearSession, err, "session", session)
 	}
 }
