@@ -127,6 +127,9 @@ func (g *Gateway) exchange(ctx context.Context, w http.ResponseWriter, r *http.R
 	kind := ex.Classify(ctx, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"))
 	h := w.Header()
 	copyHeaders(h, resp.Header)
+	if sid := ex.AnswerSession(ctx, resp.StatusCode, resp.Header.Get("Mcp-Session-Id")); sid != "" {
+		h.Set("Mcp-Session-Id", sid) // the upstream issues none: the gateway's own
+	}
 	switch {
 	case kind == exchange.AnswerJSON:
 		g.answerJSON(ctx, w, ex, resp)

@@ -161,6 +161,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unavailable(w)
 		return
 	}
+	if r.Method != http.MethodPost && exchange.IsGatewaySession(r.Header.Get("Mcp-Session-Id")) {
+		g.serveOwnSession(w, r) // GET, DELETE and the rest, of a session the gateway issued
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		g.servePost(w, r)
@@ -206,6 +210,9 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex := gen.core.Admit(r.Context(), r.Header, body)
+	if ex.OwnSession() {
+		r.Header.Del("Mcp-Session-Id") // the gateway's own session: never sent upstream
+	}
 	if ex.Verdict == exchange.Forward && ex.Method == exchange.MethodToolsCall {
 		g.serveCall(w, r, ex, gen) // releases gen when the call is done, maybe after returning
 		return

@@ -12,11 +12,14 @@ import (
 // streams tracks open GET SSE streams per session, so the gateway can deliver a
 // notification there when the response it belongs to cannot carry it.
 type streams struct {
-	mu sync.Mutex
-	m  map[string]map[chan []byte]struct{}
+	mu    sync.Mutex
+	m     map[string]map[chan []byte]struct{}
+	ended map[string]chan struct{} // closed by end: the session is over (sessions.go)
 }
 
-func newStreams() *streams { return &streams{m: map[string]map[chan []byte]struct{}{}} }
+func newStreams() *streams {
+	return &streams{m: map[string]map[chan []byte]struct{}{}, ended: map[string]chan struct{}{}}
+}
 
 func (s *streams) add(session string) chan []byte {
 	ch := make(chan []byte, 16)
@@ -34,6 +37,7 @@ func (s *streams) remove(session string, ch chan []byte) {
 	delete(s.m[session], ch)
 	if len(s.m[session]) == 0 {
 		delete(s.m, session)
+		delete(s.ended, session)
 	}
 	s.mu.Unlock()
 }
