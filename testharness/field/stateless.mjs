@@ -7,6 +7,7 @@
 //   cart_pay {amount} pays
 //   whoami            a digest of the Authorization header the server saw ("anonymous")
 //   echo {text}       echoes
+//   seen_session      the Mcp-Session-Id header the server was sent ("none")
 //
 //   node stateless.mjs [--port N]     (0 or absent: a free port)
 //
@@ -33,6 +34,8 @@ const tools = [
     } },
   { name: 'echo', description: 'Echo the text.', inputSchema: obj({ text: { type: 'string' } }),
     annotations: { readOnlyHint: true }, run: (a) => text(String(a.text ?? '')) },
+  { name: 'seen_session', description: 'The Mcp-Session-Id header the server was sent.', inputSchema: obj({}),
+    annotations: { readOnlyHint: true }, run: (_a, extra) => text(extra?.requestInfo?.headers?.['mcp-session-id'] ?? 'none') },
 ];
 
 function newServer() {
