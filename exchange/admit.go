@@ -164,7 +164,7 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 		c.count(CountIDsRemapped)
 	}
 	if ex.Method == MethodToolsCall {
-		c.admitCall(ctx, ex, params)
+		c.admitCall(ctx, ex, params, h)
 	}
 	return ex
 }

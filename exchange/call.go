@@ -18,7 +18,9 @@ const DefaultTimeout = 30 * time.Second
 // admitCall runs check_limits for a tools/call: a denial is answered locally (the upstream
 // never runs); an admitted call keeps its loaded state for the transition and, when it can
 // move a workflow, the lease on its keys.
-func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result) {
+// h are the request's headers (nil for a hook host): the caller's credentials key its
+// cache entry.
+func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result, h Headers) {
 	c.count(CountToolCalls)
 	name := params.Get("name")
 	if name.Type != gjson.String || name.Str == "" {
@@ -151,7 +153,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 	if c.cache != nil {
 		ex.purges = ans.Get("purges").Type == gjson.True
 		if k := ans.Get("cache.key"); k.Str != "" {
-			ex.cacheKey = k.Str
+			ex.cacheKey = c.callers.key(k.Str, h) // never shared across credentials
 			ex.cacheTTL = time.Duration(ans.Get("cache.ttlMs").Int()) * time.Millisecond
 			if c.cacheLookup(ctx, ex, ex.Timeout) {
 				return // answered from the cache (or by an identical call's answer)

@@ -81,6 +81,7 @@ type Core struct {
 	cache       Cache // nil: no response cache
 	cacheLimits CacheLimits
 	flights     flights
+	callers     *callerKeys // folds the caller's credentials into cache keys
 	figures     toolFigures
 	known       *knownTools
 	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
@@ -124,6 +125,7 @@ func New(opts Options) *Core {
 		c.cacheLimits = *c.facts.cache
 		c.cache = opts.NewCache(c.cacheLimits)
 		c.flights.m = map[string]*flight{}
+		c.callers = newCallerKeys(c.facts.principal, c.facts.varyHeaders)
 	}
 	return c
 }
@@ -156,6 +158,7 @@ type facts struct {
 	listChanged bool            // declare capabilities.tools.listChanged in initialize
 	separator   string          // names.separator, for matching tool names against globs
 	cache       *CacheLimits    // the cache section; nil without one
+	varyHeaders []string        // cache.varyHeaders: headers that split cache entries
 	health      bool            // tool health is configured: report every call's outcome
 	principal   string
 	leaseTTL    time.Duration
@@ -191,6 +194,10 @@ func factsOfHost(host gjson.Result) facts {
 		f.cache = &CacheLimits{MaxEntries: int(cc.Get("maxEntries").Int()), MaxSizeBytes: int(cc.Get("maxSizeBytes").Int()),
 			MaxEntryBytes: int(cc.Get("maxEntryBytes").Int()), TTL: time.Duration(cc.Get("ttlMs").Int()) * time.Millisecond,
 			HighWaterMark: cc.Get("highWaterMark").Float()}
+		cc.Get("varyHeaders").ForEach(func(_, h gjson.Result) bool {
+			f.varyHeaders = append(f.varyHeaders, h.Str)
+			return true
+		})
 	}
 	f.health = host.Get("health").IsObject()
 	f.principal = host.Get("principalHeader").Str

@@ -108,5 +108,7 @@ func (e *Engine) appendCacheFacts(dst []byte) []byte {
 	dst = strconv.AppendFloat(dst, cc.HighWaterMark, 'g', -1, 64)
 	dst = append(dst, `,"scope":"`...)
 	dst = append(dst, cc.Scope.String()...)
-	return append(dst, `"}`...)
+	dst = append(dst, `","varyHeaders":`...)
+	dst = appendStrings(dst, cc.VaryHeaders)
+	return append(dst, '}')
 }

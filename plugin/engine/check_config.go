@@ -134,7 +134,7 @@ func (e *Engine) HostFacts() HostFacts {
 	}
 	if cc := e.cfg.Cache; cc != nil {
 		f.Cache = &CacheFacts{MaxEntries: cc.MaxEntries, MaxSizeBytes: cc.MaxSizeBytes, MaxEntryBytes: cc.MaxEntryBytes,
-			TTLMs: cc.TTLMs, HighWaterMark: cc.HighWaterMark, Scope: cc.Scope.String()}
+			TTLMs: cc.TTLMs, HighWaterMark: cc.HighWaterMark, Scope: cc.Scope.String(), VaryHeaders: nonNil(cc.VaryHeaders)}
 	}
 	return f
 }
@@ -147,6 +147,10 @@ type CacheFacts struct {
 	TTLMs         int     `json:"ttlMs"`
 	HighWaterMark float64 `json:"highWaterMark"`
 	Scope         string  `json:"scope"`
+	// VaryHeaders are the request headers (lower case) whose values, beside Authorization
+	// and the principal header, a host folds into every cache key as a keyed digest, so
+	// callers with other credentials never share an entry.
+	VaryHeaders []string `json:"varyHeaders"`
 }
 
 func (e *Engine) maxTimeoutMs() int {

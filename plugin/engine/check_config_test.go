@@ -38,6 +38,8 @@ func TestHostFacts(t *testing.T) {
 			configs = append(configs, v.Config)
 		}
 	}
+	// The cache section with every member, varyHeaders included.
+	configs = append(configs, []byte(`{"version":1,"principal":{"header":"X-User"},"cache":{"scope":"shared","varyHeaders":["X-Tenant"]}}`))
 	valid := 0
 	for _, cfg := range configs {
 		e, err := New(cfg)
@@ -78,5 +80,30 @@ func TestHostFacts_sample(t *testing.T) {
 	}
 	if _, ok := got.Tools["cart.view"]; ok {
 		t.Error("an unbound tool is listed")
+	}
+}
+
+// TestHostFacts_varyHeaders: the cache facts carry varyHeaders lower-cased, and an empty
+// list (never null) without the member.
+func TestHostFacts_varyHeaders(t *testing.T) {
+	for cfg, want := range map[string][]string{
+		`{"version":1,"cache":{"varyHeaders":["X-Tenant","x-api-key"]}}`: {"x-tenant", "x-api-key"},
+		`{"version":1,"cache":{}}`:                                       {},
+	} {
+		e, err := New([]byte(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Host struct {
+				Cache *CacheFacts `json:"cache"`
+			} `json:"host"`
+		}
+		if err := json.Unmarshal(e.Call(abi.FuncCheckConfig, nil), &out); err != nil || out.Host.Cache == nil {
+			t.Fatalf("%s: check_config: %v, cache %v", cfg, err, out.Host.Cache)
+		}
+		if got := out.Host.Cache.VaryHeaders; got == nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: varyHeaders %q, want %q", cfg, got, want)
+		}
 	}
 }
