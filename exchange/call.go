@@ -27,7 +27,14 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 		ex.reject(200, CodeInvalidParams, "invalid params: params.name must be a non-empty string")
 		return
 	}
-	ex.Tool = name.Str
+	tool, exact := jsonx.UnquoteExact(name.Raw)
+	if !exact {
+		// Readers decode it differently (U+FFFD, a lone code unit): the gate, the cache
+		// and the server could each take it for another tool.
+		ex.reject(200, CodeInvalidParams, "invalid params: params.name holds an unpaired UTF-16 surrogate escape or invalid UTF-8")
+		return
+	}
+	ex.Tool = tool
 	in := make([]byte, 0, 256)
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)
