@@ -57,6 +57,7 @@ type Exchange struct {
 	cacheTTL      time.Duration // how long its entry lives
 	cacheGen      string        // its tool's generation before the upstream call
 	flight        *flight       // set while it is the leader of its key's flight
+	flightKey     string        // its flight's key: the cache key and the generation
 	purges        bool          // its success invalidates something: purge what it matches
 	healthDue     atomic.Bool   // the call's outcome is still to be reported to tool health
 	probe         bool          // the call is the probe of an auto-disabled unit
