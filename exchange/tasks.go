@@ -191,7 +191,7 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 // status notification) as ended, completed or not. msg is a message holding the task's
 // CallToolResult at its result member, or nil when the answer carries none; the result is
 // decorated (the block, truncation) whoever settled the task. It returns msg as the client
-// gets it.
+// gets it (nil when msg is nil) and the notifications to send before it (list_changed).
 func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, msg []byte) ([]byte, [][]byte) {
 	c := ex.core
 	key := taskKey(ex.Session, ex.principal, id)
@@ -241,7 +241,8 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 			body = `{"jsonrpc":"2.0","id":0,"result":{"content":[],"isError":true}}`
 		}
 		if won {
-			tex.finishCall(ctx, []byte(body), gjson.Parse(body))
+			_, before := tex.finishCall(ctx, []byte(body), gjson.Parse(body))
+			return nil, before
 		}
 		return nil, nil
 	}
