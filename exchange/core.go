@@ -88,6 +88,7 @@ type Core struct {
 	listed      *listedTools
 	seen        *seenTools   // every name the upstream listed (shared across reloads)
 	unknown     unknownNames // this configuration's names no listed tool meets
+	tasks       taskLeases   // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *Stats
 }
