@@ -54,7 +54,7 @@ func TestField_misconfiguration(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for name, where := range typos {
-		line := regexp.MustCompile(`(?m)^.*tool=` + regexp.QuoteMeta(name) + ` .*$`).FindAllString(gw.Log(), -1)
+		line := regexp.MustCompile(`(?m)^.*tool=`+regexp.QuoteMeta(name)+` .*$`).FindAllString(gw.Log(), -1)
 		if len(line) != 1 || !strings.Contains(line[0], "level=WARN") || !strings.Contains(line[0], where) {
 			t.Errorf("log lines naming %s: %q", name, line)
 		}
