@@ -64,7 +64,8 @@ type Options struct {
 	ListMemoBytes int
 	// Previous is the core this one replaces when a host reloads its configuration: its
 	// counters (Stats) and the tool names the upstream listed carry over, so counters keep
-	// running and metric labels stay known across the swap.
+	// running and metric labels stay known across the swap, and the new configuration's
+	// unknown tool names are found at once (UnknownTools).
 	Previous *Core
 }
 
@@ -86,6 +87,9 @@ type Core struct {
 	known       *knownTools
 	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
 	listed      *listedTools
+	seen        *seenTools   // every name the upstream listed (shared across reloads)
+	unknown     unknownNames // this configuration's names no listed tool meets
+	tasks       taskLeases   // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *Stats
 }
@@ -112,10 +116,12 @@ func New(opts Options) *Core {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools)}
+		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
+		seen: newSeenTools()}
 	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {
-		c.Stats, c.listed = prev.Stats, prev.listed
+		c.Stats, c.listed, c.seen = prev.Stats, prev.listed, prev.seen
+		c.checkUnknown(context.Background()) // the new configuration against the names known
 	}
 	c.opts.Previous = nil // the old core is not kept alive
 	if opts.ListMemoBytes > 0 {

@@ -32,12 +32,17 @@ func CheckConfig(cfg []byte) []byte {
 	return eng.checkConfig(nil, nil)
 }
 
-// checkConfig answers check_config; with l, it also explains the listed tools.
+// checkConfig answers check_config; with l, it also explains the listed tools and lists
+// the configuration no listed tool meets ("unmet", also as warnings).
 func (e *Engine) checkConfig(dst []byte, l *listed) []byte {
 	dst = append(dst, `{"valid":true,"errors":[],"warnings":`...)
 	warnings := warningStrings(e.warnings)
+	var unmet []unmetEntry
 	if l != nil {
-		warnings = append(warnings, e.unmet(l)...)
+		unmet = e.unmet(l)
+		for _, u := range unmet {
+			warnings = append(warnings, u.warning())
+		}
 	}
 	dst = appendStrings(dst, warnings)
 	dst = append(dst, `,"workflows":[`...)
@@ -56,6 +61,8 @@ func (e *Engine) checkConfig(dst []byte, l *listed) []byte {
 	if l != nil {
 		dst = append(dst, `,"explain":`...)
 		dst = e.appendExplain(dst, l)
+		dst = append(dst, `,"unmet":`...)
+		dst = appendUnmet(dst, unmet)
 	}
 	return append(dst, '}')
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stategate/stategate/abi"
@@ -107,3 +108,64 @@ func TestHostFacts_varyHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfig_unmet checks check_config's "unmet" list: every policy, limits.tools entry
+// and binding (each workflow's, by path) that no listed tool meets, with its kind and
+// whether it is a pattern; entries a listed tool meets are left out.
+func TestCheckConfig_unmet(t *testing.T) {
+	cfg := `{"version":1,
+	  "stateSync":{"policies":[{"match":"cart.*","cacheControl":"no-store"},{"match":"crt.*","cacheControl":"no-store"},{"match":"cart.veiw","cacheControl":"immutable"}]},
+	  "limits":{"tools":{"cart.pya":{"timeoutMs":5},"cart.pay":{"timeoutMs":6},"**":{"timeoutMs":7},"bulk.*":{"timeoutMs":8}}},
+	  "workflows":[
+	    {"id":"a","initial":"s","states":{"s":{"on":{"GO":"s"}}},"tools":{"cart.pay":{"states":["s"],"event":"GO"},"cart.pya":{"states":["s"]}}},
+	    {"id":"b","initial":"s","states":{"s":{}},"tools":{"cart.pya":{"states":["s"]}}}]}`
+	e, err := New([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.Call(abi.FuncCheckConfig, []byte(`{"tools":[{"name":"cart.pay"},{"name":"cart.view"}]}`))
+	var ans struct {
+		Warnings []string `json:"warnings"`
+		Unmet    []struct {
+			Kind, Path, Name string
+			Glob             bool
+		} `json:"unmet"`
+	}
+	if err := json.Unmarshal(out, &ans); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	type entry = struct {
+		Kind, Path, Name string
+		Glob             bool
+	}
+	want := []entry{
+		{"policy", "stateSync.policies[1].match", "crt.*", true},
+		{"policy", "stateSync.policies[2].match", "cart.veiw", false},
+		{"limit", `limits.tools["cart.pya"]`, "cart.pya", false},
+		{"limit", `limits.tools["bulk.*"]`, "bulk.*", true},
+		{"binding", `workflows[0].tools["cart.pya"]`, "cart.pya", false},
+		{"binding", `workflows[1].tools["cart.pya"]`, "cart.pya", false},
+	}
+	got := make([]entry, len(ans.Unmet))
+	for i, u := range ans.Unmet {
+		got[i] = entry(u)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("unmet = %+v\nwant    %+v", got, want)
+	}
+	for _, w := range []string{`workflows[1].tools["cart.pya"]: no listed tool is named "cart.pya"`, `limits.tools["bulk.*"]: no listed tool matches it`} {
+		found := false
+		for _, g := range ans.Warnings {
+			found = found || g == w
+		}
+		if !found {
+			t.Errorf("warnings lack %q: %q", w, ans.Warnings)
+		}
+	}
+	// Without a tool list there is nothing to meet: no "unmet" member.
+	if out := e.Call(abi.FuncCheckConfig, nil); json.Unmarshal(out, &map[string]any{}) != nil || bytesContains(out, `"unmet"`) {
+		t.Errorf("check_config without tools: %s", out)
+	}
+}
+
+func bytesContains(b []byte, s string) bool { return strings.Contains(string(b), s) }
