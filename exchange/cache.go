@@ -2,6 +2,8 @@ package exchange
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,9 +24,11 @@ import (
 // generations in the shared State:
 //
 //   - every tool that was ever cached is listed under cacheIndexKey;
-//   - every cached tool has a generation under cacheGenPrefix+tool;
+//   - every cached tool has a generation under cacheGenPrefix+tool, a random value never
+//     used before (created by the first miss, replaced by every purge);
 //   - an entry records its tool's generation from before its upstream call began, and a
-//     hit is served only while the generation is unchanged;
+//     hit is served only while the generation is unchanged (an expired one matches none);
+//   - identical concurrent misses share one upstream call only within one generation;
 //   - a successful mutation, before its answer is returned, bumps the generation of every
 //     indexed tool its invalidation patterns match (decorate_result's "invalidated.tools",
 //     with the index passed as knownTools), on every replica at once.
@@ -80,7 +84,7 @@ const (
 	maxCacheTools  = 10000 // tools the index lists at most; beyond, calls are not cached
 )
 
-// flight is one upstream call that identical concurrent misses wait for.
+// flight is one upstream call that identical concurrent misses of one generation wait for.
 type flight struct {
 	done   chan struct{}
 	result []byte // the cacheable result, nil when there is none
@@ -92,8 +96,13 @@ type flights struct {
 }
 
 // cacheLookup answers an admitted cacheable call from the cache when it can, else makes
-// it the leader of its key's flight or waits for the leader. It reports whether the call
-// was answered. A cache that fails never fails the call: it goes to the upstream.
+// it the leader of its flight or waits for the leader. It reports whether the call was
+// answered. A cache that fails never fails the call: it goes to the upstream.
+//
+// A flight belongs to the generation its leader read before calling the upstream, and a
+// call joins only the flight of the generation it reads itself, after it arrived: a
+// mutation whose answer came before the call bumped the generation before that answer, so
+// the call never joins a fetch that began before it (issue 25, finding 5).
 func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration) bool {
 	if e, ok := c.cache.Get(ex.cacheKey); ok {
 		gen, err := c.cacheGen(ctx, e.Tool)
@@ -110,8 +119,16 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 		}
 		c.cache.Delete(ex.cacheKey)
 	}
+	gen, err := c.indexedGen(ctx, ex.Tool)
+	if err != nil {
+		c.cacheMissed(ex)
+		c.Fault(abi.FaultCache, err, "tool", ex.Tool)
+		ex.cacheKey = ""
+		return false
+	}
+	fkey := ex.cacheKey + "\x00" + gen
 	c.flights.mu.Lock()
-	if f, ok := c.flights.m[ex.cacheKey]; ok {
+	if f, ok := c.flights.m[fkey]; ok {
 		c.flights.mu.Unlock()
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -127,31 +144,60 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 		case <-ctx.Done():
 		}
 		ex.cacheKey = "" // go to the upstream without caching; the leader fills the entry
-		c.count(CountCacheMisses)
-		c.figures.add(ex.Tool, func(f *ToolCacheFigures) { f.Misses++ })
+		c.cacheMissed(ex)
 		return false
 	}
 	f := &flight{done: make(chan struct{})}
-	c.flights.m[ex.cacheKey] = f
+	c.flights.m[fkey] = f
 	c.flights.mu.Unlock()
-	ex.flight = f
+	ex.flight, ex.flightKey, ex.cacheGen = f, fkey, gen
+	c.cacheMissed(ex)
+	return false
+}
+
+func (c *Core) cacheMissed(ex *Exchange) {
 	c.count(CountCacheMisses)
 	c.figures.add(ex.Tool, func(f *ToolCacheFigures) { f.Misses++ })
-	if err := c.indexTool(ctx, ex.Tool); err != nil {
-		c.Fault(abi.FaultCache, err, "tool", ex.Tool)
-		ex.finishFlight(nil)
-		ex.cacheKey = ""
-		return false
+}
+
+// indexedGen lists tool in the index of cached tools and reads its generation, for a call
+// that may fill an entry: both before its upstream call begins, so a mutation that does
+// not see the tool in the index finished its upstream call first, and one that bumps the
+// generation later makes the entry stale.
+//
+// A tool without a generation (never cached, or its key expired in the store) gets a new
+// one here: an entry never records an absent generation, so a key that expires and comes
+// back cannot make an entry older than a mutation current again.
+func (c *Core) indexedGen(ctx context.Context, tool string) (string, error) {
+	if err := c.indexTool(ctx, tool); err != nil {
+		return "", err
 	}
-	gen, err := c.cacheGen(ctx, ex.Tool)
-	if err != nil {
-		c.Fault(abi.FaultCache, err, "tool", ex.Tool)
-		ex.finishFlight(nil)
-		ex.cacheKey = ""
-		return false
+	key := cacheGenPrefix + tool
+	for range c.opts.CASRetries {
+		s, err := c.state.Load(ctx, []string{key})
+		if err != nil {
+			return "", err
+		}
+		if s[0].Exists && len(s[0].Value) > 0 {
+			return string(s[0].Value), nil
+		}
+		gen := newGen()
+		switch err := c.state.Store(ctx, "", key, gen, s[0]); {
+		case err == nil:
+			return string(gen), nil
+		case !errors.Is(err, ErrConflict):
+			return "", err
+		}
 	}
-	ex.cacheGen = gen
-	return false
+	return "", errors.New("too many compare-and-set conflicts on a cache generation")
+}
+
+// newGen returns a generation no store has held before (128 random bits): generations are
+// never reused, so no entry can match a generation that came back.
+func newGen() []byte {
+	var b [16]byte
+	rand.Read(b[:]) // never fails: crypto/rand ends the program rather than return an error
+	return hex.AppendEncode(nil, b[:])
 }
 
 // answerCached answers the call locally with a cached result.
@@ -197,15 +243,15 @@ func (ex *Exchange) finishFlight(result []byte) {
 	ex.flight = nil
 	c := ex.core
 	c.flights.mu.Lock()
-	if c.flights.m[ex.cacheKey] == f {
-		delete(c.flights.m, ex.cacheKey)
+	if c.flights.m[ex.flightKey] == f {
+		delete(c.flights.m, ex.flightKey)
 	}
 	c.flights.mu.Unlock()
 	f.result = result
 	close(f.done)
 }
 
-// cacheGen reads a tool's generation ("" before its first purge).
+// cacheGen reads a tool's generation ("" when it has none: no entry matches it).
 func (c *Core) cacheGen(ctx context.Context, tool string) (string, error) {
 	s, err := c.state.Load(ctx, []string{cacheGenPrefix + tool})
 	if err != nil {
@@ -252,8 +298,8 @@ func (c *Core) indexTool(ctx context.Context, tool string) error {
 	return errors.New("too many compare-and-set conflicts on the cache index")
 }
 
-// bumpGen moves a tool's generation on (compare-and-set), so no replica serves an entry
-// filled before now.
+// bumpGen moves a tool's generation on to a new one (compare-and-set), so no replica
+// serves an entry filled before now.
 func (c *Core) bumpGen(ctx context.Context, tool string) error {
 	key := cacheGenPrefix + tool
 	for range c.opts.CASRetries {
@@ -261,8 +307,7 @@ func (c *Core) bumpGen(ctx context.Context, tool string) error {
 		if err != nil {
 			return err
 		}
-		n, _ := strconv.ParseUint(string(s[0].Value), 10, 64)
-		switch err := c.state.Store(ctx, "", key, strconv.AppendUint(nil, n+1, 10), s[0]); {
+		switch err := c.state.Store(ctx, "", key, newGen(), s[0]); {
 		case err == nil:
 			return nil
 		case !errors.Is(err, ErrConflict):

@@ -18,14 +18,24 @@ const DefaultTimeout = 30 * time.Second
 // admitCall runs check_limits for a tools/call: a denial is answered locally (the upstream
 // never runs); an admitted call keeps its loaded state for the transition and, when it can
 // move a workflow, the lease on its keys.
-func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result) {
+// h are the request's headers (nil for a hook host): the caller's credentials key its
+// cache entry.
+func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result, h Headers) {
 	c.count(CountToolCalls)
 	name := params.Get("name")
 	if name.Type != gjson.String || name.Str == "" {
 		ex.reject(200, CodeInvalidParams, "invalid params: params.name must be a non-empty string")
 		return
 	}
-	ex.Tool = name.Str
+	tool, exact := jsonx.UnquoteExact(name.Raw)
+	if !exact {
+		// Readers decode it differently (U+FFFD, a lone code unit): the gate, the cache
+		// and the server could each take it for another tool.
+		ex.reject(200, CodeInvalidParams, "invalid params: params.name holds an unpaired UTF-16 surrogate escape or invalid UTF-8")
+		return
+	}
+	ex.Tool = tool
+	ex.task = params.Get("task").Exists()
 	in := make([]byte, 0, 256)
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)
@@ -150,8 +160,9 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 	ex.onTimeout = []byte(ans.Get("onTimeout").Raw)
 	if c.cache != nil {
 		ex.purges = ans.Get("purges").Type == gjson.True
-		if k := ans.Get("cache.key"); k.Str != "" {
-			ex.cacheKey = k.Str
+		// A task-augmented call is owed a CreateTaskResult: never answered from the cache.
+		if k := ans.Get("cache.key"); k.Str != "" && !ex.task {
+			ex.cacheKey = c.callers.key(k.Str, h) // never shared across credentials
 			ex.cacheTTL = time.Duration(ans.Get("cache.ttlMs").Int()) * time.Millisecond
 			if c.cacheLookup(ctx, ex, ex.Timeout) {
 				return // answered from the cache (or by an identical call's answer)

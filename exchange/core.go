@@ -64,7 +64,8 @@ type Options struct {
 	ListMemoBytes int
 	// Previous is the core this one replaces when a host reloads its configuration: its
 	// counters (Stats) and the tool names the upstream listed carry over, so counters keep
-	// running and metric labels stay known across the swap.
+	// running and metric labels stay known across the swap, and the new configuration's
+	// unknown tool names are found at once (UnknownTools).
 	Previous *Core
 }
 
@@ -81,10 +82,14 @@ type Core struct {
 	cache       Cache // nil: no response cache
 	cacheLimits CacheLimits
 	flights     flights
+	callers     *callerKeys // folds the caller's credentials into cache keys
 	figures     toolFigures
 	known       *knownTools
 	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
 	listed      *listedTools
+	seen        *seenTools   // every name the upstream listed (shared across reloads)
+	unknown     unknownNames // this configuration's names no listed tool meets
+	tasks       taskLeases   // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *Stats
 }
@@ -111,10 +116,12 @@ func New(opts Options) *Core {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools)}
+		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
+		seen: newSeenTools()}
 	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {
-		c.Stats, c.listed = prev.Stats, prev.listed
+		c.Stats, c.listed, c.seen = prev.Stats, prev.listed, prev.seen
+		c.checkUnknown(context.Background()) // the new configuration against the names known
 	}
 	c.opts.Previous = nil // the old core is not kept alive
 	if opts.ListMemoBytes > 0 {
@@ -124,6 +131,7 @@ func New(opts Options) *Core {
 		c.cacheLimits = *c.facts.cache
 		c.cache = opts.NewCache(c.cacheLimits)
 		c.flights.m = map[string]*flight{}
+		c.callers = newCallerKeys(c.facts.principal, c.facts.varyHeaders)
 	}
 	return c
 }
@@ -156,6 +164,7 @@ type facts struct {
 	listChanged bool            // declare capabilities.tools.listChanged in initialize
 	separator   string          // names.separator, for matching tool names against globs
 	cache       *CacheLimits    // the cache section; nil without one
+	varyHeaders []string        // cache.varyHeaders: headers that split cache entries
 	health      bool            // tool health is configured: report every call's outcome
 	principal   string
 	leaseTTL    time.Duration
@@ -191,6 +200,10 @@ func factsOfHost(host gjson.Result) facts {
 		f.cache = &CacheLimits{MaxEntries: int(cc.Get("maxEntries").Int()), MaxSizeBytes: int(cc.Get("maxSizeBytes").Int()),
 			MaxEntryBytes: int(cc.Get("maxEntryBytes").Int()), TTL: time.Duration(cc.Get("ttlMs").Int()) * time.Millisecond,
 			HighWaterMark: cc.Get("highWaterMark").Float()}
+		cc.Get("varyHeaders").ForEach(func(_, h gjson.Result) bool {
+			f.varyHeaders = append(f.varyHeaders, h.Str)
+			return true
+		})
 	}
 	f.health = host.Get("health").IsObject()
 	f.principal = host.Get("principalHeader").Str

@@ -16,6 +16,9 @@ const (
 	EventToolStateChanged      = "tool_state_changed"      // OldState, NewState (modes); Data: reason, tool
 	EventToolAutoDisabled      = "tool_auto_disabled"      // Data: reason, tool
 	EventToolDefinitionChanged = "tool_definition_changed" // Tool (the tool); Data: unit, oldFingerprint, newFingerprint, reason
+	// Once per name per configuration, when a completed listing shows that no listed tool
+	// meets it (UnknownTool).
+	EventConfigUnknownTool = "config_unknown_tool" // Tool (the configured name); Data: glob, where ([{path, kind}])
 
 	// Raised by the gateway's operations surface (host/ops), not by the core.
 	EventConfigReloaded     = "config_reloaded"      // Data: path

@@ -38,7 +38,7 @@ func (c *Core) AdmitCall(ctx context.Context, session string, params []byte) *Ex
 		return ex.reject(400, CodeInvalidRequest, "tools/call params repeat a member name in an object; the gateway and the server could read different values")
 	}
 	ex.Verdict = Forward
-	c.admitCall(ctx, ex, doc)
+	c.admitCall(ctx, ex, doc, nil)
 	return ex
 }
 

@@ -92,6 +92,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		c.known.set(ex.Session, []byte(m[1].Raw))
 	}
 	c.listed.add(m[1])
+	c.toolsSeen(ctx, m[1], result)
 	if ex.version >= cacheableVersion {
 		return splice(msg, result, c.cacheHints([]byte(m[0].Raw)))
 	}

@@ -177,3 +177,21 @@ func TestField_smoke(t *testing.T) {
 		})
 	}
 }
+
+// TestField_tasks: MCP tasks (2025-11-25) through the gateway with the official client's
+// task API, in front of server-everything: a refused task call is an error that says what
+// is possible now, the CreateTaskResult passes, the workflow moves once when the task
+// completes (not when it is created, never when it is cancelled), a concurrent second run
+// of the step is refused, and tasks/result carries the invalidation block (field/tasks.mjs).
+func TestField_tasks(t *testing.T) {
+	bin := fieldRequire(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	config, err := os.ReadFile(filepath.Join(fieldDir, "everything-tasks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := fieldServe(ctx, t, bin, string(config), fieldEverything(ctx, t, "streamableHttp"))
+	out := fieldNode(ctx, t, "tasks.mjs", "GATEWAY_URL="+gw.URL)
+	t.Logf("%s", out)
+}

@@ -468,6 +468,32 @@ var filterCases = []filterCase{
 			t.Errorf("ungated tool denied: %s", o.local.Data)
 		}
 	}},
+	{name: "unknown_tool_names_are_logged_once_a_listing_ends", run: func(t *testing.T, e *env) {
+		warned := func() string {
+			var out []string
+			for _, l := range e.host.GetWarnLogs() {
+				if strings.Contains(l, "the upstream does not list") {
+					out = append(out, l)
+				}
+			}
+			return strings.Join(out, "\n")
+		}
+		e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{toolsListResult}})
+		if w := warned(); w != "" {
+			t.Fatalf("warned after the first page of a listing: %s", w)
+		}
+		for id := 2; id < 4; id++ { // the last page, twice: a listing is checked once
+			last := `{"jsonrpc":"2.0","id":` + itoa(id) + `,"result":{"tools":[{"name":"tasks.update","inputSchema":{"type":"object"}}]}}`
+			e.do(roundTrip{headers: session("s1"), body: []string{rpc(id, "tools/list", `{"cursor":"c2"}`)}, respHeaders: jsonResp, respBody: []string{last}})
+		}
+		w := warned()
+		if strings.Count(w, "config names tool[bulk.import]") != 1 || !strings.Contains(w, `limits.tools["bulk.import"] (limit)`) || strings.Contains(w, "tool[cart.pay]") {
+			t.Errorf("warnings:\n%s", w)
+		}
+		if n := counter(t, e, "stategate.events.config_unknown_tool"); n == 0 {
+			t.Error("stategate.events.config_unknown_tool = 0")
+		}
+	}},
 	{name: "decoration_fails_open_on_a_malformed_answer", run: func(t *testing.T, e *env) {
 		bad := `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"cart.pay"`
 		o := e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp, respBody: []string{bad}})

@@ -124,7 +124,7 @@ func (p *pluginContext) defineMetrics() {
 		p.outcomes[o] = proxywasm.DefineCounterMetric("stategate.tool_calls." + o)
 	}
 	p.events = map[string]proxywasm.MetricCounter{}
-	for _, e := range []string{exchange.EventToolCalled, exchange.EventWorkflowTransitioned, exchange.EventCacheInvalidated} {
+	for _, e := range []string{exchange.EventToolCalled, exchange.EventWorkflowTransitioned, exchange.EventCacheInvalidated, exchange.EventConfigUnknownTool} {
 		p.events[e] = proxywasm.DefineCounterMetric("stategate.events." + e)
 	}
 	p.metrics = true
@@ -178,6 +178,19 @@ func (p *pluginContext) Publish(e exchange.Event) {
 		w, _ := e.Data["workflow"].(string)
 		proxywasm.LogInfo("stategate: workflow[" + w + "] " + e.OldState + " -> " + e.NewState + " by tool[" + e.Tool + "]")
 	}
+}
+
+// UnknownTool logs a configuration name no listed tool meets (exchange.ConfigReporter),
+// once per configuration; stategate.events.config_unknown_tool counts them.
+func (p *pluginContext) UnknownTool(u exchange.UnknownTool) {
+	msg := "stategate: config names tool[" + u.Name + "], which the upstream does not list:"
+	if u.Glob {
+		msg = "stategate: config pattern[" + u.Name + "] matches no tool the upstream lists:"
+	}
+	for _, w := range u.Where {
+		msg += " " + w.Path + " (" + w.Kind + ")"
+	}
+	proxywasm.LogWarn(msg)
 }
 
 // Count implements exchange.Reporter: each core counter is the metric stategate.<name>.

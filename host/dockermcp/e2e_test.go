@@ -23,13 +23,13 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/dockermcp"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/intercept"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/internal/testenv"
-	"sigs.k8s.io/yaml"
 )
 
 // End to end behind the real docker-mcp binary: the official Go SDK client over docker-mcp's
@@ -103,15 +103,12 @@ func pool(t *testing.T, cfg []byte) *host.Pool {
 	return p
 }
 
+// readYAML reads a stategate configuration with the CLI's loader (host/configfile).
 func readYAML(t *testing.T, path string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	js, err := configfile.Load(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 	return js
 }

@@ -15,6 +15,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,6 +258,23 @@ func (r reporter) CountLabel(c exchange.Counter, label string) {
 		lr.CountLabel(c, label)
 	} else if r.next != nil {
 		r.next.Count(c)
+	}
+}
+
+// UnknownTool logs a name of the configuration that no tool the upstream listed meets, and
+// hands it on when next takes it (exchange.ConfigReporter).
+func (r reporter) UnknownTool(u exchange.UnknownTool) {
+	paths, kinds := make([]string, len(u.Where)), make([]string, len(u.Where))
+	for i, p := range u.Where {
+		paths[i], kinds[i] = p.Path, p.Kind
+	}
+	msg := "config names a tool the upstream does not list"
+	if u.Glob {
+		msg = "config pattern matches no tool the upstream lists"
+	}
+	r.log.Warn(msg, "tool", u.Name, "where", strings.Join(paths, ", "), "kind", strings.Join(kinds, ","))
+	if cr, ok := r.next.(exchange.ConfigReporter); ok {
+		cr.UnknownTool(u)
 	}
 }
 

@@ -55,7 +55,10 @@ type AdminOptions struct {
 	// Workflows returns the configuration's workflows as diagrams (the graph command's
 	// output), for the status page; nil: none.
 	Workflows func() any
-	Logger    *slog.Logger
+	// UnknownTools returns the configuration's tool names no listed tool meets, for the
+	// status page; nil: none.
+	UnknownTools UnknownLister
+	Logger       *slog.Logger
 }
 
 // Admin is the admin listener's handler.
@@ -190,6 +193,11 @@ func (a *Admin) info(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Stats != nil {
 		out["counters"] = a.opts.Stats()
 	}
+	unknown := []exchange.UnknownTool{}
+	if a.opts.UnknownTools != nil {
+		unknown = append(unknown, a.opts.UnknownTools()...)
+	}
+	out["unknownTools"] = unknown
 	if a.opts.Bus != nil {
 		out["subscribers"] = a.opts.Bus.Subscribers()
 		out["eventsDropped"] = a.opts.Bus.Dropped()

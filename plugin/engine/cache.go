@@ -17,8 +17,9 @@ const cacheKeyDomain = "stategate/cache/v1"
 // under which key and for how long. A call is cacheable when the configuration has a cache
 // section, the tool's resolved hint is immutable, no policy opts it out, it fires no
 // workflow event, and its arguments have a canonical form. The key hashes the tool, the
-// scope and the arguments in RFC 8785 canonical JSON, so member order, whitespace and
-// number spelling do not make two keys.
+// scope and the arguments in canonical JSON (jsonx.AppendCanonical): member order,
+// whitespace and string escapes do not make two keys; every number literal, string, null
+// and array order does.
 func (e *Engine) cacheFor(r *request, refs []config.Ref) (key string, ttlMs int, ok bool) {
 	cc := e.cfg.Cache
 	if cc == nil {
@@ -108,5 +109,7 @@ func (e *Engine) appendCacheFacts(dst []byte) []byte {
 	dst = strconv.AppendFloat(dst, cc.HighWaterMark, 'g', -1, 64)
 	dst = append(dst, `,"scope":"`...)
 	dst = append(dst, cc.Scope.String()...)
-	return append(dst, `"}`...)
+	dst = append(dst, `","varyHeaders":`...)
+	dst = appendStrings(dst, cc.VaryHeaders)
+	return append(dst, '}')
 }

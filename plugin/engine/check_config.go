@@ -32,12 +32,17 @@ func CheckConfig(cfg []byte) []byte {
 	return eng.checkConfig(nil, nil)
 }
 
-// checkConfig answers check_config; with l, it also explains the listed tools.
+// checkConfig answers check_config; with l, it also explains the listed tools and lists
+// the configuration no listed tool meets ("unmet", also as warnings).
 func (e *Engine) checkConfig(dst []byte, l *listed) []byte {
 	dst = append(dst, `{"valid":true,"errors":[],"warnings":`...)
 	warnings := warningStrings(e.warnings)
+	var unmet []unmetEntry
 	if l != nil {
-		warnings = append(warnings, e.unmet(l)...)
+		unmet = e.unmet(l)
+		for _, u := range unmet {
+			warnings = append(warnings, u.warning())
+		}
 	}
 	dst = appendStrings(dst, warnings)
 	dst = append(dst, `,"workflows":[`...)
@@ -56,6 +61,8 @@ func (e *Engine) checkConfig(dst []byte, l *listed) []byte {
 	if l != nil {
 		dst = append(dst, `,"explain":`...)
 		dst = e.appendExplain(dst, l)
+		dst = append(dst, `,"unmet":`...)
+		dst = appendUnmet(dst, unmet)
 	}
 	return append(dst, '}')
 }
@@ -134,7 +141,7 @@ func (e *Engine) HostFacts() HostFacts {
 	}
 	if cc := e.cfg.Cache; cc != nil {
 		f.Cache = &CacheFacts{MaxEntries: cc.MaxEntries, MaxSizeBytes: cc.MaxSizeBytes, MaxEntryBytes: cc.MaxEntryBytes,
-			TTLMs: cc.TTLMs, HighWaterMark: cc.HighWaterMark, Scope: cc.Scope.String()}
+			TTLMs: cc.TTLMs, HighWaterMark: cc.HighWaterMark, Scope: cc.Scope.String(), VaryHeaders: nonNil(cc.VaryHeaders)}
 	}
 	return f
 }
@@ -147,6 +154,10 @@ type CacheFacts struct {
 	TTLMs         int     `json:"ttlMs"`
 	HighWaterMark float64 `json:"highWaterMark"`
 	Scope         string  `json:"scope"`
+	// VaryHeaders are the request headers (lower case) whose values, beside Authorization
+	// and the principal header, a host folds into every cache key as a keyed digest, so
+	// callers with other credentials never share an entry.
+	VaryHeaders []string `json:"varyHeaders"`
 }
 
 func (e *Engine) maxTimeoutMs() int {

@@ -55,27 +55,70 @@ func (l *listed) any(match func(string) bool) bool {
 	return false
 }
 
-// unmet warns about each policy, per-tool limit and workflow binding no listed tool meets.
-func (e *Engine) unmet(l *listed) []string {
-	var out []string
+// unmetEntry is one policy, per-tool limit or workflow binding that no listed tool meets:
+// it applies to nothing (a misspelt name, or a tool the upstream does not offer).
+type unmetEntry struct {
+	kind string // "policy", "limit" or "binding"
+	path string // where it is in the configuration
+	name string // the pattern or tool name as configured
+	glob bool   // name is a pattern with a wildcard (bindings never are)
+}
+
+// unmet lists each policy, per-tool limit and workflow binding no listed tool meets, in
+// configuration order: the one rule behind check_config's "unmet" and its warnings.
+func (e *Engine) unmet(l *listed) []unmetEntry {
+	var out []unmetEntry
 	for i := range e.cfg.Policies {
 		p := &e.cfg.Policies[i]
 		if !l.any(p.Match.Match) {
-			out = append(out, "stateSync.policies["+itoa(i)+"].match: no listed tool matches "+quote(p.Match.String()))
+			out = append(out, unmetEntry{"policy", "stateSync.policies[" + itoa(i) + "].match", p.Match.String(), !p.Match.Literal()})
 		}
 	}
 	for i := range e.cfg.Limits.Tools {
 		t := &e.cfg.Limits.Tools[i]
 		if !l.any(t.Match.Match) {
-			out = append(out, "limits.tools["+strconv.Quote(t.Match.String())+"]: no listed tool matches it")
+			out = append(out, unmetEntry{"limit", "limits.tools[" + strconv.Quote(t.Match.String()) + "]", t.Match.String(), !t.Match.Literal()})
 		}
 	}
-	for _, name := range e.boundTools() {
-		if !l.any(func(n string) bool { return n == name }) {
-			out = append(out, "workflows: "+quote(name)+" is bound to a workflow and is not listed")
+	for i := range e.cfg.Workflows {
+		w := e.cfg.Workflows[i]
+		for k := range w.Tools {
+			name := w.Tools[k].Tool
+			if !l.any(func(n string) bool { return n == name }) {
+				out = append(out, unmetEntry{"binding", "workflows[" + itoa(i) + "].tools[" + strconv.Quote(name) + "]", name, false})
+			}
 		}
 	}
 	return out
+}
+
+// warning is the entry as a check_config warning ("path: message").
+func (u unmetEntry) warning() string {
+	switch {
+	case u.kind == "limit":
+		return u.path + ": no listed tool matches it"
+	case u.kind == "binding":
+		return u.path + ": no listed tool is named " + quote(u.name)
+	}
+	return u.path + ": no listed tool matches " + quote(u.name)
+}
+
+// appendUnmet appends the entries as check_config's "unmet" array.
+func appendUnmet(dst []byte, entries []unmetEntry) []byte {
+	dst = append(dst, '[')
+	for i, u := range entries {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"kind":`...)
+		dst = jsonx.AppendString(dst, u.kind)
+		dst = member(dst, "path", u.path)
+		dst = member(dst, "name", u.name)
+		dst = append(dst, `,"glob":`...)
+		dst = appendBool(dst, u.glob)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
 }
 
 // appendExplain appends one {"name", "class", "cacheControl", "cacheControlFrom",

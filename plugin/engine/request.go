@@ -64,11 +64,12 @@ func parseIndexing(in []byte, needTool, needMessage bool, tools *decorate.Index)
 		v := gjson.Parse(src[start:end])
 		switch key {
 		case "tool":
-			if v.Type != gjson.String {
-				bad = "tool must be a string"
+			tool, exact := jsonx.UnquoteExact(v.Raw)
+			if v.Type != gjson.String || !exact {
+				bad = "tool must be a string of Unicode text (no unpaired surrogate escape, no invalid UTF-8)"
 				return
 			}
-			r.tool = v.Str
+			r.tool = tool
 		case "arguments":
 			r.args = v
 		case "message":

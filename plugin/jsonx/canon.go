@@ -2,21 +2,30 @@ package jsonx
 
 import (
 	"errors"
-	"math"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
 
-// ErrNotCanonicalizable is returned by AppendCanonical for a value RFC 8785 cannot
-// represent: a repeated member name, a number out of float64 range, invalid UTF-8.
+// ErrNotCanonicalizable is returned by AppendCanonical for a value whose meaning readers
+// disagree on: a repeated member name, a string with an unpaired UTF-16 surrogate escape or
+// invalid UTF-8.
 var ErrNotCanonicalizable = errors.New("jsonx: value has no canonical form")
 
-// AppendCanonical appends v, valid JSON, in the JSON Canonicalization Scheme of RFC 8785:
-// no whitespace, object members sorted by the UTF-16 code units of their names, numbers in
-// the shortest ECMAScript form, strings with the minimal escapes. Two documents that mean
-// the same get the same bytes, whatever their member order, whitespace or number spelling.
+// AppendCanonical appends v, valid JSON, in a canonical form that folds exactly what every
+// JSON reader takes as the same value and keeps every distinction some reader makes:
+//
+//   - folded: whitespace, object member order (members sorted by the UTF-16 code units of
+//     their names, as RFC 8785), and how a string is escaped (strings are written with
+//     RFC 8785's minimal escapes);
+//   - kept: every number literal as written (9007199254740993 is not 9007199254740992, nor
+//     10.0 10, nor -0 0: readers that keep integers or decimals tell them apart), every
+//     string, case, null against an absent member, array order.
+//
+// It differs from RFC 8785 only in numbers, which RFC 8785 rounds through float64. A value
+// readers could disagree on has no form (ErrNotCanonicalizable): a repeated member name
+// (first or last wins), a lone surrogate escape (U+FFFD for some readers, a lone code unit
+// for others), invalid UTF-8.
 func AppendCanonical(dst []byte, v gjson.Result) ([]byte, error) {
 	switch v.Type {
 	case gjson.Null:
@@ -26,12 +35,13 @@ func AppendCanonical(dst []byte, v gjson.Result) ([]byte, error) {
 	case gjson.False:
 		return append(dst, "false"...), nil
 	case gjson.Number:
-		return appendCanonicalNumber(dst, v.Raw)
+		return append(dst, v.Raw...), nil
 	case gjson.String:
-		if !utf8.ValidString(v.Str) {
+		s, ok := UnquoteExact(v.Raw)
+		if !ok {
 			return dst, ErrNotCanonicalizable
 		}
-		return appendCanonicalString(dst, v.Str), nil
+		return appendCanonicalString(dst, s), nil
 	}
 	if v.IsArray() {
 		dst = append(dst, '[')
@@ -51,10 +61,16 @@ func AppendCanonical(dst []byte, v gjson.Result) ([]byte, error) {
 		return dst, ErrNotCanonicalizable
 	}
 	var members []member
+	exact := true
 	v.ForEach(func(k, e gjson.Result) bool {
-		members = append(members, member{name: k.Str, value: e})
-		return true
+		name, ok := UnquoteExact(k.Raw)
+		exact = exact && ok
+		members = append(members, member{name: name, value: e})
+		return ok
 	})
+	if !exact {
+		return dst, ErrNotCanonicalizable
+	}
 	sortMembers(members, make([]member, len(members)))
 	dst = append(dst, '{')
 	for i, m := range members {
@@ -63,9 +79,6 @@ func AppendCanonical(dst []byte, v gjson.Result) ([]byte, error) {
 				return dst, ErrNotCanonicalizable
 			}
 			dst = append(dst, ',')
-		}
-		if !utf8.ValidString(m.name) {
-			return dst, ErrNotCanonicalizable
 		}
 		dst = appendCanonicalString(dst, m.name)
 		dst = append(dst, ':')
@@ -172,67 +185,4 @@ func appendCanonicalString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
-}
-
-// appendCanonicalNumber writes the number raw as ECMAScript's Number.prototype.toString
-// does (RFC 8785 section 3.2.2.3): the shortest digits that round-trip, in plain notation
-// for exponents from -6 to 20 and in exponent notation (1e+21, 1e-7) beyond.
-func appendCanonicalNumber(dst []byte, raw string) ([]byte, error) {
-	f, err := strconv.ParseFloat(raw, 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return dst, ErrNotCanonicalizable
-	}
-	if f == 0 {
-		return append(dst, '0'), nil // -0 too
-	}
-	if f < 0 {
-		dst = append(dst, '-')
-		f = -f
-	}
-	var buf [32]byte
-	e := strconv.AppendFloat(buf[:0], f, 'e', -1, 64) // d.ddde±XX
-	mant, exp := e, 0
-	for i := range e {
-		if e[i] == 'e' {
-			mant = e[:i]
-			exp, _ = strconv.Atoi(string(e[i+1:]))
-			break
-		}
-	}
-	var digits []byte
-	for _, c := range mant {
-		if c != '.' {
-			digits = append(digits, c)
-		}
-	}
-	k, n := len(digits), exp+1 // the value is 0.digits × 10^n
-	switch {
-	case k <= n && n <= 21:
-		dst = append(dst, digits...)
-		for range n - k {
-			dst = append(dst, '0')
-		}
-	case 0 < n && n <= 21:
-		dst = append(dst, digits[:n]...)
-		dst = append(dst, '.')
-		dst = append(dst, digits[n:]...)
-	case -6 < n && n <= 0:
-		dst = append(dst, '0', '.')
-		for range -n {
-			dst = append(dst, '0')
-		}
-		dst = append(dst, digits...)
-	default:
-		dst = append(dst, digits[0])
-		if k > 1 {
-			dst = append(dst, '.')
-			dst = append(dst, digits[1:]...)
-		}
-		dst = append(dst, 'e')
-		if n-1 >= 0 {
-			dst = append(dst, '+')
-		}
-		dst = strconv.AppendInt(dst, int64(n-1), 10)
-	}
-	return dst, nil
 }

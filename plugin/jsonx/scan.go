@@ -215,6 +215,79 @@ func Unquote(lit string) string {
 	return unescape(body)
 }
 
+// UnquoteExact returns the value of a JSON string literal (with its quotes) and whether
+// every reader decodes it alike: false for a literal holding an unpaired UTF-16 surrogate
+// escape or invalid UTF-8, which readers turn into U+FFFD (swallowing the next escape, for
+// some), keep as a lone code unit, or refuse. Literals without escapes are returned as a
+// substring, without copying.
+func UnquoteExact(lit string) (string, bool) {
+	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
+		return "", false
+	}
+	body := lit[1 : len(lit)-1]
+	i := escapeOrHighRun(body, 0)
+	if i == len(body) {
+		return body, true
+	}
+	if strings.IndexByte(body[i:], '\\') < 0 {
+		return body, utf8.ValidString(body[i:])
+	}
+	if !utf8.ValidString(body) {
+		return "", false
+	}
+	out := make([]byte, 0, len(body))
+	out = append(out, body[:i]...)
+	for ; i < len(body); i++ {
+		c := body[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		if i+1 >= len(body) {
+			return "", false
+		}
+		i++
+		switch body[i] {
+		case 'n':
+			out = append(out, '\n')
+		case 't':
+			out = append(out, '\t')
+		case 'r':
+			out = append(out, '\r')
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case '"', '\\', '/':
+			out = append(out, body[i])
+		case 'u':
+			r, n := hex4(body, i+1)
+			if n == 0 {
+				return "", false
+			}
+			i += 4
+			switch {
+			case r >= 0xdc00 && r < 0xe000:
+				return "", false // a low surrogate with no high one before it
+			case r >= 0xd800 && r < 0xdc00:
+				if i+6 >= len(body) || body[i+1] != '\\' || body[i+2] != 'u' {
+					return "", false
+				}
+				lo, m := hex4(body, i+3)
+				if m == 0 || lo < 0xdc00 || lo >= 0xe000 {
+					return "", false
+				}
+				r = 0x10000 + (r-0xd800)<<10 + (lo - 0xdc00)
+				i += 6
+			}
+			out = appendRune(out, r)
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
+}
+
 // unescape decodes the escapes of a JSON string body; invalid or lone surrogates become
 // U+FFFD, as encoding/json does.
 func unescape(body string) string {

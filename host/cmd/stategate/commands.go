@@ -19,32 +19,19 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
-	"sigs.k8s.io/yaml"
 )
 
 // defaultPlugin is where `make build` puts the TinyGo module.
 const defaultPlugin = "build/stategate.wasm"
 
-// loadConfig reads a JSON or YAML configuration and returns it as compact JSON.
-func loadConfig(path string) ([]byte, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) > 0 && trimmed[0] == '{' {
-		return raw, nil
-	}
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		return nil, fmt.Errorf("config[%s]: not JSON, and not YAML: %w", path, err)
-	}
-	return js, nil
-}
+// loadConfig reads a JSON or YAML (1.2) configuration and returns it as JSON
+// (host/configfile: the one loader of every command).
+func loadConfig(path string) ([]byte, error) { return configfile.Load(path) }
 
 // validate builds the native engine to list every configuration error before start-up.
 func validate(path string, cfg []byte) (*engine.Engine, error) {

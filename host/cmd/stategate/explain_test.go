@@ -82,7 +82,7 @@ func TestExplain_upstream(t *testing.T) {
 func TestCheck_tools(t *testing.T) {
 	tools := writeFile(t, "tools.json", explainTools)
 	code, out, _ := runCLI(t, "", "check", "../../../abi/testdata/config/sample.json", "--tools", tools)
-	for _, want := range []string{`warning: stateSync.policies[0].match: no listed tool matches "countries.*"`, `warning: workflows: "cart.pay" is bound to a workflow and is not listed`} {
+	for _, want := range []string{`warning: stateSync.policies[0].match: no listed tool matches "countries.*"`, `warning: workflows[0].tools["cart.pay"]: no listed tool is named "cart.pay"`} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("exit %d, lacks %q:\n%s", code, want, out)
 		}

@@ -71,6 +71,13 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		return nil, exchange.ErrHealthOff
 	})
 	bus.OnDrop = metrics.Dropped
+	unknownTools := func() []exchange.UnknownTool {
+		if g := gwp.Load(); g != nil {
+			return g.Core().UnknownTools()
+		}
+		return nil
+	}
+	metrics.WatchUnknownTools(unknownTools)
 	pub := ops.Publishers{metrics, bus}
 	app := ops.NewApp(pub, metrics.AppState)
 	rl := &reloader{path: cfgPath, pub: pub, log: logger, replaced: metrics.PluginReplaced}
@@ -100,8 +107,9 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 			StateKey: func(workflow, principal, value string) (string, error) {
 				return rl.eng.Load().StateKey(workflow, principal, value)
 			},
-			Reload:    rl.reload,
-			Workflows: func() any { return workflowGraphs(rl.eng.Load(), "mermaid") },
+			Reload:       rl.reload,
+			Workflows:    func() any { return workflowGraphs(rl.eng.Load(), "mermaid") },
+			UnknownTools: unknownTools,
 			Stats: func() map[string]int64 {
 				out := map[string]int64{}
 				if g := gwp.Load(); g != nil {
@@ -139,6 +147,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 	mon := &monitor{app: app, run: rl, upstream: upstream, pub: pub, log: logger}
 	mon.check(mctx)
 	go mon.loop(mctx, a.probe)
+	go probeTools(mctx, upstream, func() *exchange.Core { return run.gw.Core() }, a.probe, logger)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

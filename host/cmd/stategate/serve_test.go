@@ -60,12 +60,18 @@ var (
 // listeners are up and the gateway is ready.
 func startServe(t *testing.T, up demo.Options, extra ...string) *served {
 	t.Helper()
+	return startServeConfig(t, up, demo.Config(), extra...)
+}
+
+// startServeConfig is startServe with the configuration cfg.
+func startServeConfig(t *testing.T, up demo.Options, cfg []byte, extra ...string) *served {
+	t.Helper()
 	needPlugin(t)
 	upstream := httptest.NewServer(demo.Handler(up))
 	t.Cleanup(upstream.Close)
 	dir := t.TempDir()
 	s := &served{token: "tok-" + t.Name(), cfgPath: filepath.Join(dir, "config.json"), done: make(chan error, 1), stderr: &syncBuffer{}, upstream: upstream}
-	if err := os.WriteFile(s.cfgPath, demo.Config(), 0o644); err != nil {
+	if err := os.WriteFile(s.cfgPath, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tokenFile := filepath.Join(dir, "token")

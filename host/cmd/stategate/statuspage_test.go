@@ -26,6 +26,23 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// browser starts headless Chromium for the test (closed at its end).
+func browser(t *testing.T, exe string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(cancel)
+	if err := chromedp.Run(ctx); err != nil { // starts the browser, bound to ctx
+		t.Fatalf("chromium: %v", err)
+	}
+	return ctx
+}
+
 // TestStatusPage_browser loads the status page in headless Chromium (chromedp), types the
 // admin token into it, and checks that it shows the gateway's state, the tool health
 // note, and, live, the events of a tool call driven through the gateway by the official
@@ -33,18 +50,7 @@ func chromium(t *testing.T) string {
 func TestStatusPage_browser(t *testing.T) {
 	exe := chromium(t)
 	s := startServe(t, demo.Options{})
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-
-	if err := chromedp.Run(ctx); err != nil { // starts the browser, bound to ctx
-		t.Fatalf("chromium: %v", err)
-	}
+	ctx := browser(t, exe)
 	var state, note string
 	step := func(name string, a chromedp.Action) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -99,6 +105,38 @@ func TestStatusPage_browser(t *testing.T) {
 		}
 		if err := os.WriteFile(path, png, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestStatusPage_unknownTools: the status page lists, under "Configuration warnings", each
+// tool name of the configuration that the upstream does not list, with where it appears
+// (headless Chromium, `stategate serve` in front of the demo server).
+func TestStatusPage_unknownTools(t *testing.T) {
+	exe := chromium(t)
+	s := startServeConfig(t, demo.Options{}, typoConfig())
+	ctx := browser(t, exe)
+	var warning string
+	err := chromedp.Run(ctx,
+		chromedp.Navigate(s.adminURL+"/"),
+		chromedp.WaitVisible("#login", chromedp.ByQuery),
+		chromedp.SendKeys("#token", s.token, chromedp.ByQuery),
+		chromedp.Click(`#login button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#config-warnings li[data-tool="cart.pya"]`, chromedp.ByQuery),
+		chromedp.Text(`#config-warnings li[data-tool="cart.pya"]`, &warning, chromedp.ByQuery),
+	)
+	if err != nil {
+		var html string
+		chromedp.Run(ctx, chromedp.OuterHTML("body", &html, chromedp.ByQuery))
+		t.Fatalf("the page never showed cart.pya: %v\n%s", err, html)
+	}
+	if !strings.Contains(warning, "cart.pya") || !strings.Contains(warning, `workflows[0].tools["cart.pya"] (binding)`) {
+		t.Fatalf("warning %q", warning)
+	}
+	if path := os.Getenv("STATEGATE_SCREENSHOT_WARNINGS"); path != "" {
+		var png []byte
+		if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err == nil {
+			os.WriteFile(path, png, 0o644)
 		}
 	}
 }

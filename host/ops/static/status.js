@@ -102,6 +102,23 @@ async function refreshInfo() {
   tbody.replaceChildren();
   const counters = Object.assign({}, r.body.counters || {}, { events_dropped: r.body.eventsDropped, subscribers: r.body.subscribers });
   for (const [k, v] of Object.entries(counters)) tbody.appendChild(row([k, String(v)]));
+  showUnknownTools(r.body.unknownTools || []);
+}
+
+// showUnknownTools lists the configuration's tool names no listed tool meets (text only).
+function showUnknownTools(unknown) {
+  const list = $("unknown-tools");
+  list.replaceChildren();
+  for (const u of unknown) {
+    const li = document.createElement("li");
+    li.dataset.tool = u.name;
+    const name = document.createElement("code");
+    name.textContent = u.name;
+    const where = (u.where || []).map((p) => p.path + " (" + p.kind + ")").join(", ");
+    li.append(name, document.createTextNode((u.glob ? " matches no listed tool: " : " is not a listed tool: ") + where));
+    list.appendChild(li);
+  }
+  $("config-warnings").hidden = unknown.length === 0;
 }
 
 async function refreshWorkflows() {
@@ -139,7 +156,7 @@ function show(ev) {
   list.insertBefore(li, list.firstChild);
   while (list.children.length > maxEvents) list.lastChild.remove();
   if (ev.type === "config_reloaded") refreshWorkflows().catch(() => {});
-  if (ev.type === "app_state_changed" || ev.type === "tool_state_changed" || ev.type === "config_reloaded") refresh();
+  if (ev.type === "app_state_changed" || ev.type === "tool_state_changed" || ev.type === "config_reloaded" || ev.type === "config_unknown_tool") refresh();
   else soon();
 }
 

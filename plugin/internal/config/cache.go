@@ -2,6 +2,7 @@ package config
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -15,7 +16,13 @@ type Cache struct {
 	TTLMs         int
 	HighWaterMark float64 // eviction starts when the cache holds this fraction of MaxSizeBytes
 	Scope         CacheScope
+	// VaryHeaders are request headers (lower case, each once) whose values split cache
+	// entries, beside Authorization and the principal header, which always do.
+	VaryHeaders []string
 }
+
+// MaxVaryHeaders bounds cache.varyHeaders.
+const MaxVaryHeaders = 16
 
 // CacheScope says whose calls share cache entries.
 type CacheScope uint8
@@ -45,7 +52,7 @@ func (p *parser) cache(c *Config, r gjson.Result) {
 	if !r.Exists() {
 		return
 	}
-	if !p.object("cache", r, "maxEntries", "maxSizeBytes", "maxEntryBytes", "ttlMs", "highWaterMark", "scope") {
+	if !p.object("cache", r, "maxEntries", "maxSizeBytes", "maxEntryBytes", "ttlMs", "highWaterMark", "scope", "varyHeaders") {
 		return
 	}
 	cc := &Cache{MaxEntries: DefaultCacheMaxEntries, MaxSizeBytes: DefaultCacheMaxSizeBytes,
@@ -91,10 +98,42 @@ func (p *parser) cache(c *Config, r gjson.Result) {
 			}
 		}
 	}
+	if v := r.Get("varyHeaders"); v.Exists() {
+		cc.VaryHeaders = p.varyHeaders(v)
+	}
 	if cc.MaxEntryBytes > cc.MaxSizeBytes {
 		p.errf("cache.maxEntryBytes", "must not exceed cache.maxSizeBytes (%s)", strconv.Itoa(cc.MaxSizeBytes))
 	}
 	c.Cache = cc
+}
+
+// varyHeaders reads cache.varyHeaders: an array of header names, lower-cased, each once.
+func (p *parser) varyHeaders(r gjson.Result) []string {
+	if !r.IsArray() {
+		p.errf("cache.varyHeaders", "must be an array of header names")
+		return nil
+	}
+	var out []string
+	i := 0
+	r.ForEach(func(_, v gjson.Result) bool {
+		path := "cache.varyHeaders[" + strconv.Itoa(i) + "]"
+		i++
+		h, ok := p.str(path, v)
+		switch {
+		case !ok:
+		case !validHeaderName(h):
+			p.errf(path, "not a valid header name: %s", strconv.Quote(h))
+		case containsString(out, strings.ToLower(h)):
+			p.errf(path, "header %s is listed twice (names are case-insensitive)", strconv.Quote(h))
+		case len(out) == MaxVaryHeaders:
+			p.errf(path, "at most %s headers", strconv.Itoa(MaxVaryHeaders))
+			return false
+		default:
+			out = append(out, strings.ToLower(h))
+		}
+		return true
+	})
+	return out
 }
 
 // policyCache reads a policy's "cache" member: false opts the matched tools out of the
@@ -120,4 +159,13 @@ func (p *parser) policyCache(path string, r gjson.Result, pol *Policy) bool {
 		return false
 	}
 	return true
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

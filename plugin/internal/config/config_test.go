@@ -224,6 +224,15 @@ func TestParse_features(t *testing.T) {
 			t.Error("Allows does not follow the binding's states")
 		}
 	})
+	t.Run("cache_vary_headers", func(t *testing.T) {
+		c := mustParse(t, `{"version":1,"cache":{"varyHeaders":["X-Tenant","x-api-key"]}}`)
+		if c.Cache == nil || !reflect.DeepEqual(c.Cache.VaryHeaders, []string{"x-tenant", "x-api-key"}) {
+			t.Errorf("Cache = %+v, want varyHeaders [x-tenant x-api-key]", c.Cache)
+		}
+		if c := mustParse(t, `{"version":1,"cache":{}}`); c.Cache.VaryHeaders != nil {
+			t.Errorf("VaryHeaders = %q without the member", c.Cache.VaryHeaders)
+		}
+	})
 	t.Run("escaped_keys", func(t *testing.T) {
 		c := mustParse(t, `{"vers\u0069on":1,"names":{"separ\u0061tor":"__"}}`)
 		if c.Separator != "__" {
@@ -657,6 +666,26 @@ func TestParse_errors(t *testing.T) {
 			name: "empty_input",
 			doc:  ``,
 			want: []string{"invalid JSON: unexpected end of input at offset 0"},
+		},
+		{
+			name: "vary_headers_not_an_array",
+			doc:  `{"version":1,"cache":{"varyHeaders":"X-Tenant"}}`,
+			want: []string{"cache.varyHeaders: must be an array of header names"},
+		},
+		{
+			name: "vary_headers_bad_names",
+			doc:  `{"version":1,"cache":{"varyHeaders":["X-Tenant",1,"a b","x-TENANT",""]}}`,
+			want: []string{
+				"cache.varyHeaders[1]: must be a string",
+				`cache.varyHeaders[2]: not a valid header name: "a b"`,
+				`cache.varyHeaders[3]: header "x-TENANT" is listed twice (names are case-insensitive)`,
+				`cache.varyHeaders[4]: not a valid header name: ""`,
+			},
+		},
+		{
+			name: "vary_headers_too_many",
+			doc:  `{"version":1,"cache":{"varyHeaders":["h0","h1","h2","h3","h4","h5","h6","h7","h8","h9","h10","h11","h12","h13","h14","h15","h16","h17"]}}`,
+			want: []string{"cache.varyHeaders[16]: at most 16 headers"},
 		},
 		{
 			name: "too_deep",

@@ -115,7 +115,11 @@ func Key(w *config.Workflow, s *Scope) (key, handle string, st KeyStatus) {
 		}
 		switch v.Type {
 		case gjson.String:
-			value = v.Str
+			var exact bool
+			if value, exact = jsonx.UnquoteExact(v.Raw); !exact {
+				// Readers decode it differently: two handles could share one state.
+				return "", "", KeyBadHandle
+			}
 		case gjson.Number:
 			if !canonicalInt(v.Raw) {
 				return "", "", KeyBadHandle // 1, 1.0 and 1e0 must not be three carts

@@ -267,6 +267,18 @@ func TestKey(t *testing.T) {
 		{name: "false handle", w: "order", scope: Scope{Args: args(`{"order_id":false}`)}, wantStatus: KeyBadHandle},
 		{name: "object handle", w: "order", scope: Scope{Args: args(`{"order_id":{"id":1}}`)}, wantStatus: KeyBadHandle},
 		{name: "array handle", w: "order", scope: Scope{Args: args(`{"order_id":[1]}`)}, wantStatus: KeyBadHandle},
+		// Readers decode an unpaired surrogate differently (U+FFFD, swallowing what follows,
+		// or a lone code unit): "\ud800A" and "\ud800B" must not be one cart.
+		{name: "handle with an unpaired surrogate", w: "order", scope: Scope{Args: args(`{"order_id":"\ud800\u0041"}`)}, wantStatus: KeyBadHandle},
+		{name: "handle with a lone low surrogate", w: "order", scope: Scope{Args: args(`{"order_id":"x\udc00"}`)}, wantStatus: KeyBadHandle},
+		{name: "handle with invalid UTF-8", w: "order", scope: Scope{Args: args("{\"order_id\":\"a\xff\"}")}, wantStatus: KeyBadHandle},
+		{
+			name:       "handle with a surrogate pair",
+			w:          "order",
+			scope:      Scope{Args: args(`{"order_id":"\ud83d\ude00"}`)},
+			wantKey:    "stategate/v1/order/arg.order_id//%F0%9F%98%80",
+			wantHandle: "\U0001F600",
+		},
 		{name: "handle over the limit", w: "order", scope: Scope{Args: args(`{"order_id":"` + long + `x"}`)}, wantStatus: KeyBadHandle},
 		{name: "number handle over the limit", w: "order", scope: Scope{Args: args(`{"order_id":` + strings.Repeat("9", MaxScopeBytes+1) + `}`)}, wantStatus: KeyBadHandle},
 		{name: "handle with a principal over the limit", w: "order", scope: Scope{Principal: long + "x", Args: args(`{"order_id":"h"}`)}, wantStatus: KeyBadScope},

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/stategate/stategate/exchange"
+)
+
+// probeTools lists the upstream's tools once, as a client would (initialize, then
+// tools/list page by page, with the official Go SDK client), and hands the list to the
+// exchange core serving now (exchange.Core.ToolsListed): the configuration's tool names no
+// listed tool meets are then reported at start-up, before any client lists. Serving never
+// waits for it: a failed listing (upstream down, authorization required) is logged once and
+// tried again every interval until one succeeds; the first tools/list a client sends through
+// the gateway checks the names too.
+func probeTools(ctx context.Context, upstream *url.URL, core func() *exchange.Core, every time.Duration, log *slog.Logger) {
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	for failed := false; ; failed = true {
+		tools, err := toolsFromUpstream(ctx, upstream.String())
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			if c := core(); c != nil {
+				c.ToolsListed(ctx, tools)
+			}
+			log.Info("upstream tools listed", "upstream", upstream.Redacted(), "bytes", len(tools))
+			return
+		}
+		if !failed {
+			log.Warn("upstream tools not listed; retrying (clients' tools/list answers are checked meanwhile)", "upstream", upstream.Redacted(), "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
