@@ -45,7 +45,8 @@ func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	}
 	if local := h.GetSentLocalResponse(id); local != nil {
 		ct, _ := header(local.Headers, "content-type")
-		return exchangetest.Got{Status: int(local.StatusCode), ContentType: ct, Body: string(local.Data)}
+		sid, _ := header(local.Headers, "mcp-session-id")
+		return exchangetest.Got{Status: int(local.StatusCode), ContentType: ct, Body: string(local.Data), Session: sid}
 	}
 	got := exchangetest.Got{UpstreamCalled: act == types.ActionContinue}
 	if !got.UpstreamCalled {
@@ -53,12 +54,16 @@ func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	}
 	received := h.GetCurrentRequestBody(id)
 	got.UpstreamBody = string(received)
+	got.UpstreamSession, _ = header(h.GetCurrentRequestHeaders(id), "mcp-session-id")
 	if s.Upstream == nil {
 		t.Fatalf("the upstream was called, and the case gives no answer")
 	}
 	answer := exchangetest.UpstreamAnswer(s, received)
 	resp := [][2]string{{":status", strconv.Itoa(s.Upstream.Status)}, {"content-type", s.Upstream.ContentType},
 		{"content-length", strconv.Itoa(len(answer))}}
+	if s.Upstream.Session != "" {
+		resp = append(resp, [2]string{"mcp-session-id", s.Upstream.Session})
+	}
 	h.CallOnResponseHeaders(id, resp, false)
 	if act := h.CallOnResponseBody(id, []byte(answer), true); act != types.ActionContinue {
 		t.Fatalf("response body action %v", act)
@@ -67,6 +72,7 @@ func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	status, _ := header(out, ":status")
 	got.Status, _ = strconv.Atoi(status)
 	got.ContentType, _ = header(out, "content-type")
+	got.Session, _ = header(out, "mcp-session-id")
 	got.Body = string(h.GetCurrentResponseBody(id))
 	return got
 }

@@ -78,6 +78,9 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) (act types.Action) {
 		}
 		return types.ActionPause
 	}
+	if h.ownSession() {
+		return types.ActionPause
+	}
 	if h.method != "POST" || eos {
 		return types.ActionContinue
 	}
@@ -143,11 +146,14 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) (act types.Action) 
 	defer h.recoverTo(&act)
 	status, _ := strconv.Atoi(responseHeader(":status"))
 	h.status = status
-	if h.method == "DELETE" && status/100 == 2 {
+	if h.method == "DELETE" && status/100 == 2 && h.phase != reqAnswered {
 		h.p.core.EndSessionFor(bg, h.headers)
 	}
 	if h.phase != reqForwarded {
 		return types.ActionContinue
+	}
+	if sid := h.ex.AnswerSession(bg, status, responseHeader("mcp-session-id")); sid != "" {
+		_ = proxywasm.ReplaceHttpResponseHeader("mcp-session-id", sid) // the upstream issues none
 	}
 	if status == 504 && h.ex.Method == exchange.MethodToolsCall {
 		if msg := h.ex.TimeoutAnswer(); msg != nil {

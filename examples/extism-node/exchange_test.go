@@ -27,7 +27,14 @@ var leftOut = map[string]string{
 	"task_moves_the_workflow_when_it_completes": "MCP tasks are not in the sample yet: it treats a CreateTaskResult as a plain result (issue 26 moves the exchange, tasks included, into the module)",
 	"task_result_gets_the_block":                "MCP tasks are not in the sample yet: it treats a CreateTaskResult as a plain result (issue 26 moves the exchange, tasks included, into the module)",
 	"task_that_failed_never_moves":              "MCP tasks are not in the sample yet: it treats a CreateTaskResult as a plain result (issue 26 moves the exchange, tasks included, into the module)",
+	"stateless_upstream_gets_a_gateway_session": noSessions,
+	"gateway_sessions_keep_workflows_apart":     noSessions,
+	"delete_ends_a_gateway_session":             noSessions,
+	"unknown_gateway_session_is_404":            noSessions,
 }
+
+// noSessions: why the gateway-session cases are left out.
+const noSessions = "gateway sessions are not in the sample yet: it passes the upstream's Mcp-Session-Id and issues none (issue 26 moves the exchange, sessions included, into the module)"
 
 // withoutDuration removes the Go core's _meta durationMs from a recorded answer.
 var withoutDuration = strings.NewReplacer(`,"_meta":{"dev.stategate/durationMs":0}`, "", `,"dev.stategate/durationMs":0`, "", `"dev.stategate/durationMs":0,`, "")
@@ -46,33 +53,38 @@ func TestExchangeSuite(t *testing.T) {
 			var mu sync.Mutex
 			var step exchangetest.Step
 			var called bool
-			var received string
+			var received, upSession string
 			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
 				mu.Lock()
 				s := step
-				called, received = true, string(body)
+				called, received, upSession = true, string(body), r.Header.Get("Mcp-Session-Id")
 				mu.Unlock()
 				if s.Upstream == nil {
 					http.Error(w, "the upstream was not to be called", http.StatusTeapot)
 					return
 				}
 				w.Header().Set("Content-Type", s.Upstream.ContentType)
+				if s.Upstream.Session != "" {
+					w.Header().Set("Mcp-Session-Id", s.Upstream.Session)
+				}
 				w.WriteHeader(s.Upstream.Status)
 				_, _ = io.WriteString(w, exchangetest.UpstreamAnswer(s, body))
 			}))
 			t.Cleanup(up.Close)
 			gw := startGateway(t, up.URL+"/mcp", false, exchangetest.Config(c.Config))
+			var issued exchangetest.Sessions
 			for i, s := range c.Steps {
 				mu.Lock()
-				step, called, received = s, false, ""
+				step, called, received, upSession = s, false, "", ""
 				mu.Unlock()
+				sent := issued.Resolve(s)
 				method := s.Method
 				if method == "" {
 					method = http.MethodPost
 				}
 				req, _ := http.NewRequest(method, gw, strings.NewReader(s.Body))
-				for k, v := range s.Headers {
+				for k, v := range sent.Headers {
 					req.Header.Set(k, v)
 				}
 				resp, err := http.DefaultClient.Do(req)
@@ -83,8 +95,9 @@ func TestExchangeSuite(t *testing.T) {
 				resp.Body.Close()
 				body := string(out)
 				mu.Lock()
-				gotCalled, gotReceived := called, received
+				gotCalled, gotReceived, gotUpSession := called, received, upSession
 				mu.Unlock()
+				issued.Check(t, i, s, exchangetest.Got{Session: resp.Header.Get("Mcp-Session-Id"), UpstreamSession: gotUpSession})
 				w := s.Want
 				if resp.StatusCode != w.Status {
 					t.Errorf("step %d: status %d, want %d (%s)", i, resp.StatusCode, w.Status, body)

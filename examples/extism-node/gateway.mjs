@@ -23,6 +23,9 @@
 //     POST is dropped;
 //   - a body that is not valid UTF-8 is refused (400, -32700); a body over the limit is
 //     answered without its id; the upstream is not aborted after a timeout;
+//   - gateway sessions: in front of a server that issues no Mcp-Session-Id, the sample issues
+//     none either (the Go core does, exchange/session.go), so session-keyed workflows there
+//     do not advance;
 //   - Go-only extras: _meta durationMs, cache hints on 2026-07-28 lists, metrics and events.
 //
 // @extism/extism 1.0.3: the config is read only from createPlugin's options (a manifest's is

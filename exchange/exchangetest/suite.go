@@ -15,6 +15,12 @@
 //   - Durations (dev.stategate/durationMs) are set to 0 before comparing; an id the core
 //     replaced for the upstream is checked (a string of the client id's length) and then
 //     written as "MINTED" before comparing.
+//   - Sessions: an upstream answer may carry an Mcp-Session-Id ("session"); a step may say
+//     which one the client must get ("session": "minted" for one the gateway issued, "none"
+//     for none, else the exact id) and which one the upstream must be sent
+//     ("upstreamSession", "none" for none). Each session the gateway issued in a case is
+//     "{{session1}}", "{{session2}}", ... ("{{session}}": the latest) in later steps'
+//     headers; sessions issued in one case all differ.
 package exchangetest
 
 import (
@@ -25,7 +31,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -60,6 +68,7 @@ type Answer struct {
 	Status      int    `json:"status"`
 	ContentType string `json:"contentType"`
 	Body        string `json:"body"`
+	Session     string `json:"session,omitempty"` // the answer's Mcp-Session-Id header
 }
 
 // Want is what the client must get.
@@ -71,7 +80,13 @@ type Want struct {
 	ContentType    string   `json:"contentType,omitempty"`
 	Contains       []string `json:"contains,omitempty"`
 	NotContains    []string `json:"notContains,omitempty"`
-	Body           string   `json:"body"` // exact answer bytes (normalised), recorded with -update
+	// Session is the answer's Mcp-Session-Id: "minted" (one the gateway issued), "none", or
+	// the exact id; "" is not checked.
+	Session string `json:"session,omitempty"`
+	// UpstreamSession is the Mcp-Session-Id the upstream was sent ("none": none; "": not
+	// checked).
+	UpstreamSession string `json:"upstreamSession,omitempty"`
+	Body            string `json:"body"` // exact answer bytes (normalised), recorded with -update
 }
 
 // Got is what a host did with a step.
@@ -81,6 +96,9 @@ type Got struct {
 	Body           string
 	UpstreamCalled bool
 	UpstreamBody   string // what the upstream received
+	// Session is the answer's Mcp-Session-Id header, UpstreamSession the one the upstream
+	// was sent ("" for none).
+	Session, UpstreamSession string
 }
 
 // Host runs steps on one fresh host built for a configuration.
@@ -120,11 +138,13 @@ func Run(t *testing.T, newHost func(t *testing.T, config []byte) Host) {
 		t.Run(c.Name, func(t *testing.T) {
 			h := newHost(t, Config(c.Config))
 			changed := false
+			var issued Sessions
 			for i := range c.Steps {
 				s := &c.Steps[i]
-				got := h.Do(t, *s)
+				got := h.Do(t, issued.Resolve(*s))
 				body := normalise(t, got, *s)
 				check(t, i, *s, got, body)
+				issued.Check(t, i, *s, got)
 				if *update && body != s.Want.Body {
 					s.Want.Body, changed = body, true
 				} else if body != s.Want.Body {
@@ -199,4 +219,69 @@ func UpstreamAnswer(s Step, received []byte) string {
 		id = "null"
 	}
 	return strings.ReplaceAll(s.Upstream.Body, "{{id}}", id)
+}
+
+// Sessions are the sessions the gateway issued so far in one case.
+type Sessions []string
+
+// Resolve returns s with "{{sessionN}}" and "{{session}}" in its headers replaced by the
+// sessions issued so far (s itself is not changed).
+func (ss Sessions) Resolve(s Step) Step {
+	if len(s.Headers) == 0 {
+		return s
+	}
+	h := make(map[string]string, len(s.Headers))
+	for k, v := range s.Headers {
+		for i := len(ss); i >= 1; i-- { // {{session12}} before {{session1}}
+			v = strings.ReplaceAll(v, "{{session"+strconv.Itoa(i)+"}}", ss[i-1])
+		}
+		if len(ss) > 0 {
+			v = strings.ReplaceAll(v, "{{session}}", ss[len(ss)-1])
+		}
+		h[k] = v
+	}
+	s.Headers = h
+	return s
+}
+
+// SessionPrefix starts every session the gateway issues (exchange.SessionPrefix).
+const SessionPrefix = "stategate."
+
+// Check checks the step's sessions (Want.Session, Want.UpstreamSession) against what the
+// host did, and keeps a session the gateway issued.
+func (ss *Sessions) Check(t *testing.T, i int, s Step, got Got) {
+	t.Helper()
+	switch w := s.Want.Session; w {
+	case "":
+	case "none":
+		if got.Session != "" {
+			t.Errorf("step %d: answer carries Mcp-Session-Id %q, want none", i, got.Session)
+		}
+	case "minted":
+		if !strings.HasPrefix(got.Session, SessionPrefix) || len(got.Session) != len(SessionPrefix)+43 {
+			t.Errorf("step %d: answer carries Mcp-Session-Id %q, want one the gateway issued", i, got.Session)
+		} else if slices.Contains(*ss, got.Session) {
+			t.Errorf("step %d: the gateway issued session %q a second time", i, got.Session)
+		}
+		*ss = append(*ss, got.Session)
+	default:
+		if got.Session != w {
+			t.Errorf("step %d: answer carries Mcp-Session-Id %q, want %q", i, got.Session, w)
+		}
+	}
+	switch w := s.Want.UpstreamSession; w {
+	case "":
+	case "none":
+		if got.UpstreamSession != "" {
+			t.Errorf("step %d: the upstream was sent Mcp-Session-Id %q, want none", i, got.UpstreamSession)
+		}
+	default:
+		if got.UpstreamSession != ss.resolve(w) {
+			t.Errorf("step %d: the upstream was sent Mcp-Session-Id %q, want %q", i, got.UpstreamSession, w)
+		}
+	}
+}
+
+func (ss Sessions) resolve(v string) string {
+	return ss.Resolve(Step{Headers: map[string]string{"": v}}).Headers[""]
 }

@@ -51,26 +51,30 @@ type gwHost struct {
 	step     exchangetest.Step
 	called   bool
 	received []byte
+	session  string // the Mcp-Session-Id the upstream was sent
 }
 
 func (h *gwHost) answer(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	h.mu.Lock()
 	s := h.step
-	h.called, h.received = true, body
+	h.called, h.received, h.session = true, body, r.Header.Get("Mcp-Session-Id")
 	h.mu.Unlock()
 	if s.Upstream == nil {
 		http.Error(w, "the upstream was not to be called", http.StatusTeapot)
 		return
 	}
 	w.Header().Set("Content-Type", s.Upstream.ContentType)
+	if s.Upstream.Session != "" {
+		w.Header().Set("Mcp-Session-Id", s.Upstream.Session)
+	}
 	w.WriteHeader(s.Upstream.Status)
 	io.WriteString(w, exchangetest.UpstreamAnswer(s, body))
 }
 
 func (h *gwHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	h.mu.Lock()
-	h.step, h.called, h.received = s, false, nil
+	h.step, h.called, h.received, h.session = s, false, nil, ""
 	h.mu.Unlock()
 	method := s.Method
 	if method == "" {
@@ -89,5 +93,6 @@ func (h *gwHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return exchangetest.Got{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: string(body),
-		UpstreamCalled: h.called, UpstreamBody: string(h.received)}
+		UpstreamCalled: h.called, UpstreamBody: string(h.received),
+		Session: resp.Header.Get("Mcp-Session-Id"), UpstreamSession: h.session}
 }
