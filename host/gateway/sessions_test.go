@@ -360,3 +360,66 @@ func TestSessions_replicasShareThem(t *testing.T) {
 	}
 	wantNotFound(t, "the first replica after a DELETE on the other", sessPost(t, urls[0], id, sessListBody), "3")
 }
+
+// BenchmarkSessions: what presenting a gateway session costs a request (the record's read)
+// against the same request without a session, in front of the Go SDK's stateless server, on
+// the memory store and on Redis.
+//
+//	go test ./host/gateway -run '^$' -bench Sessions -benchtime 2000x
+func BenchmarkSessions(b *testing.B) {
+	for _, kind := range []string{"memory", "redis"} {
+		var st store.Store = store.NewMemory(store.Options{})
+		if kind == "redis" {
+			r, err := store.NewRedis(context.Background(), storetest.Redis(b), store.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st = r
+		}
+		b.Cleanup(func() { st.Close() })
+		rt := pluginRuntime(b)
+		up := httptest.NewServer(demo.Handler(demo.Options{Stateless: true, JSONResponse: true}))
+		b.Cleanup(up.Close)
+		u, _ := url.Parse(up.URL + "/mcp")
+		pool, err := host.NewPool(context.Background(), rt, demo.Config(), host.PoolOptions{Size: 4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { pool.Close(context.Background()) })
+		gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: demo.Config(), Store: st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := httptest.NewServer(gw)
+		b.Cleanup(srv.Close)
+		endpoint := srv.URL + "/mcp"
+		for _, mode := range []string{"no_session", "gateway_session"} {
+			b.Run(kind+"/"+mode, func(b *testing.B) {
+				sid := ""
+				if mode == "gateway_session" {
+					sid = benchSession(b, endpoint)
+					if !exchange.IsGatewaySession(sid) {
+						b.Fatalf("session %q", sid)
+					}
+				}
+				post(b, endpoint, sid, callBody)
+				lat := make([]time.Duration, 0, b.N)
+				var trips uint64
+				if r, ok := st.(*store.Redis); ok {
+					trips = r.RoundTrips()
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					start := time.Now()
+					post(b, endpoint, sid, callBody)
+					lat = append(lat, time.Since(start))
+				}
+				b.StopTimer()
+				reportPercentiles(b, lat)
+				if r, ok := st.(*store.Redis); ok {
+					b.ReportMetric(float64(r.RoundTrips()-trips)/float64(b.N), "trips/op")
+				}
+			})
+		}
+	}
+}

@@ -30,6 +30,8 @@ var counterNames = [exchange.NumCounters]struct{ name, help string }{
 	exchange.CountIDsRemapped:    {"stategate_ids_remapped_total", "Requests whose JSON-RPC id the upstream saw replaced."},
 	exchange.CountTasksCreated:   {"stategate_tasks_created_total", "Task-augmented tools/call requests the upstream answered with a task."},
 	exchange.CountTasksSettled:   {"stategate_tasks_settled_total", "Tasks whose end the gateway settled (workflow, health, cache), once each."},
+	exchange.CountSessionsIssued: {"stategate_sessions_issued_total", "Sessions the gateway issued to clients of an upstream that issues none."},
+	exchange.CountSessionsEnded:  {"stategate_sessions_ended_total", "Gateway sessions ended by DELETE."},
 }
 
 // Metrics is the gateway's Prometheus registry. It is an exchange.Publisher (tool calls,
