@@ -52,6 +52,7 @@ func TestSlotTag(t *testing.T) {
 		{name: "escaped_session_and_its_set", a: l.valueKey("stategate/v1/cart/session/p%2Fq/a%7Bb%7D%20c"), b: l.sessionKey("a{b} c")},
 		{name: "value_and_lease", a: l.valueKey("stategate/v1/cart/arg.cart_id/alice/42"), b: l.lockKey("stategate/v1/cart/arg.cart_id/alice/42")},
 		{name: "workflows_of_one_handle", a: l.valueKey("stategate/v1/cart/arg.cart_id/alice/42"), b: l.valueKey("stategate/v1/refund/arg.cart_id/alice/42")},
+		{name: "gateway_session_record_and_its_set", a: l.valueKey("stategate/v1/~gateway/session//stategate.Ab-_9"), b: l.sessionKey("stategate.Ab-_9")},
 		{name: "per_tool_keys", a: l.valueKey("stategate/v1/health/tool/cart.pay"), b: l.valueKey("stategate/v1/cache/tool/cart.pay")},
 		{name: "hostile_key_and_its_lease", a: l.valueKey("{tag}x}"), b: l.lockKey("{tag}x}")},
 	}
