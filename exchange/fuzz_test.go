@@ -35,11 +35,13 @@ func fuzzSeeds(f *testing.F) {
 	} {
 		f.Add(s, "2025-06-18", "s1", "")
 		f.Add(s, "2025-03-26", "", "tools/call")
+		f.Add(s, "2025-06-18", SessionPrefix+"AAAA", "")
 	}
 }
 
-// FuzzAdmit: admission never panics, answers valid JSON, and never passes on (ungated) a
-// message that a last-member-wins server reads as a method the core acts on.
+// FuzzAdmit: admission never panics, answers valid JSON, never passes on (ungated) a
+// message that a last-member-wins server reads as a method the core acts on, and never lets
+// a request with a gateway session it did not issue go on.
 func FuzzAdmit(f *testing.F) {
 	fuzzSeeds(f)
 	c := testCore(f)
@@ -49,6 +51,10 @@ func FuzzAdmit(f *testing.F) {
 		h.Set("Mcp-Session-Id", session)
 		h.Set("Mcp-Method", method)
 		ex := c.Admit(context.Background(), h, []byte(body))
+		if IsGatewaySession(h.Get("Mcp-Session-Id")) && ex.Verdict != Reply {
+			// The core issued no session here: every id of its form is unknown (404).
+			t.Fatalf("an unknown gateway session went on (verdict %v): %s", ex.Verdict, body)
+		}
 		switch ex.Verdict {
 		case Reply:
 			if !json.Valid(ex.Body) {
