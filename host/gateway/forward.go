@@ -127,6 +127,7 @@ func (g *Gateway) exchange(ctx context.Context, w http.ResponseWriter, r *http.R
 	kind := ex.Classify(ctx, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"))
 	h := w.Header()
 	copyHeaders(h, resp.Header)
+	g.rewriteChallenges(h, r.URL.Path)
 	switch {
 	case kind == exchange.AnswerJSON:
 		g.answerJSON(ctx, w, ex, resp)
