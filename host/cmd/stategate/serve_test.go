@@ -60,8 +60,14 @@ var (
 // listeners are up and the gateway is ready.
 func startServe(t *testing.T, up demo.Options, extra ...string) *served {
 	t.Helper()
+	return startServeIn(t, demo.Handler(up), extra...)
+}
+
+// startServeIn is startServe in front of the MCP server h.
+func startServeIn(t *testing.T, h http.Handler, extra ...string) *served {
+	t.Helper()
 	needPlugin(t)
-	upstream := httptest.NewServer(demo.Handler(up))
+	upstream := httptest.NewServer(h)
 	t.Cleanup(upstream.Close)
 	dir := t.TempDir()
 	s := &served{token: "tok-" + t.Name(), cfgPath: filepath.Join(dir, "config.json"), done: make(chan error, 1), stderr: &syncBuffer{}, upstream: upstream}
