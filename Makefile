@@ -46,7 +46,7 @@ docker-mcp:
 
 # The Node Extism host of the conformance kit, the official TypeScript MCP client test of
 # cut results (testharness/tsclient) and the official MCP conformance suite.
-node: testharness/node/node_modules testharness/tsclient/node_modules testharness/conformance/node_modules
+node: testharness/node/node_modules testharness/tsclient/node_modules testharness/conformance/node_modules testharness/field/node_modules
 
 testharness/node/node_modules: testharness/node/package.json testharness/node/package-lock.json
 	cd testharness/node && npm ci --no-audit --no-fund --loglevel=error
@@ -54,6 +54,12 @@ testharness/node/node_modules: testharness/node/package.json testharness/node/pa
 
 testharness/tsclient/node_modules: testharness/tsclient/package.json testharness/tsclient/package-lock.json
 	cd testharness/tsclient && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The official TypeScript client, server-everything and a stateless official-SDK server for
+# the field tests (testharness/field_test.go).
+testharness/field/node_modules: testharness/field/package.json testharness/field/package-lock.json
+	cd testharness/field && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # The official MCP conformance suite, its reference server's SDK and server-everything

@@ -23,6 +23,7 @@ const (
 	FaultClearSession                  // a session's state could not be freed
 	FaultCache                         // the response cache or its generations could not be read or written
 	FaultUnpaired                      // a hook saw a call's result it could not pair with one call (exchange.Pending)
+	FaultTaskLease                     // a moving call's task outlived its lease: the state is no longer leased for it
 	NumFaults
 )
 
@@ -43,7 +44,7 @@ func PolicyFor(f Fault) Policy {
 	switch f {
 	case FaultGatePlugin, FaultGateStore, FaultGateBusy:
 		return FailClosed // the gate never silently allows a gated tool
-	case FaultClientGone, FaultClearSession:
+	case FaultClientGone, FaultClearSession, FaultTaskLease:
 		return Report
 	case FaultOutcomeUnknown, FaultTransition:
 		// The upstream may have acted (a payment may have gone through) and the workflow did
@@ -65,7 +66,7 @@ func (f Fault) String() string {
 	}
 	return [...]string{"decorate_plugin", "gate_plugin", "limits_plugin", "gate_store", "gate_busy",
 		"list_store", "transition", "outcome_unknown", "upstream", "upstream_body",
-		"response_too_large", "client_gone", "clear_session", "cache", "unpaired"}[f]
+		"response_too_large", "client_gone", "clear_session", "cache", "unpaired", "task_lease"}[f]
 }
 
 func (p Policy) String() string {

@@ -53,6 +53,10 @@ type Exchange struct {
 	closed    bool
 	reported  bool // tool_called was published
 
+	task   bool   // tools/call: task-augmented (params.task): a refusal is a JSON-RPC error
+	taskID string // tasks/get, tasks/result: the task asked about
+	settle int    // how a tools/call exchange that settles a task finishes (settleMove, ...)
+
 	cacheKey      string        // a cacheable call's key ("" when it is not cached)
 	cacheTTL      time.Duration // how long its entry lives
 	cacheGen      string        // its tool's generation before the upstream call
@@ -163,8 +167,13 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 		ex.Body = splice(body, id, ex.upstreamID)
 		c.count(CountIDsRemapped)
 	}
-	if ex.Method == MethodToolsCall {
+	switch ex.Method {
+	case MethodToolsCall:
 		c.admitCall(ctx, ex, params)
+	case MethodTasksGet, MethodTasksResult, MethodTasksCancel:
+		if id := params.Get("taskId"); id.Type == gjson.String {
+			ex.taskID = id.Str
+		}
 	}
 	return ex
 }
@@ -208,9 +217,15 @@ func (ex *Exchange) reject(status, code int, msg string) *Exchange {
 	return ex
 }
 
-// answerLocal answers a tools/call result the core made (a denial).
+// answerLocal answers a tools/call result the core made (a denial); a task-augmented call
+// gets it as a JSON-RPC error (taskRefusal).
 func (ex *Exchange) answerLocal(result []byte) {
-	ex.Verdict, ex.Status, ex.Body = Reply, 200, ex.resultMessage(result)
+	ex.Verdict, ex.Status = Reply, 200
+	if ex.task {
+		ex.Body = ex.taskRefusal(result)
+		return
+	}
+	ex.Body = ex.resultMessage(result)
 }
 
 // resultMessage wraps result as the JSON-RPC response to the client, with its duration.

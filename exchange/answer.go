@@ -114,6 +114,8 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 		return ex.core.decorateTools(ctx, ex, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
+	case MethodTasksGet, MethodTasksResult, MethodTasksCancel:
+		return ex.rewriteTask(ctx, msg, result)
 	}
 	return msg, nil
 }
@@ -121,6 +123,14 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 // finishCall advances the call's workflows by its outcome and decorates its result.
 func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
 	c := ex.core
+	if ex.settle == settleNone {
+		if id := taskID(root.Get("result")); id != "" {
+			// A task was created: its result comes later (tasks/result, tasks/get), and
+			// the workflow moves when it has completed. The answer passes untouched.
+			ex.taskCreated(ctx, id)
+			return msg, nil
+		}
+	}
 	var before [][]byte
 	outcome := ""
 	if c.facts.health && ex.healthDue.CompareAndSwap(true, false) {
@@ -128,7 +138,8 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 			outcome = "" // nothing to count: no engine call, no store round trip
 		}
 	}
-	if (outcome != "" || c.facts.bound[ex.Tool] && ex.st != nil) && ex.transition(ctx, succeeded(root), outcome) {
+	settles := ex.settle == settleMove || ex.settle == settleEnded // a task's end, with fresh state
+	if (outcome != "" || c.facts.bound[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, succeeded(root), outcome) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
 		if ex.healthVisible {
@@ -240,6 +251,9 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 	ex.core.count(CountTimeouts)
 	ex.called(OutcomeTimeout)
 	ex.reportHealth(context.Background(), healthTimeout)
+	if ex.task {
+		return ex.taskRefusal(res)
+	}
 	return ex.resultMessage(res)
 }
 

@@ -26,6 +26,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 		return
 	}
 	ex.Tool = name.Str
+	ex.task = params.Get("task").Exists()
 	in := make([]byte, 0, 256)
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)
@@ -150,7 +151,8 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result)
 	ex.onTimeout = []byte(ans.Get("onTimeout").Raw)
 	if c.cache != nil {
 		ex.purges = ans.Get("purges").Type == gjson.True
-		if k := ans.Get("cache.key"); k.Str != "" {
+		// A task-augmented call is owed a CreateTaskResult: never answered from the cache.
+		if k := ans.Get("cache.key"); k.Str != "" && !ex.task {
 			ex.cacheKey = k.Str
 			ex.cacheTTL = time.Duration(ans.Get("cache.ttlMs").Int()) * time.Millisecond
 			if c.cacheLookup(ctx, ex, ex.Timeout) {

@@ -85,6 +85,7 @@ type Core struct {
 	known       *knownTools
 	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
 	listed      *listedTools
+	tasks       taskLeases // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *Stats
 }

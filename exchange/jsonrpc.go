@@ -19,7 +19,11 @@ const (
 
 // actsOn reports whether the core rewrites or gates requests of method.
 func actsOn(method string) bool {
-	return method == MethodToolsCall || method == MethodToolsList || method == MethodInitialize
+	switch method {
+	case MethodToolsCall, MethodToolsList, MethodInitialize, MethodTasksGet, MethodTasksResult, MethodTasksCancel:
+		return true
+	}
+	return false
 }
 
 // JSON-RPC error codes the core answers with.

@@ -100,7 +100,7 @@ func (s *leaseState) write(ctx context.Context, owner, key string, value []byte,
 }
 
 // leased reports whether any key is leased now.
-func (s *leaseState) leased() bool {
+func (s *testState) leased() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, until := range s.leases {

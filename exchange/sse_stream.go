@@ -47,6 +47,9 @@ func (s *SSERewriter) Feed(chunk []byte, eos bool) []byte {
 		}
 		data, has := EventData(ev)
 		if !has || !s.ex.Match(data) {
+			if has {
+				s.ex.Observe(s.ctx, data) // a task's status, for instance
+			}
 			out = append(out, ev...) // notifications, requests, other messages
 			continue
 		}

@@ -26,6 +26,8 @@ const (
 	CountCacheCoalesced                // identical misses answered by another call's upstream answer
 	CountCacheStored                   // results stored in the cache
 	CountCachePurged                   // tools whose entries a mutation or an operator purged
+	CountTasksCreated                  // task-augmented tools/call answered with a task
+	CountTasksSettled                  // tasks whose end the core settled (once each)
 	NumCounters
 )
 
@@ -35,7 +37,7 @@ func (c Counter) String() string {
 	}
 	return [...]string{"requests", "tool_calls", "calls_allowed", "calls_denied", "requests_rejected", "timeouts",
 		"invalidations", "transitions", "list_changed", "lists_decorated", "cas_conflicts", "ids_remapped",
-		"cache_hits", "cache_misses", "cache_coalesced", "cache_stored", "cache_purged"}[c]
+		"cache_hits", "cache_misses", "cache_coalesced", "cache_stored", "cache_purged", "tasks_created", "tasks_settled"}[c]
 }
 
 // Stats counts what the core did; read with Get.

@@ -346,6 +346,15 @@ func confStartGateway(ctx context.Context, t *testing.T, bin, upstream string) s
 // match ready; it answers the first submatch. The process is stopped when the test ends.
 func confStart(t *testing.T, cmd *exec.Cmd, ready *regexp.Regexp, stdout bool) string {
 	t.Helper()
+	v, _ := startWatched(t, cmd, ready, stdout)
+	return v
+}
+
+// startWatched starts cmd, waits (10 s at most) for the first line of its stdout (stdout
+// true) or stderr that matches ready, and returns the line's first group and the watcher,
+// which keeps everything the process writes (log). The process is killed when t ends.
+func startWatched(t *testing.T, cmd *exec.Cmd, ready *regexp.Regexp, stdout bool) (string, *lineWatcher) {
+	t.Helper()
 	w := &lineWatcher{re: ready, found: make(chan string, 1)}
 	if stdout {
 		cmd.Stdout, cmd.Stderr = w, &w.other
@@ -361,11 +370,11 @@ func confStart(t *testing.T, cmd *exec.Cmd, ready *regexp.Regexp, stdout bool) s
 	})
 	select {
 	case v := <-w.found:
-		return v
+		return v, w
 	case <-time.After(10 * time.Second):
 		t.Fatalf("%s %v did not become ready in 10 s:\n%s", cmd.Path, cmd.Args[1:], w.log())
 	}
-	return ""
+	return "", w
 }
 
 // lineWatcher is a process's output: it keeps everything written and sends the first

@@ -22,6 +22,11 @@ var leftOut = map[string]string{
 	"health_broken_answers_count":               "tool health is not in the sample yet (ABI.md \"Tool health\"; left for a later change)",
 	"health_changed_definition_is_quarantined":  "tool health is not in the sample yet (ABI.md \"Tool health\"; left for a later change)",
 	"health_failing_tool_is_auto_disabled":      "tool health is not in the sample yet (ABI.md \"Tool health\"; left for a later change)",
+	"task_2026_completed_get_is_decorated":      "MCP tasks are not in the sample yet: it treats a CreateTaskResult as a plain result (issue 26 moves the exchange, tasks included, into the module)",
+	"task_call_refused_is_a_json_rpc_error":     "MCP tasks are not in the sample yet: it treats a CreateTaskResult as a plain result (issue 26 moves the exchange, tasks included, into the module)",
+	"task_moves_the_workflow_when_it_completes": "MCP tasks are not in the sample yet: it treats a CreateTaskResult as a plain result (issue 26 moves the exchange, tasks included, into the module)",
+	"task_result_gets_the_block":                "MCP tasks are not in the sample yet: it treats a CreateTaskResult as a plain result (issue 26 moves the exchange, tasks included, into the module)",
+	"task_that_failed_never_moves":              "MCP tasks are not in the sample yet: it treats a CreateTaskResult as a plain result (issue 26 moves the exchange, tasks included, into the module)",
 }
 
 // withoutDuration removes the Go core's _meta durationMs from a recorded answer.

@@ -241,6 +241,7 @@ func (g *Gateway) collapse(ctx context.Context, w http.ResponseWriter, ex *excha
 			continue
 		}
 		if !ex.Match(data) {
+			ex.Observe(ctx, data)
 			if !g.streams.send(ex.Session, [][]byte{data}) {
 				g.log.Info("dropped", "reason", "a message for a JSON-only client has no standing stream to go on", "session", ex.Session)
 			}

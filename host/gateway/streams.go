@@ -130,6 +130,9 @@ func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid str
 	for {
 		select {
 		case ev := <-events:
+			if data, has := exchange.EventData(ev); has {
+				g.Core().Observe(r.Context(), r.Header, data) // a task's end, for instance
+			}
 			if _, err := w.Write(ev); err != nil {
 				return
 			}

@@ -28,6 +28,8 @@ var counterNames = [exchange.NumCounters]struct{ name, help string }{
 	exchange.CountListsDecorated: {"stategate_lists_decorated_total", "tools/list answers decorated."},
 	exchange.CountCASConflicts:   {"stategate_cas_conflicts_total", "Compare-and-set rounds lost to a concurrent call."},
 	exchange.CountIDsRemapped:    {"stategate_ids_remapped_total", "Requests whose JSON-RPC id the upstream saw replaced."},
+	exchange.CountTasksCreated:   {"stategate_tasks_created_total", "Task-augmented tools/call requests the upstream answered with a task."},
+	exchange.CountTasksSettled:   {"stategate_tasks_settled_total", "Tasks whose end the gateway settled (workflow, health, cache), once each."},
 }
 
 // Metrics is the gateway's Prometheus registry. It is an exchange.Publisher (tool calls,

@@ -1,0 +1,374 @@
+package exchange
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// MCP tasks (2025-11-25, experimental; the io.modelcontextprotocol/tasks extension in
+// 2026-07-28). A task-augmented tools/call is answered at once with a CreateTaskResult and
+// runs on; its real result comes later, with tasks/result (2025-11-25) or with tasks/get
+// once completed (2026-07-28). The core gates such a call like any other, and moves the
+// workflow when the task has completed, not when it was created:
+//
+//   - a refusal is a JSON-RPC error (CodeToolRefused) whose message is the refusal text: the
+//     task API of the official TypeScript client rejects a plain CallToolResult where a
+//     CreateTaskResult is due, and shows an error's message (RATIONALE.md, "Tasks");
+//   - an admitted call's CreateTaskResult passes untouched, and the core stores a task record
+//     (taskKey) holding what settling it needs: the tool and the engine input of the call;
+//   - the first answer or notification that shows the task ended (tasks/result, tasks/get
+//     with a terminal status, notifications/tasks/status) settles it: the record is claimed
+//     with compare-and-set, so one settlement wins whichever replica or stream sees it first,
+//     and only a completed, successful task moves the workflow (transition, health, cache
+//     purge), exactly once;
+//   - every result fetched (tasks/result, a completed 2026-07-28 tasks/get) is decorated as
+//     a plain call's result is: the invalidation block, truncation, the success rule.
+//
+// A call that can move a workflow keeps its lease after the task is created, for the
+// lease's usual lifetime (the longest configured timeout plus 30 s), not for the task's
+// whole life: a second moving call on the same state waits and is refused busy meanwhile.
+// A task that outlives its lease is reported (abi.FaultTaskLease), never dropped silently.
+
+// Task methods and the status notification.
+const (
+	MethodTasksGet    = "tasks/get"
+	MethodTasksResult = "tasks/result"
+	MethodTasksCancel = "tasks/cancel"
+	methodTaskStatus  = "notifications/tasks/status"
+)
+
+// CodeToolRefused is the JSON-RPC error code of a task-augmented tools/call the gateway
+// refused (outside its workflow states, limits, tool health, the gate unavailable): in
+// JSON-RPC's implementation-defined server range, below the -32020..-32099 MCP reserves.
+const CodeToolRefused = -32010
+
+// taskKeyPrefix is where task records live in the State (outside stategate/v1/: no lease,
+// no workflow snapshot).
+const taskKeyPrefix = "stategate/tasks/v1/"
+
+// maxTaskLeases bounds the leases held for running tasks in one core.
+const maxTaskLeases = 10000
+
+// taskKey is the record of task id for a session and principal: the digest keeps the
+// caller's names out of the key and one client from naming another's task.
+func taskKey(session, principal, id string) string {
+	h := sha256.New()
+	for _, s := range []string{session, principal, id} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return taskKeyPrefix + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// taskID returns the id of the task a CreateTaskResult (result) created: result.task.taskId
+// (2025-11-25) or, under resultType "task", result.taskId (2026-07-28); "" for any other
+// result.
+func taskID(result gjson.Result) string {
+	if !result.IsObject() {
+		return ""
+	}
+	if t := result.Get("task.taskId"); t.Type == gjson.String && result.Get("task").IsObject() {
+		return t.Str
+	}
+	if result.Get("resultType").Str == "task" {
+		if t := result.Get("taskId"); t.Type == gjson.String {
+			return t.Str
+		}
+	}
+	return ""
+}
+
+// taskTerminal reports whether status ends a task, and whether the end is a completion.
+func taskTerminal(status string) (ended, completed bool) {
+	switch status {
+	case "completed":
+		return true, true
+	case "failed", "cancelled", "unknown":
+		return true, false
+	}
+	return false, false
+}
+
+// taskRefusal turns a refusal result (the engine's isError CallToolResult) into the JSON-RPC
+// error a task-augmented call gets: the message is the result's text, the data its
+// dev.stategate/error.
+func (ex *Exchange) taskRefusal(result []byte) []byte {
+	res := gjson.ParseBytes(result)
+	var text []string
+	res.Get("content").ForEach(func(_, b gjson.Result) bool {
+		if b.Get("type").Str == "text" {
+			text = append(text, b.Get("text").Str)
+		}
+		return true
+	})
+	msg := strings.Join(text, "\n")
+	if msg == "" {
+		msg = "the gateway refused this call"
+	}
+	out := AppendError(nil, ex.clientID, CodeToolRefused, msg)
+	if e := res.Get("_meta." + gjson.Escape(abi.MetaError)); e.IsObject() {
+		data := jsonx.AppendString([]byte{'{'}, abi.MetaError)
+		data = append(data, ':')
+		data = append(data, e.Raw...)
+		data = append(data, '}')
+		if o, err := sjson.SetRawBytes(out, "error.data", data); err == nil {
+			out = o
+		}
+	}
+	return withDuration(out, ex.start)
+}
+
+// taskRecord is what settling a task needs, as stored.
+type taskRecord struct {
+	raw    []byte
+	tool   string
+	input  string // the engine input of the call (an object)
+	moves  bool
+	purges bool
+	done   bool
+}
+
+func parseTaskRecord(v []byte) (taskRecord, bool) {
+	r := gjson.ParseBytes(v)
+	if !gjson.ValidBytes(v) || !r.IsObject() || r.Get("tool").Type != gjson.String || !r.Get("input").IsObject() {
+		return taskRecord{}, false
+	}
+	return taskRecord{raw: v, tool: r.Get("tool").Str, input: r.Get("input").Raw, moves: r.Get("moves").Bool(),
+		purges: r.Get("purges").Bool(), done: r.Get("done").Bool()}, true
+}
+
+func (r taskRecord) encode() []byte {
+	b := append([]byte(`{"tool":`), jsonx.AppendString(nil, r.tool)...)
+	b = append(b, `,"input":`...)
+	b = append(b, r.input...)
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"moves", r.moves}, {"purges", r.purges}, {"done", r.done}} {
+		if f.on {
+			b = append(b, `,"`+f.name+`":true`...)
+		}
+	}
+	return append(b, '}')
+}
+
+// taskCreated records the task a forwarded tools/call created. A moving call's lease is
+// kept for the task (taskLeases) instead of being released when the exchange closes.
+func (ex *Exchange) taskCreated(ctx context.Context, id string) {
+	c := ex.core
+	c.count(CountTasksCreated)
+	ex.healthDue.Store(false) // counted when the task ends
+	key := taskKey(ex.Session, ex.principal, id)
+	rec := taskRecord{tool: ex.Tool, input: string(ex.input) + "}", moves: ex.moves, purges: ex.purges}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := c.state.Store(ctx, ex.Session, key, rec.encode(), Slot{}); err != nil {
+		// Without its record the task's end cannot move the workflow: the lease is held
+		// until it lapses, as for any transition that could not be stored.
+		ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "task", id)
+		return
+	}
+	if ex.release != nil && !ex.hold {
+		c.tasks.hold(key, ex.release, ex.lease, c.facts.leaseTTL, func() {
+			c.Fault(abi.FaultTaskLease, errors.New("the task outlived its lease: another moving call on the same state may now be admitted before it ends"),
+				"tool", ex.Tool, "task", id, "lease", c.facts.leaseTTL.String())
+		})
+		ex.release, ex.lease = nil, nil
+	}
+}
+
+// settleTask settles the task id of this follow-up exchange (tasks/result, tasks/get, a
+// status notification) as ended, completed or not. msg is a message holding the task's
+// CallToolResult at its result member, or nil when the answer carries none; the result is
+// decorated (the block, truncation) whoever settled the task. It returns msg as the client
+// gets it (nil when msg is nil) and the notifications to send before it (list_changed).
+func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, msg []byte) ([]byte, [][]byte) {
+	c := ex.core
+	key := taskKey(ex.Session, ex.principal, id)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	slots, err := c.state.Load(sctx, []string{key})
+	if err != nil {
+		c.Fault(abi.FaultTransition, storeError{err}, "task", id)
+		return msg, nil
+	}
+	rec, ok := parseTaskRecord(slots[0].Value)
+	if !slots[0].Exists || !ok {
+		return msg, nil // not a task the gateway saw created: nothing to settle or decorate
+	}
+	won := false
+	if !rec.done {
+		done := rec
+		done.done = true
+		switch err := c.state.Store(sctx, ex.Session, key, done.encode(), slots[0]); {
+		case err == nil:
+			won = true
+		case errors.Is(err, ErrConflict): // settled by another answer first
+		default:
+			c.Fault(abi.FaultTransition, storeError{err}, "tool", rec.tool, "task", id)
+		}
+	}
+	tex := &Exchange{core: c, Verdict: Forward, Method: MethodToolsCall, Tool: rec.tool, Session: ex.Session,
+		principal: ex.principal, version: ex.version, start: ex.start, clientID: ex.clientID, upstreamID: ex.clientID,
+		input: []byte(strings.TrimSuffix(rec.input, "}")), moves: rec.moves, task: true, answered: true}
+	if won {
+		c.count(CountTasksSettled)
+		tex.settle = settleMove
+		tex.purges = rec.purges && completed
+		tex.release, tex.lease = c.tasks.take(key)
+		tex.healthDue.Store(c.facts.health)
+		if !completed {
+			tex.settle = settleEnded
+		}
+	} else {
+		tex.settle = settleDecorate
+	}
+	defer tex.Close()
+	if msg == nil {
+		// No result to decorate (a status): settle on a result of the outcome alone.
+		body := `{"jsonrpc":"2.0","id":0,"result":{"content":[]}}`
+		if !completed {
+			body = `{"jsonrpc":"2.0","id":0,"result":{"content":[],"isError":true}}`
+		}
+		if won {
+			_, before := tex.finishCall(ctx, []byte(body), gjson.Parse(body))
+			return nil, before
+		}
+		return nil, nil
+	}
+	return tex.finishCall(ctx, msg, gjson.ParseBytes(msg))
+}
+
+// How an exchange that settles a task finishes (Exchange.settle).
+const (
+	settleNone     = iota // a plain tools/call
+	settleMove            // the task completed and this exchange won its record: transition
+	settleEnded           // the task ended otherwise and this exchange won: health only
+	settleDecorate        // settled before: decorate the result only
+)
+
+// rewriteTask rewrites the answer to a tasks/result or tasks/get request: msg is the
+// answer (its id already the client's), result its result member.
+func (ex *Exchange) rewriteTask(ctx context.Context, msg []byte, result gjson.Result) ([]byte, [][]byte) {
+	if ex.taskID == "" || !result.IsObject() {
+		return msg, nil
+	}
+	if ex.Method == MethodTasksResult {
+		// 2025-11-25: the answer is the call's result (terminal: tasks/result blocks).
+		return ex.settleTask(ctx, ex.taskID, succeeded(gjson.ParseBytes(msg)), msg)
+	}
+	ended, completed := taskTerminal(result.Get("status").Str)
+	if !ended {
+		return msg, nil
+	}
+	inner := result.Get("result")
+	if !inner.IsObject() {
+		// 2025-11-25 (the result comes with tasks/result) or an end without a result.
+		out, before := ex.settleTask(ctx, ex.taskID, completed, nil)
+		if out == nil {
+			return msg, before
+		}
+		return out, before
+	}
+	// 2026-07-28: a completed task's tasks/get carries the call's result: decorated in place.
+	wrapped := append(append([]byte(`{"jsonrpc":"2.0","id":0,"result":`), inner.Raw...), '}')
+	ok := completed && succeeded(gjson.ParseBytes(wrapped))
+	out, before := ex.settleTask(ctx, ex.taskID, ok, wrapped)
+	if r := gjson.GetBytes(out, "result"); r.IsObject() && string(out) != string(wrapped) {
+		return splice(msg, inner, r.Raw), before
+	}
+	return msg, before
+}
+
+// Observe reads a message the upstream sent outside any answer the core rewrites (an event
+// of a GET stream, another event of a POST stream) for what the core must learn from it: a
+// notifications/tasks/status that ends a task settles it. h are the headers of the request
+// whose stream carried it. The message itself passes unchanged.
+func (c *Core) Observe(ctx context.Context, h Headers, msg []byte) {
+	ex := &Exchange{core: c, Session: h.Get(hdrSession), version: h.Get(hdrVersion)}
+	if c.facts.principal != "" {
+		ex.principal = h.Get(c.facts.principal)
+	}
+	ex.Observe(ctx, msg)
+}
+
+// Observe is Core.Observe for a message on the stream of this exchange's answer.
+func (ex *Exchange) Observe(ctx context.Context, msg []byte) {
+	if !strings.Contains(string(msg), methodTaskStatus) || !gjson.ValidBytes(msg) {
+		return
+	}
+	m := gjson.ParseBytes(msg)
+	if m.Get("method").Str != methodTaskStatus {
+		return
+	}
+	id := m.Get("params.taskId")
+	ended, completed := taskTerminal(m.Get("params.status").Str)
+	if id.Type != gjson.String || !ended {
+		return
+	}
+	scope := &Exchange{core: ex.core, start: time.Now(), Session: ex.Session, principal: ex.principal, version: ex.version}
+	scope.settleTask(ctx, id.Str, completed, nil)
+}
+
+// taskLeases keeps the leases of moving calls whose task is running, until the task ends
+// or the lease's lifetime passes (then onLapse reports it).
+type taskLeases struct {
+	mu sync.Mutex
+	m  map[string]*heldLease
+}
+
+type heldLease struct {
+	release func()
+	lease   Lease
+	timer   *time.Timer
+}
+
+func (t *taskLeases) hold(key string, release func(), lease Lease, ttl time.Duration, onLapse func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]*heldLease{}
+	}
+	if len(t.m) >= maxTaskLeases {
+		release() // no room: the task runs unleased, reported as a lapse
+		go onLapse()
+		return
+	}
+	h := &heldLease{release: release, lease: lease}
+	h.timer = time.AfterFunc(ttl, func() {
+		t.mu.Lock()
+		cur := t.m[key]
+		if cur == h {
+			delete(t.m, key)
+		}
+		t.mu.Unlock()
+		if cur == h {
+			h.release()
+			onLapse()
+		}
+	})
+	t.m[key] = h
+}
+
+// take hands over the lease held for key (nil when none is held any more).
+func (t *taskLeases) take(key string) (func(), Lease) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.m[key]
+	if h == nil {
+		return nil, nil
+	}
+	delete(t.m, key)
+	h.timer.Stop()
+	return h.release, h.lease
+}

@@ -1,0 +1,197 @@
+package testharness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stategate/stategate/internal/testenv"
+)
+
+// The gateway in the field: the official TypeScript MCP client (@modelcontextprotocol/sdk,
+// pinned in field/package.json) in front of servers nobody here wrote, through the real
+// `stategate serve` binary built from this tree:
+//
+//   - server-everything: the official @modelcontextprotocol/server-everything, unmodified
+//     (streamableHttp, sse or stdio), held on loopback by field/loopback.cjs;
+//   - stateless: field/stateless.mjs, a server on the official SDK that issues no session.
+//
+// Each scenario is a Node script in field/ that drives the official client against the
+// gateway and exits non-zero (printing why) when what it sees is wrong; a Go test starts the
+// servers and the gateway, runs the script and may check the gateway's log and state too.
+//
+// Helpers for new field tests: fieldRequire, fieldEverything, fieldStateless, fieldServe,
+// fieldNode.
+const fieldDir = "field"
+
+// fieldBinary is `stategate` built once per test process from this tree (not a possibly
+// stale build/stategate).
+var fieldBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// fieldRequire ends t (skip, or fail under STATEGATE_REQUIRE_ALL=1) when Node, the field
+// packages (`make node`) or the module (`make build`) are missing, and returns the
+// stategate binary.
+func fieldRequire(t *testing.T) (bin string) {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		testenv.Missing(t, fmt.Errorf("field tests: node is not on PATH (install Node >= 20, then `make node`): %v", err))
+	}
+	for _, pkg := range []string{"sdk", "server-everything"} {
+		p := filepath.Join(fieldDir, "node_modules", "@modelcontextprotocol", pkg)
+		if _, err := os.Stat(p); err != nil {
+			testenv.Missing(t, fmt.Errorf("field tests: %s is missing; run `make node`", p))
+		}
+	}
+	testenv.NeedFile(t, confPlugin, "run `make build`")
+	fieldBinary.once.Do(func() {
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(gobin); err != nil {
+			gobin = "go"
+		}
+		dir, err := os.MkdirTemp("", "stategate-field-")
+		if err != nil {
+			fieldBinary.err = err
+			return
+		}
+		fieldBinary.path = filepath.Join(dir, "stategate")
+		build := exec.Command(gobin, "build", "-o", fieldBinary.path, "./host/cmd/stategate")
+		build.Dir = ".."
+		if out, err := build.CombinedOutput(); err != nil {
+			fieldBinary.err = fmt.Errorf("building stategate: %v\n%s", err, out)
+		}
+	})
+	if fieldBinary.err != nil {
+		t.Fatal(fieldBinary.err)
+	}
+	return fieldBinary.path
+}
+
+// fieldEverything starts the official server-everything in mode "streamableHttp" or "sse"
+// on a free loopback port and returns its endpoint (/mcp, or /sse for sse).
+func fieldEverything(ctx context.Context, t *testing.T, mode string) string {
+	t.Helper()
+	port := confFreePort(t)
+	cmd := exec.CommandContext(ctx, "node", "--require", "./loopback.cjs",
+		"node_modules/@modelcontextprotocol/server-everything/dist/index.js", mode)
+	cmd.Dir = fieldDir
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
+	startWatched(t, cmd, regexp.MustCompile(`(?i)listening on port (\d+)`), false)
+	path := "/mcp"
+	if mode == "sse" {
+		path = "/sse"
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d%s", port, path)
+}
+
+// fieldStateless starts field/stateless.mjs (no sessions) and returns its endpoint.
+func fieldStateless(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", "stateless.mjs", "--port", "0")
+	cmd.Dir = fieldDir
+	url, _ := startWatched(t, cmd, regexp.MustCompile(`^listening (http://\S+)$`), true)
+	return url
+}
+
+// fieldGateway is a running `stategate serve`.
+type fieldGateway struct {
+	URL string // the MCP endpoint (/mcp)
+	out *lineWatcher
+}
+
+// Log is everything the gateway wrote so far (stdout and its slog lines on stderr).
+func (g *fieldGateway) Log() string { return g.out.log() }
+
+// fieldServe runs `stategate serve` with config (the configuration's text, JSON or YAML)
+// in front of upstream, on a free loopback port, with a bolt store of its own; args are
+// further flags.
+func fieldServe(ctx context.Context, t *testing.T, bin, config, upstream string, args ...string) *fieldGateway {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "stategate.json")
+	if !strings.HasPrefix(strings.TrimSpace(config), "{") {
+		cfg = filepath.Join(dir, "stategate.yaml")
+	}
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plugin, err := filepath.Abs(confPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := append([]string{"serve", "--config", cfg, "--upstream", upstream, "--listen", "127.0.0.1:0",
+		"--plugin", plugin, "--store", "bolt:" + filepath.Join(dir, "stategate.db")}, args...)
+	cmd := exec.CommandContext(ctx, bin, argv...)
+	addr, w := startWatched(t, cmd, regexp.MustCompile(`^stategate: serving http://(\S+) ->`), true)
+	return &fieldGateway{URL: "http://" + addr + "/mcp", out: w}
+}
+
+// fieldNode runs `node script` in field/ with env added (NAME=value) and returns its
+// output; a non-zero exit fails t with the output.
+func fieldNode(ctx context.Context, t *testing.T, script string, env ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = fieldDir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", script, err, out)
+	}
+	return string(out)
+}
+
+// fieldSmokeConfig gives server-everything's echo an immutable hint and every other tool
+// no-store.
+const fieldSmokeConfig = `{"version": 1, "stateSync": {"defaults": {"cacheControl": "no-store"},
+  "policies": [{"match": "echo", "cacheControl": "immutable"}]}}`
+
+// TestField_smoke: the official client lists and calls server-everything's tools through
+// the gateway, on both of its HTTP transports' era (Streamable HTTP), and the stateless
+// server's; the lists carry the gateway's hints.
+func TestField_smoke(t *testing.T) {
+	bin := fieldRequire(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, up := range []struct{ name, url string }{
+		{"everything", fieldEverything(ctx, t, "streamableHttp")},
+		{"stateless", fieldStateless(ctx, t)},
+	} {
+		t.Run(up.name, func(t *testing.T) {
+			gw := fieldServe(ctx, t, bin, fieldSmokeConfig, up.url)
+			out := fieldNode(ctx, t, "smoke.mjs", "GATEWAY_URL="+gw.URL)
+			t.Logf("%s", out)
+		})
+	}
+}
+
+// TestField_tasks: MCP tasks (2025-11-25) through the gateway with the official client's
+// task API, in front of server-everything: a refused task call is an error that says what
+// is possible now, the CreateTaskResult passes, the workflow moves once when the task
+// completes (not when it is created, never when it is cancelled), a concurrent second run
+// of the step is refused, and tasks/result carries the invalidation block (field/tasks.mjs).
+func TestField_tasks(t *testing.T) {
+	bin := fieldRequire(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	config, err := os.ReadFile(filepath.Join(fieldDir, "everything-tasks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := fieldServe(ctx, t, bin, string(config), fieldEverything(ctx, t, "streamableHttp"))
+	out := fieldNode(ctx, t, "tasks.mjs", "GATEWAY_URL="+gw.URL)
+	t.Logf("%s", out)
+}
