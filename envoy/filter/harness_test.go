@@ -93,6 +93,7 @@ func newEnv(t testing.TB, vm types.VMContext, config, vmConfig []byte) *env {
 // response. Bodies are lists of chunks: one body callback each.
 type roundTrip struct {
 	method      string
+	path        string      // "": /mcp
 	headers     [][2]string // besides :method, :path
 	body        []string
 	respHeaders [][2]string // nil: no response (e.g. denied locally)
@@ -120,7 +121,11 @@ func (e *env) do(x roundTrip) outcome {
 	if method == "" {
 		method = "POST"
 	}
-	hdrs := append([][2]string{{":method", method}, {":path", "/mcp"}, {":authority", "mcp.example"}}, x.headers...)
+	path := x.path
+	if path == "" {
+		path = "/mcp"
+	}
+	hdrs := append([][2]string{{":method", method}, {":path", path}, {":authority", "mcp.example"}}, x.headers...)
 	var o outcome
 	act := h.CallOnRequestHeaders(id, hdrs, len(x.body) == 0)
 	o.reqActions = append(o.reqActions, act)

@@ -20,16 +20,18 @@ const (
 	reqBuffer                    // POST: buffering the body for the exchange core
 	reqAnswered                  // answered locally; the upstream is not called
 	reqForwarded                 // forwarded; the answer goes through the core
+	reqDiscovery                 // a GET of protected-resource metadata (oauth.go)
 )
 
 // respMode is how the response body is handled.
 type respMode uint8
 
 const (
-	respNone    respMode = iota // pass untouched
-	respJSON                    // application/json: buffer, rewrite at the end
-	respSSE                     // text/event-stream: stream, rewrite the matching event only
-	respTimeout                 // a 504 for an admitted tools/call: answer the TOOL_TIMEOUT result
+	respNone     respMode = iota // pass untouched
+	respJSON                     // application/json: buffer, rewrite at the end
+	respSSE                      // text/event-stream: stream, rewrite the matching event only
+	respTimeout                  // a 504 for an admitted tools/call: answer the TOOL_TIMEOUT result
+	respMetadata                 // protected-resource metadata: buffer, rewrite its resource at the end
 )
 
 const hdrUpstreamTimeout = "x-envoy-upstream-rq-timeout-ms"
@@ -49,6 +51,8 @@ type httpContext struct {
 	resp    respMode
 	sse     *exchange.SSERewriter
 	status  int
+	path    string             // the request's path without the query (kept when publicUrl is set)
+	disc    exchange.Discovery // the document a reqDiscovery request reads
 	// timeoutMsg is the TOOL_TIMEOUT answer that replaces Envoy's 504.
 	timeoutMsg []byte
 }
@@ -77,6 +81,9 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) (act types.Action) {
 			proxywasm.LogCritical("stategate: sending local response: " + err.Error())
 		}
 		return types.ActionPause
+	}
+	if h.p.oauth.Public != "" && h.discovery() {
+		return types.ActionContinue
 	}
 	if h.ownSession() {
 		return types.ActionPause
@@ -148,6 +155,16 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) (act types.Action) 
 	h.status = status
 	if h.method == "DELETE" && status/100 == 2 && h.phase != reqAnswered {
 		h.p.core.EndSessionFor(bg, h.headers)
+	}
+	if h.p.oauth.Public != "" {
+		h.rewriteChallenges()
+		if h.phase == reqDiscovery {
+			if status == 200 {
+				h.resp = respMetadata
+				_ = proxywasm.RemoveHttpResponseHeader("content-length")
+			}
+			return types.ActionContinue
+		}
 	}
 	if h.phase != reqForwarded {
 		return types.ActionContinue
@@ -226,6 +243,8 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) (act types.Action) 
 		if out := h.sse.Feed(chunk, eos); string(out) != string(chunk) {
 			_ = proxywasm.ReplaceHttpResponseBody(out)
 		}
+	case respMetadata:
+		return h.rewriteMetadata(size, eos, limit)
 	case respTimeout:
 		if !eos {
 			_ = proxywasm.ReplaceHttpResponseBody(nil)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/stategate/stategate/exchange"
 	"github.com/tidwall/gjson"
 )
 
@@ -13,7 +14,7 @@ import (
 //	{"maxRequestBodyBytes": 1048576, "maxResponseBodyBytes": 8388608,
 //	 "maxStateKeys": 100000, "casRetries": 64, "holdRequestHeaders": false,
 //	 "allowedOrigins": ["https://app.example"], "allowedHosts": ["mcp.example"],
-//	 "gcHeapMiB": 64}
+//	 "gcHeapMiB": 64, "publicUrl": "https://mcp.example.com"}
 //
 // The plugin configuration stays the stategate configuration document, unchanged.
 type Settings struct {
@@ -52,6 +53,13 @@ type Settings struct {
 	// concurrent streams' buffered bodies (maxRequestBodyBytes, maxResponseBodyBytes) plus
 	// a few MB; a live heap above it makes the runtime collect continually.
 	GCHeapMiB int
+	// PublicURL is the origin clients reach the MCP endpoint at (scheme://host[:port]).
+	// When set, protected-resource metadata (RFC 9728) answered on a GET of
+	// /.well-known/oauth-protected-resource[/PATH] names it as its resource, and every
+	// WWW-Authenticate challenge names the metadata there (resource_metadata), as
+	// exchange.OAuthMap rewrites them. Empty: both pass unchanged. Never taken from
+	// :authority.
+	PublicURL string
 }
 
 // DefaultSettings are the settings of an empty VM configuration.
@@ -98,6 +106,14 @@ func ParseSettings(doc []byte) (Settings, error) {
 			} else {
 				s.AllowedHosts = list
 			}
+			return true
+		case "publicUrl":
+			u, perr := exchange.ParsePublicURL(v.Str)
+			if v.Type != gjson.String || perr != nil {
+				err = errors.New("vm configuration: publicUrl must be an http(s) origin (scheme://host[:port])")
+				return false
+			}
+			s.PublicURL = u
 			return true
 		case "holdRequestHeaders":
 			if v.Type != gjson.True && v.Type != gjson.False {

@@ -17,10 +17,14 @@ func TestParseSettings(t *testing.T) {
 		len(s.AllowedOrigins) != 1 || s.AllowedOrigins[0] != "https://a.example" {
 		t.Errorf("got %+v %v", s, err)
 	}
+	if s, err := ParseSettings([]byte(`{"publicUrl":"https://MCP.example.com/"}`)); err != nil || s.PublicURL != "https://MCP.example.com" {
+		t.Errorf("publicUrl: %+v %v", s, err)
+	}
 	if s, err := ParseSettings([]byte(`{"gcHeapMiB":0}`)); err != nil || s.GCHeapMiB != 0 || DefaultSettings.GCHeapMiB != 64 {
 		t.Errorf("gcHeapMiB 0 (Go's default): %+v %v", s, err)
 	}
-	for _, bad := range []string{`{"gcHeapMiB":-1}`, `{"gcHeapMiB":"64"}`, `{"gcHeapMiB":1e9}`, `[]`, `{"maxStateKeys":0}`, `{"maxStateKeys":1.5}`, `{"maxStatekeys":1}`, `{"holdRequestHeaders":"yes"}`, `{`, `{"allowedOrigins":"*"}`, `{"allowedHosts":[""]}`} {
+	for _, bad := range []string{`{"gcHeapMiB":-1}`, `{"gcHeapMiB":"64"}`, `{"gcHeapMiB":1e9}`, `[]`, `{"maxStateKeys":0}`, `{"maxStateKeys":1.5}`, `{"maxStatekeys":1}`, `{"holdRequestHeaders":"yes"}`, `{`, `{"allowedOrigins":"*"}`, `{"allowedHosts":[""]}`,
+		`{"publicUrl":"https://mcp.example.com/mcp"}`, `{"publicUrl":"mcp.example.com"}`, `{"publicUrl":5}`} {
 		if _, err := ParseSettings([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}

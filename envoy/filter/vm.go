@@ -68,6 +68,7 @@ type pluginContext struct {
 	settings Settings
 	core     *exchange.Core
 	origins  exchange.OriginPolicy
+	oauth    exchange.OAuthMap // Public empty: discovery documents and challenges pass unchanged
 
 	metrics  bool
 	faults   [abi.NumFaults]proxywasm.MetricCounter
@@ -108,6 +109,8 @@ func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 		ListMemoBytes: 8 << 20,
 	})
 	p.origins = exchange.OriginPolicy{AllowedOrigins: p.settings.AllowedOrigins, AllowedHosts: p.settings.AllowedHosts}
+	// Envoy's route, not the filter, picks the upstream path: the client's path is kept.
+	p.oauth = exchange.OAuthMap{Public: p.settings.PublicURL}
 	p.defineMetrics()
 	return types.OnPluginStartStatusOK
 }

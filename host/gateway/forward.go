@@ -130,6 +130,7 @@ func (g *Gateway) exchange(ctx context.Context, w http.ResponseWriter, r *http.R
 	if sid := ex.AnswerSession(ctx, resp.StatusCode, resp.Header.Get("Mcp-Session-Id")); sid != "" {
 		h.Set("Mcp-Session-Id", sid) // the upstream issues none: the gateway's own
 	}
+	g.rewriteChallenges(h, r.URL.Path)
 	switch {
 	case kind == exchange.AnswerJSON:
 		g.answerJSON(ctx, w, ex, resp)

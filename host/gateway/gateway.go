@@ -49,19 +49,26 @@ type Options struct {
 	// Reporter also receives every fault and counter the core reports (metrics); the
 	// gateway logs faults itself either way.
 	Reporter exchange.Reporter
+	// PublicURL is the address clients reach the gateway at (scheme://host[:port]): OAuth
+	// discovery documents and challenges name it instead of the upstream's (never a
+	// request's Host). Empty: they pass unchanged (discovery paths still reach the
+	// upstream's documents).
+	PublicURL string
 }
 
 // Gateway is an http.Handler.
 type Gateway struct {
-	opts     Options
-	log      *slog.Logger
-	gen      atomic.Pointer[generation]
-	swapMu   sync.Mutex
-	draining atomic.Bool
-	client   *http.Client
-	proxy    *httputil.ReverseProxy
-	streams  *streams
-	workers  workers // run the exchanges of tools/call requests
+	opts      Options
+	log       *slog.Logger
+	gen       atomic.Pointer[generation]
+	swapMu    sync.Mutex
+	draining  atomic.Bool
+	client    *http.Client
+	proxy     *httputil.ReverseProxy
+	discovery *httputil.ReverseProxy // OAuth discovery documents (discovery.go)
+	oauth     exchange.OAuthMap
+	streams   *streams
+	workers   workers // run the exchanges of tools/call requests
 
 	// Stats counts what the exchange core did (across reloads: Swap).
 	Stats *exchange.Stats
@@ -73,6 +80,13 @@ type Gateway struct {
 func New(opts Options) (*Gateway, error) {
 	if opts.Upstream == nil || opts.Plugin == nil || opts.Store == nil {
 		return nil, errors.New("gateway: upstream, plugin and store are required")
+	}
+	public := ""
+	if opts.PublicURL != "" {
+		var err error
+		if public, err = exchange.ParsePublicURL(opts.PublicURL); err != nil {
+			return nil, errors.New("gateway: " + err.Error())
+		}
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 16 << 20
@@ -97,6 +111,7 @@ func New(opts Options) (*Gateway, error) {
 		client:  &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		streams: newStreams(),
 		workers: workers{tasks: make(chan func())},
+		oauth:   exchange.OAuthMap{Public: public, EndpointPath: opts.Upstream.Path},
 	}
 	if g.opts.NewCache == nil {
 		g.opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
@@ -109,9 +124,13 @@ func New(opts Options) (*Gateway, error) {
 			pr.Out.URL = g.target(pr.In.URL)
 			pr.Out.Host = ""
 			pr.SetXForwarded()
+			if g.oauth.Public != "" { // for challengesOf
+				pr.Out = pr.Out.WithContext(context.WithValue(pr.Out.Context(), clientPathKey{}, pr.In.URL.Path))
+			}
 		},
-		Transport:     opts.Transport,
-		FlushInterval: -1, // SSE: every write goes out at once
+		ModifyResponse: g.challengesOf,
+		Transport:      opts.Transport,
+		FlushInterval:  -1, // SSE: every write goes out at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.Core().Fault(abi.FaultUpstream, err, "method", r.Method)
 			var id []byte
@@ -123,6 +142,7 @@ func New(opts Options) (*Gateway, error) {
 			writeJSON(w, http.StatusBadGateway, exchange.AppendError(nil, id, exchange.CodeInternal, "the gateway could not get an answer from the MCP server"))
 		},
 	}
+	g.discovery = g.newDiscoveryProxy()
 	return g, nil
 }
 
@@ -160,6 +180,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if g.draining.Load() && r.Method != http.MethodGet {
 		unavailable(w)
+		return
+	}
+	if d, ok := isDiscovery(r); ok {
+		g.serveDiscovery(w, r, d)
 		return
 	}
 	if r.Method != http.MethodPost && exchange.IsGatewaySession(r.Header.Get("Mcp-Session-Id")) {

@@ -98,6 +98,7 @@ func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid str
 	}
 	defer resp.Body.Close()
 	copyHeaders(w.Header(), resp.Header)
+	g.rewriteChallenges(w.Header(), r.URL.Path)
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		w.WriteHeader(resp.StatusCode)
 		io.Copy(w, resp.Body)

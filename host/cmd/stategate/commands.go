@@ -256,6 +256,20 @@ type serveOptions struct {
 	listen, store, plugin string
 	interruptible         bool
 	origins, hosts        string // comma-separated --allowed-origins / --allowed-hosts
+	publicURL             string // --public-url, checked (exchange.ParsePublicURL); "": the listener's
+}
+
+// publicURL is the address OAuth discovery names: --public-url, else the listener's. A
+// listener on every interface has no address a client can use, and the log says so.
+func (o serveOptions) publicURLFor(addr net.Addr, logger *slog.Logger) string {
+	if o.publicURL != "" {
+		return o.publicURL
+	}
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() && logger != nil {
+		logger.Warn("public url", "url", "http://"+addr.String(), "warning",
+			"the listener is on every interface: OAuth discovery documents and challenges name this address; set --public-url to the one clients use")
+	}
+	return "http://" + addr.String()
 }
 
 // originPolicy is the DNS-rebinding guard for a listener on addr.
@@ -343,7 +357,8 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 	}
 	undo = append(undo, func(context.Context) { ln.Close() })
 	gw, err = gateway.New(gateway.Options{Upstream: upstream, Plugin: pool, Config: cfg, Store: st, Logger: logger,
-		Origins: o.originPolicy(ln.Addr()), Publisher: hk.publisher, Reporter: hk.reporter})
+		Origins: o.originPolicy(ln.Addr()), Publisher: hk.publisher, Reporter: hk.reporter,
+		PublicURL: o.publicURLFor(ln.Addr(), logger)})
 	if err != nil {
 		return fail(err)
 	}
@@ -376,6 +391,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
 	fs.StringVar(&o.origins, "allowed-origins", "", "comma-separated browser origins allowed to call the gateway (default: loopback origins only; * allows any)")
 	fs.StringVar(&o.hosts, "allowed-hosts", "", "comma-separated Host names the listener answers to besides loopback names (checked on loopback listeners, or whenever set)")
+	fs.StringVar(&o.publicURL, "public-url", "", "the address clients reach the gateway at (scheme://host[:port]); OAuth discovery documents and challenges name it instead of the upstream's (default: http:// and the listen address)")
 	var a opsOptions
 	fs.StringVar(&a.admin, "admin", "", "admin listener address (probes, admin API, events, metrics, status page); off when empty")
 	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+adminTokenEnv+"); without one the admin listener must be loopback")
@@ -391,6 +407,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	upstream, err := url.Parse(*up)
 	if err != nil || (upstream.Scheme != "http" && upstream.Scheme != "https") || upstream.Host == "" {
 		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --upstream %q is not an http(s) URL", *up)}
+	}
+	if o.publicURL != "" {
+		if o.publicURL, err = exchange.ParsePublicURL(o.publicURL); err != nil {
+			return &exitError{code: 2, msg: "stategate serve: --public-url: " + strings.TrimPrefix(err.Error(), "public url ")}
+		}
 	}
 	if a.logFormat != "text" && a.logFormat != "json" {
 		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --log-format %q: want text or json", a.logFormat)}

@@ -1,6 +1,6 @@
 // Command stategate is the stategate gateway and its tools.
 //
-//	stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin FILE]
+//	stategate serve --config FILE --upstream URL [--listen ADDR] [--public-url URL] [--store bolt:PATH|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin FILE]
 //	stategate intercept --config FILE [--listen ADDR] [--store ...] [--plugin FILE]
 //	stategate demo [--listen ADDR] [--upstream-only] [--plugin FILE] [--no-script]
 //	stategate check FILE [--tools tools.json | --upstream URL]
@@ -25,7 +25,7 @@ import (
 const usage = `stategate: a state-awareness layer for MCP gateways
 
 usage:
-  stategate serve --config FILE --upstream URL [--listen 127.0.0.1:8080] [--store bolt:stategate.db|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin build/stategate.wasm]
+  stategate serve --config FILE --upstream URL [--listen 127.0.0.1:8080] [--public-url https://HOST] [--store bolt:stategate.db|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin build/stategate.wasm]
   stategate intercept --config FILE [--listen 127.0.0.1:8090] [--store bolt:stategate-intercept.db|memory|redis://HOST:PORT/DB] [--plugin FILE]
                   (hooks for Docker's MCP gateway: --interceptor before:http:http://ADDR/before --interceptor after:http:http://ADDR/after)
   stategate demo  [--listen 127.0.0.1:8080] [--upstream-listen 127.0.0.1:3001] [--upstream-only] [--no-script] [--plugin FILE]

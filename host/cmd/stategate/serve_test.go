@@ -60,14 +60,26 @@ var (
 // listeners are up and the gateway is ready.
 func startServe(t *testing.T, up demo.Options, extra ...string) *served {
 	t.Helper()
-	return startServeConfig(t, up, demo.Config(), extra...)
+	return startServeConfigIn(t, demo.Handler(up), demo.Config(), extra...)
 }
 
 // startServeConfig is startServe with the configuration cfg.
 func startServeConfig(t *testing.T, up demo.Options, cfg []byte, extra ...string) *served {
 	t.Helper()
+	return startServeConfigIn(t, demo.Handler(up), cfg, extra...)
+}
+
+// startServeIn is startServe in front of the MCP server h.
+func startServeIn(t *testing.T, h http.Handler, extra ...string) *served {
+	t.Helper()
+	return startServeConfigIn(t, h, demo.Config(), extra...)
+}
+
+// startServeConfigIn is startServe in front of the MCP server h with the configuration cfg.
+func startServeConfigIn(t *testing.T, h http.Handler, cfg []byte, extra ...string) *served {
+	t.Helper()
 	needPlugin(t)
-	upstream := httptest.NewServer(demo.Handler(up))
+	upstream := httptest.NewServer(h)
 	t.Cleanup(upstream.Close)
 	dir := t.TempDir()
 	s := &served{token: "tok-" + t.Name(), cfgPath: filepath.Join(dir, "config.json"), done: make(chan error, 1), stderr: &syncBuffer{}, upstream: upstream}
