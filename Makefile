@@ -2,12 +2,14 @@
 SHELL := /bin/bash
 GO ?= go
 BUILD := build
-PLUGIN_SRC := $(shell find plugin abi -name '*.go' -not -name '*_test.go') go.mod go.sum
+PLUGIN_SRC := $(shell find plugin abi -path plugin/built -prune -o -name '*.go' -not -name '*_test.go' -print) go.mod go.sum
+# The module the stategate binary embeds (plugin/built): a committed copy of $(BUILD)/stategate.wasm.
+EMBEDDED := plugin/built/stategate.wasm
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative -panic=trap -opt=s
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
 # (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, host/dockermcp)
-.PHONY: build build.go build.debug build.cli tinygo docker-mcp test bench fuzz fuzz.long check run clean node
+.PHONY: build build.go build.debug build.cli tinygo docker-mcp test check.embedded bench fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -23,6 +25,15 @@ $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate.tinygo.wasm ./plugin
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate.tinygo.wasm -o $@
 	@scripts/check-size.sh $@ 400000
+	@cmp -s $@ $(EMBEDDED) || { cp $@ $(EMBEDDED) && echo "$(EMBEDDED) updated from $@: commit it"; }
+
+# What the binary embeds is what the source builds to: after `make build`, the committed
+# $(EMBEDDED) must be unchanged (a fresh clone builds the module and compares).
+check.embedded: build
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files --error-unmatch $(EMBEDDED) >/dev/null 2>&1 && git diff --quiet HEAD -- $(EMBEDDED) || { echo "$(EMBEDDED) is not what \`make build\` makes from the source: commit the rebuilt module"; git diff --stat HEAD -- $(EMBEDDED); exit 1; }; \
+		echo "$(EMBEDDED): the committed module is what the source builds to ($$(sha256sum < $(EMBEDDED) | cut -c1-16)...)"; \
+	else echo "check.embedded: not a git work tree, nothing to compare"; fi
 
 # The same module with panic messages and debug names, for diagnosing a trap (not size-capped).
 build.debug:
@@ -71,7 +82,7 @@ testharness/conformance/node_modules: testharness/conformance/package.json testh
 # gofmt, vet and go.mod tidiness, then every test on the built artifacts (a missing artifact
 # fails instead of skipping), then
 # a short run of every fuzz target.
-test: check build build.go build.envoy node node.extism-node docker-mcp
+test: check build check.embedded build.go build.envoy node node.extism-node docker-mcp
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 
@@ -103,7 +114,7 @@ run: build build.cli
 
 build.cli:
 	@mkdir -p $(BUILD)
-	$(GO) build -o $(BUILD)/stategate ./host/cmd/stategate
+	$(GO) build -buildvcs=auto -o $(BUILD)/stategate ./host/cmd/stategate
 
 clean:
 	rm -rf $(BUILD)

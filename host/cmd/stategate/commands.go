@@ -22,12 +22,16 @@ import (
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/plugin/built"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
 
-// defaultPlugin is where `make build` puts the TinyGo module.
-const defaultPlugin = "build/stategate.wasm"
+// defaultPlugin, the --plugin default, is the module the binary embeds (plugin/built).
+const defaultPlugin = ""
+
+// pluginUsage is the help text of every --plugin flag.
+const pluginUsage = "plugin module file (default: the module built into this binary; `stategate version` names it)"
 
 // loadConfig reads a JSON or YAML (1.2) configuration and returns it as JSON
 // (host/configfile: the one loader of every command).
@@ -46,12 +50,18 @@ func validate(path string, cfg []byte) (*engine.Engine, error) {
 	return eng, nil
 }
 
+// loadPlugin compiles the plugin module: the file at path, or the embedded one when path
+// is empty.
 func loadPlugin(ctx context.Context, path string, logger *slog.Logger, interruptible bool) (*host.Runtime, error) {
-	wasm, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("plugin[%s]: %w (build it with `make build`)", path, err)
+	wasm, name := built.Module, built.Name
+	if path != "" {
+		var err error
+		if wasm, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("plugin[%s]: %w (--plugin names a module file; leave it out to use the module built into this binary)", path, err)
+		}
+		name = filepath.Base(path)
 	}
-	return host.New(ctx, wasm, host.Options{Interruptible: interruptible, Logger: logger, Name: filepath.Base(path)})
+	return host.New(ctx, wasm, host.Options{Interruptible: interruptible, Logger: logger, Name: name})
 }
 
 func cmdCheck(ctx context.Context, args []string, stdout io.Writer) error {
@@ -216,7 +226,7 @@ func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	}
 	fs := newFlags("call", os.Stderr)
 	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
-	plugin := fs.String("plugin", defaultPlugin, "plugin module")
+	plugin := fs.String("plugin", defaultPlugin, pluginUsage)
 	if err := fs.Parse(args[1:]); err != nil {
 		return &exitError{code: 2}
 	}
@@ -387,7 +397,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o serveOptions
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&o.store, "store", "bolt:stategate.db", "state store: bolt:PATH (a file that survives restarts; PATH relative to the working directory), memory, redis://HOST:PORT/DB (shared by replicas), redis+cluster://HOST:PORT[,HOST:PORT...] (Redis Cluster) or redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER (a primary found through Sentinel)")
-	fs.StringVar(&o.plugin, "plugin", defaultPlugin, "plugin module")
+	fs.StringVar(&o.plugin, "plugin", defaultPlugin, pluginUsage)
 	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
 	fs.StringVar(&o.origins, "allowed-origins", "", "comma-separated browser origins allowed to call the gateway (default: loopback origins only; * allows any)")
 	fs.StringVar(&o.hosts, "allowed-hosts", "", "comma-separated Host names the listener answers to besides loopback names (checked on loopback listeners, or whenever set)")

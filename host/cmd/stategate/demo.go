@@ -22,7 +22,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("demo", stderr)
 	var o serveOptions
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "gateway address")
-	fs.StringVar(&o.plugin, "plugin", defaultPlugin, "plugin module")
+	fs.StringVar(&o.plugin, "plugin", defaultPlugin, pluginUsage)
 	o.store = "memory"
 	upListen := fs.String("upstream-listen", "127.0.0.1:3001", "demo upstream address")
 	upstreamOnly := fs.Bool("upstream-only", false, "serve only the demo upstream MCP server (for an Envoy in front)")

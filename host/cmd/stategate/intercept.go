@@ -25,7 +25,7 @@ func cmdIntercept(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var o serveOptions
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8090", "address to listen on")
 	fs.StringVar(&o.store, "store", "bolt:stategate-intercept.db", "state store: bolt:PATH, memory, or redis://HOST:PORT/DB")
-	fs.StringVar(&o.plugin, "plugin", defaultPlugin, "plugin module")
+	fs.StringVar(&o.plugin, "plugin", defaultPlugin, pluginUsage)
 	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
 	fs.StringVar(&o.origins, "allowed-origins", "", "comma-separated browser origins allowed to call the hooks (default: loopback origins only)")
 	fs.StringVar(&o.hosts, "allowed-hosts", "", "comma-separated Host names the listener answers to besides loopback names")

@@ -7,6 +7,7 @@
 //	stategate explain --config FILE (--tools tools.json | --upstream URL) [--format table|json]
 //	stategate graph FILE [--format mermaid|dot]
 //	stategate call FUNC --config FILE [--plugin FILE] < input.json
+//	stategate version
 //	stategate tools | mode GLOB MODE | approve GLOB | purge GLOB | events [--admin URL] [--admin-token-file FILE]
 package main
 
@@ -25,7 +26,7 @@ import (
 const usage = `stategate: a state-awareness layer for MCP gateways
 
 usage:
-  stategate serve --config FILE --upstream URL [--listen 127.0.0.1:8080] [--public-url https://HOST] [--store bolt:stategate.db|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin build/stategate.wasm]
+  stategate serve --config FILE --upstream URL [--listen 127.0.0.1:8080] [--public-url https://HOST] [--store bolt:stategate.db|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin FILE]
   stategate intercept --config FILE [--listen 127.0.0.1:8090] [--store bolt:stategate-intercept.db|memory|redis://HOST:PORT/DB] [--plugin FILE]
                   (hooks for Docker's MCP gateway: --interceptor before:http:http://ADDR/before --interceptor after:http:http://ADDR/after)
   stategate demo  [--listen 127.0.0.1:8080] [--upstream-listen 127.0.0.1:3001] [--upstream-only] [--no-script] [--plugin FILE]
@@ -33,6 +34,7 @@ usage:
   stategate explain --config FILE (--tools tools.json | --upstream URL) [--format table|json]
   stategate graph FILE [--format mermaid|dot]
   stategate call FUNC --config FILE [--plugin FILE] < input.json
+  stategate version                (also --version: the build and the plugin module it carries)
   stategate tools [--admin URL] [--admin-token-file FILE]
   stategate mode GLOB MODE [--reason TEXT] [--admin URL] [--admin-token-file FILE]
   stategate approve GLOB [--admin URL] [--admin-token-file FILE]
@@ -43,6 +45,8 @@ serve's operations flags: --admin ADDR (off by default) --admin-token-file FILE 
 STATEGATE_ADMIN_TOKEN) --log-format text|json --drain-timeout 30s --probe-interval 5s.
 The admin commands take the token the same way.
 
+Every command that runs the plugin uses the module built into the binary unless --plugin
+names a file.
 FUNC is one of decorate_tools, decorate_result, transition, check_limits, check_config.
 Configuration files are JSON or YAML.
 `
@@ -66,6 +70,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		return cmdVersion(stdout)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
