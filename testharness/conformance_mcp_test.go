@@ -338,6 +338,7 @@ func confStartGateway(ctx context.Context, t *testing.T, bin, upstream string) s
 	// directory): two gateways on one file would wait for each other's file lock.
 	cmd := exec.CommandContext(ctx, bin, "serve", "--config", confConfig, "--upstream", upstream,
 		"--listen", "127.0.0.1:0", "--plugin", confPlugin, "--store", "bolt:"+filepath.Join(t.TempDir(), "stategate.db"))
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir()) // its admin record and token stay in the test's directory
 	addr := confStart(t, cmd, regexp.MustCompile(`^stategate: serving http://(\S+) ->`), true)
 	return "http://" + addr + "/mcp"
 }

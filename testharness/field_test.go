@@ -134,6 +134,7 @@ func fieldServe(ctx context.Context, t *testing.T, bin, config, upstream string,
 	argv := append([]string{"serve", "--config", cfg, "--upstream", upstream, "--listen", "127.0.0.1:0",
 		"--plugin", plugin, "--store", "bolt:" + filepath.Join(dir, "stategate.db")}, args...)
 	cmd := exec.CommandContext(ctx, bin, argv...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+dir) // its admin record and token stay in the test's directory
 	addr, w := startWatched(t, cmd, regexp.MustCompile(`^stategate: serving http://(\S+) ->`), true)
 	return &fieldGateway{URL: "http://" + addr + "/mcp", out: w}
 }

@@ -30,7 +30,8 @@ type adminClient struct {
 // adminFlags parses the shared flags and returns the client and the remaining arguments.
 func adminFlags(name string, args []string, stderr io.Writer, usage string, extra func(fs flagSet)) (*adminClient, []string, error) {
 	fs := newFlags(name, stderr)
-	base := fs.String("admin", "http://127.0.0.1:9090", "the gateway's admin listener URL")
+	base := fs.String("admin", "", "the gateway's admin listener URL (default: the running gateway found in the state directory)")
+	gwName := fs.String("name", "", "the running gateway to reach, by its name (when several run)")
 	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (or set "+adminTokenEnv+")")
 	if extra != nil {
 		extra(fs)
@@ -49,6 +50,19 @@ func adminFlags(name string, args []string, stderr io.Writer, usage string, extr
 	tok, err := adminToken(*tokenFile)
 	if err != nil {
 		return nil, nil, err
+	}
+	if *base == "" {
+		rec, err := findGateway(*gwName)
+		if err != nil {
+			return nil, nil, &exitError{code: 1, msg: "stategate: " + err.Error()}
+		}
+		*base = rec.Admin
+		if tok == "" && rec.TokenFile != "" {
+			if tok, err = adminToken(rec.TokenFile); err != nil {
+				return nil, nil, err
+			}
+		}
+		fmt.Fprintf(stderr, "stategate: gateway %s, admin %s\n", rec.Name, rec.Admin)
 	}
 	u, err := url.Parse(*base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -99,9 +113,9 @@ func (c *adminClient) call(ctx context.Context, method, path string, body, out a
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return &exitError{code: 1, msg: fmt.Sprintf("admin[%s]: %s (HTTP %d)", c.base, e.Error, resp.StatusCode)}
+			return &exitError{code: 1, msg: fmt.Sprintf("admin[%s]: %s (HTTP %d)%s", c.base, e.Error, resp.StatusCode, authHint(resp.StatusCode))}
 		}
-		return &exitError{code: 1, msg: fmt.Sprintf("admin[%s]: HTTP %d", c.base, resp.StatusCode)}
+		return &exitError{code: 1, msg: fmt.Sprintf("admin[%s]: HTTP %d%s", c.base, resp.StatusCode, authHint(resp.StatusCode))}
 	}
 	return json.Unmarshal(b, out)
 }
@@ -242,7 +256,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		var e struct{ Error string }
 		json.Unmarshal(b, &e)
-		return &exitError{code: 1, msg: fmt.Sprintf("admin[%s]: %s (HTTP %d)", c.base, e.Error, resp.StatusCode)}
+		return &exitError{code: 1, msg: fmt.Sprintf("admin[%s]: %s (HTTP %d)%s", c.base, e.Error, resp.StatusCode, authHint(resp.StatusCode))}
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -262,4 +276,12 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("admin[%s]: event stream: %w", c.base, err)
 	}
 	return &exitError{code: 1, msg: "the event stream ended (the gateway stopped?)"}
+}
+
+// authHint says how to give the token when the admin API answered 401.
+func authHint(status int) string {
+	if status != http.StatusUnauthorized {
+		return ""
+	}
+	return "; give the gateway's admin token with --admin-token-file FILE or " + adminTokenEnv
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"github.com/stategate/stategate/exchange"
 	"io"
@@ -264,6 +265,7 @@ func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 // serveOptions are the flags shared by serve and demo.
 type serveOptions struct {
 	listen, store, plugin string
+	name                  string // serve: the gateway's name (gatewayName)
 	interruptible         bool
 	origins, hosts        string // comma-separated --allowed-origins / --allowed-hosts
 	publicURL             string // --public-url, checked (exchange.ParsePublicURL); "": the listener's
@@ -396,14 +398,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	up := fs.String("upstream", "", "URL of the MCP server to front (e.g. http://127.0.0.1:3001/mcp)")
 	var o serveOptions
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
-	fs.StringVar(&o.store, "store", "bolt:stategate.db", "state store: bolt:PATH (a file that survives restarts; PATH relative to the working directory), memory, redis://HOST:PORT/DB (shared by replicas), redis+cluster://HOST:PORT[,HOST:PORT...] (Redis Cluster) or redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER (a primary found through Sentinel)")
+	fs.StringVar(&o.name, "name", "", "this gateway's name: its default store file and admin record in the state directory are NAME.db and NAME.admin.json (default: from --listen, e.g. 127.0.0.1-8080)")
+	fs.StringVar(&o.store, "store", "", "state store (default: bolt:$XDG_STATE_HOME/stategate/NAME.db, else ~/.local/state/stategate/NAME.db): bolt:PATH (a file that survives restarts; PATH relative to the working directory), memory, redis://HOST:PORT/DB (shared by replicas), redis+cluster://HOST:PORT[,HOST:PORT...] (Redis Cluster) or redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER (a primary found through Sentinel)")
 	fs.StringVar(&o.plugin, "plugin", defaultPlugin, pluginUsage)
 	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
 	fs.StringVar(&o.origins, "allowed-origins", "", "comma-separated browser origins allowed to call the gateway (default: loopback origins only; * allows any)")
 	fs.StringVar(&o.hosts, "allowed-hosts", "", "comma-separated Host names the listener answers to besides loopback names (checked on loopback listeners, or whenever set)")
 	fs.StringVar(&o.publicURL, "public-url", "", "the address clients reach the gateway at (scheme://host[:port]); OAuth discovery documents and challenges name it instead of the upstream's (default: http:// and the listen address)")
 	var a opsOptions
-	fs.StringVar(&a.admin, "admin", "", "admin listener address (probes, admin API, events, metrics, status page); off when empty")
+	fs.StringVar(&a.admin, "admin", defaultAdmin, "admin listener address (probes, admin API, events, metrics, status page), or off; by default loopback on a free port with a generated token that `stategate tools` and the other admin commands find")
 	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+adminTokenEnv+"); without one the admin listener must be loopback")
 	fs.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&a.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls and transitions may take to finish")
@@ -411,6 +414,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2}
 	}
+	fs.Visit(func(f *flag.Flag) { a.adminSet = a.adminSet || f.Name == "admin" })
 	if *cfgPath == "" || *up == "" {
 		return &exitError{code: 2, msg: "usage: stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin FILE] [--admin ADDR] [--admin-token-file FILE]"}
 	}
@@ -425,6 +429,21 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if a.logFormat != "text" && a.logFormat != "json" {
 		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --log-format %q: want text or json", a.logFormat)}
+	}
+	if o.name, err = gatewayName(o.name, o.listen); err != nil {
+		return &exitError{code: 2, msg: "stategate serve: " + err.Error()}
+	}
+	// The state directory holds the default store, the generated admin token and the
+	// record the admin commands find the gateway by; without one, each must be given.
+	a.stateDir, err = stateDir()
+	if err != nil && (o.store == "" || (a.admin == defaultAdmin && !a.adminSet)) {
+		return &exitError{code: 2, msg: "stategate serve: " + err.Error()}
+	}
+	if o.store == "" {
+		if err := os.MkdirAll(a.stateDir, 0o700); err != nil {
+			return fmt.Errorf("state directory[%s]: %w", a.stateDir, err)
+		}
+		o.store = "bolt:" + filepath.Join(a.stateDir, o.name+".db")
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,4 +75,106 @@ func TestLoneBinary(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "leave it out to use the module built into this binary") {
 		t.Fatalf("missing --plugin file: %v\n%s", err, out)
 	}
+}
+
+// TestLoneBinary_twoGatewaysStartedTheSameWay starts two gateways from the lone binary with
+// the same command line (an empty directory, an empty HOME, no --store, no --admin): both
+// start, each with its own bolt file in the state directory and a generated admin token
+// (mode 0600), and the admin commands find them with no flags (--name picks one of two).
+func TestLoneBinary_twoGatewaysStartedTheSameWay(t *testing.T) {
+	needPlugin(t)
+	dir, home := t.TempDir(), t.TempDir()
+	bin := filepath.Join(dir, "stategate")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfg, err := os.ReadFile("../../../abi/testdata/config/health.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + home}
+	stateDir := filepath.Join(home, ".local", "state", "stategate")
+
+	names := make([]string, 2)
+	for i := range names {
+		cmd := exec.Command(bin, "serve", "--config", "config.json", "--upstream", "http://127.0.0.1:1/mcp", "--listen", "127.0.0.1:0")
+		cmd.Dir, cmd.Env = dir, env
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+		sc := bufio.NewScanner(stdout)
+		var lines []string
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if m := regexp.MustCompile(`^stategate: gateway (\S+) `).FindStringSubmatch(sc.Text()); m != nil {
+				names[i] = m[1]
+				break
+			}
+		}
+		if names[i] == "" {
+			t.Fatalf("gateway %d did not start:\n%s\n%s", i, strings.Join(lines, "\n"), errb.String())
+		}
+		go io.Copy(io.Discard, stdout)
+		store := "(store bolt:" + filepath.Join(stateDir, names[i]+".db") + ")"
+		if !strings.Contains(strings.Join(lines, "\n"), store) {
+			t.Errorf("gateway %d does not name its store %s:\n%s", i, store, strings.Join(lines, "\n"))
+		}
+		tok, err := os.Stat(filepath.Join(stateDir, names[i]+".admin-token"))
+		if err != nil || tok.Mode().Perm() != 0o600 {
+			t.Errorf("gateway %d: generated token file: %v %v", i, err, tok)
+		}
+	}
+	if names[0] == names[1] {
+		t.Fatalf("both gateways took the name %s", names[0])
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("the working directory holds more than the binary and its config: %v", entries)
+	}
+
+	admin := func(args ...string) (string, string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir, cmd.Env = dir, env
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return out.String(), errb.String(), err
+	}
+	if _, errOut, err := admin("tools"); err == nil || !strings.Contains(errOut, "2 gateways are running: pick one with --name") {
+		t.Fatalf("tools with two gateways running: %v\n%s", err, errOut)
+	}
+	for _, n := range names {
+		out, errOut, err := admin("tools", "--name", n)
+		if err != nil || !strings.Contains(errOut, "stategate: gateway "+n+", admin http://127.0.0.1:") {
+			t.Fatalf("tools --name %s: %v\n%s\n%s", n, err, out, errOut)
+		}
+	}
+	// Without its token, the admin API refuses and says how to give one.
+	cmd := exec.Command(bin, "tools", "--admin", adminURLOf(t, filepath.Join(stateDir, names[0]+".admin.json")))
+	cmd.Dir, cmd.Env = dir, env
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "HTTP 401") || !strings.Contains(string(out), "--admin-token-file FILE or "+adminTokenEnv) {
+		t.Fatalf("tools without the token: %v\n%s", err, out)
+	}
+}
+
+func adminURLOf(t *testing.T, record string) string {
+	t.Helper()
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r gatewayRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Admin
 }

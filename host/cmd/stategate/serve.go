@@ -32,6 +32,8 @@ const adminTokenEnv = "STATEGATE_ADMIN_TOKEN"
 type opsOptions struct {
 	admin, tokenFile, logFormat string
 	drain, probe                time.Duration
+	adminSet                    bool   // --admin was given (not its default)
+	stateDir                    string // where the gateway's record (and generated token) go
 }
 
 // adminToken reads the admin token: the file's content (trimmed), else the environment.
@@ -57,6 +59,18 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 	token, err := adminToken(a.tokenFile)
 	if err != nil {
 		return err
+	}
+	if a.admin == "off" {
+		a.admin = ""
+	}
+	// The default admin listener (loopback, no address given) gets a generated token when
+	// the operator gave none; an address the operator gives keeps its own rules (ops.Listen).
+	tokenFile := a.tokenFile
+	if a.admin == defaultAdmin && !a.adminSet && token == "" {
+		if token, tokenFile, err = writeToken(a.stateDir, o.name); err != nil {
+			return err
+		}
+		defer os.Remove(tokenFile)
 	}
 	var gwp atomic.Pointer[gateway.Gateway]
 	var stp atomic.Pointer[store.Store]
@@ -86,6 +100,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 	// The admin listener opens first: probes answer "starting" while the plugin compiles,
 	// and a refused admin address stops start-up before anything else is opened.
 	var adminSrv *http.Server
+	var adminAddr string
 	if a.admin != "" {
 		aln, err := ops.Listen(a.admin, token)
 		if err != nil {
@@ -120,10 +135,14 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 				}
 				return out
 			}})
+		adminAddr = aln.Addr().String()
 		adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(aln)
 		defer adminSrv.Close()
 		how := "bearer token required"
+		if tokenFile != "" && tokenFile != a.tokenFile {
+			how = "bearer token generated in " + tokenFile
+		}
 		if token == "" {
 			how = "no token: loopback only, set --admin-token-file or " + adminTokenEnv + " to require one"
 		}
@@ -141,6 +160,16 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 	gwp.Store(run.gw)
 	stp.Store(&run.store)
 	fmt.Fprintf(stdout, "stategate: serving http://%s -> %s (store %s)\n", run.ln.Addr(), upstream, o.store)
+	if adminSrv != nil && a.stateDir != "" {
+		rec := gatewayRecord{Name: o.name, PID: os.Getpid(), Admin: "http://" + adminAddr, Listen: "http://" + run.ln.Addr().String(), TokenFile: tokenFile}
+		unpublish, err := rec.publish(a.stateDir)
+		if err != nil {
+			logger.Warn("gateway record not written: the admin commands need --admin", "err", err)
+		} else {
+			defer unpublish()
+			fmt.Fprintf(stdout, "stategate: gateway %s (admin commands find it: stategate tools)\n", o.name)
+		}
+	}
 
 	mctx, stopMonitor := context.WithCancel(context.Background())
 	defer stopMonitor()
