@@ -9,7 +9,7 @@ TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
 # (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, host/dockermcp)
-.PHONY: build build.go build.debug build.cli tinygo docker-mcp test check.embedded bench fuzz fuzz.long check run clean node
+.PHONY: build build.go build.debug build.cli tinygo docker-mcp test check.embedded browser bench fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -79,10 +79,14 @@ testharness/conformance/node_modules: testharness/conformance/package.json testh
 	cd testharness/conformance && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# Debian's Chromium for the status page's browser tests (chromedp), installed when missing.
+browser:
+	@scripts/install-debian.sh chromium
+
 # gofmt, vet and go.mod tidiness, then every test on the built artifacts (a missing artifact
 # fails instead of skipping), then
 # a short run of every fuzz target.
-test: check build check.embedded build.go build.envoy node node.extism-node docker-mcp
+test: check build check.embedded build.go build.envoy node node.extism-node docker-mcp browser
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 

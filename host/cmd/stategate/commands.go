@@ -32,7 +32,7 @@ import (
 const defaultPlugin = ""
 
 // pluginUsage is the help text of every --plugin flag.
-const pluginUsage = "plugin module file (default: the module built into this binary; `stategate version` names it)"
+const pluginUsage = "plugin module file (default: the module built into this binary, which stategate version names)"
 
 // loadConfig reads a JSON or YAML (1.2) configuration and returns it as JSON
 // (host/configfile: the one loader of every command).
@@ -65,9 +65,9 @@ func loadPlugin(ctx context.Context, path string, logger *slog.Logger, interrupt
 	return host.New(ctx, wasm, host.Options{Interruptible: interruptible, Logger: logger, Name: name})
 }
 
-func cmdCheck(ctx context.Context, args []string, stdout io.Writer) error {
+func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "usage: stategate check FILE [--tools tools.json | --upstream URL]"
-	fs := newFlags("check", io.Discard)
+	fs := newFlags("check", stderr)
 	toolsPath := fs.String("tools", "", "a tools/list answer, result or tools array (JSON): also warn about configuration no listed tool meets")
 	upstream := fs.String("upstream", "", "list the tools of this MCP server instead")
 	var files []string
@@ -112,8 +112,8 @@ func cmdCheck(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func cmdGraph(args []string, stdout io.Writer) error {
-	fs := newFlags("graph", io.Discard)
+func cmdGraph(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("graph", stderr)
 	format := fs.String("format", "mermaid", "mermaid or dot")
 	var files []string
 	for len(args) > 0 {
@@ -187,8 +187,8 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 				}
 			}
 		} else {
-			fmt.Fprintf(&b, "digraph %q {\n  label=%q;\n  rankdir=LR;\n  node [shape=box, style=rounded];\n  \"__start\" [shape=point];\n  \"__start\" -> %q;\n",
-				w.ID, "workflow "+w.ID+" (key: "+keyText(w.Key == 1, w.KeyArg)+")", w.Initial)
+			fmt.Fprintf(&b, "digraph %s {\n  label=%s;\n  rankdir=LR;\n  node [shape=box, style=rounded];\n  \"__start\" [shape=point];\n  \"__start\" -> %s;\n",
+				dotQuote(w.ID), dotQuote("workflow "+w.ID+" (key: "+keyText(w.Key == 1, w.KeyArg)+")"), dotQuote(w.Initial))
 			for _, s := range w.States {
 				shape := ""
 				if s.Final {
@@ -196,11 +196,11 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 				}
 				label := s.Name
 				if t := toolsIn(s.Name); t != "" {
-					label += "\\ntools: " + t
+					label += "\ntools: " + t
 				}
-				fmt.Fprintf(&b, "  %q [label=%q%s];\n", s.Name, label, shape)
+				fmt.Fprintf(&b, "  %s [label=%s%s];\n", dotQuote(s.Name), dotQuote(label), shape)
 				for _, e := range s.On {
-					fmt.Fprintf(&b, "  %q -> %q [label=%q];\n", s.Name, e.Target, e.Event+firedBy(e.Event))
+					fmt.Fprintf(&b, "  %s -> %s [label=%s];\n", dotQuote(s.Name), dotQuote(e.Target), dotQuote(e.Event+firedBy(e.Event)))
 				}
 			}
 			b.WriteString("}\n")
@@ -210,6 +210,28 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 	return out
 }
 
+// dotQuote writes s as a Graphviz quoted string: quotes and backslashes escaped, a line
+// feed as Graphviz's \n line break (Go's %q would escape the backslash of \n too, and
+// write non-ASCII in Go's own syntax, which Graphviz shows literally).
+func dotQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
 func keyText(argument bool, arg string) string {
 	if argument {
 		return "argument:" + arg
@@ -217,17 +239,20 @@ func keyText(argument bool, arg string) string {
 	return "session"
 }
 
-func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("call", stderr)
+	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
+	plugin := fs.String("plugin", defaultPlugin, pluginUsage)
+	if wantsHelp(args) {
+		return fs.Parse([]string{"-h"})
+	}
 	if len(args) == 0 {
-		return &exitError{code: 2, msg: "usage: stategate call FUNC --config FILE [--plugin FILE] < input.json"}
+		return &exitError{code: 2, msg: "usage: stategate call FUNC --config FILE [--plugin FILE] < input.json (FUNC: " + functionNames() + ")"}
 	}
 	fn, ok := abi.FunctionByName(args[0])
 	if !ok {
-		return &exitError{code: 2, msg: fmt.Sprintf("stategate call: unknown function %q", args[0])}
+		return &exitError{code: 2, msg: fmt.Sprintf("stategate call: unknown function %q (one of %s)", args[0], functionNames())}
 	}
-	fs := newFlags("call", os.Stderr)
-	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
-	plugin := fs.String("plugin", defaultPlugin, pluginUsage)
 	if err := fs.Parse(args[1:]); err != nil {
 		return &exitError{code: 2}
 	}
@@ -415,8 +440,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &exitError{code: 2}
 	}
 	fs.Visit(func(f *flag.Flag) { a.adminSet = a.adminSet || f.Name == "admin" })
-	if *cfgPath == "" || *up == "" {
-		return &exitError{code: 2, msg: "usage: stategate serve --config FILE --upstream URL [--listen ADDR] [--store bolt:PATH|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin FILE] [--admin ADDR] [--admin-token-file FILE]"}
+	if *cfgPath == "" {
+		return &exitError{code: 2, msg: "stategate serve: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from, `stategate serve --help` lists every flag)"}
+	}
+	if *up == "" {
+		return &exitError{code: 2, msg: "stategate serve: --upstream URL is required: the MCP server to front, e.g. --upstream http://127.0.0.1:3001/mcp (`stategate demo --upstream-only` runs one)"}
 	}
 	upstream, err := url.Parse(*up)
 	if err != nil || (upstream.Scheme != "http" && upstream.Scheme != "https") || upstream.Host == "" {
@@ -463,4 +491,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("config", "warning", w.String())
 	}
 	return serveWithOps(ctx, *cfgPath, cfg, eng, upstream, o, a, logger, stdout)
+}
+
+// functionNames lists the plugin's exports `stategate call` runs.
+func functionNames() string {
+	names := make([]string, len(abi.Functions))
+	for i, f := range abi.Functions {
+		names[i] = f.Name()
+	}
+	return strings.Join(names, ", ")
 }

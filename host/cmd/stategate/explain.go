@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,8 +28,18 @@ func cmdExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	toolsPath := fs.String("tools", "", "a tools/list answer, result or tools array (JSON)")
 	upstream := fs.String("upstream", "", "list the tools of this MCP server (Streamable HTTP)")
 	format := fs.String("format", "table", "table or json")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *cfgPath == "" || (*toolsPath == "") == (*upstream == "") || (*format != "table" && *format != "json") {
+	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2, msg: explainUsage}
+	}
+	switch {
+	case fs.NArg() != 0:
+		return &exitError{code: 2, msg: "stategate explain: unexpected argument " + strconv.Quote(fs.Arg(0)) + "\n" + explainUsage}
+	case *cfgPath == "":
+		return &exitError{code: 2, msg: "stategate explain: --config FILE is required: the configuration to explain\n" + explainUsage}
+	case (*toolsPath == "") == (*upstream == ""):
+		return &exitError{code: 2, msg: "stategate explain: give one tool source: --tools FILE (a saved tools/list answer, result or tools array) or --upstream URL (a running MCP server to list)\n" + explainUsage}
+	case *format != "table" && *format != "json":
+		return &exitError{code: 2, msg: "stategate explain: --format " + strconv.Quote(*format) + ": want table or json"}
 	}
 	ans, err := explainAnswer(ctx, *cfgPath, *toolsPath, *upstream)
 	if err != nil {

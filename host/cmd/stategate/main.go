@@ -64,45 +64,31 @@ type exitError struct {
 func (e *exitError) Error() string { return e.msg }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
 		return cmdVersion(stdout)
 	}
+	if wantsHelp(args[1:]) {
+		// A command's help (its usage line and flags) goes to stdout with status 0: the
+		// command parses just -h with its flag output on stdout.
+		if _, ok := commandUsage(args[0]); !ok {
+			fmt.Fprintf(stderr, "stategate: unknown command %q\n\n%s", args[0], usage)
+			return 2
+		}
+		dispatch(context.Background(), args[0], []string{"-h"}, strings.NewReader(""), stdout, stdout)
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch args[0] {
-	case "serve":
-		err = cmdServe(ctx, args[1:], stdout, stderr)
-	case "intercept":
-		err = cmdIntercept(ctx, args[1:], stdout, stderr)
-	case "demo":
-		err = cmdDemo(ctx, args[1:], stdout, stderr)
-	case "check":
-		err = cmdCheck(ctx, args[1:], stdout)
-	case "explain":
-		err = cmdExplain(ctx, args[1:], stdout, stderr)
-	case "graph":
-		err = cmdGraph(args[1:], stdout)
-	case "call":
-		err = cmdCall(ctx, args[1:], stdin, stdout)
-	case "tools":
-		err = cmdTools(ctx, args[1:], stdout, stderr)
-	case "mode":
-		err = cmdMode(ctx, args[1:], stdout, stderr)
-	case "approve":
-		err = cmdApprove(ctx, args[1:], stdout, stderr)
-	case "purge":
-		err = cmdPurge(ctx, args[1:], stdout, stderr)
-	case "events":
-		err = cmdEvents(ctx, args[1:], stdout, stderr)
-	default:
+	err, known := dispatch(ctx, args[0], args[1:], stdin, stdout, stderr)
+	if !known {
 		fmt.Fprintf(stderr, "stategate: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
@@ -123,8 +109,79 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+// dispatch runs command cmd; known is false for a command there is none of.
+func dispatch(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error, known bool) {
+	switch cmd {
+	case "serve":
+		return cmdServe(ctx, args, stdout, stderr), true
+	case "intercept":
+		return cmdIntercept(ctx, args, stdout, stderr), true
+	case "demo":
+		return cmdDemo(ctx, args, stdout, stderr), true
+	case "check":
+		return cmdCheck(ctx, args, stdout, stderr), true
+	case "explain":
+		return cmdExplain(ctx, args, stdout, stderr), true
+	case "graph":
+		return cmdGraph(args, stdout, stderr), true
+	case "call":
+		return cmdCall(ctx, args, stdin, stdout, stderr), true
+	case "tools":
+		return cmdTools(ctx, args, stdout, stderr), true
+	case "mode":
+		return cmdMode(ctx, args, stdout, stderr), true
+	case "approve":
+		return cmdApprove(ctx, args, stdout, stderr), true
+	case "purge":
+		return cmdPurge(ctx, args, stdout, stderr), true
+	case "events":
+		return cmdEvents(ctx, args, stdout, stderr), true
+	}
+	return nil, false
+}
+
+// wantsHelp reports whether a command's arguments ask for its help (-h, -help or --help
+// before a "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// commandUsage returns cmd's lines of the usage text.
+func commandUsage(cmd string) (string, bool) {
+	var lines []string
+	in := false
+	for _, l := range strings.Split(usage, "\n") {
+		if strings.HasPrefix(l, "  stategate ") {
+			f := strings.Fields(l)
+			in = len(f) > 1 && f[1] == cmd
+		} else if !strings.HasPrefix(l, "                ") {
+			in = false
+		}
+		if in {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(lines, "\n  "), len(lines) > 0
+}
+
+// newFlags returns command name's flag set writing to w: its usage lines from the usage
+// text, then its flags.
+func newFlags(name string, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("stategate "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(w)
+	fs.Usage = func() {
+		if u, ok := commandUsage(name); ok {
+			fmt.Fprintf(fs.Output(), "usage:\n  %s\n\nflags:\n", u)
+		}
+		fs.PrintDefaults()
+	}
 	return fs
 }

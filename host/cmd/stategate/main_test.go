@@ -70,6 +70,13 @@ func TestGraph(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"has_items" -> "payment" [label="CHECKOUT (cart.checkout)"]`) || !strings.Contains(out, "peripheries=2") {
 		t.Fatalf("dot: exit %d:\n%s", code, out)
 	}
+	// A label's line break is Graphviz's \n, one backslash (not a literal "\n" in the box).
+	if !strings.Contains(out, `"payment" [label="payment\ntools: cart.pay"]`) {
+		t.Fatalf("dot label line break:\n%s", out)
+	}
+	if got := dotQuote("a\"b\\c\nd é"); got != `"a\"b\\c\nd é"` {
+		t.Fatalf("dotQuote: %s", got)
+	}
 	if code, _, errOut := runCLI(t, "", "graph", "../../../abi/testdata/config/invalid.json"); code != 1 || !strings.Contains(errOut, "11 error(s)") {
 		t.Fatalf("invalid: exit %d: %s", code, errOut)
 	}
@@ -177,5 +184,27 @@ func TestIntercept_serves(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("intercept ended with %v", err)
+	}
+}
+
+// TestHelp: every command's --help (and -h) is its usage and flags on stdout, status 0.
+func TestHelp(t *testing.T) {
+	for _, cmd := range []string{"serve", "intercept", "demo", "check", "explain", "graph", "call", "tools", "mode", "approve", "purge", "events"} {
+		for _, flag := range []string{"--help", "-h"} {
+			code, out, errOut := runCLI(t, "", cmd, flag)
+			if code != 0 || errOut != "" || !strings.Contains(out, "usage:\n  stategate "+cmd) || !strings.Contains(out, "flags:\n") {
+				t.Errorf("%s %s: exit %d\nstdout:\n%s\nstderr:\n%s", cmd, flag, code, out, errOut)
+			}
+		}
+	}
+	if code, out, _ := runCLI(t, "", "--help"); code != 0 || !strings.Contains(out, "usage:") {
+		t.Errorf("--help: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := runCLI(t, ""); code != 2 || !strings.Contains(errOut, "usage:") {
+		t.Errorf("no command: exit %d\n%s", code, errOut)
+	}
+	// call --help is help, not a function named --help.
+	if code, out, _ := runCLI(t, "", "call", "--help"); code != 0 || strings.Contains(out, "unknown function") {
+		t.Errorf("call --help: exit %d\n%s", code, out)
 	}
 }
