@@ -75,12 +75,26 @@ type cliOperator struct{}
 func (cliOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
 	return []exchange.ToolStatus{{Name: "cart.pay", Unit: "tool", Mode: "auto_disabled", Failures: 5, Fingerprint: "0123456789abcdef0123", LastError: "upstream 502"}}, nil
 }
-func (cliOperator) SetMode(_ context.Context, match, mode, _ string) ([]exchange.ModeChange, error) {
-	return []exchange.ModeChange{{Name: "cart.pay", From: "auto_disabled", To: mode, OK: true},
-		{Name: "cart.view", From: "quarantined", To: mode, Error: "quarantined: approve first"}}, nil
+func (cliOperator) SetMode(_ context.Context, a exchange.Action, mode, _ string) ([]exchange.ModeChange, error) {
+	all := []exchange.ModeChange{{Name: "cart.pay", From: "auto_disabled", To: mode, OK: true},
+		{Name: "cart.view", From: "quarantined", To: mode, Error: "quarantined: approve first"}}
+	return selected(a, all), nil
 }
-func (cliOperator) Approve(context.Context, string) ([]exchange.ModeChange, error) {
-	return []exchange.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}, nil
+func (cliOperator) Approve(_ context.Context, a exchange.Action) ([]exchange.ModeChange, error) {
+	return selected(a, []exchange.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}), nil
+}
+
+// selected keeps the changes of the tool a names, or all of them for a glob.
+func selected(a exchange.Action, all []exchange.ModeChange) []exchange.ModeChange {
+	if a.Tool == "" {
+		return all
+	}
+	for _, c := range all {
+		if c.Name == a.Tool {
+			return []exchange.ModeChange{c}
+		}
+	}
+	return nil
 }
 
 // TestAdminCLI_healthFake is a unit test of the health commands' output over a fake
