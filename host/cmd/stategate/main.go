@@ -7,7 +7,8 @@
 //	stategate explain --config FILE (--tools tools.json | --upstream URL) [--format table|json]
 //	stategate graph FILE [--format mermaid|dot]
 //	stategate call FUNC --config FILE [--plugin FILE] < input.json
-//	stategate tools | mode GLOB MODE | approve GLOB | purge GLOB | events [--admin URL] [--admin-token-file FILE]
+//	stategate tools | mode TARGET MODE | approve TARGET | purge TARGET | events [--admin URL] [--admin-token-file FILE]
+//	  (TARGET: NAME, --tool NAME, or a GLOB previewed and confirmed, --yes when not a terminal)
 package main
 
 import (
@@ -20,6 +21,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/stategate/stategate/internal/termsafe"
 )
 
 const usage = `stategate: a state-awareness layer for MCP gateways
@@ -34,14 +37,16 @@ usage:
   stategate graph FILE [--format mermaid|dot]
   stategate call FUNC --config FILE [--plugin FILE] < input.json
   stategate tools [--admin URL] [--admin-token-file FILE]
-  stategate mode GLOB MODE [--reason TEXT] [--admin URL] [--admin-token-file FILE]
-  stategate approve GLOB [--admin URL] [--admin-token-file FILE]
-  stategate purge GLOB [--admin URL] [--admin-token-file FILE]
+  stategate mode (NAME | GLOB | --tool NAME) MODE [--reason TEXT] [--yes] [--admin URL] [--admin-token-file FILE]
+  stategate approve (NAME | GLOB | --tool NAME) [--yes] [--admin URL] [--admin-token-file FILE]
+  stategate purge (NAME | GLOB | --tool NAME) [--yes] [--admin URL] [--admin-token-file FILE]
   stategate events [--type TYPE] [--tool NAME] [--count N] [--admin URL] [--admin-token-file FILE]
 
 serve's operations flags: --admin ADDR (off by default) --admin-token-file FILE (or
 STATEGATE_ADMIN_TOKEN) --log-format text|json --drain-timeout 30s --probe-interval 5s.
-The admin commands take the token the same way.
+The admin commands take the token the same way. mode, approve and purge act on one
+tool by its exact name (--tool NAME, or a NAME without '*'); a GLOB shows how many tools
+it matches and which, and asks before it acts (--yes when stdin is not a terminal).
 
 FUNC is one of decorate_tools, decorate_result, transition, check_limits, check_config.
 Configuration files are JSON or YAML.
@@ -88,11 +93,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "tools":
 		err = cmdTools(ctx, args[1:], stdout, stderr)
 	case "mode":
-		err = cmdMode(ctx, args[1:], stdout, stderr)
+		err = cmdMode(ctx, args[1:], stdin, stdout, stderr)
 	case "approve":
-		err = cmdApprove(ctx, args[1:], stdout, stderr)
+		err = cmdApprove(ctx, args[1:], stdin, stdout, stderr)
 	case "purge":
-		err = cmdPurge(ctx, args[1:], stdout, stderr)
+		err = cmdPurge(ctx, args[1:], stdin, stdout, stderr)
 	case "events":
 		err = cmdEvents(ctx, args[1:], stdout, stderr)
 	default:
@@ -103,14 +108,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintln(stderr, ee.msg)
+				fmt.Fprintln(stderr, termsafe.Lines(ee.msg))
 			}
 			return ee.code
 		}
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintln(stderr, "stategate: "+strings.TrimPrefix(err.Error(), "stategate: "))
+		// Errors may quote an upstream's or the admin API's words: no raw control reaches
+		// the terminal (every command's errors end here).
+		fmt.Fprintln(stderr, termsafe.Lines("stategate: "+strings.TrimPrefix(err.Error(), "stategate: ")))
 		return 1
 	}
 	return 0
