@@ -23,15 +23,17 @@ import (
 // and every byte that is not UTF-8 becomes a visible escape (see the package notes).
 func String(s string) string { return render(s, false) }
 
-// Lines is String that keeps line feeds: for messages whose lines are meant (an error
-// list). Carriage returns and every other control are still escaped.
+// Lines renders a message (an error, possibly of several lines) for a terminal: like
+// String, but line feeds are kept and backslashes are left alone (a message may quote
+// text an encoder already escaped, such as "\u001b"). Carriage returns and every other
+// control are still escaped.
 func Lines(s string) string { return render(s, true) }
 
-func render(s string, keepLF bool) string {
+func render(s string, message bool) string {
 	i := 0
 	for i < len(s) {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if needsEscape(r, n) && !(keepLF && r == '\n') {
+		if needsEscape(r, n) && !(message && (r == '\n' || r == '\\')) {
 			break
 		}
 		i += n
@@ -44,8 +46,8 @@ func render(s string, keepLF bool) string {
 	for i < len(s) {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case keepLF && r == '\n':
-			b = append(b, '\n')
+		case message && (r == '\n' || r == '\\'):
+			b = append(b, byte(r))
 		case r == utf8.RuneError && n == 1:
 			b = appendHex(append(b, `\x`...), uint32(s[i]), 2)
 		case r == '\\':

@@ -28,7 +28,7 @@ func TestString(t *testing.T) {
 			}
 		})
 	}
-	if got := Lines("one\ntwo\x1b[2J\r"); got != "one\ntwo\\x1b[2J\\r" {
+	if got := Lines("one\ntwo\x1b[2J\r \\u001b"); got != "one\ntwo\\x1b[2J\\r \\u001b" {
 		t.Errorf("Lines kept or escaped the wrong characters: %q", got)
 	}
 }

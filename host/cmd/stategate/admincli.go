@@ -200,19 +200,18 @@ var isTerminal = func(r io.Reader) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// confirm shows how many tools the glob would touch and which (lines, one per tool), and
-// returns nil when the operator agrees: --yes, or "y" typed at a terminal.
+// confirm shows how many tools the glob would touch and which (lines, one per tool, each
+// already rendered for the terminal), and returns nil when the operator agrees: --yes, or
+// "y" typed at a terminal. Without a terminal and without --yes it refuses.
 func (c confirmer) confirm(glob, what string, lines []string) error {
-	head := fmt.Sprintf("%s matches %d tool(s); %s:", termsafe.String(glob), len(lines), what)
-	list := "  " + strings.Join(lines, "\n  ")
+	fmt.Fprintf(c.stderr, "%s matches %d tool(s); %s:\n  %s\n", termsafe.String(glob), len(lines), what, strings.Join(lines, "\n  "))
 	if c.yes {
-		fmt.Fprintf(c.stderr, "%s\n%s\n", head, list)
 		return nil
 	}
 	if !isTerminal(c.stdin) {
-		return &exitError{code: 2, msg: head + "\n" + list + "\nstdin is not a terminal: pass --yes to act on them (or --tool NAME for one tool)"}
+		return &exitError{code: 2, msg: "stdin is not a terminal: pass --yes to act on them (or --tool NAME for one tool)"}
 	}
-	fmt.Fprintf(c.stderr, "%s\n%s\nProceed with these %d tool(s)? [y/N] ", head, list, len(lines))
+	fmt.Fprintf(c.stderr, "Proceed with these %d tool(s)? [y/N] ", len(lines))
 	answer, _ := bufio.NewReader(c.stdin).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 		return &exitError{code: 1, msg: "cancelled: nothing changed"}

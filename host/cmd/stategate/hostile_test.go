@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/internal/termsafe"
 )
 
 // hostileUpstream is an MCP server (plain JSON-RPC over HTTP, JSON answers) whose tool
@@ -168,4 +171,86 @@ func equalModes(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// rawControl returns the first control, bidi or invisible format character in s other
+// than a line feed (what a terminal could act on), or "" when there is none.
+func rawControl(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if i := strings.IndexFunc(line, termsafe.Control); i >= 0 {
+			return line
+		}
+		if !utf8.ValidString(line) {
+			return line
+		}
+	}
+	return ""
+}
+
+// TestServe_hostileTextReachesNoTerminal: a tool an upstream named
+// "\x1b]0;pwned\x07evil\x1b[31m" (retitle the window, turn the text red) and an operator
+// reason holding "\r" and a bidi override reach the operator only as visible escapes: in
+// `stategate tools`, mode, approve and events output, in errors, and in the log lines of
+// both formats (issue 25, finding 8).
+func TestServe_hostileTextReachesNoTerminal(t *testing.T) {
+	const evil = "\x1b]0;pwned\x07evil\x1b[31m"
+	const reason = "ok\rFAILED \u202eevil\x1b[2J"
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			up := &hostileUpstream{names: []string{evil, "a.b"}, callError: "boom\x1b[2J\r"}
+			s := startServeConfigIn(t, up, []byte(`{"version": 1, "health": {"autoDisableThreshold": 1}}`), "--log-format", format)
+			t.Setenv(adminTokenEnv, s.token)
+			cs := mcpClient(t, s.mcpURL)
+			if names := listTools(t, cs); len(names) != 2 {
+				t.Fatalf("tools/list: %q", names)
+			}
+			callTool(cs, evil, nil) // fails upstream: auto-disabled after one failure
+			events := make(chan string, 1)
+			go func() {
+				_, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_state_changed", "--count", "1")
+				events <- out + errOut
+			}()
+			waitFor(t, "the events command subscribes", func() bool {
+				_, body := s.admin(t, "GET", "/admin/info", "")
+				return strings.Contains(string(body), `"subscribers":1`)
+			})
+			body, _ := json.Marshal(map[string]string{"tool": evil, "mode": "disabled", "reason": reason})
+			if status, b := s.admin(t, "POST", "/admin/tools/mode", string(body)); status != 200 {
+				t.Fatalf("mode: %d %s", status, b)
+			}
+			var all strings.Builder
+			run := func(stdin string, args ...string) string {
+				code, out, errOut := runCLI(t, stdin, append(args, "--admin", s.adminURL)...)
+				all.WriteString(out + errOut)
+				return fmt.Sprintf("exit %d\n%s%s", code, out, errOut)
+			}
+			tools := run("", "tools")
+			if !strings.Contains(tools, `\x1b]0;pwned\x07evil\x1b[31m`) || !strings.Contains(tools, `ok\rFAILED \u202eevil\x1b[2J`) {
+				t.Errorf("tools does not show the name and the reason as escapes:\n%s", tools)
+			}
+			run("", "mode", "--tool", evil, "quarantined")
+			run("", "mode", "**", "active")    // a glob: the preview lists the names, then refuses (no --yes)
+			run("", "approve", "--tool", evil) // refused: the rule names it
+			run("", "purge", "--tool", evil)   // the cache is off: an error
+			select {
+			case out := <-events:
+				all.WriteString(out)
+				if !strings.Contains(out, `\u001b]0;pwned\u0007evil`) {
+					t.Errorf("events: %s", out)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the events command never printed the mode change")
+			}
+			if line := rawControl(all.String()); line != "" {
+				t.Errorf("CLI output carries a raw control: %q\nall output:\n%s", line, all.String())
+			}
+			logs := s.stderr.String()
+			if !strings.Contains(logs, "pwned") || !strings.Contains(logs, "FAILED") {
+				t.Errorf("the log names neither the tool nor the reason:\n%s", logs)
+			}
+			if line := rawControl(logs); line != "" {
+				t.Errorf("a log line carries a raw control: %q", line)
+			}
+		})
+	}
 }
