@@ -190,8 +190,8 @@ func rawControl(s string) string {
 // TestServe_hostileTextReachesNoTerminal: a tool an upstream named
 // "\x1b]0;pwned\x07evil\x1b[31m" (retitle the window, turn the text red) and an operator
 // reason holding "\r" and a bidi override reach the operator only as visible escapes: in
-// `stategate tools`, mode, approve and events output, in errors, and in the log lines of
-// both formats (issue 25, finding 8).
+// `stategate tools`, mode, approve and events output, in errors, in GET /admin/events (an
+// operator's curl), and in the log lines of both formats (issue 25, finding 8).
 func TestServe_hostileTextReachesNoTerminal(t *testing.T) {
 	const evil = "\x1b]0;pwned\x07evil\x1b[31m"
 	const reason = "ok\rFAILED \u202eevil\x1b[2J"
@@ -200,6 +200,7 @@ func TestServe_hostileTextReachesNoTerminal(t *testing.T) {
 			up := &hostileUpstream{names: []string{evil, "a.b"}, callError: "boom\x1b[2J\r"}
 			s := startServeConfigIn(t, up, []byte(`{"version": 1, "health": {"autoDisableThreshold": 1}}`), "--log-format", format)
 			t.Setenv(adminTokenEnv, s.token)
+			sse := s.rawEvents(t)
 			cs := mcpClient(t, s.mcpURL)
 			if names := listTools(t, cs); len(names) != 2 {
 				t.Fatalf("tools/list: %q", names)
@@ -212,7 +213,7 @@ func TestServe_hostileTextReachesNoTerminal(t *testing.T) {
 			}()
 			waitFor(t, "the events command subscribes", func() bool {
 				_, body := s.admin(t, "GET", "/admin/info", "")
-				return strings.Contains(string(body), `"subscribers":1`)
+				return strings.Contains(string(body), `"subscribers":2`) // the raw stream and the command
 			})
 			body, _ := json.Marshal(map[string]string{"tool": evil, "mode": "disabled", "reason": reason})
 			if status, b := s.admin(t, "POST", "/admin/tools/mode", string(body)); status != 200 {
@@ -243,6 +244,10 @@ func TestServe_hostileTextReachesNoTerminal(t *testing.T) {
 			}
 			if line := rawControl(all.String()); line != "" {
 				t.Errorf("CLI output carries a raw control: %q\nall output:\n%s", line, all.String())
+			}
+			waitFor(t, "the SSE stream carries the mode change", func() bool { return strings.Contains(sse.String(), "FAILED") })
+			if line := rawControl(sse.String()); line != "" {
+				t.Errorf("GET /admin/events carries a raw control: %q", line)
 			}
 			logs := s.stderr.String()
 			if !strings.Contains(logs, "pwned") || !strings.Contains(logs, "FAILED") {
