@@ -106,7 +106,7 @@ const (
 	ErrUnknownExport = "UNKNOWN_FUNCTION"
 	ErrTruncation    = "TRUNCATION_IMPOSSIBLE" // not even a minimal result fits maxResponseBytes
 	ErrHealthOff     = "HEALTH_OFF"            // tool_health on a configuration without a health section
-	ErrNoMatch       = "NO_MATCH"              // tool_health: the glob matches no known unit
+	ErrNoMatch       = "NO_MATCH"              // tool_health: the name or glob names no known unit
 )
 
 // Denial codes: the "code" of a refused tools/call, in the result's _meta and in the

@@ -3,7 +3,7 @@
 BUILD ?= build
 GO ?= go
 ENVOY_WASM := $(BUILD)/stategate-envoy.wasm
-ENVOY_SRC = $(shell find envoy exchange plugin abi -name '*.go' -not -name '*_test.go') go.mod go.sum
+ENVOY_SRC = $(shell find envoy exchange plugin abi internal/termsafe -name '*.go' -not -name '*_test.go') go.mod go.sum
 EXTISM_NODE := examples/extism-node
 
 .PHONY: build.envoy test.envoy bench.envoy e2e.envoy node.extism-node

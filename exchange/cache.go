@@ -340,14 +340,20 @@ func (c *Core) purgeTools(ctx context.Context, tools []string) error {
 // ErrCacheOff is returned by PurgeCache when the configuration has no cache section.
 var ErrCacheOff = errors.New("the response cache is not configured (no \"cache\" section)")
 
-// PurgeCache purges every cached tool whose name matches the glob match, on every replica,
-// and returns the tools purged (the operator's purge).
-func (c *Core) PurgeCache(ctx context.Context, match string) ([]string, error) {
+// PurgeCache purges the cached tool a.Tool names (byte for byte), or every cached tool
+// a.Match selects, on every replica, and returns the tools purged (the operator's purge);
+// with a.DryRun it returns the tools it would purge and purges nothing.
+func (c *Core) PurgeCache(ctx context.Context, a Action) ([]string, error) {
 	if c.cache == nil {
 		return nil, ErrCacheOff
 	}
-	if _, err := engine.MatchName(match, c.facts.separator, ""); err != nil {
-		return nil, fmt.Errorf("%w: match: %v", ErrInvalidOperation, err)
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	if a.Match != "" {
+		if _, err := engine.MatchName(a.Match, c.facts.separator, ""); err != nil {
+			return nil, fmt.Errorf("%w: match: %v", ErrInvalidOperation, err)
+		}
 	}
 	tools, _, err := c.cachedTools(ctx)
 	if err != nil {
@@ -355,18 +361,27 @@ func (c *Core) PurgeCache(ctx context.Context, match string) ([]string, error) {
 	}
 	var hit []string
 	for _, t := range tools {
-		ok, err := engine.MatchName(match, c.facts.separator, t)
-		if err != nil {
-			return nil, fmt.Errorf("%w: match: %v", ErrInvalidOperation, err)
+		ok := t == a.Tool
+		if a.Match != "" {
+			if ok, err = engine.MatchName(a.Match, c.facts.separator, t); err != nil {
+				return nil, fmt.Errorf("%w: match: %v", ErrInvalidOperation, err)
+			}
 		}
 		if ok {
 			hit = append(hit, t)
 		}
 	}
+	if a.DryRun {
+		return hit, nil
+	}
 	if err := c.purgeTools(context.WithoutCancel(ctx), hit); err != nil {
 		return hit, err
 	}
-	c.publish(Event{Type: EventCacheInvalidated, Data: map[string]any{"causedBy": "operator", "patterns": []string{match}, "tools": hit}})
+	data := map[string]any{"causedBy": "operator", "tools": hit}
+	if a.Match != "" {
+		data["patterns"] = []string{a.Match}
+	}
+	c.publish(Event{Type: EventCacheInvalidated, Data: data})
 	return hit, nil
 }
 

@@ -237,11 +237,14 @@ func (l *loaded) has(key string) bool {
 }
 
 // operate runs set_mode or approve and stores the result, publishing tool_state_changed
-// for each change once stored.
-func (c *Core) operate(ctx context.Context, in []byte) ([]ModeChange, error) {
+// for each change once stored; a dry run answers the changes and stores nothing.
+func (c *Core) operate(ctx context.Context, in []byte, dryRun bool) ([]ModeChange, error) {
 	out, st, err := c.healthOp(ctx, in)
 	if err != nil {
 		return nil, err
+	}
+	if dryRun {
+		return changesOf(out), nil
 	}
 	out, ok, err := c.storeAll(ctx, abi.FuncToolHealth, in, st, out)
 	if err != nil || !ok {
@@ -250,31 +253,42 @@ func (c *Core) operate(ctx context.Context, in []byte) ([]ModeChange, error) {
 		}
 		return nil, err
 	}
-	var changes []ModeChange
-	visible := false
-	gjson.GetBytes(out, "changes").ForEach(func(_, ch gjson.Result) bool {
-		mc := ModeChange{Name: ch.Get("name").Str, From: ch.Get("from").Str, To: ch.Get("to").Str,
-			OK: ch.Get("ok").Bool(), Error: ch.Get("error").Str}
-		changes = append(changes, mc)
+	changes := changesOf(out)
+	for _, mc := range changes {
 		if mc.OK && mc.From != mc.To {
 			reason := gjson.GetBytes(in[:len(in):len(in)], "reason").Str
 			c.publish(Event{Type: EventToolStateChanged, Tool: mc.Name, OldState: mc.From, NewState: mc.To,
 				Data: map[string]any{"reason": reason, "by": "operator"}})
 		}
-		return true
-	})
-	if gjson.GetBytes(out, "visibleChanged").Bool() || visible {
+	}
+	if gjson.GetBytes(out, "visibleChanged").Bool() {
 		c.notify("", ListChanged)
 	}
 	return changes, nil
 }
 
-// opInput builds a tool_health input (without its closing brace).
-func opInput(op, match, mode, reason string) []byte {
+// changesOf reads the changes of a set_mode or approve answer.
+func changesOf(out []byte) []ModeChange {
+	var changes []ModeChange
+	gjson.GetBytes(out, "changes").ForEach(func(_, ch gjson.Result) bool {
+		changes = append(changes, ModeChange{Name: ch.Get("name").Str, From: ch.Get("from").Str, To: ch.Get("to").Str,
+			OK: ch.Get("ok").Bool(), Error: ch.Get("error").Str})
+		return true
+	})
+	return changes
+}
+
+// opInput builds a tool_health input (without its closing brace): the unit a.Tool names
+// goes as "name" (exact), a glob as "match".
+func opInput(op string, a Action, mode, reason string) []byte {
 	in := append([]byte(`{"op":`), jsonx.AppendString(nil, op)...)
-	if match != "" {
+	if a.Tool != "" {
+		in = append(in, `,"name":`...)
+		in = jsonx.AppendString(in, a.Tool)
+	}
+	if a.Match != "" {
 		in = append(in, `,"match":`...)
-		in = jsonx.AppendString(in, match)
+		in = jsonx.AppendString(in, a.Match)
 	}
 	if mode != "" {
 		in = append(in, `,"mode":`...)

@@ -47,7 +47,7 @@ type ModeChange struct {
 
 // Tools lists every known tool (or server) with its health, in name order.
 func (c *Core) Tools(ctx context.Context) ([]ToolStatus, error) {
-	out, _, err := c.healthOp(ctx, opInput("status", "", "", ""))
+	out, _, err := c.healthOp(ctx, opInput("status", Action{}, "", ""))
 	if err != nil {
 		return nil, err
 	}
@@ -66,22 +66,50 @@ func (c *Core) Tools(ctx context.Context) ([]ToolStatus, error) {
 	return list, nil
 }
 
-// SetMode moves every known unit matching the glob match to mode, with the operator's
-// reason; each unit's change is checked against the engine's transition table. Refused
-// units are reported with the rule; the others are applied. An unknown mode, a bad glob
-// or one that matches no known unit wraps ErrInvalidOperation and changes nothing.
-func (c *Core) SetMode(ctx context.Context, match, mode, reason string) ([]ModeChange, error) {
-	if match == "" {
-		return nil, errors.Join(ErrInvalidOperation, errors.New("match is required: a tool name or a glob"))
-	}
-	return c.operate(ctx, opInput("set_mode", match, mode, reason))
+// Action says what an operator action covers: one unit by its exact name (Tool), or the
+// known units a glob selects (Match); exactly one of the two. With DryRun the action is
+// only previewed: the answer says what it would change, nothing is stored or published.
+//
+// # Notes
+//
+//   - Tool names come from upstreams and are hostile input: a tool may be named "**" or
+//     "a.*". An action on one tool addresses it by Tool, which is compared byte for byte
+//     (never read as a glob, never case-folded); Match is for the operator's own globs,
+//     which a client should preview (DryRun) and confirm before acting on them.
+type Action struct {
+	Tool   string // one unit (a tool; a server with unit "server") by its exact name
+	Match  string // a glob over the known units
+	DryRun bool   // answer what would change; change nothing
 }
 
-// Approve accepts the current definition of every quarantined unit matching match: it is
-// re-pinned and becomes active.
-func (c *Core) Approve(ctx context.Context, match string) ([]ModeChange, error) {
-	if match == "" {
-		return nil, errors.Join(ErrInvalidOperation, errors.New("match is required: a tool name or a glob"))
+// check refuses an action that names both a tool and a glob, or neither.
+func (a Action) check() error {
+	switch {
+	case a.Tool != "" && a.Match != "":
+		return errors.Join(ErrInvalidOperation, errors.New(`give "tool" (one tool, by its exact name) or "match" (a glob), not both`))
+	case a.Tool == "" && a.Match == "":
+		return errors.Join(ErrInvalidOperation, errors.New(`"tool" (one tool, by its exact name) or "match" (a glob) is required`))
 	}
-	return c.operate(ctx, opInput("approve", match, "", "approved"))
+	return nil
+}
+
+// SetMode moves the unit a.Tool names, or every known unit a.Match selects, to mode, with
+// the operator's reason; each unit's change is checked against the engine's transition
+// table. Refused units are reported with the rule; the others are applied. An unknown
+// mode, a bad glob, both a tool and a glob or neither, or a name or glob that covers no
+// known unit wraps ErrInvalidOperation and changes nothing.
+func (c *Core) SetMode(ctx context.Context, a Action, mode, reason string) ([]ModeChange, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	return c.operate(ctx, opInput("set_mode", a, mode, reason), a.DryRun)
+}
+
+// Approve accepts the current definition of the quarantined unit a.Tool names, or of every
+// one a.Match selects: it is re-pinned and becomes active.
+func (c *Core) Approve(ctx context.Context, a Action) ([]ModeChange, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	return c.operate(ctx, opInput("approve", a, "", "approved"), a.DryRun)
 }

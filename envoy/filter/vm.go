@@ -22,6 +22,7 @@ import (
 	"github.com/stategate/stategate/exchange"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/internal/termsafe"
 	"github.com/stategate/stategate/plugin/engine"
 )
 
@@ -155,7 +156,7 @@ func (p *pluginContext) Fault(f abi.Fault, pol abi.Policy, err error, attrs ...a
 		v, _ := attrs[i+1].(string)
 		msg += " " + k + "[" + v + "]"
 	}
-	proxywasm.LogWarn(msg)
+	proxywasm.LogWarn(termsafe.String(msg)) // names and errors may be a client's or an upstream's
 }
 
 // fault reports a fault the filter itself found.
@@ -179,7 +180,7 @@ func (p *pluginContext) Publish(e exchange.Event) {
 	}
 	if e.Type == exchange.EventWorkflowTransitioned {
 		w, _ := e.Data["workflow"].(string)
-		proxywasm.LogInfo("stategate: workflow[" + w + "] " + e.OldState + " -> " + e.NewState + " by tool[" + e.Tool + "]")
+		proxywasm.LogInfo(termsafe.String("stategate: workflow[" + w + "] " + e.OldState + " -> " + e.NewState + " by tool[" + e.Tool + "]"))
 	}
 }
 
@@ -193,7 +194,7 @@ func (p *pluginContext) UnknownTool(u exchange.UnknownTool) {
 	for _, w := range u.Where {
 		msg += " " + w.Path + " (" + w.Kind + ")"
 	}
-	proxywasm.LogWarn(msg)
+	proxywasm.LogWarn(termsafe.String(msg))
 }
 
 // Count implements exchange.Reporter: each core counter is the metric stategate.<name>.

@@ -262,7 +262,7 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 	// The operator: a group action applies what the table allows and names the rule of
 	// what it refuses; bad input changes nothing.
 	ctx := context.Background()
-	changes, err := gw.Core().SetMode(ctx, "flaky.*", "quarantined", "audit")
+	changes, err := gw.Core().SetMode(ctx, exchange.Action{Match: "flaky.*"}, "quarantined", "audit")
 	if err != nil || len(changes) != 2 {
 		t.Fatalf("SetMode flaky.* quarantined: %v %+v", err, changes)
 	}
@@ -278,20 +278,20 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 			}
 		}
 	}
-	if _, err := gw.Core().SetMode(ctx, "billing.*", "disabled", ""); !errors.Is(err, exchange.ErrInvalidOperation) {
+	if _, err := gw.Core().SetMode(ctx, exchange.Action{Match: "billing.*"}, "disabled", ""); !errors.Is(err, exchange.ErrInvalidOperation) {
 		t.Fatalf("a glob that matches nothing: %v", err)
 	}
-	if _, err := gw.Core().SetMode(ctx, "flaky.fetch", "paused", ""); !errors.Is(err, exchange.ErrInvalidOperation) {
+	if _, err := gw.Core().SetMode(ctx, exchange.Action{Tool: "flaky.fetch"}, "paused", ""); !errors.Is(err, exchange.ErrInvalidOperation) {
 		t.Fatalf("an unknown mode: %v", err)
 	}
-	if c, err := gw.Core().SetMode(ctx, "flaky.fetch", "auto_disabled", ""); err != nil || c[0].OK || !strings.Contains(c[0].Error, "auto_disabled is set only by the gateway") {
+	if c, err := gw.Core().SetMode(ctx, exchange.Action{Tool: "flaky.fetch"}, "auto_disabled", ""); err != nil || c[0].OK || !strings.Contains(c[0].Error, "auto_disabled is set only by the gateway") {
 		t.Fatalf("an operator setting auto_disabled: %v %+v", err, c)
 	}
 	res = a.call(t, "flaky.fetch", nil)
 	if metaCode(res) != abi.DenyToolQuarantined {
 		t.Fatalf("quarantined flaky.fetch: %q", texts(res))
 	}
-	if c, err := gw.Core().SetMode(ctx, "flaky.slow", "disabled", "maintenance"); err != nil || !c[0].OK {
+	if c, err := gw.Core().SetMode(ctx, exchange.Action{Tool: "flaky.slow"}, "disabled", "maintenance"); err != nil || !c[0].OK {
 		t.Fatalf("auto_disabled -> disabled: %v %+v", err, c)
 	}
 	var changed int
@@ -356,10 +356,10 @@ func TestE2E_healthRugPull(t *testing.T) {
 	if len(defs) != 1 || defs[0].Tool != "tasks.get" || defs[0].Data["oldFingerprint"] != pinned || defs[0].Data["newFingerprint"] == pinned {
 		t.Fatalf("tool_definition_changed events: %+v", defs)
 	}
-	if c, err := gw.Core().SetMode(context.Background(), "tasks.get", "active", ""); err != nil || c[0].OK {
+	if c, err := gw.Core().SetMode(context.Background(), exchange.Action{Tool: "tasks.get"}, "active", ""); err != nil || c[0].OK {
 		t.Fatalf("set_mode active on a quarantined tool: %v %+v", err, c)
 	}
-	c, err := gw.Core().Approve(context.Background(), "tasks.get")
+	c, err := gw.Core().Approve(context.Background(), exchange.Action{Tool: "tasks.get"})
 	if err != nil || len(c) != 1 || !c[0].OK {
 		t.Fatalf("Approve: %v %+v", err, c)
 	}
@@ -437,7 +437,7 @@ func TestE2E_healthExactThresholdAcrossReplicas(t *testing.T) {
 	}
 
 	// And all 50 at once: a fresh unit, every call concurrent.
-	if c, err := gws[0].Core().SetMode(context.Background(), "flaky.fetch", "active", "retry"); err != nil || !c[0].OK {
+	if c, err := gws[0].Core().SetMode(context.Background(), exchange.Action{Tool: "flaky.fetch"}, "active", "retry"); err != nil || !c[0].OK {
 		t.Fatalf("clear: %v %+v", err, c)
 	}
 	before := up.calls.Load()

@@ -21,8 +21,8 @@ import (
 // Operator is the health feature's operator surface (exchange.Core implements it).
 type Operator interface {
 	Tools(ctx context.Context) ([]exchange.ToolStatus, error)
-	SetMode(ctx context.Context, match, mode, reason string) ([]exchange.ModeChange, error)
-	Approve(ctx context.Context, match string) ([]exchange.ModeChange, error)
+	SetMode(ctx context.Context, a exchange.Action, mode, reason string) ([]exchange.ModeChange, error)
+	Approve(ctx context.Context, a exchange.Action) ([]exchange.ModeChange, error)
 }
 
 // ReloadResult is the answer to a reload.

@@ -42,16 +42,28 @@ func (f *fakeOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
 	return []exchange.ToolStatus{{Name: "cart.pay", Unit: "tool", Mode: "quarantined", Fingerprint: "ab12"}}, nil
 }
 
-func (f *fakeOperator) SetMode(_ context.Context, match, mode, reason string) ([]exchange.ModeChange, error) {
-	f.record("mode " + match + " " + mode + " " + reason)
+// describe renders an action for the record: "tool=NAME", "match=GLOB", " (dry run)".
+func describe(a exchange.Action) string {
+	s := "match=" + a.Match
+	if a.Tool != "" {
+		s = "tool=" + a.Tool
+	}
+	if a.DryRun {
+		s += " (dry run)"
+	}
+	return s
+}
+
+func (f *fakeOperator) SetMode(_ context.Context, a exchange.Action, mode, reason string) ([]exchange.ModeChange, error) {
+	f.record("mode " + describe(a) + " " + mode + " " + reason)
 	if f.off {
 		return nil, exchange.ErrHealthOff
 	}
 	return []exchange.ModeChange{{Name: "cart.pay", From: "active", To: mode, OK: true}}, nil
 }
 
-func (f *fakeOperator) Approve(_ context.Context, match string) ([]exchange.ModeChange, error) {
-	f.record("approve " + match)
+func (f *fakeOperator) Approve(_ context.Context, a exchange.Action) ([]exchange.ModeChange, error) {
+	f.record("approve " + describe(a))
 	if f.off {
 		return nil, exchange.ErrHealthOff
 	}
@@ -212,7 +224,7 @@ func TestAdmin_operatorActions(t *testing.T) {
 	if ch, _ := body["changes"].([]any); status != 200 || len(ch) != 1 || ch[0].(map[string]any)["from"] != "quarantined" {
 		t.Fatalf("approve: %d %v", status, body)
 	}
-	want := []string{"tools", "mode cart.* disabled x", "approve cart.*"}
+	want := []string{"tools", "mode match=cart.* disabled x", "approve match=cart.*"}
 	if got := e.op.touched(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("operator calls %q, want %q", got, want)
 	}
@@ -292,5 +304,43 @@ func TestAdmin_cacheOff(t *testing.T) {
 	}
 	if status, body := e.do(t, "POST", "/admin/cache/purge", "Bearer tok", `{"match":"a.*"}`); status != http.StatusConflict || body["code"] != "cache_off" {
 		t.Errorf("POST /admin/cache/purge: %d %v, want 409 cache_off", status, body)
+	}
+}
+
+// TestAdmin_oneToolOrAGlob: every acting endpoint takes one tool by its exact name
+// ("tool", passed on byte for byte, never read as a glob) or a glob ("match"); a body with
+// both or neither is refused with 400 and reaches nothing; "dryRun" is passed on and
+// answered (issue 25).
+func TestAdmin_oneToolOrAGlob(t *testing.T) {
+	e := newAdminEnv(t, "tok", false)
+	auth := "Bearer tok"
+	for _, c := range []struct{ path, body string }{
+		{"/admin/tools/mode", `{"tool":"**","match":"**","mode":"disabled"}`},
+		{"/admin/tools/mode", `{"mode":"disabled"}`},
+		{"/admin/tools/mode", `{"tool":"","match":"  ","mode":"disabled"}`},
+		{"/admin/tools/approve", `{"tool":"a.b","match":"a.*"}`},
+		{"/admin/tools/approve", `{}`},
+		{"/admin/cache/purge", `{"tool":"a.b","match":"a.*"}`},
+		{"/admin/cache/purge", `{"dryRun":true}`},
+	} {
+		status, body := e.do(t, "POST", c.path, auth, c.body)
+		if msg, _ := body["error"].(string); status != http.StatusBadRequest || !strings.Contains(msg, `"tool"`) || !strings.Contains(msg, `"match"`) {
+			t.Errorf("%s %s: %d %v, want 400 naming tool and match", c.path, c.body, status, body)
+		}
+	}
+	if got := e.op.touched(); len(got) != 0 {
+		t.Fatalf("refused requests reached the operator: %v", got)
+	}
+	status, body := e.do(t, "POST", "/admin/tools/approve", auth, `{"tool":"**"}`)
+	if status != 200 || body["dryRun"] != nil {
+		t.Fatalf("approve by name: %d %v", status, body)
+	}
+	status, body = e.do(t, "POST", "/admin/tools/mode", auth, `{"tool":" A.b\u001b","mode":"disabled","dryRun":true}`)
+	if status != 200 || body["dryRun"] != true {
+		t.Fatalf("dry run: %d %v", status, body)
+	}
+	want := []string{"approve tool=**", "mode tool= A.b\x1b (dry run) disabled "}
+	if got := e.op.touched(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("operator calls %q, want %q", got, want)
 	}
 }

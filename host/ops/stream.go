@@ -8,6 +8,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/internal/termsafe"
 )
 
 // keepAlive is how often an idle event stream gets a comment (SSE) or a ping (WebSocket),
@@ -56,7 +57,7 @@ func (a *Admin) sse(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			w.Write([]byte("event: " + e.Type + "\ndata: "))
-			w.Write(b)
+			w.Write(termsafe.JSON(b)) // the same JSON, with no raw control for an operator's curl
 			w.Write([]byte("\n\n"))
 			if !pending {
 				pending = true

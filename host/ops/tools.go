@@ -43,9 +43,32 @@ func (a *Admin) tools(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, map[string]any{"tools": out})
 }
 
+// target is what every acting endpoint's body says it acts on: one tool by its exact
+// name ("tool", byte for byte: never a glob), or a glob ("match"), exactly one of them;
+// "dryRun" previews the action (what it would touch) and changes nothing.
+type target struct {
+	Tool   string `json:"tool"`
+	Match  string `json:"match"`
+	DryRun bool   `json:"dryRun"`
+}
+
+// action checks the target: a request naming both a tool and a glob, or neither, is
+// refused before it reaches anything.
+func (a *Admin) action(w http.ResponseWriter, t target) (exchange.Action, bool) {
+	switch {
+	case t.Tool != "" && t.Match != "":
+		a.fail(w, http.StatusBadRequest, "bad_request", `give "tool" (one tool, by its exact name) or "match" (a glob), not both`)
+		return exchange.Action{}, false
+	case t.Tool == "" && strings.TrimSpace(t.Match) == "":
+		a.fail(w, http.StatusBadRequest, "bad_request", `"tool" (one tool, by its exact name) or "match" (a glob) is required`)
+		return exchange.Action{}, false
+	}
+	return exchange.Action{Tool: t.Tool, Match: t.Match, DryRun: t.DryRun}, true
+}
+
 // modeRequest is the body of POST /admin/tools/mode.
 type modeRequest struct {
-	Match  string `json:"match"`
+	target
 	Mode   string `json:"mode"`
 	Reason string `json:"reason"`
 }
@@ -55,23 +78,27 @@ func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
-	if strings.TrimSpace(req.Match) == "" || strings.TrimSpace(req.Mode) == "" {
-		a.fail(w, http.StatusBadRequest, "bad_request", `"match" (a tool name or glob) and "mode" are required`)
+	act, ok := a.action(w, req.target)
+	if !ok {
 		return
 	}
-	changes, err := a.opts.Operator().SetMode(r.Context(), req.Match, req.Mode, req.Reason)
-	a.log.Info("operator action", "action", "mode", "match", req.Match, "mode", req.Mode, "reason", req.Reason,
-		"changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
+	if strings.TrimSpace(req.Mode) == "" {
+		a.fail(w, http.StatusBadRequest, "bad_request", `"mode" is required`)
+		return
+	}
+	changes, err := a.opts.Operator().SetMode(r.Context(), act, req.Mode, req.Reason)
+	a.log.Info("operator action", "action", "mode", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
+		"mode", req.Mode, "reason", req.Reason, "changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
 	if err != nil {
 		a.operatorError(w, err)
 		return
 	}
-	a.reply(w, http.StatusOK, map[string]any{"changes": nonNil(changes)})
+	a.reply(w, http.StatusOK, changesAnswer(changes, req.DryRun))
 }
 
 // approveRequest is the body of POST /admin/tools/approve.
 type approveRequest struct {
-	Match string `json:"match"`
+	target
 }
 
 func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
@@ -79,18 +106,28 @@ func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &req) {
 		return
 	}
-	if strings.TrimSpace(req.Match) == "" {
-		a.fail(w, http.StatusBadRequest, "bad_request", `"match" (a tool name or glob) is required`)
+	act, ok := a.action(w, req.target)
+	if !ok {
 		return
 	}
-	changes, err := a.opts.Operator().Approve(r.Context(), req.Match)
-	a.log.Info("operator action", "action", "approve", "match", req.Match, "changed", len(changes),
-		"err", errString(err), "remote", r.RemoteAddr)
+	changes, err := a.opts.Operator().Approve(r.Context(), act)
+	a.log.Info("operator action", "action", "approve", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
+		"changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
 	if err != nil {
 		a.operatorError(w, err)
 		return
 	}
-	a.reply(w, http.StatusOK, map[string]any{"changes": nonNil(changes)})
+	a.reply(w, http.StatusOK, changesAnswer(changes, req.DryRun))
+}
+
+// changesAnswer is the answer of mode and approve: each unit's change, and "dryRun": true
+// when nothing was changed.
+func changesAnswer(changes []exchange.ModeChange, dryRun bool) map[string]any {
+	out := map[string]any{"changes": nonNil(changes)}
+	if dryRun {
+		out["dryRun"] = true
+	}
+	return out
 }
 
 func nonNil(c []exchange.ModeChange) []exchange.ModeChange {
@@ -183,20 +220,20 @@ func (a *Admin) cache(w http.ResponseWriter, r *http.Request) {
 
 // CachePurger is the response cache's operator surface (exchange.Core implements it).
 type CachePurger interface {
-	PurgeCache(ctx context.Context, match string) ([]string, error)
+	PurgeCache(ctx context.Context, a exchange.Action) ([]string, error)
 }
 
-// purge answers POST /admin/cache/purge {"match": GLOB}: every cached tool matching the
-// glob is purged on every replica (its generation moves), and the purged tools are listed.
+// purge answers POST /admin/cache/purge {"tool": NAME} or {"match": GLOB}: the cached tool
+// named (exactly), or every cached tool the glob matches, is purged on every replica (its
+// generation moves), and the purged tools are listed; with "dryRun" they are listed and
+// nothing is purged.
 func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Match string `json:"match"`
-	}
+	var req target
 	if !a.decode(w, r, &req) {
 		return
 	}
-	if strings.TrimSpace(req.Match) == "" {
-		a.fail(w, http.StatusBadRequest, "bad_request", `"match" (a tool name or glob) is required`)
+	act, ok := a.action(w, req)
+	if !ok {
 		return
 	}
 	p, ok := a.opts.Operator().(CachePurger)
@@ -204,8 +241,9 @@ func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusConflict, "cache_off", exchange.ErrCacheOff.Error())
 		return
 	}
-	purged, err := p.PurgeCache(r.Context(), req.Match)
-	a.log.Info("operator action", "action", "cache_purge", "match", req.Match, "purged", len(purged), "err", errString(err), "remote", r.RemoteAddr)
+	purged, err := p.PurgeCache(r.Context(), act)
+	a.log.Info("operator action", "action", "cache_purge", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
+		"purged", len(purged), "err", errString(err), "remote", r.RemoteAddr)
 	if err != nil {
 		a.operatorError(w, err)
 		return
@@ -213,5 +251,9 @@ func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
 	if purged == nil {
 		purged = []string{}
 	}
-	a.reply(w, http.StatusOK, map[string]any{"purged": purged})
+	out := map[string]any{"purged": purged}
+	if req.DryRun {
+		out["dryRun"] = true
+	}
+	a.reply(w, http.StatusOK, out)
 }

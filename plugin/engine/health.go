@@ -353,8 +353,8 @@ func (lh *listHealth) appendChanges(dst []byte) []byte {
 	return append(dst, ']')
 }
 
-// healthOp: the operator's export. {"op":"status"|"set_mode"|"approve", "match", "mode",
-// "reason", "now", "states"} -> {"units":[...]} | {"changes","states","visibleChanged"} |
+// healthOp: the operator's export. {"op":"status"|"set_mode"|"approve", "name" | "match",
+// "mode", "reason", "now", "states"} -> {"units":[...]} | {"changes","states","visibleChanged"} |
 // {"needState"}.
 func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 	r, err := parse(in, false, false)
@@ -375,14 +375,19 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 	default:
 		return nil, &Error{Code: abi.ErrInvalidInput, Message: "op must be status, set_mode or approve"}
 	}
+	// One unit by its exact name, or a glob over the known units: never both, and an
+	// action names one of them (a name is never read as a glob).
 	var pat glob.Pattern
-	if op.match != "" {
+	switch {
+	case op.name != "" && op.match != "":
+		return nil, &Error{Code: abi.ErrInvalidInput, Message: "give name (one " + e.unitKind() + ", exact) or match (a glob), not both"}
+	case op.match != "":
 		pat, err = glob.Compile(op.match, e.cfg.Separator)
 		if err != nil {
 			return nil, &Error{Code: abi.ErrInvalidInput, Message: "match: " + err.Error()}
 		}
-	} else if op.op != "status" {
-		return nil, &Error{Code: abi.ErrInvalidInput, Message: "match is required: a tool name or a glob"}
+	case op.name == "" && op.op != "status":
+		return nil, &Error{Code: abi.ErrInvalidInput, Message: "name (one " + e.unitKind() + ", exact) or match (a glob) is required"}
 	}
 	ixv, ok := r.state(health.IndexKey)
 	if !ok {
@@ -391,12 +396,15 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 	ix := health.ReadIndex(ixv)
 	var units, need []string
 	for _, u := range ix.Units {
-		if op.match == "" || pat.Match(u) {
+		if selects(op, pat, u) {
 			units = append(units, u)
 			if _, ok := r.state(health.Key(u)); !ok {
 				need = append(need, health.Key(u))
 			}
 		}
+	}
+	if len(units) == 0 && op.name != "" {
+		return nil, &Error{Code: abi.ErrNoMatch, Message: "name: no known " + e.unitKind() + " is named " + quote(op.name) + " (" + itoa(len(ix.Units)) + " known; a tool becomes known when a tools/list shows it)"}
 	}
 	if len(units) == 0 && op.op != "status" {
 		return nil, &Error{Code: abi.ErrNoMatch, Message: "match: no known " + e.unitKind() + " matches " + quote(op.match) + " (" + itoa(len(ix.Units)) + " known; a tool becomes known when a tools/list shows it)"}
@@ -454,6 +462,18 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 	dst = append(dst, `},"visibleChanged":`...)
 	dst = appendBool(dst, visible)
 	return append(dst, '}'), nil
+}
+
+// selects reports whether the operation covers unit: its exact name (byte for byte), the
+// glob, or, for a status with neither, every unit.
+func selects(op opInput, pat glob.Pattern, unit string) bool {
+	switch {
+	case op.name != "":
+		return unit == op.name
+	case op.match != "":
+		return pat.Match(unit)
+	}
+	return true
 }
 
 // appendStatus appends {"units":[{"name","unit","mode","record"}]}: each unit's

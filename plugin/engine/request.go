@@ -31,6 +31,9 @@ type request struct {
 // opInput is the input of the health export.
 type opInput struct {
 	op, match, mode, reason string
+	// name addresses one unit by its exact name, byte for byte: never a glob, never
+	// case-folded (names come from upstreams; one named "**" must not address them all).
+	name string
 }
 
 // parse validates in and reads the members every export shares. needTool and needMessage
@@ -122,6 +125,13 @@ func parseIndexing(in []byte, needTool, needMessage bool, tools *decorate.Index)
 				return
 			}
 			r.probe = v.Type == gjson.True
+		case "name":
+			name, exact := jsonx.UnquoteExact(v.Raw)
+			if v.Type != gjson.String || !exact {
+				bad = "name must be a string of Unicode text (no unpaired surrogate escape, no invalid UTF-8)"
+				return
+			}
+			r.op.name = name
 		case "op", "match", "mode", "reason":
 			if v.Type != gjson.String {
 				bad = key + " must be a string"

@@ -7,18 +7,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/ops"
+	"github.com/stategate/stategate/internal/termsafe"
 )
 
-// The admin CLI: stategate tools | mode GLOB MODE | approve GLOB | purge GLOB | events, each a client
-// of a running gateway's admin API (--admin URL, the token from --admin-token-file or
-// STATEGATE_ADMIN_TOKEN).
+// The admin CLI: stategate tools | mode TARGET MODE | approve TARGET | purge TARGET | events, each
+// a client of a running gateway's admin API (--admin URL, the token from --admin-token-file
+// or STATEGATE_ADMIN_TOKEN). TARGET is one tool by its exact name (--tool NAME, or a NAME
+// without '*'), or a glob, previewed and confirmed before it acts (see selection).
 
 // adminClient is a configured admin API client.
 type adminClient struct {
@@ -73,6 +77,7 @@ func adminFlags(name string, args []string, stderr io.Writer, usage string, extr
 
 type flagSet = interface {
 	String(name, value, usage string) *string
+	Bool(name string, value bool, usage string) *bool
 }
 
 func (c *adminClient) request(ctx context.Context, method, path string, body any) (*http.Response, error) {
@@ -133,14 +138,17 @@ func cmdTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := c.call(ctx, "GET", "/admin/tools", nil, &out); err != nil {
 		return err
 	}
+	// Names, reasons and errors come from upstreams: every cell is rendered for the
+	// terminal (termsafe), so none can move the cursor, retitle the window or hide text.
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tUNIT\tMODE\tFAILURES\tFINGERPRINT\tLAST ERROR")
+	fmt.Fprintln(tw, "TOOL\tUNIT\tMODE\tFAILURES\tFINGERPRINT\tLAST ERROR\tREASON")
 	for _, t := range out.Tools {
 		fp := t.Fingerprint
 		if len(fp) > 12 {
 			fp = fp[:12]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", t.Name, t.Unit, t.Mode, t.Failures, fp, t.LastError)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", termsafe.String(t.Name), termsafe.String(t.Unit), termsafe.String(t.Mode),
+			t.Failures, termsafe.String(fp), termsafe.String(t.LastError), termsafe.String(t.Reason))
 	}
 	return tw.Flush()
 }
@@ -149,10 +157,10 @@ func printChanges(stdout io.Writer, changes []exchange.ModeChange) error {
 	failed := 0
 	for _, ch := range changes {
 		if ch.OK {
-			fmt.Fprintf(stdout, "%s: %s -> %s\n", ch.Name, ch.From, ch.To)
+			fmt.Fprintf(stdout, "%s: %s -> %s\n", termsafe.String(ch.Name), termsafe.String(ch.From), termsafe.String(ch.To))
 		} else {
 			failed++
-			fmt.Fprintf(stdout, "%s: %s -> %s refused: %s\n", ch.Name, ch.From, ch.To, ch.Error)
+			fmt.Fprintf(stdout, "%s: %s -> %s refused: %s\n", termsafe.String(ch.Name), termsafe.String(ch.From), termsafe.String(ch.To), termsafe.String(ch.Error))
 		}
 	}
 	if len(changes) == 0 {
@@ -164,58 +172,234 @@ func printChanges(stdout io.Writer, changes []exchange.ModeChange) error {
 	return nil
 }
 
-func cmdMode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "usage: stategate mode GLOB MODE [--reason TEXT] [--admin URL] [--admin-token-file FILE]"
-	var reason *string
-	c, rest, err := adminFlags("mode", args, stderr, usage, func(fs flagSet) { reason = fs.String("reason", "", "why (logged, shown with the mode)") })
-	if err != nil {
-		return err
-	}
-	if len(rest) != 2 {
-		return &exitError{code: 2, msg: usage}
-	}
-	var out struct{ Changes []exchange.ModeChange }
-	if err := c.call(ctx, "POST", "/admin/tools/mode", map[string]string{"match": rest[0], "mode": rest[1], "reason": *reason}, &out); err != nil {
-		return err
-	}
-	return printChanges(stdout, out.Changes)
+// selection is what an acting command covers: one tool by its exact name, or a glob.
+//
+// # Notes
+//
+//   - Tool names come from upstreams: one may be named "**" or "a.*". --tool NAME always
+//     means that one tool, byte for byte. A positional NAME without '*' is a name too (a
+//     glob without wildcards matches only itself). One with '*' is a glob: the command
+//     first previews what it would touch (dryRun), shows the count and the names, asks
+//     for confirmation (or needs --yes when stdin is not a terminal), then acts on each
+//     previewed tool by its exact name, so a tool that appears in between is not touched.
+type selection struct {
+	tool, match string
 }
 
-func cmdApprove(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "usage: stategate approve GLOB [--admin URL] [--admin-token-file FILE]"
-	c, rest, err := adminFlags("approve", args, stderr, usage, nil)
-	if err != nil {
-		return err
+// selectionOf reads the target of an acting command from --tool or the positional.
+func selectionOf(tool, positional string) selection {
+	if tool != "" {
+		return selection{tool: tool}
 	}
-	if len(rest) != 1 {
-		return &exitError{code: 2, msg: usage}
+	if strings.Contains(positional, "*") {
+		return selection{match: positional}
 	}
-	var out struct{ Changes []exchange.ModeChange }
-	if err := c.call(ctx, "POST", "/admin/tools/approve", map[string]string{"match": rest[0]}, &out); err != nil {
-		return err
-	}
-	return printChanges(stdout, out.Changes)
+	return selection{tool: positional}
 }
 
-// cmdPurge purges the response cache of every cached tool matching GLOB, on every replica
-// (POST /admin/cache/purge), and lists the purged tools.
-func cmdPurge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "usage: stategate purge GLOB [--admin URL] [--admin-token-file FILE]"
-	c, rest, err := adminFlags("purge", args, stderr, usage, nil)
+// confirmer asks the operator before a glob acts.
+type confirmer struct {
+	yes    bool
+	stdin  io.Reader
+	stderr io.Writer
+}
+
+// isTerminal reports whether r is an interactive terminal (a variable for tests).
+var isTerminal = func(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// confirm shows how many tools the glob would touch and which (lines, one per tool, each
+// already rendered for the terminal), and returns nil when the operator agrees: --yes, or
+// "y" typed at a terminal. Without a terminal and without --yes it refuses.
+func (c confirmer) confirm(glob, what string, lines []string) error {
+	fmt.Fprintf(c.stderr, "%s matches %d tool(s); %s:\n  %s\n", termsafe.String(glob), len(lines), what, strings.Join(lines, "\n  "))
+	if c.yes {
+		return nil
+	}
+	if !isTerminal(c.stdin) {
+		return &exitError{code: 2, msg: "stdin is not a terminal: pass --yes to act on them (or --tool NAME for one tool)"}
+	}
+	fmt.Fprintf(c.stderr, "Proceed with these %d tool(s)? [y/N] ", len(lines))
+	answer, _ := bufio.NewReader(c.stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return &exitError{code: 1, msg: "cancelled: nothing changed"}
+	}
+	return nil
+}
+
+// changeLine describes a previewed change for the confirmation.
+func changeLine(ch exchange.ModeChange) string {
+	line := termsafe.String(ch.Name) + " (" + termsafe.String(ch.From) + " -> " + termsafe.String(ch.To)
+	if !ch.OK {
+		line += ", refused: " + termsafe.String(ch.Error)
+	}
+	return line + ")"
+}
+
+// actOnTools runs a mode or approve request: on the one tool named, or, for a glob, after
+// a confirmed preview, on each previewed tool by its exact name.
+func (c *adminClient) actOnTools(ctx context.Context, path string, sel selection, body map[string]any, conf confirmer) ([]exchange.ModeChange, error) {
+	send := func(tool string) ([]exchange.ModeChange, error) {
+		b := maps.Clone(body)
+		b["tool"] = tool
+		var out struct{ Changes []exchange.ModeChange }
+		err := c.call(ctx, "POST", path, b, &out)
+		return out.Changes, err
+	}
+	if sel.tool != "" {
+		return send(sel.tool)
+	}
+	preview := maps.Clone(body)
+	preview["match"], preview["dryRun"] = sel.match, true
+	var prev struct{ Changes []exchange.ModeChange }
+	if err := c.call(ctx, "POST", path, preview, &prev); err != nil {
+		return nil, err
+	}
+	lines := make([]string, len(prev.Changes))
+	for i, ch := range prev.Changes {
+		lines[i] = changeLine(ch)
+	}
+	if err := conf.confirm(sel.match, "it would change", lines); err != nil {
+		return nil, err
+	}
+	var all []exchange.ModeChange
+	for _, ch := range prev.Changes {
+		changes, err := send(ch.Name)
+		if err != nil {
+			return all, err // the changes made so far are printed with the error
+		}
+		all = append(all, changes...)
+	}
+	return all, nil
+}
+
+// actingFlags adds the flags every acting command shares: --tool and --yes.
+func actingFlags(fs flagSet) (tool *string, yes *bool) {
+	tool = fs.String("tool", "", "one tool by its exact name (never a glob)")
+	yes = fs.Bool("yes", false, "act on every tool a glob matches without asking")
+	return tool, yes
+}
+
+// target reads the selection and the remaining positionals: with --tool, every positional
+// is the rest; without, the first is the name or glob.
+func target(tool string, rest []string, want int, usage string) (selection, []string, error) {
+	if tool == "" {
+		if len(rest) != want+1 || rest[0] == "" {
+			return selection{}, nil, &exitError{code: 2, msg: usage}
+		}
+		return selectionOf("", rest[0]), rest[1:], nil
+	}
+	if len(rest) != want {
+		return selection{}, nil, &exitError{code: 2, msg: usage}
+	}
+	return selectionOf(tool, ""), rest, nil
+}
+
+func cmdMode(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	const usage = "usage: stategate mode (NAME | GLOB | --tool NAME) MODE [--reason TEXT] [--yes] [--admin URL] [--admin-token-file FILE]"
+	var reason, tool *string
+	var yes *bool
+	c, rest, err := adminFlags("mode", args, stderr, usage, func(fs flagSet) {
+		reason = fs.String("reason", "", "why (logged, shown with the mode)")
+		tool, yes = actingFlags(fs)
+	})
 	if err != nil {
 		return err
 	}
-	if len(rest) != 1 {
-		return &exitError{code: 2, msg: usage}
-	}
-	var out struct{ Purged []string }
-	if err := c.call(ctx, "POST", "/admin/cache/purge", map[string]string{"match": rest[0]}, &out); err != nil {
+	sel, rest, err := target(*tool, rest, 1, usage)
+	if err != nil {
 		return err
 	}
-	for _, name := range out.Purged {
-		fmt.Fprintln(stdout, name)
+	changes, err := c.actOnTools(ctx, "/admin/tools/mode", sel, map[string]any{"mode": rest[0], "reason": *reason},
+		confirmer{yes: *yes, stdin: stdin, stderr: stderr})
+	if err != nil {
+		if len(changes) > 0 {
+			printChanges(stdout, changes)
+		}
+		return err
 	}
-	fmt.Fprintf(stdout, "%d cached tool(s) purged\n", len(out.Purged))
+	return printChanges(stdout, changes)
+}
+
+func cmdApprove(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	const usage = "usage: stategate approve (NAME | GLOB | --tool NAME) [--yes] [--admin URL] [--admin-token-file FILE]"
+	var tool *string
+	var yes *bool
+	c, rest, err := adminFlags("approve", args, stderr, usage, func(fs flagSet) { tool, yes = actingFlags(fs) })
+	if err != nil {
+		return err
+	}
+	sel, _, err := target(*tool, rest, 0, usage)
+	if err != nil {
+		return err
+	}
+	changes, err := c.actOnTools(ctx, "/admin/tools/approve", sel, map[string]any{}, confirmer{yes: *yes, stdin: stdin, stderr: stderr})
+	if err != nil {
+		if len(changes) > 0 {
+			printChanges(stdout, changes)
+		}
+		return err
+	}
+	return printChanges(stdout, changes)
+}
+
+// cmdPurge purges the response cache of one cached tool (by exact name) or of every cached
+// tool a glob matches (previewed and confirmed like mode), on every replica (POST
+// /admin/cache/purge), and lists the purged tools.
+func cmdPurge(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	const usage = "usage: stategate purge (NAME | GLOB | --tool NAME) [--yes] [--admin URL] [--admin-token-file FILE]"
+	var tool *string
+	var yes *bool
+	c, rest, err := adminFlags("purge", args, stderr, usage, func(fs flagSet) { tool, yes = actingFlags(fs) })
+	if err != nil {
+		return err
+	}
+	sel, _, err := target(*tool, rest, 0, usage)
+	if err != nil {
+		return err
+	}
+	purge := func(body map[string]any) ([]string, error) {
+		var out struct{ Purged []string }
+		err := c.call(ctx, "POST", "/admin/cache/purge", body, &out)
+		return out.Purged, err
+	}
+	var purged []string
+	if sel.tool != "" {
+		if purged, err = purge(map[string]any{"tool": sel.tool}); err != nil {
+			return err
+		}
+	} else {
+		would, err := purge(map[string]any{"match": sel.match, "dryRun": true})
+		if err != nil {
+			return err
+		}
+		lines := make([]string, len(would))
+		for i, name := range would {
+			lines[i] = termsafe.String(name)
+		}
+		if len(would) > 0 {
+			if err := (confirmer{yes: *yes, stdin: stdin, stderr: stderr}).confirm(sel.match, "it would purge", lines); err != nil {
+				return err
+			}
+		}
+		for _, name := range would {
+			p, err := purge(map[string]any{"tool": name})
+			if err != nil {
+				return err
+			}
+			purged = append(purged, p...)
+		}
+	}
+	for _, name := range purged {
+		fmt.Fprintln(stdout, termsafe.String(name))
+	}
+	fmt.Fprintf(stdout, "%d cached tool(s) purged\n", len(purged))
 	return nil
 }
 
@@ -263,7 +447,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	seen := 0
 	for sc.Scan() {
 		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			fmt.Fprintln(stdout, d)
+			stdout.Write(append(termsafe.JSON([]byte(d)), '\n')) // the same JSON, no raw control for the terminal
 			if seen++; n > 0 && seen >= n {
 				return nil
 			}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,12 +77,26 @@ type cliOperator struct{}
 func (cliOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
 	return []exchange.ToolStatus{{Name: "cart.pay", Unit: "tool", Mode: "auto_disabled", Failures: 5, Fingerprint: "0123456789abcdef0123", LastError: "upstream 502"}}, nil
 }
-func (cliOperator) SetMode(_ context.Context, match, mode, _ string) ([]exchange.ModeChange, error) {
-	return []exchange.ModeChange{{Name: "cart.pay", From: "auto_disabled", To: mode, OK: true},
-		{Name: "cart.view", From: "quarantined", To: mode, Error: "quarantined: approve first"}}, nil
+func (cliOperator) SetMode(_ context.Context, a exchange.Action, mode, _ string) ([]exchange.ModeChange, error) {
+	all := []exchange.ModeChange{{Name: "cart.pay", From: "auto_disabled", To: mode, OK: true},
+		{Name: "cart.view", From: "quarantined", To: mode, Error: "quarantined: approve first"}}
+	return selected(a, all), nil
 }
-func (cliOperator) Approve(context.Context, string) ([]exchange.ModeChange, error) {
-	return []exchange.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}, nil
+func (cliOperator) Approve(_ context.Context, a exchange.Action) ([]exchange.ModeChange, error) {
+	return selected(a, []exchange.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}), nil
+}
+
+// selected keeps the changes of the tool a names, or all of them for a glob.
+func selected(a exchange.Action, all []exchange.ModeChange) []exchange.ModeChange {
+	if a.Tool == "" {
+		return all
+	}
+	for _, c := range all {
+		if c.Name == a.Tool {
+			return []exchange.ModeChange{c}
+		}
+	}
+	return nil
 }
 
 // TestAdminCLI_healthFake is a unit test of the health commands' output over a fake
@@ -95,13 +111,105 @@ func TestAdminCLI_healthFake(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cart.pay") || !strings.Contains(out, "auto_disabled") || !strings.Contains(out, "0123456789ab ") || !strings.Contains(out, "upstream 502") {
 		t.Fatalf("tools: exit %d\n%s", code, out)
 	}
-	code, out, errOut := runCLI(t, "", "mode", "cart.*", "active", "--reason", "fixed", "--admin", srv.URL)
+	code, out, errOut := runCLI(t, "", "mode", "cart.*", "active", "--reason", "fixed", "--yes", "--admin", srv.URL)
 	if code != 1 || !strings.Contains(out, "cart.pay: auto_disabled -> active") || !strings.Contains(out, "cart.view: quarantined -> active refused: quarantined: approve first") || !strings.Contains(errOut, "1 of 2") {
 		t.Fatalf("mode: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if code, out, _ := runCLI(t, "", "approve", "cart.pay", "--admin", srv.URL); code != 0 || strings.TrimSpace(out) != "cart.pay: quarantined -> active" {
 		t.Fatalf("approve: exit %d\n%s", code, out)
 	}
+}
+
+// TestAdminCLI_globAsksFirst: mode, approve and purge with a glob first say how many tools
+// it matches and which; not at a terminal they act only with --yes; at a terminal they
+// ask, and anything but "y" changes nothing. A name without '*' (or --tool NAME) acts on
+// that tool alone without asking (issue 25).
+func TestAdminCLI_globAsksFirst(t *testing.T) {
+	op := &recordingOperator{}
+	a := ops.NewAdmin(ops.AdminOptions{Token: "tok", App: ops.NewApp(nil, nil), Bus: ops.NewBus(),
+		Operator: func() ops.Operator { return op }, Store: func() store.Store { return nil }})
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	t.Setenv(adminTokenEnv, "tok")
+
+	code, out, errOut := runCLI(t, "", "approve", "**", "--admin", srv.URL)
+	if code != 2 || out != "" || !strings.Contains(errOut, "** matches 3 tool(s); it would change:\n  ** (quarantined -> active)\n  a.* (quarantined -> active)\n  a.b (quarantined -> active)\n") ||
+		!strings.Contains(errOut, "pass --yes") {
+		t.Fatalf("approve ** not at a terminal: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if got := op.acted(); len(got) != 0 {
+		t.Fatalf("a glob acted without confirmation: %q", got)
+	}
+	defer func(f func(io.Reader) bool) { isTerminal = f }(isTerminal)
+	isTerminal = func(io.Reader) bool { return true }
+	for _, answer := range []string{"", "n\n", "no\n", "yess\n"} {
+		if code, _, errOut := runCLI(t, answer, "mode", "a.*", "disabled", "--admin", srv.URL); code != 1 || !strings.Contains(errOut, "Proceed with these 2 tool(s)? [y/N]") || !strings.Contains(errOut, "cancelled") {
+			t.Fatalf("answer %q: exit %d\n%s", answer, code, errOut)
+		}
+	}
+	if got := op.acted(); len(got) != 0 {
+		t.Fatalf("a refused confirmation acted: %q", got)
+	}
+	code, out, errOut = runCLI(t, "y\n", "mode", "a.*", "disabled", "--admin", srv.URL)
+	if code != 0 || out != "a.*: quarantined -> disabled\na.b: quarantined -> disabled\n" {
+		t.Fatalf("confirmed: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// The confirmed glob acts on each previewed tool by its exact name.
+	if got, want := strings.Join(op.acted(), "|"), "mode tool=a.*|mode tool=a.b"; got != want {
+		t.Fatalf("acted %q, want %q", got, want)
+	}
+	isTerminal = func(io.Reader) bool { return false }
+	if code, out, errOut := runCLI(t, "", "approve", "--tool", "**", "--admin", srv.URL); code != 0 || out != "**: quarantined -> active\n" {
+		t.Fatalf("approve --tool **: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, "", "approve", "a.b", "--admin", srv.URL); code != 0 || out != "a.b: quarantined -> active\n" {
+		t.Fatalf("approve a.b: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if got, want := strings.Join(op.acted()[2:], "|"), "approve tool=**|approve tool=a.b"; got != want {
+		t.Fatalf("acted %q, want %q", got, want)
+	}
+	if code, _, _ := runCLI(t, "", "approve", "--tool", "**", "a.b", "--admin", srv.URL); code != 2 {
+		t.Errorf("approve with --tool and a positional: exit %d, want 2", code)
+	}
+}
+
+// recordingOperator is a fake health operator over the tools "**", "a.*" and "a.b", all
+// quarantined, that records every action which is not a dry run. It matches globs the
+// engine's way closely enough for the test: "**" matches all, "a.*" the two under "a".
+type recordingOperator struct {
+	mu   sync.Mutex
+	acts []string
+}
+
+func (o *recordingOperator) acted() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.acts...)
+}
+
+func (o *recordingOperator) Tools(context.Context) ([]exchange.ToolStatus, error) { return nil, nil }
+
+func (o *recordingOperator) changes(op string, a exchange.Action, to string) []exchange.ModeChange {
+	var out []exchange.ModeChange
+	for _, name := range []string{"**", "a.*", "a.b"} {
+		if name == a.Tool || a.Match == "**" || (a.Match == "a.*" && strings.HasPrefix(name, "a.")) {
+			out = append(out, exchange.ModeChange{Name: name, From: "quarantined", To: to, OK: true})
+		}
+	}
+	if !a.DryRun {
+		o.mu.Lock()
+		o.acts = append(o.acts, op+" tool="+a.Tool+a.Match)
+		o.mu.Unlock()
+	}
+	return out
+}
+
+func (o *recordingOperator) SetMode(_ context.Context, a exchange.Action, mode, _ string) ([]exchange.ModeChange, error) {
+	return o.changes("mode", a, mode), nil
+}
+
+func (o *recordingOperator) Approve(_ context.Context, a exchange.Action) ([]exchange.ModeChange, error) {
+	return o.changes("approve", a, "active"), nil
 }
 
 // TestAdminCLI_purge: `stategate purge` against a running serve: refused while the
@@ -134,8 +242,20 @@ func TestAdminCLI_purge(t *testing.T) {
 		}
 	}
 	code, out, errOut := runCLI(t, "", "purge", "users.*", "--admin", s.adminURL)
+	if code != 2 || out != "" || !strings.Contains(errOut, "users.* matches 1 tool(s); it would purge:\n  users.get\n") || !strings.Contains(errOut, "--yes") {
+		t.Fatalf("purge of a glob without --yes, not at a terminal: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "", "purge", "users.*", "--yes", "--admin", s.adminURL)
 	if code != 0 || !strings.Contains(out, "users.get\n") || !strings.Contains(out, "1 cached tool(s) purged") {
 		t.Fatalf("purge: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "", "purge", "users.get", "--admin", s.adminURL)
+	if code != 0 || out != "users.get\n1 cached tool(s) purged\n" {
+		t.Fatalf("purge by name: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "", "purge", "--tool", "users.ge", "--admin", s.adminURL)
+	if code != 0 || out != "0 cached tool(s) purged\n" {
+		t.Fatalf("purge of a name no cached tool has: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if code, _, _ := runCLI(t, "", "purge", "--admin", s.adminURL); code != 2 {
 		t.Errorf("purge without a glob: exit %d, want 2", code)

@@ -23,6 +23,7 @@ import (
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/internal/termsafe"
 	"github.com/stategate/stategate/plugin/built"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
@@ -97,16 +98,16 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	for _, e := range res.Get("errors").Array() {
-		fmt.Fprintln(stdout, "error:   "+e.Str)
+		fmt.Fprintln(stdout, "error:   "+termsafe.String(e.Str))
 	}
 	for _, w := range res.Get("warnings").Array() {
-		fmt.Fprintln(stdout, "warning: "+w.Str)
+		fmt.Fprintln(stdout, "warning: "+termsafe.String(w.Str)) // may name the upstream's tools
 	}
 	if !res.Get("valid").Bool() {
 		return &exitError{code: 1, msg: fmt.Sprintf("%s: invalid (%d error(s))", args[0], len(res.Get("errors").Array()))}
 	}
 	for _, w := range res.Get("workflows").Array() {
-		fmt.Fprintf(stdout, "workflow %s: fingerprint %s\n", w.Get("id").Str, w.Get("fingerprint").Str)
+		fmt.Fprintf(stdout, "workflow %s: fingerprint %s\n", termsafe.String(w.Get("id").Str), w.Get("fingerprint").Str)
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d warning(s))\n", args[0], len(res.Get("warnings").Array()))
 	return nil
@@ -483,7 +484,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var logger *slog.Logger
 	if a.logFormat == "json" {
-		logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		// The text handler quotes every value that holds a control (strconv); the JSON
+		// one escapes C0 controls only: termsafe.Writer escapes DEL, C1 and bidi controls
+		// too, so a tool name or an upstream's error cannot act on a terminal tailing it.
+		logger = slog.New(slog.NewJSONHandler(termsafe.Writer(stderr), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	} else {
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}

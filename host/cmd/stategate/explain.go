@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/internal/termsafe"
 	"github.com/tidwall/gjson"
 )
 
@@ -127,13 +128,14 @@ func printExplain(w io.Writer, ans gjson.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tANNOTATED\tHINT\tINVALIDATES\tWORKFLOW\tTIMEOUT")
 	for _, t := range ans.Get("explain").Array() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Get("name").Str, t.Get("class").Str,
-			t.Get("cacheControl").Str+" ("+from(t.Get("cacheControlFrom").Str, t.Get("policy").Str)+")",
-			invalidatesText(t), workflowsText(t), timeoutText(t))
+		// Tool names come from the upstream: every cell is rendered for the terminal.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.String(t.Get("name").Str), termsafe.String(t.Get("class").Str),
+			termsafe.String(t.Get("cacheControl").Str+" ("+from(t.Get("cacheControlFrom").Str, t.Get("policy").Str)+")"),
+			termsafe.String(invalidatesText(t)), termsafe.String(workflowsText(t)), termsafe.String(timeoutText(t)))
 	}
 	tw.Flush()
 	for _, warn := range ans.Get("warnings").Array() {
-		fmt.Fprintln(w, "warning: "+warn.Str)
+		fmt.Fprintln(w, "warning: "+termsafe.String(warn.Str))
 	}
 }
 

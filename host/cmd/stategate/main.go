@@ -8,7 +8,8 @@
 //	stategate graph FILE [--format mermaid|dot]
 //	stategate call FUNC --config FILE [--plugin FILE] < input.json
 //	stategate version
-//	stategate tools | mode GLOB MODE | approve GLOB | purge GLOB | events [--admin URL] [--admin-token-file FILE]
+//	stategate tools | mode TARGET MODE | approve TARGET | purge TARGET | events [--admin URL] [--admin-token-file FILE]
+//	  (TARGET: NAME, --tool NAME, or a GLOB previewed and confirmed, --yes when not a terminal)
 package main
 
 import (
@@ -21,6 +22,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/stategate/stategate/internal/termsafe"
 )
 
 const usage = `stategate: a state-awareness layer for MCP gateways
@@ -36,14 +39,17 @@ usage:
   stategate call FUNC --config FILE [--plugin FILE] < input.json
   stategate version                (also --version: the build and the plugin module it carries)
   stategate tools [--admin URL] [--admin-token-file FILE]
-  stategate mode GLOB MODE [--reason TEXT] [--admin URL] [--admin-token-file FILE]
-  stategate approve GLOB [--admin URL] [--admin-token-file FILE]
-  stategate purge GLOB [--admin URL] [--admin-token-file FILE]
+  stategate mode (NAME | GLOB | --tool NAME) MODE [--reason TEXT] [--yes] [--admin URL] [--admin-token-file FILE]
+  stategate approve (NAME | GLOB | --tool NAME) [--yes] [--admin URL] [--admin-token-file FILE]
+  stategate purge (NAME | GLOB | --tool NAME) [--yes] [--admin URL] [--admin-token-file FILE]
   stategate events [--type TYPE] [--tool NAME] [--count N] [--admin URL] [--admin-token-file FILE]
 
-serve's operations flags: --admin ADDR (off by default) --admin-token-file FILE (or
+serve's operations flags: --admin ADDR|off (default: loopback, a free port, a generated token
+the admin commands find) --name NAME --admin-token-file FILE (or
 STATEGATE_ADMIN_TOKEN) --log-format text|json --drain-timeout 30s --probe-interval 5s.
-The admin commands take the token the same way.
+The admin commands take the token the same way. mode, approve and purge act on one
+tool by its exact name (--tool NAME, or a NAME without '*'); a GLOB shows how many tools
+it matches and which, and asks before it acts (--yes when stdin is not a terminal).
 
 Every command that runs the plugin uses the module built into the binary unless --plugin
 names a file.
@@ -96,14 +102,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
-				fmt.Fprintln(stderr, ee.msg)
+				fmt.Fprintln(stderr, termsafe.Lines(ee.msg))
 			}
 			return ee.code
 		}
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintln(stderr, "stategate: "+strings.TrimPrefix(err.Error(), "stategate: "))
+		// Errors may quote an upstream's or the admin API's words: no raw control reaches
+		// the terminal (every command's errors end here).
+		fmt.Fprintln(stderr, termsafe.Lines("stategate: "+strings.TrimPrefix(err.Error(), "stategate: ")))
 		return 1
 	}
 	return 0
@@ -129,11 +137,11 @@ func dispatch(ctx context.Context, cmd string, args []string, stdin io.Reader, s
 	case "tools":
 		return cmdTools(ctx, args, stdout, stderr), true
 	case "mode":
-		return cmdMode(ctx, args, stdout, stderr), true
+		return cmdMode(ctx, args, stdin, stdout, stderr), true
 	case "approve":
-		return cmdApprove(ctx, args, stdout, stderr), true
+		return cmdApprove(ctx, args, stdin, stdout, stderr), true
 	case "purge":
-		return cmdPurge(ctx, args, stdout, stderr), true
+		return cmdPurge(ctx, args, stdin, stdout, stderr), true
 	case "events":
 		return cmdEvents(ctx, args, stdout, stderr), true
 	}

@@ -219,10 +219,10 @@ type offOperator struct{}
 func (offOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
 	return nil, exchange.ErrHealthOff
 }
-func (offOperator) SetMode(context.Context, string, string, string) ([]exchange.ModeChange, error) {
+func (offOperator) SetMode(context.Context, exchange.Action, string, string) ([]exchange.ModeChange, error) {
 	return nil, exchange.ErrHealthOff
 }
-func (offOperator) Approve(context.Context, string) ([]exchange.ModeChange, error) {
+func (offOperator) Approve(context.Context, exchange.Action) ([]exchange.ModeChange, error) {
 	return nil, exchange.ErrHealthOff
 }
 

@@ -140,3 +140,42 @@ func TestStatusPage_unknownTools(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusPage_approvesOneToolByName: with tools an upstream named "**", "a.*" and
+// "a.b" all quarantined, the "approve" button on the "**" row approves that tool alone
+// (the page sends its exact name, never a glob), and "disable" on the "a.*" row disables
+// that one alone (headless Chromium; issue 25, finding 2).
+func TestStatusPage_approvesOneToolByName(t *testing.T) {
+	exe := chromium(t)
+	up := &hostileUpstream{names: []string{"**", "a.*", "a.b"}, callError: "broken"}
+	s := startServeConfigIn(t, up, []byte(quarantineAll))
+	listTools(t, mcpClient(t, s.mcpURL))
+	ctx := browser(t, exe)
+	row := func(name string) string { return `#tools tr[data-tool="` + name + `"]` }
+	step := func(name string, a chromedp.Action) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := chromedp.Run(ctx, a); err != nil {
+			var html string
+			chromedp.Run(ctx, chromedp.OuterHTML("body", &html, chromedp.ByQuery))
+			t.Fatalf("page: %s: %v\n%s", name, err, html)
+		}
+	}
+	step("log in", chromedp.Tasks{chromedp.Navigate(s.adminURL + "/"), chromedp.WaitVisible("#login", chromedp.ByQuery),
+		chromedp.SendKeys("#token", s.token, chromedp.ByQuery), chromedp.Click(`#login button[type="submit"]`, chromedp.ByQuery)})
+	step("the tools are shown", chromedp.WaitVisible(row("a.b"), chromedp.ByQuery))
+	step("approve **", chromedp.Click(row("**")+` button:nth-of-type(3)`, chromedp.ByQuery))
+	waitFor(t, "** approved", func() bool { return s.modes(t)["**"] == "active" })
+	want := map[string]string{"**": "active", "a.*": "quarantined", "a.b": "quarantined"}
+	if got := s.modes(t); !equalModes(got, want) {
+		t.Fatalf("after approving \"**\" on the page: modes %v, want %v", got, want)
+	}
+	step("the page shows it", chromedp.Poll(`document.querySelector('`+row("**")+`').cells[1].textContent === "active"`, nil))
+	step("disable a.*", chromedp.Click(row("a.*")+` button:nth-of-type(1)`, chromedp.ByQuery))
+	waitFor(t, "a.* disabled", func() bool { return s.modes(t)["a.*"] == "disabled" })
+	want["a.*"] = "disabled"
+	if got := s.modes(t); !equalModes(got, want) {
+		t.Fatalf("after disabling \"a.*\" on the page: modes %v, want %v", got, want)
+	}
+}

@@ -81,11 +81,13 @@ async function refreshTools() {
   }
   $("tools-note").textContent = "";
   for (const t of r.body.tools || []) {
+    // A row's buttons act on that tool alone: its exact name goes as "tool", never as the
+    // "match" glob (an upstream may name a tool "**").
     const actions = document.createElement("span");
     actions.append(
-      button("disable", () => act("/admin/tools/mode", { match: t.name, mode: "disabled", reason: "status page" })),
-      button("enable", () => act("/admin/tools/mode", { match: t.name, mode: "active", reason: "status page" })));
-    if (t.mode === "quarantined") actions.append(button("approve", () => act("/admin/tools/approve", { match: t.name })));
+      button("disable", () => act("/admin/tools/mode", { tool: t.name, mode: "disabled", reason: "status page" })),
+      button("enable", () => act("/admin/tools/mode", { tool: t.name, mode: "active", reason: "status page" })));
+    if (t.mode === "quarantined") actions.append(button("approve", () => act("/admin/tools/approve", { tool: t.name })));
     const tr = row([t.name, t.mode, String(t.failures || 0), t.lastError || "", actions]);
     tr.dataset.tool = t.name;
     tbody.appendChild(tr);
