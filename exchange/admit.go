@@ -105,6 +105,10 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if c.facts.principal != "" {
 		ex.principal = h.Get(c.facts.principal)
 	}
+	if name := c.RepeatedHeader(h); name != "" {
+		ex.Session, ex.principal = "", "" // neither is known: nothing is keyed by them
+		return ex.reject(400, CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))
+	}
 	// The core must read exactly the request the server will read: bodies it cannot read
 	// byte for byte (compressed, another charset) are refused, not passed on ungated.
 	if ce := h.Get(hdrEncoding); ce != "" && !strings.EqualFold(ce, "identity") {

@@ -36,6 +36,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 	}
 	ex.Tool = tool
 	ex.task = params.Get("task").Exists()
+	listed := c.upstreamListed(ex.Tool)
 	in := make([]byte, 0, 256)
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)
@@ -106,7 +107,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 		pre = nil
 		out, st, err = c.callWithState(ctx, abi.FuncCheckLimits, limIn, nil, lock)
 	}
-	if err == nil && pre == nil && c.facts.health && !c.facts.bound[ex.Tool] && len(st.keys) > 0 {
+	if err == nil && pre == nil && c.facts.health && !c.facts.bound[ex.Tool] && len(st.keys) > 0 && listed {
 		c.unitKeys.put(ex.Tool, st.keys)
 	}
 	if err != nil {
@@ -161,7 +162,9 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 	if c.cache != nil {
 		ex.purges = ans.Get("purges").Type == gjson.True
 		// A task-augmented call is owed a CreateTaskResult: never answered from the cache.
-		if k := ans.Get("cache.key"); k.Str != "" && !ex.task {
+		// Only a listed tool gets an index entry, a generation and figures: names a client
+		// makes up leave no record (upstreamListed).
+		if k := ans.Get("cache.key"); k.Str != "" && !ex.task && listed {
 			ex.cacheKey = c.callers.key(k.Str, h) // never shared across credentials
 			ex.cacheTTL = time.Duration(ans.Get("cache.ttlMs").Int()) * time.Millisecond
 			if c.cacheLookup(ctx, ex, ex.Timeout) {
@@ -169,10 +172,23 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 			}
 		}
 	}
-	ex.healthDue.Store(c.facts.health)
+	// A unit whose record exists was listed where it was made (another replica's listing,
+	// or pins): its calls count here too, though this core has not seen the list yet.
+	ex.healthDue.Store(c.healthFor(ex.Tool) || c.facts.health && st.hasHealthRecord())
 	ex.quiet = ans.Get("quietOnSuccess").Type == gjson.True
 	c.count(CountAllowed)
 }
+
+// upstreamListed reports whether the upstream listed a tool of this name (in any session,
+// or to the host's own probe; the names seen, bounded). Nothing a client names may create
+// lasting state: a tool's health record, its cache generation and index entry, its
+// figures and memos are kept only for listed names, so calls to made-up names leave
+// nothing behind (issue 25, finding 6). A name listed later gets them from then on.
+func (c *Core) upstreamListed(tool string) bool { return c.seen.has(tool) }
+
+// healthFor reports whether a call of tool counts for tool health: health is configured
+// and the upstream listed the tool.
+func (c *Core) healthFor(tool string) bool { return c.facts.health && c.upstreamListed(tool) }
 
 // admitFault applies the failure policy to a fault at admission.
 func (c *Core) admitFault(ex *Exchange, err error) {
@@ -194,7 +210,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	}
 	if c.Fault(f, err, "tool", ex.Tool, "session", ex.Session) != abi.FailClosed {
 		ex.Timeout, ex.st = DefaultTimeout, nil // forwarded ungated, with the default timeout
-		ex.healthDue.Store(c.facts.health)
+		ex.healthDue.Store(c.healthFor(ex.Tool))
 		return
 	}
 	c.countLabel(CountDenied, abi.DenyGateUnavailable)
@@ -387,6 +403,19 @@ func (ex *Exchange) fault(f abi.Fault, err error, attrs ...any) {
 	if ex.core.Fault(f, err, attrs...) == abi.HoldLease {
 		ex.hold = true
 	}
+}
+
+// hasHealthRecord reports whether a tool health record was loaded and exists.
+func (l *loaded) hasHealthRecord() bool {
+	if l == nil {
+		return false
+	}
+	for i, k := range l.keys {
+		if abi.IsHealthKey(k) && k != abi.HealthIndexKey && l.slots[i].Exists {
+			return true
+		}
+	}
+	return false
 }
 
 // with returns a copy of l with keys' slots replaced.

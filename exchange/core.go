@@ -28,8 +28,15 @@ type Plugin interface {
 }
 
 // Headers reads request headers by name, case-insensitively (http.Header satisfies it).
+//
+// # Notes
+//
+//   - Values must return every field line of the name, in order: a header sent twice is
+//     two values, never one joined value, so the core can refuse a request that repeats a
+//     header naming who or what it is (RepeatedHeader).
 type Headers interface {
 	Get(name string) string
+	Values(name string) []string
 }
 
 // Options configures a Core.

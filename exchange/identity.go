@@ -27,11 +27,6 @@ type callerKeys struct {
 	names  []string // lower case, each once: authorization, the principal header, varyHeaders
 }
 
-// multiHeaders is implemented by hosts whose headers can repeat (http.Header).
-type multiHeaders interface {
-	Values(name string) []string
-}
-
 func newCallerKeys(principal string, vary []string) *callerKeys {
 	k := &callerKeys{names: []string{"authorization"}}
 	for _, n := range append([]string{principal}, vary...) {
@@ -69,17 +64,10 @@ func (k *callerKeys) key(engineKey string, h Headers) string {
 
 // headerValues returns every value of the header name in h, in order; nil when absent.
 func headerValues(h Headers, name string) []string {
-	switch hv := h.(type) {
-	case nil:
+	if h == nil {
 		return nil
-	case multiHeaders:
-		return hv.Values(name)
 	}
-	if v := h.Get(name); v != "" {
-		return []string{v}
-	}
-	// One Get cannot tell an empty header from an absent one: both count as absent here.
-	return nil
+	return h.Values(name)
 }
 
 func containsName(names []string, n string) bool {

@@ -6,10 +6,25 @@ import (
 	"testing"
 )
 
-// getOnly is a host's headers that can only Get (one value per name).
-type getOnly map[string]string
+// pairs is a host's headers as field lines (the Envoy filter's proxy-wasm pairs).
+type pairs [][2]string
 
-func (g getOnly) Get(name string) string { return g[strings.ToLower(name)] }
+func (p pairs) Get(name string) string {
+	if v := p.Values(name); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (p pairs) Values(name string) []string {
+	var out []string
+	for _, kv := range p {
+		if strings.EqualFold(kv[0], name) {
+			out = append(out, kv[1])
+		}
+	}
+	return out
+}
 
 // TestCallerKeys: credentials that differ in any way make another key; the same ones
 // (header names in any case) the same key; nothing of a credential shows in the key.
@@ -59,10 +74,9 @@ func TestCallerKeys(t *testing.T) {
 	if newCallerKeys("X-User", []string{"x-tenant"}).key("enginekey", same) == base {
 		t.Error("two cores share a secret")
 	}
-	// A host whose headers only Get: the first value counts; nil headers are all absent.
-	g := getOnly{"authorization": "Bearer a", "x-user": "u", "x-tenant": "t"}
-	if k.key("enginekey", g) != base {
-		t.Error("Get-only headers key differently from http.Header")
+	// A host whose headers are field lines keys as http.Header; nil headers are all absent.
+	if k.key("enginekey", pairs{{"authorization", "Bearer a"}, {"X-User", "u"}, {"x-tenant", "t"}}) != base {
+		t.Error("field-line headers key differently from http.Header")
 	}
 	if k.key("enginekey", nil) != key(http.Header{}) {
 		t.Error("nil headers are not the request without credentials")

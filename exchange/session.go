@@ -79,7 +79,16 @@ type SessionCheck struct {
 // else, for requests that are not admitted with Admit (GET, DELETE and other methods; Admit
 // makes the same check for a POST, with the request's id in a 404). method is the HTTP
 // method. A DELETE of a live gateway session ends it here.
+//
+// A request that repeats an identity header (RepeatedHeader) is answered 400 here, whatever
+// its session: hosts call CheckSession for every request they do not Admit, or at least for
+// those whose RepeatedHeader is not "".
 func (c *Core) CheckSession(ctx context.Context, method string, h Headers) SessionCheck {
+	if name := c.RepeatedHeader(h); name != "" {
+		c.count(CountRejected)
+		return SessionCheck{Action: SessionReply, Status: 400,
+			Body: AppendError(nil, nil, CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))}
+	}
 	id := h.Get(hdrSession)
 	if !IsGatewaySession(id) {
 		return SessionCheck{Action: SessionAsIs}

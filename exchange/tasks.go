@@ -226,7 +226,7 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 		tex.settle = settleMove
 		tex.purges = rec.purges && completed
 		tex.release, tex.lease = c.tasks.take(key)
-		tex.healthDue.Store(c.facts.health)
+		tex.healthDue.Store(c.healthFor(rec.tool))
 		if !completed {
 			tex.settle = settleEnded
 		}

@@ -91,6 +91,14 @@ func (s *seenTools) add(names gjson.Result, complete bool) (gen uint64, done boo
 	return s.gen, s.complete
 }
 
+// has reports whether the upstream listed a tool of this name (within the bounds).
+func (s *seenTools) has(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.names[name]
+	return ok
+}
+
 // state returns the generation and whether a listing has completed.
 func (s *seenTools) state() (uint64, bool) {
 	s.mu.Lock()

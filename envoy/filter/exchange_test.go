@@ -36,8 +36,10 @@ func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 		method = "POST"
 	}
 	hdrs := [][2]string{{":method", method}, {":path", "/mcp"}, {":authority", "127.0.0.1:8080"}}
-	for k, v := range s.Headers {
-		hdrs = append(hdrs, [2]string{strings.ToLower(k), v})
+	for k, vs := range s.Headers {
+		for _, v := range vs {
+			hdrs = append(hdrs, [2]string{strings.ToLower(k), v}) // one pair per field line
+		}
 	}
 	act := h.CallOnRequestHeaders(id, hdrs, s.Body == "")
 	if s.Body != "" {

@@ -57,8 +57,21 @@ type httpContext struct {
 	timeoutMsg []byte
 }
 
-// headerMap is a request's headers for the core (names compared case-insensitively).
+// headerMap is a request's headers for the core (names compared case-insensitively): the
+// pairs proxy-wasm hands over, one per field line, so a header sent twice is two pairs and
+// the core sees it repeated (exchange.Core.RepeatedHeader).
 type headerMap [][2]string
+
+// Values returns every value of name, in order.
+func (h headerMap) Values(name string) []string {
+	var out []string
+	for _, kv := range h {
+		if strings.EqualFold(kv[0], name) {
+			out = append(out, kv[1])
+		}
+	}
+	return out
+}
 
 func (h headerMap) Get(name string) string {
 	for _, kv := range h {

@@ -15,11 +15,17 @@ import (
 // decided here: 404, a DELETE's 200 (the session ended), or 405 for a GET, since the
 // filter keeps no standing stream (notifications ride on POST answers). It reports whether
 // the request was answered.
+//
+// A request other than a POST that repeats an identity header is answered here too (400,
+// CheckSession), whatever its session; a POST's is refused by Admit.
 func (h *httpContext) ownSession() bool {
-	if !exchange.IsGatewaySession(h.headers.Get("mcp-session-id")) {
+	own := exchange.IsGatewaySession(h.headers.Get("mcp-session-id"))
+	if !own && (h.method == "POST" || h.p.core.RepeatedHeader(h.headers) == "") {
 		return false
 	}
-	_ = proxywasm.RemoveHttpRequestHeader("mcp-session-id")
+	if own {
+		_ = proxywasm.RemoveHttpRequestHeader("mcp-session-id")
+	}
 	if h.method == "POST" {
 		return false
 	}

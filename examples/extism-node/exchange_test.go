@@ -84,8 +84,10 @@ func TestExchangeSuite(t *testing.T) {
 					method = http.MethodPost
 				}
 				req, _ := http.NewRequest(method, gw, strings.NewReader(s.Body))
-				for k, v := range sent.Headers {
-					req.Header.Set(k, v)
+				for k, vs := range sent.Headers {
+					for _, v := range vs {
+						req.Header.Add(k, v) // a repeated header goes as one field line per value
+					}
 				}
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {

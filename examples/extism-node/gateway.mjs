@@ -327,6 +327,8 @@ export class Gateway {
   async handle(req, res) {
     const refused = rebinding(this, req.headers.origin, req.headers.host);
     if (refused) return send(res, 403, `Forbidden: ${refused}`, 'text/plain');
+    const rep = repeatedHeader(req, this.host.principalHeader);
+    if (rep) return reply(res, 400, null, -32600, `invalid request: the ${rep.name} header is sent ${rep.n} times; the gateway and the server could read different values: send it once`);
     if (req.method === 'POST') return this.post(req, res);
     const r = await this.pass(req, res, req.method === 'GET' || req.method === 'HEAD' ? undefined : await readBody(req, MAX_BODY));
     if (req.method === 'DELETE' && r?.ok) await this.endSession(this.scope(req)); // the session is over
@@ -663,6 +665,21 @@ function declareListChanged(text) {
 
 // answer encodes a JSON-RPC response carrying the client's id as its own bytes.
 const answer = (rawId, body) => jsonWith({ jsonrpc: '2.0' }, { id: rawId ?? 'null', ...Object.fromEntries(Object.entries(body).map(([k, v]) => [k, JSON.stringify(v)])) });
+
+// IDENTITY_HEADERS name who sends a request or what it is (exchange/repeated.go): a request
+// that sends one of them, or the principal header, more than once is refused on every method,
+// since the gateway and the server could read different values. Node joins repeated unknown
+// headers with ", " in req.headers and keeps only the first Authorization, so the field lines
+// are counted in req.headersDistinct.
+const IDENTITY_HEADERS = ['Mcp-Session-Id', 'MCP-Protocol-Version', 'Mcp-Method', 'Mcp-Name', 'Authorization'];
+
+function repeatedHeader(req, principal) {
+  for (const name of principal ? [...IDENTITY_HEADERS, principal] : IDENTITY_HEADERS) {
+    const n = req.headersDistinct[name.toLowerCase()]?.length ?? 0;
+    if (n > 1) return { name, n };
+  }
+  return null;
+}
 
 const reply = (res, status, rawId, code, message) => send(res, status, answer(rawId, { error: { code, message } }));
 

@@ -21,6 +21,8 @@
 //     ("upstreamSession", "none" for none). Each session the gateway issued in a case is
 //     "{{session1}}", "{{session2}}", ... ("{{session}}": the latest) in later steps'
 //     headers; sessions issued in one case all differ.
+//   - A header's value is a string, or an array of strings for a header sent several times
+//     (one field line per element, in order): hosts must send each as its own line.
 package exchangetest
 
 import (
@@ -57,10 +59,37 @@ type Case struct {
 // Step is one request and what must come of it.
 type Step struct {
 	Method   string            `json:"method,omitempty"` // HTTP method (default POST)
-	Headers  map[string]string `json:"headers,omitempty"`
+	Headers  map[string]Values `json:"headers,omitempty"`
 	Body     string            `json:"body,omitempty"`
 	Upstream *Answer           `json:"upstream,omitempty"` // the upstream's answer, when it is called
 	Want     Want              `json:"want"`
+}
+
+// Values are one header's values in a step: a JSON string is one field line, an array a
+// header sent once per element, in order (a repeated header).
+type Values []string
+
+// UnmarshalJSON reads a string or an array of strings.
+func (v *Values) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*v = Values{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return err
+	}
+	*v = many
+	return nil
+}
+
+// MarshalJSON writes one value as a string, several as an array.
+func (v Values) MarshalJSON() ([]byte, error) {
+	if len(v) == 1 {
+		return json.Marshal(v[0])
+	}
+	return json.Marshal([]string(v))
 }
 
 // Answer is what the upstream answers.
@@ -230,15 +259,19 @@ func (ss Sessions) Resolve(s Step) Step {
 	if len(s.Headers) == 0 {
 		return s
 	}
-	h := make(map[string]string, len(s.Headers))
-	for k, v := range s.Headers {
-		for i := len(ss); i >= 1; i-- { // {{session12}} before {{session1}}
-			v = strings.ReplaceAll(v, "{{session"+strconv.Itoa(i)+"}}", ss[i-1])
+	h := make(map[string]Values, len(s.Headers))
+	for k, vs := range s.Headers {
+		out := make(Values, len(vs))
+		for j, v := range vs {
+			for i := len(ss); i >= 1; i-- { // {{session12}} before {{session1}}
+				v = strings.ReplaceAll(v, "{{session"+strconv.Itoa(i)+"}}", ss[i-1])
+			}
+			if len(ss) > 0 {
+				v = strings.ReplaceAll(v, "{{session}}", ss[len(ss)-1])
+			}
+			out[j] = v
 		}
-		if len(ss) > 0 {
-			v = strings.ReplaceAll(v, "{{session}}", ss[len(ss)-1])
-		}
-		h[k] = v
+		h[k] = out
 	}
 	s.Headers = h
 	return s
@@ -283,5 +316,5 @@ func (ss *Sessions) Check(t *testing.T, i int, s Step, got Got) {
 }
 
 func (ss Sessions) resolve(v string) string {
-	return ss.Resolve(Step{Headers: map[string]string{"": v}}).Headers[""]
+	return ss.Resolve(Step{Headers: map[string]Values{"": {v}}}).Headers[""][0]
 }

@@ -87,6 +87,7 @@ func benchTargets(b *testing.B) []target {
 	}
 	cs := httptest.NewServer(cgw)
 	b.Cleanup(cs.Close)
+	probeUpstream(b, cgw, upURL.String())
 	return []target{{"direct", up.URL + "/mcp"}, {"reverseproxy", rp.URL + "/mcp"}, {"gateway", gs.URL + "/mcp"}, {"gateway_cache_hit", cs.URL + "/mcp"}}
 }
 

@@ -142,7 +142,30 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
+	probeUpstream(t, gw, u.String())
 	return &env{gw: gw, url: srv.URL + "/mcp", store: st, upstream: counter, upstreamSrv: up}
+}
+
+// probeUpstream lists the upstream's tools once, as `stategate serve` does at start-up
+// (its tools probe), and hands them to the gateway's core: tool health and the response
+// cache keep records only for listed tools. Best effort: an upstream that does not list
+// (a test's raw handler) leaves the core knowing no tool.
+func probeUpstream(t testing.TB, gw *gateway.Gateway, upstream string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mc := mcp.NewClient(&mcp.Implementation{Name: "probe", Version: "1"}, nil)
+	cs, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: upstream}, nil)
+	if err != nil {
+		return
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return
+	}
+	tools, _ := json.Marshal(res.Tools)
+	gw.Core().ToolsListed(ctx, tools)
 }
 
 type client struct {
@@ -810,6 +833,7 @@ func redisReplicas(t *testing.T, cfg []byte, o demo.Options) (*mcp.ClientSession
 		}
 		srv := httptest.NewServer(gw)
 		t.Cleanup(srv.Close)
+		probeUpstream(t, gw, upURL.String())
 		u, _ := url.Parse(srv.URL)
 		targets = append(targets, u)
 	}

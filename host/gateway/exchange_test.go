@@ -81,8 +81,10 @@ func (h *gwHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 		method = http.MethodPost
 	}
 	req, _ := http.NewRequest(method, h.url, strings.NewReader(s.Body))
-	for k, v := range s.Headers {
-		req.Header.Set(k, v)
+	for k, vs := range s.Headers {
+		for _, v := range vs {
+			req.Header.Add(k, v) // a repeated header goes as one field line per value
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -186,8 +186,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveDiscovery(w, r, d)
 		return
 	}
-	if r.Method != http.MethodPost && exchange.IsGatewaySession(r.Header.Get("Mcp-Session-Id")) {
-		g.serveOwnSession(w, r) // GET, DELETE and the rest, of a session the gateway issued
+	if r.Method != http.MethodPost && (exchange.IsGatewaySession(r.Header.Get("Mcp-Session-Id")) || g.Core().RepeatedHeader(r.Header) != "") {
+		// GET, DELETE and the rest, of a session the gateway issued, or repeating an
+		// identity header (refused, 400: exchange.Core.RepeatedHeader)
+		g.serveOwnSession(w, r)
 		return
 	}
 	switch r.Method {

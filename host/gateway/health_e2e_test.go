@@ -137,6 +137,7 @@ func healthGateway(t *testing.T, up *httptest.Server, st store.Store, cfg string
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
+	probeUpstream(t, gw, u.String())
 	return gw, srv.URL + "/mcp"
 }
 

@@ -1,0 +1,37 @@
+package exchange
+
+// Footprint is how many entries the core's per-name and per-session memory holds now.
+// Each is bounded (SECURITY.md, "Limits per resource"), and none grows with names a
+// client makes up: only names the upstream listed are remembered per tool.
+type Footprint struct {
+	ListedNames   int // tool names kept for metric labels (at most 1,000)
+	SeenNames     int // tool names the upstream listed (at most 10,000 and 1 MiB)
+	UnitKeys      int // tools whose health keys are memoised (at most 4,096; listed tools only)
+	CacheFigures  int // tools with response-cache figures (at most 10,000; listed tools only)
+	KnownSessions int // sessions whose last tool list is kept (at most 10,000)
+	Flights       int // cache fetches in flight
+}
+
+// Footprint returns the sizes of the core's memory kept per name and per session.
+func (c *Core) Footprint() Footprint {
+	var f Footprint
+	c.listed.mu.RLock()
+	f.ListedNames = len(c.listed.names)
+	c.listed.mu.RUnlock()
+	c.seen.mu.Lock()
+	f.SeenNames = len(c.seen.names)
+	c.seen.mu.Unlock()
+	c.unitKeys.mu.Lock()
+	f.UnitKeys = len(c.unitKeys.m)
+	c.unitKeys.mu.Unlock()
+	c.figures.mu.Lock()
+	f.CacheFigures = len(c.figures.m)
+	c.figures.mu.Unlock()
+	c.known.mu.Lock()
+	f.KnownSessions = len(c.known.names)
+	c.known.mu.Unlock()
+	c.flights.mu.Lock()
+	f.Flights = len(c.flights.m)
+	c.flights.mu.Unlock()
+	return f
+}
