@@ -65,8 +65,9 @@ type Record struct {
 	Changed    int64 // unix ms of the last mode change
 	Reason     string
 	LastError  string
-	Pins       []Pin // pinned definitions, by tool name
-	Pending    []Pin // definitions seen but not approved
+	Pins       []Pin    // pinned definitions, by tool name
+	Pending    []Pin    // definitions seen but not approved
+	Callers    []string // callers whose isError results the run of failures counted (countIsError)
 	Seq        int64
 }
 
@@ -116,6 +117,12 @@ func Read(r gjson.Result) (rec Record, ok bool) {
 	rec.LastError = r.Get("lastError").Str
 	rec.Pins = readPins(r.Get("pins"))
 	rec.Pending = readPins(r.Get("pending"))
+	r.Get("callers").ForEach(func(_, v gjson.Result) bool {
+		if v.Type == gjson.String {
+			rec.Callers = append(rec.Callers, v.Str)
+		}
+		return len(rec.Callers) < 256 // a damaged record cannot grow it without bound
+	})
 	rec.Seq = clamp(r.Get("seq").Int(), 0, 1<<53)
 	return rec, true
 }
@@ -148,6 +155,9 @@ func (rec *Record) Append(dst []byte) []byte {
 	w.Str("lastError", rec.LastError)
 	w.Raw("pins", AppendPins(nil, rec.Pins))
 	w.Raw("pending", AppendPins(nil, rec.Pending))
+	if len(rec.Callers) > 0 {
+		w.Raw("callers", appendStrings(nil, rec.Callers))
+	}
 	seq := rec.Seq + 1
 	if seq <= 0 || seq > 1<<53 {
 		seq = 1
@@ -155,6 +165,17 @@ func (rec *Record) Append(dst []byte) []byte {
 	w.Int("seq", seq)
 	w.Close()
 	return w.B
+}
+
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonx.AppendString(dst, s)
+	}
+	return append(dst, ']')
 }
 
 // AppendPins appends pins as a JSON object tool: fingerprint.
