@@ -117,7 +117,9 @@ func (e *Engine) healthGate(dst []byte, r *request, rec *health.Record, timeoutM
 	case health.Quarantined:
 		code = abi.DenyToolQuarantined
 		text = what + " is quarantined"
-		if len(rec.Pending) > 0 {
+		if health.HasAmbiguous(rec.Pending) {
+			text += ": the server lists a definition that repeats a member, so the gateway and the client would read it differently"
+		} else if len(rec.Pending) > 0 {
 			text += ": its definition changed since it was approved"
 		} else if rec.Reason != "" {
 			text += " (" + rec.Reason + ")"
@@ -314,17 +316,17 @@ func (e *Engine) loadListHealth(r *request) (lh *listHealth, need []string) {
 		return nil, nil
 	}
 	lh.keys = append(lh.keys, health.IndexKey)
+	i := 0
 	tools.ForEach(func(_, t gjson.Result) bool {
-		name := t.Get("name")
-		if name.Type != gjson.String {
-			return true
-		}
-		u := e.unitOf(name.Str)
-		if _, ok := lh.units[u]; !ok {
-			lh.units[u] = nil
-			lh.order = append(lh.order, u)
-			lh.keys = append(lh.keys, health.Key(u))
-		}
+		eachName(t, r.tools.Repeats(i), func(name string) {
+			u := e.unitOf(name)
+			if _, ok := lh.units[u]; !ok {
+				lh.units[u] = nil
+				lh.order = append(lh.order, u)
+				lh.keys = append(lh.keys, health.Key(u))
+			}
+		})
+		i++
 		return true
 	})
 	if len(lh.order) == 0 {
@@ -349,45 +351,11 @@ func (e *Engine) loadListHealth(r *request) (lh *listHealth, need []string) {
 	}
 	dirty := map[string]bool{}
 	known0 := map[string]bool{} // units this list added to the index
-	h := &e.cfg.Health
+	i = 0
 	tools.ForEach(func(_, t gjson.Result) bool {
-		name := t.Get("name")
-		if name.Type != gjson.String {
-			return true
-		}
-		u := e.unitOf(name.Str)
-		rec := lh.units[u]
-		known := !known0[u] && lh.ix.Has(u)
-		if lh.ix.Add(u) {
-			added, dirty[u], known0[u] = true, true, true
-		}
-		// A tool is new when its unit was not known before this list, or, with unit
-		// "server", when its server already has other pins.
-		isNew := !known || (h.ByServer && len(rec.Pins) > 0)
-		if !h.Pin {
-			return true
-		}
-		fp := health.Fingerprint(t)
-		pinned := health.Find(rec.Pins, name.Str)
-		switch {
-		case pinned == fp:
-		case pinned == "" && (firstSet || !h.QuarantineNew || !isNew):
-			rec.Pins, dirty[u] = health.Set(rec.Pins, name.Str, fp), true
-		case health.Find(rec.Pending, name.Str) == fp:
-			// already quarantined for this definition
-		default:
-			from := e.modeOf(u, rec)
-			reason := "its definition changed since it was pinned"
-			if pinned == "" {
-				reason = "a new tool, not in the first pinned set"
-			}
-			rec.Pending, dirty[u] = health.Set(rec.Pending, name.Str, fp), true
-			if from != health.Quarantined {
-				rec.Mode, rec.Changed, rec.Reason = health.Quarantined, r.now, name.Str+": "+reason
-			}
-			lh.changes = append(lh.changes, healthChange{unit: u, tool: name.Str, from: from, to: health.Quarantined,
-				reason: reason, oldFP: pinned, newFP: fp})
-		}
+		repeats := r.tools.Repeats(i)
+		i++
+		eachName(t, repeats, func(name string) { lh.see(e, r, t, name, repeats, firstSet, known0, dirty, &added) })
 		return true
 	})
 	for i, u := range lh.order {
@@ -399,6 +367,81 @@ func (e *Engine) loadListHealth(r *request) (lh *listHealth, need []string) {
 		lh.write(health.IndexKey, lh.ix.Append(nil))
 	}
 	return lh, nil
+}
+
+// eachName calls fn with the tool's name: with repeats (a tool object that repeats a
+// member, withheld from the list), with every distinct string "name" member it carries,
+// since readers disagree on which is its name.
+func eachName(t gjson.Result, repeats bool, fn func(string)) {
+	if !repeats {
+		if name := t.Get("name"); name.Type == gjson.String {
+			fn(name.Str)
+		}
+		return
+	}
+	var seen []string
+	t.ForEach(func(k, v gjson.Result) bool {
+		if k.Str != "name" || v.Type != gjson.String {
+			return true
+		}
+		for _, s := range seen {
+			if s == v.Str {
+				return true
+			}
+		}
+		seen = append(seen, v.Str)
+		fn(v.Str)
+		return true
+	})
+}
+
+// see applies one listed tool (t, named name) to its unit's record: the index, the pin,
+// and a quarantine for a changed, new or ambiguous (repeats) definition.
+func (lh *listHealth) see(e *Engine, r *request, t gjson.Result, name string, repeats, firstSet bool, known0, dirty map[string]bool, added *bool) {
+	u := e.unitOf(name)
+	rec := lh.units[u]
+	h := &e.cfg.Health
+	known := !known0[u] && lh.ix.Has(u)
+	if lh.ix.Add(u) {
+		*added, dirty[u], known0[u] = true, true, true
+	}
+	// A tool is new when its unit was not known before this list, or, with unit
+	// "server", when its server already has other pins.
+	isNew := !known || (h.ByServer && len(rec.Pins) > 0)
+	if !h.Pin {
+		return
+	}
+	fp := health.Ambiguous // never pinned, never approved: it is withheld from the list
+	if !repeats {
+		fp = health.Fingerprint(t)
+	}
+	pinned := health.Find(rec.Pins, name)
+	pending := health.Find(rec.Pending, name)
+	switch {
+	case pinned == fp && pending == health.Ambiguous:
+		// listed as pinned again after an ambiguous definition: approvable as pinned
+		rec.Pending, dirty[u] = health.Set(rec.Pending, name, fp), true
+	case pinned == fp:
+	case pinned == "" && !repeats && (firstSet || !h.QuarantineNew || !isNew):
+		rec.Pins, dirty[u] = health.Set(rec.Pins, name, fp), true
+	case pending == fp:
+		// already quarantined for this definition
+	default:
+		from := e.modeOf(u, rec)
+		reason := "its definition changed since it was pinned"
+		switch {
+		case repeats:
+			reason = "its definition repeats a member, so readers disagree on it"
+		case pinned == "":
+			reason = "a new tool, not in the first pinned set"
+		}
+		rec.Pending, dirty[u] = health.Set(rec.Pending, name, fp), true
+		if from != health.Quarantined {
+			rec.Mode, rec.Changed, rec.Reason = health.Quarantined, r.now, name+": "+reason
+		}
+		lh.changes = append(lh.changes, healthChange{unit: u, tool: name, from: from, to: health.Quarantined,
+			reason: reason, oldFP: pinned, newFP: fp})
+	}
 }
 
 func (lh *listHealth) write(key string, value []byte) {
@@ -494,6 +537,9 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 			to = health.Active
 		}
 		refused := health.OperatorMove(from, to, op.op == "approve")
+		if refused == "" && op.op == "approve" && health.HasAmbiguous(rec.Pending) {
+			refused = "rule approve-unambiguous-only: the server lists a definition that repeats a member (readers disagree on it); it can be approved once the server lists it with every member once"
+		}
 		w := health.W{B: dst}
 		w.Open("")
 		w.Str("name", u)

@@ -290,6 +290,22 @@ func (ix *Index) Append(dst []byte) []byte {
 	return append(strconv.AppendInt(dst, ix.Seq+1, 10), '}')
 }
 
+// Ambiguous is the fingerprint of a definition that repeats a member (readers disagree on
+// what it is): SHA-256 of "stategate: a definition that repeats a member", which no
+// canonical definition hashes to. A unit pending it cannot be approved, and it is never
+// pinned.
+const Ambiguous = "c0f39b40b4daae4d100292aeb933364e8abf2e795a515dc8e0a33fae687a78ae"
+
+// HasAmbiguous reports whether pins hold Ambiguous.
+func HasAmbiguous(pins []Pin) bool {
+	for _, p := range pins {
+		if p.Fingerprint == Ambiguous {
+			return true
+		}
+	}
+	return false
+}
+
 // fingerprinted are the members of a tool definition a fingerprint covers, sorted.
 var fingerprinted = [...]string{"annotations", "description", "inputSchema", "name", "outputSchema", "title"}
 
