@@ -132,14 +132,14 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		}
 	}
 	var before [][]byte
-	outcome := ""
+	outcome, code := "", ""
 	if c.facts.health && ex.healthDue.CompareAndSwap(true, false) {
-		if outcome = healthOutcomeOf(root); outcome == healthSuccess && ex.quiet {
+		if outcome, code = healthOutcomeOf(root); outcome == healthSuccess && ex.quiet {
 			outcome = "" // nothing to count: no engine call, no store round trip
 		}
 	}
 	settles := ex.settle == settleMove || ex.settle == settleEnded // a task's end, with fresh state
-	if (outcome != "" || c.facts.bound[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, succeeded(root), outcome) {
+	if (outcome != "" || c.facts.bound[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, succeeded(root), outcome, code) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
 		if ex.healthVisible {

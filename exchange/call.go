@@ -266,9 +266,10 @@ func (ex *Exchange) appendScope(dst []byte) []byte {
 // calls never lose a transition and never apply one twice. It reports whether the visible
 // tool set changed.
 //
-// With tool health, outcome (when not "") is the call's outcome for its unit: the same
-// transition counts it, and the unit's record is written with the workflows' snapshots.
-func (ex *Exchange) transition(ctx context.Context, success bool, outcome string) bool {
+// With tool health, outcome (when not "") is the call's outcome for its unit, and code
+// the JSON-RPC error code of an error answer (a number literal, or ""): the same
+// transition judges it, and the unit's record is written with the workflows' snapshots.
+func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code string) bool {
 	c := ex.core
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -281,6 +282,10 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome string
 	if outcome != "" {
 		in = append(in, `,"outcome":`...)
 		in = jsonx.AppendString(in, outcome)
+		if code != "" {
+			in = append(in, `,"errorCode":`...)
+			in = append(in, code...)
+		}
 		if ex.probe {
 			in = append(in, `,"probe":true`...)
 		}

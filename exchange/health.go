@@ -29,15 +29,22 @@ func appendNow(dst []byte) []byte {
 
 // healthOutcomeOf classifies an answer for tool health: a JSON-RPC error or a result that
 // is not an object is an error; an isError result is the model's (counted only with
-// countIsError).
-func healthOutcomeOf(root gjson.Result) string {
+// countIsError). code is the error's JSON-RPC code (its number literal) when the answer is
+// a readable JSON-RPC error, "" otherwise: the engine decides which codes are the tool's
+// failures, the core only reports what it saw.
+func healthOutcomeOf(root gjson.Result) (outcome, code string) {
 	if succeeded(root) {
-		return healthSuccess
+		return healthSuccess, ""
 	}
 	if res := root.Get("result"); res.IsObject() && !root.Get("error").Exists() {
-		return healthIsError
+		return healthIsError, ""
 	}
-	return healthError
+	if c := root.Get("error.code"); c.Type == gjson.Number && !root.Get("result").Exists() && !repeatsMember(root, 0) {
+		if n, err := strconv.ParseInt(c.Raw, 10, 64); err == nil && n >= -(1<<53) && n <= 1<<53 {
+			return healthError, c.Raw
+		}
+	}
+	return healthError, ""
 }
 
 // reportHealth reports a call's outcome to its unit's health once, when health is
@@ -47,7 +54,7 @@ func (ex *Exchange) reportHealth(ctx context.Context, outcome string) {
 	if !ex.core.facts.health || ex.Tool == "" || ex.Verdict != Forward || !ex.healthDue.CompareAndSwap(true, false) {
 		return
 	}
-	if ex.transition(ctx, outcome == healthSuccess, outcome) && ex.healthVisible {
+	if ex.transition(ctx, outcome == healthSuccess, outcome, "") && ex.healthVisible {
 		ex.core.notify("", ListChanged)
 	}
 }

@@ -30,6 +30,7 @@ const (
 	CountTasksSettled                  // tasks whose end the core settled (once each)
 	CountSessionsIssued                // sessions the gateway issued for an upstream that issues none
 	CountSessionsEnded                 // gateway sessions ended by DELETE
+	CountToolsWithheld                 // tools withheld from a tools/list answer for repeating a member
 	NumCounters
 )
 
@@ -40,7 +41,7 @@ func (c Counter) String() string {
 	return [...]string{"requests", "tool_calls", "calls_allowed", "calls_denied", "requests_rejected", "timeouts",
 		"invalidations", "transitions", "list_changed", "lists_decorated", "cas_conflicts", "ids_remapped",
 		"cache_hits", "cache_misses", "cache_coalesced", "cache_stored", "cache_purged", "tasks_created", "tasks_settled",
-		"sessions_issued", "sessions_ended"}[c]
+		"sessions_issued", "sessions_ended", "tools_withheld"}[c]
 }
 
 // Stats counts what the core did; read with Get.

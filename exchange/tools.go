@@ -51,14 +51,14 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		in = append(append(append(in, scope...), head...), result.Raw...)
 		return append(in, '}')
 	}
-	// The answer's members, read in one pass over it: message, toolNames, states.
+	// The answer's members, read in one pass over it: message, toolNames, states, withheld.
 	var out []byte
 	var m []gjson.Result
 	if c.lists != nil {
 		out = c.lists.get(key)
 	}
 	if out == nil {
-		out, m, err = c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states")
+		out, m, err = c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states", "withheld")
 		if err != nil {
 			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 			return msg
@@ -76,13 +76,16 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		}
 	}
 	if m == nil {
-		m = members(parseOwned(out), "message", "toolNames", "states")
+		m = members(parseOwned(out), "message", "toolNames", "states", "withheld")
 	}
 	if !c.facts.health && m[2].IsObject() {
 		// (With tool health, listHealth stored every write of the answer, this one too.)
 		c.remember(ctx, input, out, st)
 	}
 	c.count(CountListsDecorated)
+	if n := len(m[3].Array()); n > 0 {
+		c.countN(CountToolsWithheld, n) // tool objects that repeat a member: removed from the list
+	}
 	m[0] = resultOf(m[0])
 	if !m[0].IsObject() {
 		c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)

@@ -32,6 +32,7 @@ var counterNames = [exchange.NumCounters]struct{ name, help string }{
 	exchange.CountTasksSettled:   {"stategate_tasks_settled_total", "Tasks whose end the gateway settled (workflow, health, cache), once each."},
 	exchange.CountSessionsIssued: {"stategate_sessions_issued_total", "Sessions the gateway issued to clients of an upstream that issues none."},
 	exchange.CountSessionsEnded:  {"stategate_sessions_ended_total", "Gateway sessions ended by DELETE."},
+	exchange.CountToolsWithheld:  {"stategate_tools_withheld_total", "Tools withheld from tools/list answers because a tool object repeats a member."},
 }
 
 // Metrics is the gateway's Prometheus registry. It is an exchange.Publisher (tool calls,

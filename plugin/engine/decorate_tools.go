@@ -8,7 +8,7 @@ import (
 )
 
 // decorateTools: {"message", "session"?, "principal"?, "protocolVersion"?, "states"?} ->
-// {"message", "toolNames", "hidden", "stateDependent", "notices", "states"?} or
+// {"message", "toolNames", "hidden", "withheld"?, "stateDependent", "notices", "states"?} or
 // {"needState"}. "states" holds the principal's annotation record when the list changed
 // it (fromAnnotations): the host writes it with compare-and-set.
 func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
@@ -93,6 +93,11 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	dst = st.AppendNames(dst, r.message.Raw)
 	dst = append(dst, `,"hidden":`...)
 	dst = st.AppendHidden(dst, r.message.Raw)
+	if st.Withheld() > 0 {
+		// Tools that repeat a member, withheld from the list (with pinning, quarantined).
+		dst = append(dst, `,"withheld":`...)
+		dst = st.AppendWithheld(dst, r.message.Raw)
+	}
 	dst = append(dst, `,"stateDependent":`...)
 	dst = appendBool(dst, len(hiding) > 0)
 	dst = append(dst, ',')

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/internal/digest"
 	"github.com/stategate/stategate/plugin/internal/glob"
 	"github.com/stategate/stategate/plugin/internal/health"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -116,7 +117,9 @@ func (e *Engine) healthGate(dst []byte, r *request, rec *health.Record, timeoutM
 	case health.Quarantined:
 		code = abi.DenyToolQuarantined
 		text = what + " is quarantined"
-		if len(rec.Pending) > 0 {
+		if health.HasAmbiguous(rec.Pending) {
+			text += ": the server lists a definition that repeats a member, so the gateway and the client would read it differently"
+		} else if len(rec.Pending) > 0 {
 			text += ": its definition changed since it was approved"
 		} else if rec.Reason != "" {
 			text += " (" + rec.Reason + ")"
@@ -151,26 +154,96 @@ func (e *Engine) healthGate(dst []byte, r *request, rec *health.Record, timeoutM
 	return appendDenialRetry(dst, code, retryAt > 0, text, details, nil), nil
 }
 
-// failure reports whether outcome counts against a unit.
-func (e *Engine) failure(unit, outcome string) bool {
-	switch outcome {
-	case outcomeError, outcomeTimeout, outcomeUnreachable:
-		return true
+// What an outcome says about the tool (verdict).
+const (
+	verdictNone      = iota // says nothing about the tool: neither counts nor resets the count
+	verdictSuccess          // the tool works: resets the count
+	verdictFailure          // the tool failed: counts
+	verdictCallerErr        // an isError result counted with countIsError: once per caller and run
+)
+
+// verdict judges a call's outcome for its unit. A failure the caller causes with its own
+// input is the caller's, not the tool's: it must not let one client disable a tool for
+// every other (RATIONALE.md "Tool health").
+func (e *Engine) verdict(unit string, r *request) int {
+	switch r.outcome {
+	case outcomeSuccess:
+		return verdictSuccess
+	case outcomeTimeout, outcomeUnreachable:
+		return verdictFailure
+	case outcomeError:
+		if !r.hasCode || toolErrorCode(r.errorCode) {
+			return verdictFailure // an unreadable answer, an HTTP 5xx, or the server's own error
+		}
 	case outcomeIsError:
-		_, _, countIsError := e.cfg.Health.For(unit)
-		return countIsError
+		if _, _, countIsError := e.cfg.Health.For(unit); countIsError {
+			return verdictCallerErr
+		}
 	}
-	return false
+	return verdictNone
+}
+
+// toolErrorCode reports whether a JSON-RPC error code is the tool's failure: -32603
+// (internal error) and the implementation-defined server errors -32000..-32099, except
+// those MCP gives to a request the client got wrong (-32020 header mismatch, -32021
+// missing client capability, -32022 unsupported protocol version, -32042 URL elicitation
+// required). Parse errors, invalid requests, unknown methods, invalid params and every
+// application-defined code are the caller's.
+func toolErrorCode(code int64) bool {
+	switch code {
+	case -32603:
+		return true
+	case -32020, -32021, -32022, -32042:
+		return false
+	}
+	return code >= -32099 && code <= -32000
+}
+
+// maxCallers is how many callers' isError results one run of failures counts: the
+// record stays small whatever the threshold.
+const maxCallers = 64
+
+// callerOf is the short digest that tells r's caller apart in a unit's record: its
+// principal (the header an authenticating proxy sets). Without one every caller is the
+// same caller: sessions cost a client nothing to open, so they tell no one apart.
+func callerOf(r *request) string {
+	return digest.Hex([]byte("stategate/health-caller\x00" + r.scope.Principal))[:16]
+}
+
+// countCaller reports whether an isError result of caller counts in rec's run of failures
+// (once per caller, at most maxCallers), and records the caller.
+func countCaller(rec *health.Record, caller string) bool {
+	if len(rec.Callers) >= maxCallers {
+		return false
+	}
+	for _, c := range rec.Callers {
+		if c == caller {
+			return false
+		}
+	}
+	rec.Callers = append(rec.Callers, caller)
+	return true
 }
 
 // healthAfter applies a call's outcome to its unit's record: a failure counts, a success
 // resets the count, the threshold auto-disables, and a probe's outcome ends the wait
-// (success: active) or restarts it. It reports the change and whether to write.
+// (success: active) or restarts it (a failure). It reports the change and whether to
+// write.
+//
+// # Notes
+//
+//   - An outcome the caller caused (invalid params, an isError result) neither counts nor
+//     resets, except that with countIsError an isError result counts once per caller in a
+//     run of failures: no single caller brings a unit to its threshold alone.
+//   - A probe that ends in anything but a success or a failure of the tool says nothing
+//     about it: the probe is freed, the wait not restarted, and the next call probes (a
+//     client sending bad input cannot keep a unit disabled for everyone).
 func (e *Engine) healthAfter(r *request, rec *health.Record) (ch healthChange, write bool) {
 	unit := e.unitOf(r.tool)
 	mode := e.modeOf(unit, rec)
 	threshold, retryAfter, _ := e.cfg.Health.For(unit)
-	failed := e.failure(unit, r.outcome)
+	v := e.verdict(unit, r)
+	failed := v == verdictFailure || v == verdictCallerErr && mode == health.Active && countCaller(rec, callerOf(r))
 	ch = healthChange{unit: unit, tool: r.tool, from: mode, to: mode}
 	switch {
 	case mode == health.Active && failed:
@@ -179,27 +252,31 @@ func (e *Engine) healthAfter(r *request, rec *health.Record) (ch healthChange, w
 		if threshold > 0 && rec.Failures >= threshold {
 			ch.reason = itoa(rec.Failures) + " consecutive failures (threshold " + itoa(threshold) + "), the last: " + rec.LastError
 			rec.Mode, rec.Failures, rec.Changed, rec.Reason, rec.ProbeUntil = health.AutoDisabled, 0, r.now, ch.reason, 0
-			rec.RetryAt = 0
+			rec.RetryAt, rec.Callers = 0, nil
 			if retryAfter > 0 {
 				rec.RetryAt = r.now + int64(retryAfter)
 			}
 			ch.to = health.AutoDisabled
 		}
 		write = true
-	case mode == health.Active && r.outcome == outcomeSuccess && rec.Failures > 0:
-		rec.Failures = 0
+	case mode == health.Active && v == verdictSuccess && (rec.Failures > 0 || len(rec.Callers) > 0):
+		rec.Failures, rec.Callers = 0, nil
 		write = true
-	case mode == health.AutoDisabled && r.probe && r.outcome == outcomeSuccess:
+	case mode == health.AutoDisabled && r.probe && v == verdictSuccess:
 		ch.reason = "a probe call succeeded"
 		rec.Mode, rec.Failures, rec.RetryAt, rec.ProbeUntil, rec.Changed, rec.Reason = health.Active, 0, 0, 0, r.now, ch.reason
+		rec.Callers = nil
 		ch.to = health.Active
 		write = true
-	case mode == health.AutoDisabled && r.probe:
+	case mode == health.AutoDisabled && r.probe && v == verdictFailure:
 		rec.LastError = describeOutcome(r.outcome)
 		rec.ProbeUntil, rec.RetryAt = 0, 0
 		if retryAfter > 0 {
 			rec.RetryAt = r.now + int64(retryAfter)
 		}
+		write = true
+	case mode == health.AutoDisabled && r.probe && rec.ProbeUntil > 0:
+		rec.ProbeUntil = 0 // inconclusive: the next call after the wait probes
 		write = true
 	}
 	ch.failures = rec.Failures
@@ -239,17 +316,17 @@ func (e *Engine) loadListHealth(r *request) (lh *listHealth, need []string) {
 		return nil, nil
 	}
 	lh.keys = append(lh.keys, health.IndexKey)
+	i := 0
 	tools.ForEach(func(_, t gjson.Result) bool {
-		name := t.Get("name")
-		if name.Type != gjson.String {
-			return true
-		}
-		u := e.unitOf(name.Str)
-		if _, ok := lh.units[u]; !ok {
-			lh.units[u] = nil
-			lh.order = append(lh.order, u)
-			lh.keys = append(lh.keys, health.Key(u))
-		}
+		eachName(t, r.tools.Repeats(i), func(name string) {
+			u := e.unitOf(name)
+			if _, ok := lh.units[u]; !ok {
+				lh.units[u] = nil
+				lh.order = append(lh.order, u)
+				lh.keys = append(lh.keys, health.Key(u))
+			}
+		})
+		i++
 		return true
 	})
 	if len(lh.order) == 0 {
@@ -274,45 +351,11 @@ func (e *Engine) loadListHealth(r *request) (lh *listHealth, need []string) {
 	}
 	dirty := map[string]bool{}
 	known0 := map[string]bool{} // units this list added to the index
-	h := &e.cfg.Health
+	i = 0
 	tools.ForEach(func(_, t gjson.Result) bool {
-		name := t.Get("name")
-		if name.Type != gjson.String {
-			return true
-		}
-		u := e.unitOf(name.Str)
-		rec := lh.units[u]
-		known := !known0[u] && lh.ix.Has(u)
-		if lh.ix.Add(u) {
-			added, dirty[u], known0[u] = true, true, true
-		}
-		// A tool is new when its unit was not known before this list, or, with unit
-		// "server", when its server already has other pins.
-		isNew := !known || (h.ByServer && len(rec.Pins) > 0)
-		if !h.Pin {
-			return true
-		}
-		fp := health.Fingerprint(t)
-		pinned := health.Find(rec.Pins, name.Str)
-		switch {
-		case pinned == fp:
-		case pinned == "" && (firstSet || !h.QuarantineNew || !isNew):
-			rec.Pins, dirty[u] = health.Set(rec.Pins, name.Str, fp), true
-		case health.Find(rec.Pending, name.Str) == fp:
-			// already quarantined for this definition
-		default:
-			from := e.modeOf(u, rec)
-			reason := "its definition changed since it was pinned"
-			if pinned == "" {
-				reason = "a new tool, not in the first pinned set"
-			}
-			rec.Pending, dirty[u] = health.Set(rec.Pending, name.Str, fp), true
-			if from != health.Quarantined {
-				rec.Mode, rec.Changed, rec.Reason = health.Quarantined, r.now, name.Str+": "+reason
-			}
-			lh.changes = append(lh.changes, healthChange{unit: u, tool: name.Str, from: from, to: health.Quarantined,
-				reason: reason, oldFP: pinned, newFP: fp})
-		}
+		repeats := r.tools.Repeats(i)
+		i++
+		eachName(t, repeats, func(name string) { lh.see(e, r, t, name, repeats, firstSet, known0, dirty, &added) })
 		return true
 	})
 	for i, u := range lh.order {
@@ -324,6 +367,81 @@ func (e *Engine) loadListHealth(r *request) (lh *listHealth, need []string) {
 		lh.write(health.IndexKey, lh.ix.Append(nil))
 	}
 	return lh, nil
+}
+
+// eachName calls fn with the tool's name: with repeats (a tool object that repeats a
+// member, withheld from the list), with every distinct string "name" member it carries,
+// since readers disagree on which is its name.
+func eachName(t gjson.Result, repeats bool, fn func(string)) {
+	if !repeats {
+		if name := t.Get("name"); name.Type == gjson.String {
+			fn(name.Str)
+		}
+		return
+	}
+	var seen []string
+	t.ForEach(func(k, v gjson.Result) bool {
+		if k.Str != "name" || v.Type != gjson.String {
+			return true
+		}
+		for _, s := range seen {
+			if s == v.Str {
+				return true
+			}
+		}
+		seen = append(seen, v.Str)
+		fn(v.Str)
+		return true
+	})
+}
+
+// see applies one listed tool (t, named name) to its unit's record: the index, the pin,
+// and a quarantine for a changed, new or ambiguous (repeats) definition.
+func (lh *listHealth) see(e *Engine, r *request, t gjson.Result, name string, repeats, firstSet bool, known0, dirty map[string]bool, added *bool) {
+	u := e.unitOf(name)
+	rec := lh.units[u]
+	h := &e.cfg.Health
+	known := !known0[u] && lh.ix.Has(u)
+	if lh.ix.Add(u) {
+		*added, dirty[u], known0[u] = true, true, true
+	}
+	// A tool is new when its unit was not known before this list, or, with unit
+	// "server", when its server already has other pins.
+	isNew := !known || (h.ByServer && len(rec.Pins) > 0)
+	if !h.Pin {
+		return
+	}
+	fp := health.Ambiguous // never pinned, never approved: it is withheld from the list
+	if !repeats {
+		fp = health.Fingerprint(t)
+	}
+	pinned := health.Find(rec.Pins, name)
+	pending := health.Find(rec.Pending, name)
+	switch {
+	case pinned == fp && pending == health.Ambiguous:
+		// listed as pinned again after an ambiguous definition: approvable as pinned
+		rec.Pending, dirty[u] = health.Set(rec.Pending, name, fp), true
+	case pinned == fp:
+	case pinned == "" && !repeats && (firstSet || !h.QuarantineNew || !isNew):
+		rec.Pins, dirty[u] = health.Set(rec.Pins, name, fp), true
+	case pending == fp:
+		// already quarantined for this definition
+	default:
+		from := e.modeOf(u, rec)
+		reason := "its definition changed since it was pinned"
+		switch {
+		case repeats:
+			reason = "its definition repeats a member, so readers disagree on it"
+		case pinned == "":
+			reason = "a new tool, not in the first pinned set"
+		}
+		rec.Pending, dirty[u] = health.Set(rec.Pending, name, fp), true
+		if from != health.Quarantined {
+			rec.Mode, rec.Changed, rec.Reason = health.Quarantined, r.now, name+": "+reason
+		}
+		lh.changes = append(lh.changes, healthChange{unit: u, tool: name, from: from, to: health.Quarantined,
+			reason: reason, oldFP: pinned, newFP: fp})
+	}
 }
 
 func (lh *listHealth) write(key string, value []byte) {
@@ -427,6 +545,9 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 			to = health.Active
 		}
 		refused := health.OperatorMove(from, to, op.op == "approve")
+		if refused == "" && op.op == "approve" && health.HasAmbiguous(rec.Pending) {
+			refused = "rule approve-unambiguous-only: the server lists a definition that repeats a member (readers disagree on it); it can be approved once the server lists it with every member once"
+		}
 		w := health.W{B: dst}
 		w.Open("")
 		w.Str("name", u)
@@ -452,7 +573,7 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 		}
 		rec.Mode, rec.Changed, rec.Reason = to, r.now, op.reason
 		if to == health.Active {
-			rec.Failures, rec.RetryAt, rec.ProbeUntil = 0, 0, 0
+			rec.Failures, rec.RetryAt, rec.ProbeUntil, rec.Callers = 0, 0, 0, nil
 		}
 		visible = visible || (from == health.Active) != (to == health.Active)
 		lh.write(health.Key(u), rec.Append(nil))

@@ -24,6 +24,8 @@ type request struct {
 	now        int64  // unix ms, from the host (health)
 	outcome    string // transition: how the call ended (health)
 	probe      bool   // transition: the call was a health probe
+	errorCode  int64  // transition: the JSON-RPC error code of an "error" outcome
+	hasCode    bool   // errorCode was given
 	op         opInput
 	tools      *decorate.Index // decorate_tools: the message, indexed while validated
 }
@@ -119,6 +121,12 @@ func parseIndexing(in []byte, needTool, needMessage bool, tools *decorate.Index)
 				return
 			}
 			r.outcome = v.Str
+		case "errorCode":
+			if v.Type != gjson.Number || v.Num < -(1<<53) || v.Num > 1<<53 || v.Num != float64(int64(v.Num)) { // range first: no conversion out of range
+				bad = "errorCode must be an integer (the JSON-RPC error code)"
+				return
+			}
+			r.errorCode, r.hasCode = int64(v.Num), true
 		case "probe":
 			if v.Type != gjson.True && v.Type != gjson.False {
 				bad = "probe must be a boolean"

@@ -2,7 +2,9 @@ package decorate
 
 // The two-pass tools/list walker as it was before Index (commit 57c8644: validated first,
 // then walked with jsonx.ObjectIter), frozen as FuzzIndexRead's oracle: the one-pass Index
-// must decorate every valid list exactly as it did. Names are prefixed with "o".
+// must decorate every valid list exactly as it did. Names are prefixed with "o". Since issue
+// 25 it also withholds a tool object that names a member twice at its top level or inside
+// annotations or execution (f.repeats), as the index does.
 
 import (
 	"strings"
@@ -138,7 +140,9 @@ func oWalkTools(dst []byte, msg string, arr int, decide func(string, config.Clas
 		f, end := oScanTool(msg, start)
 		keep := true
 		var d Decision
-		if f.named {
+		if f.repeats {
+			keep = false // withheld: neither named nor decided
+		} else if f.named {
 			sp := oSpan{int32(f.nameStart), int32(f.nameEnd)}
 			st.names = append(st.names, sp)
 			d = decide(f.name, f.class)
@@ -150,7 +154,7 @@ func oWalkTools(dst []byte, msg string, arr int, decide func(string, config.Clas
 		if keep {
 			dst = appendGap(dst, msg[prev:start], first)
 			first = false
-			if f.named {
+			if f.named && !f.repeats {
 				dst = appendTool(dst, msg[start:end], f.descStart-start, f.descEnd-start, f.descString, false, f.desc, d)
 			} else {
 				dst = append(dst, msg[start:end]...) // not a tool we can name: untouched
@@ -179,6 +183,7 @@ type oToolFields struct {
 	descString         bool
 	desc               string
 	class              config.Class // from the annotations' readOnlyHint and destructiveHint
+	repeats            bool         // a member named twice: top level, annotations, execution
 }
 
 // scanTool reads the tool at i and returns the offset just past it. Of repeated members
@@ -189,8 +194,12 @@ func oScanTool(msg string, i int) (f oToolFields, end int) {
 	if msg[i] != '{' {
 		return f, jsonx.SkipValue(msg, i)
 	}
+	var seen []string
 	it := jsonx.Object(msg, i)
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		if oRepeated(&seen, key) {
+			f.repeats = true
+		}
 		switch key {
 		case "name":
 			e := jsonx.SkipValue(msg, val)
@@ -212,8 +221,22 @@ func oScanTool(msg string, i int) (f oToolFields, end int) {
 			it.Skip(e)
 		case "annotations":
 			var e int
-			f.class, e = oAnnotationsClass(msg, val)
+			var dup bool
+			f.class, e, dup = oAnnotationsClass(msg, val)
+			f.repeats = f.repeats || dup
 			it.Skip(e)
+		case "execution":
+			if msg[val] != '{' {
+				continue
+			}
+			var inner []string
+			eit := jsonx.Object(msg, val)
+			for k, _, ok := eit.Next(); ok; k, _, ok = eit.Next() {
+				if oRepeated(&inner, k) {
+					f.repeats = true
+				}
+			}
+			it.Skip(eit.End())
 		}
 	}
 	return f, it.End()
@@ -222,9 +245,9 @@ func oScanTool(msg string, i int) (f oToolFields, end int) {
 // annotationsClass reads the class the annotations value at i gives (config.ClassOf of
 // its readOnlyHint and destructiveHint) in one walk, and returns the offset past it.
 // Hints of an object that names a member twice count as absent: readers would disagree.
-func oAnnotationsClass(msg string, i int) (config.Class, int) {
+func oAnnotationsClass(msg string, i int) (config.Class, int, bool) {
 	if msg[i] != '{' {
-		return config.ClassDestructive, jsonx.SkipValue(msg, i)
+		return config.ClassDestructive, jsonx.SkipValue(msg, i), false
 	}
 	readOnly, destructive := int8(-1), int8(-1)
 	repeats := false
@@ -243,9 +266,9 @@ func oAnnotationsClass(msg string, i int) (config.Class, int) {
 	}
 	end := it.End()
 	if repeats {
-		return config.ClassDestructive, end
+		return config.ClassDestructive, end, true
 	}
-	return config.ClassOf(readOnly, destructive), end
+	return config.ClassOf(readOnly, destructive), end, false
 }
 
 // boolHint reads a hint's value at v: 1 true, 0 false, -1 not a boolean.

@@ -42,6 +42,39 @@ func (st *ToolsStats) AppendHidden(dst []byte, msg string) []byte {
 	return st.appendNames(dst, msg, true)
 }
 
+// AppendWithheld appends the names of the withheld tools (Index.Repeats) as a JSON array:
+// the last string "name" member of each, "" when it has none.
+func (st *ToolsStats) AppendWithheld(dst []byte, msg string) []byte {
+	dst = append(dst, '[')
+	n := 0
+	if st.x != nil {
+		for i := range st.x.tools {
+			t := &st.x.tools[i]
+			if t.flags&repeats == 0 {
+				continue
+			}
+			if n > 0 {
+				dst = append(dst, ',')
+			}
+			n++
+			if t.nameStart < 0 {
+				dst = append(dst, `""`...)
+			} else {
+				dst = jsonx.AppendString(dst, t.name(msg))
+			}
+		}
+	}
+	return append(dst, ']')
+}
+
+// Withheld reports how many tools Append withheld.
+func (st *ToolsStats) Withheld() int {
+	if st.x == nil {
+		return 0
+	}
+	return st.x.nRepeats
+}
+
 // Names returns every tool name of the list, in order.
 func (st *ToolsStats) Names(msg string) []string { return st.names(msg, false) }
 
@@ -54,7 +87,7 @@ func (st *ToolsStats) appendNames(dst []byte, msg string, hidden bool) []byte {
 	if st.x != nil {
 		for i := range st.x.tools {
 			t := &st.x.tools[i]
-			if t.nameStart < 0 || (hidden && t.flags&hiddenTool == 0) {
+			if t.nameStart < 0 || t.flags&repeats != 0 || (hidden && t.flags&hiddenTool == 0) {
 				continue
 			}
 			if !first {
@@ -76,7 +109,7 @@ func (st *ToolsStats) names(msg string, hidden bool) []string {
 	if st.x != nil {
 		for i := range st.x.tools {
 			t := &st.x.tools[i]
-			if t.nameStart >= 0 && (!hidden || t.flags&hiddenTool != 0) {
+			if t.nameStart >= 0 && t.flags&repeats == 0 && (!hidden || t.flags&hiddenTool != 0) {
 				out = append(out, t.name(msg))
 			}
 		}
@@ -93,6 +126,18 @@ type Index struct {
 	ambiguous   bool
 	open, close int // offsets of the tools array's '[' and ']'; close <= open: no array
 	tools       []indexed
+	nRepeats    int // tools marked repeats
+}
+
+// Len returns how many elements the tools array has (0 without one).
+func (x *Index) Len() int { return len(x.tools) }
+
+// Repeats reports whether element i of the tools array is a tool object that names a
+// member twice at its top level, or inside its annotations or execution: readers would
+// disagree on what the tool is (the gateway's readers take the first member, clients'
+// JSON decoders the last), so Append withholds it from the list.
+func (x *Index) Repeats(i int) bool {
+	return x != nil && i >= 0 && i < len(x.tools) && x.tools[i].flags&repeats != 0
 }
 
 // MaxIndexed is the largest message Read indexes.
@@ -103,7 +148,7 @@ var ErrTooLarge = errors.New("message too large to index")
 
 // reset empties the index: no array, no tools.
 func (x *Index) reset() {
-	x.ambiguous, x.open, x.close, x.tools = false, 0, 0, x.tools[:0]
+	x.ambiguous, x.open, x.close, x.tools, x.nRepeats = false, 0, 0, x.tools[:0], 0
 }
 
 // indexed is one element of the tools array. Offsets are into the message (MaxIndexed).
@@ -120,6 +165,7 @@ const (
 	descString             // the description is a string
 	plainDesc              // ... without escapes and with only ASCII bytes
 	hiddenTool             // Append dropped the tool
+	repeats                // the tool object names a member twice (withheld)
 )
 
 func (t *indexed) name(msg string) string {
@@ -257,6 +303,9 @@ func (x *Index) readTools(msg string, arr, depth int) (int, error) {
 			return 0, err
 		}
 		t.end = int32(end)
+		if t.flags&repeats != 0 {
+			x.nRepeats++
+		}
 		x.tools = append(x.tools, t)
 		j = jsonx.SkipWS(msg, end)
 		if j < len(msg) && msg[j] == ',' {
@@ -272,18 +321,40 @@ func (x *Index) readTools(msg string, arr, depth int) (int, error) {
 	return jsonx.ValidValue(msg, arr, depth) // reports what is wrong
 }
 
-// readTool indexes the tool object at msg[i] into t and returns the offset past it. Of
-// repeated members the last counts, as in the clients that read the list
-// (encoding/json and the SDKs).
+// readTool indexes the tool object at msg[i] into t and returns the offset past it. A
+// tool that names a member twice (at its top level, or inside annotations or execution)
+// is marked repeats; of its repeated members the last is indexed, as clients read it.
 func readTool(msg string, i, depth int, t *indexed) (int, error) {
+	// A repeat is found by a 64-bit filter on each member's length and first byte: a
+	// tool's members rarely share both, so most tools cost a shift and two ands per member
+	// (this runs for every member of every tool, on the hot path). The first hit makes the
+	// walk exact: the members before it are read again (validated already) into a set,
+	// and every later member is checked against it.
+	var filter uint64
+	var exact *jsonx.Keys
+	members := 0
 	it := jsonx.CheckObject(msg, i, depth)
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
 		if it.Escaped() {
 			key = it.Key()
 		}
+		if exact == nil {
+			bit := uint64(1) << (uint(len(key)) & 63)
+			if len(key) > 0 {
+				bit = uint64(1) << ((uint(len(key)) + 7*uint(key[0])) & 63)
+			}
+			if filter&bit != 0 {
+				exact = seenMembers(msg, i, members)
+			}
+			filter |= bit
+		}
+		if exact != nil && exact.Repeats(key) {
+			t.flags |= repeats
+		}
+		members++
 		// The length and first byte first: in the guest each string comparison is a call,
 		// and most members (title, inputSchema, ...) are none of these.
-		if len(key) != 4 && len(key) != 11 || key[0] != 'n' && key[0] != 'd' && key[0] != 'a' {
+		if len(key) != 4 && len(key) != 11 && len(key) != 9 || key[0] != 'n' && key[0] != 'd' && key[0] != 'a' && key[0] != 'e' {
 			continue
 		}
 		switch key {
@@ -323,15 +394,59 @@ func readTool(msg string, i, depth int, t *indexed) (int, error) {
 			t.descStart, t.descEnd = int32(val), int32(end)
 			it.Done(end)
 		case "annotations":
-			class, end, err := annotationsClass(msg, val, it.Depth())
+			class, end, dup, err := annotationsClass(msg, val, it.Depth())
 			if err != nil {
 				return 0, err
 			}
 			t.class = class
+			if dup {
+				t.flags |= repeats
+			}
+			it.Done(end)
+		case "execution":
+			if msg[val] != '{' {
+				continue // validated by the walk
+			}
+			end, dup, err := repeatsIn(msg, val, it.Depth())
+			if err != nil {
+				return 0, err
+			}
+			if dup {
+				t.flags |= repeats
+			}
 			it.Done(end)
 		}
 	}
 	return it.End()
+}
+
+// seenMembers returns the set of the names of the first n members of the object at
+// msg[i], which were validated already.
+func seenMembers(msg string, i, n int) *jsonx.Keys {
+	keys := &jsonx.Keys{}
+	it := jsonx.Object(msg, i)
+	for key, _, ok := it.Next(); ok && n > 0; key, _, ok = it.Next() {
+		keys.Repeats(key)
+		n--
+	}
+	return keys
+}
+
+// repeatsIn validates the object at msg[i] and reports whether it names a member twice at
+// its top level.
+func repeatsIn(msg string, i, depth int) (end int, dup bool, err error) {
+	var keys jsonx.Keys
+	it := jsonx.CheckObject(msg, i, depth)
+	for key, _, ok := it.Next(); ok; key, _, ok = it.Next() {
+		if it.Escaped() {
+			key = it.Key()
+		}
+		if !dup && keys.Repeats(key) {
+			dup = true
+		}
+	}
+	end, err = it.End()
+	return end, dup, err
 }
 
 // errString reports a string literal that is not valid: the caller re-validates for the
@@ -339,12 +454,13 @@ func readTool(msg string, i, depth int, t *indexed) (int, error) {
 var errString = errors.New("invalid string literal")
 
 // annotationsClass reads the class the annotations value at i gives (config.ClassOf of
-// its readOnlyHint and destructiveHint) in one walk, and returns the offset past it.
-// Hints of an object that names a member twice count as absent: readers would disagree.
-func annotationsClass(msg string, i, depth int) (config.Class, int, error) {
+// its readOnlyHint and destructiveHint) in one walk, and returns the offset past it and
+// whether the object names a member twice (its hints then count as absent: readers would
+// disagree, and the tool is withheld).
+func annotationsClass(msg string, i, depth int) (config.Class, int, bool, error) {
 	if msg[i] != '{' {
 		end, err := jsonx.ValidValue(msg, i, depth)
-		return config.ClassDestructive, end, err
+		return config.ClassDestructive, end, false, err
 	}
 	readOnly, destructive := int8(-1), int8(-1)
 	repeats := false
@@ -366,9 +482,9 @@ func annotationsClass(msg string, i, depth int) (config.Class, int, error) {
 	}
 	end, err := it.End()
 	if err != nil || repeats {
-		return config.ClassDestructive, end, err
+		return config.ClassDestructive, end, repeats, err
 	}
-	return config.ClassOf(readOnly, destructive), end, nil
+	return config.ClassOf(readOnly, destructive), end, false, nil
 }
 
 // boolHint reads a hint's value at v: 1 true, 0 false, -1 not a boolean. The first byte
@@ -401,6 +517,10 @@ func (x *Index) Append(dst []byte, msg string, decide func(name string, class co
 	for i := range x.tools {
 		t := &x.tools[i]
 		t.flags &^= hiddenTool
+		if t.flags&repeats != 0 {
+			prev = int(t.end) // withheld: no reader may half-read it
+			continue
+		}
 		var d Decision
 		if t.nameStart >= 0 {
 			if d = decide(t.name(msg), t.class); d.Drop {

@@ -765,9 +765,63 @@ func FuzzTools(f *testing.F) {
 	})
 }
 
+// TestTools_repeatedMemberIsWithheld: a tool object that names a member twice at its top
+// level, or inside annotations or execution, is withheld from the list (never decided,
+// not in the names), because the gateway's readers take the first member and clients'
+// JSON decoders the last; the other tools are decorated as usual. A member repeated deeper
+// (inside a schema) is covered by the fingerprint, which reads every member.
+func TestTools_repeatedMemberIsWithheld(t *testing.T) {
+	tests := []struct {
+		name, tool string
+		withheld   bool
+	}{
+		{"description twice", `{"name":"a","description":"approved","description":"evil"}`, true},
+		{"name twice", `{"name":"a","name":"b"}`, true},
+		{"name spelled with an escape", `{"name":"a","n\u0061me":"b"}`, true},
+		{"annotations twice", `{"name":"a","annotations":{},"annotations":{"readOnlyHint":true}}`, true},
+		{"readOnlyHint twice", `{"name":"a","annotations":{"readOnlyHint":false,"readOnlyHint":true}}`, true},
+		{"taskSupport twice", `{"name":"a","execution":{"taskSupport":"forbidden","taskSupport":"required"}}`, true},
+		{"inputSchema twice", `{"name":"a","inputSchema":{},"inputSchema":{"type":"object"}}`, true},
+		{"no name, repeated", `{"title":"x","title":"y"}`, true},
+		{"repeat inside a schema", `{"name":"a","inputSchema":{"type":"object","type":"string"}}`, false},
+		{"repeat inside _meta", `{"name":"a","_meta":{"k":1,"k":2}}`, false},
+		{"execution not an object", `{"name":"a","execution":7}`, false},
+		{"a member past the eighth repeats the first", `{"name":"a","m1":1,"m2":2,"m3":3,"m4":4,"m5":5,"m6":6,"m7":7,"m8":8,"name":"b"}`, true},
+		{"two members past the eighth repeat", `{"name":"a","m1":1,"m2":2,"m3":3,"m4":4,"m5":5,"m6":6,"m7":7,"m8":8,"m9":9,"m9":9}`, true},
+		{"many members, once each", `{"name":"a","m1":1,"m2":2,"m3":3,"m4":4,"m5":5,"m6":6,"m7":7,"m8":8,"m9":9,"m10":10,"":0}`, false},
+		{"empty member name twice", `{"name":"a","":1,"":2}`, true},
+		{"every member once", `{"name":"a","description":"d","annotations":{"readOnlyHint":true},"execution":{"taskSupport":"optional"}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := wrapTools(tt.tool + `,{"name":"z","description":"kept"}`)
+			var asked []string
+			out, st, ok := Tools(nil, msg, func(n string, _ config.Class) Decision {
+				asked = append(asked, n)
+				return Decision{Cache: config.CacheNoStore}
+			})
+			if !ok {
+				t.Fatalf("not decorated: %s", out)
+			}
+			if !strings.Contains(string(out), `"kept [Cache-Control: no-store]"`) {
+				t.Errorf("the other tool was not decorated: %s", out)
+			}
+			gone := !strings.Contains(string(out), tt.tool)
+			if tt.withheld {
+				if !gone || st.Withheld() != 1 || len(asked) != 1 || len(st.Names(msg)) != 1 {
+					t.Errorf("not withheld: out %s, withheld %d, asked %q, names %q", out, st.Withheld(), asked, st.Names(msg))
+				}
+			} else if st.Withheld() != 0 || len(asked) != 2 || len(st.Names(msg)) != 2 {
+				t.Errorf("withheld: out %s, withheld %d, asked %q", out, st.Withheld(), asked)
+			}
+		})
+	}
+}
+
 // TestTools_class: decide gets each tool's class from its annotations, with the MCP
 // defaults for absent hints (readOnlyHint false, destructiveHint true); a hint that is not
-// a boolean, or named twice in one annotations object, reads as absent.
+// a boolean reads as absent; a tool that names a hint or its annotations twice is withheld
+// and never decided (ClassUnknown here).
 func TestTools_class(t *testing.T) {
 	tests := []struct {
 		name, tool string
@@ -781,8 +835,8 @@ func TestTools_class(t *testing.T) {
 		{"empty annotations", `{"name":"a","annotations":{}}`, config.ClassDestructive},
 		{"annotations not an object", `{"name":"a","annotations":"readOnly"}`, config.ClassDestructive},
 		{"string hint", `{"name":"a","annotations":{"readOnlyHint":"true"}}`, config.ClassDestructive},
-		{"repeated hint", `{"name":"a","annotations":{"readOnlyHint":true,"readOnlyHint":true}}`, config.ClassDestructive},
-		{"last annotations member counts", `{"name":"a","annotations":{"readOnlyHint":false},"annotations":{"readOnlyHint":true}}`, config.ClassRead},
+		{"repeated hint is withheld", `{"name":"a","annotations":{"readOnlyHint":true,"readOnlyHint":true}}`, config.ClassUnknown},
+		{"repeated annotations are withheld", `{"name":"a","annotations":{"readOnlyHint":false},"annotations":{"readOnlyHint":true}}`, config.ClassUnknown},
 		{"nested hint is not the tool's", `{"name":"a","annotations":{"x":{"readOnlyHint":true}}}`, config.ClassDestructive},
 	}
 	for _, tt := range tests {
@@ -810,6 +864,9 @@ func FuzzIndexRead(f *testing.F) {
 		`{"result":{"tools":[{"name":"a"},]}}`, `{"result":{"tools":[{"name":"\u00e9\"","description":"\ud800"}]}}`,
 		`{"result":{"tools":[{"name":1,"annotations":{"readOnlyHint":tru}}]}}`,
 		`{"result":{"tools":[[[[[]]]]]}}`, `{"result":{"tools":[]},"result":1}`, `{"a":1} x`, ` {}`,
+		`{"result":{"tools":[{"name":"a","description":"ok","description":"evil"},{"name":"b"}]}}`,
+		`{"result":{"tools":[{"name":"a","name":"b"},{"name":"c","annotations":{"readOnlyHint":true,"readOnlyHint":false}}]}}`,
+		`{"result":{"tools":[{"name":"a","execution":{"taskSupport":"forbidden","task\u0053upport":"required"}},{"name":"b","execution":7}]}}`,
 	} {
 		f.Add([]byte(s), uint8(6))
 	}

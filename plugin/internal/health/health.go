@@ -65,8 +65,9 @@ type Record struct {
 	Changed    int64 // unix ms of the last mode change
 	Reason     string
 	LastError  string
-	Pins       []Pin // pinned definitions, by tool name
-	Pending    []Pin // definitions seen but not approved
+	Pins       []Pin    // pinned definitions, by tool name
+	Pending    []Pin    // definitions seen but not approved
+	Callers    []string // callers whose isError results the run of failures counted (countIsError)
 	Seq        int64
 }
 
@@ -116,6 +117,12 @@ func Read(r gjson.Result) (rec Record, ok bool) {
 	rec.LastError = r.Get("lastError").Str
 	rec.Pins = readPins(r.Get("pins"))
 	rec.Pending = readPins(r.Get("pending"))
+	r.Get("callers").ForEach(func(_, v gjson.Result) bool {
+		if v.Type == gjson.String {
+			rec.Callers = append(rec.Callers, v.Str)
+		}
+		return len(rec.Callers) < 256 // a damaged record cannot grow it without bound
+	})
 	rec.Seq = clamp(r.Get("seq").Int(), 0, 1<<53)
 	return rec, true
 }
@@ -148,6 +155,9 @@ func (rec *Record) Append(dst []byte) []byte {
 	w.Str("lastError", rec.LastError)
 	w.Raw("pins", AppendPins(nil, rec.Pins))
 	w.Raw("pending", AppendPins(nil, rec.Pending))
+	if len(rec.Callers) > 0 {
+		w.Raw("callers", appendStrings(nil, rec.Callers))
+	}
 	seq := rec.Seq + 1
 	if seq <= 0 || seq > 1<<53 {
 		seq = 1
@@ -155,6 +165,17 @@ func (rec *Record) Append(dst []byte) []byte {
 	w.Int("seq", seq)
 	w.Close()
 	return w.B
+}
+
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonx.AppendString(dst, s)
+	}
+	return append(dst, ']')
 }
 
 // AppendPins appends pins as a JSON object tool: fingerprint.
@@ -267,6 +288,22 @@ func (ix *Index) Append(dst []byte) []byte {
 	}
 	dst = append(dst, `],"seq":`...)
 	return append(strconv.AppendInt(dst, ix.Seq+1, 10), '}')
+}
+
+// Ambiguous is the fingerprint of a definition that repeats a member (readers disagree on
+// what it is): SHA-256 of "stategate: a definition that repeats a member", which no
+// canonical definition hashes to. A unit pending it cannot be approved, and it is never
+// pinned.
+const Ambiguous = "c0f39b40b4daae4d100292aeb933364e8abf2e795a515dc8e0a33fae687a78ae"
+
+// HasAmbiguous reports whether pins hold Ambiguous.
+func HasAmbiguous(pins []Pin) bool {
+	for _, p := range pins {
+		if p.Fingerprint == Ambiguous {
+			return true
+		}
+	}
+	return false
 }
 
 // fingerprinted are the members of a tool definition a fingerprint covers, sorted.
