@@ -9,7 +9,7 @@ TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
 # (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, host/dockermcp)
-.PHONY: build build.go build.debug build.cli tinygo docker-mcp test check.embedded browser bench fuzz fuzz.long check run clean node
+.PHONY: build build.go build.debug build.cli tinygo docker-mcp test check.embedded browser oci bench fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -86,7 +86,7 @@ browser:
 # gofmt, vet and go.mod tidiness, then every test on the built artifacts (a missing artifact
 # fails instead of skipping), then
 # a short run of every fuzz target.
-test: check build check.embedded build.go build.envoy node node.extism-node docker-mcp browser
+test: check build check.embedded build.go build.envoy oci node node.extism-node docker-mcp browser
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 
@@ -119,6 +119,18 @@ run: build build.cli
 build.cli:
 	@mkdir -p $(BUILD)
 	$(GO) build -buildvcs=auto -o $(BUILD)/stategate ./host/cmd/stategate
+
+# OCI image layouts under build/oci (go-containerregistry, no Docker daemon): envoy-filter (the
+# Envoy filter as a Wasm image, oci variant), envoy-filter-compat (the same as an ordinary
+# image holding plugin.wasm) and gateway (the static stategate binary, non-root). Push one
+# with `crane push build/oci/gateway REGISTRY/stategate:TAG`.
+OCI_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+OCI_ARCH ?= $(shell $(GO) env GOARCH)
+
+oci: build.envoy build
+	@mkdir -p $(BUILD)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(OCI_ARCH) $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o $(BUILD)/stategate-static ./host/cmd/stategate
+	$(GO) run ./internal/ocibuild/writeoci -filter $(ENVOY_WASM) -gateway $(BUILD)/stategate-static -arch $(OCI_ARCH) -version $(OCI_VERSION) -out $(BUILD)/oci
 
 clean:
 	rm -rf $(BUILD)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -190,8 +191,8 @@ func TestEnvoyGatewayExtensionPolicy(t *testing.T) {
 	want(t, doc, "HTTPRoute", "spec", "targetRefs", 0, "kind")
 	want(t, doc, "gateway.networking.k8s.io", "spec", "targetRefs", 0, "group")
 	want(t, doc, "Image", "spec", "wasm", 0, "code", "type")
-	if u, _ := at(t, doc, "spec", "wasm", 0, "code", "image", "url").(string); u == "" {
-		t.Error("spec.wasm[0].code.image.url is empty")
+	if u, _ := at(t, doc, "spec", "wasm", 0, "code", "image", "url").(string); !strings.Contains(u, "/envoy-filter:") {
+		t.Errorf("spec.wasm[0].code.image.url = %q; want the envoy-filter image `make oci` writes", u)
 	}
 	want(t, doc, false, "spec", "wasm", 0, "failOpen")
 	checkStategateConfig(t, configOf(t, at(t, doc, "spec", "wasm", 0, "config")))
@@ -204,8 +205,8 @@ func TestIstioWasmPlugin(t *testing.T) {
 	want(t, doc, "WasmPlugin", "kind")
 	want(t, doc, "HTTP", "spec", "type")
 	want(t, doc, "FAIL_CLOSE", "spec", "failStrategy")
-	if u, _ := at(t, doc, "spec", "url").(string); len(u) < 7 || u[:6] != "oci://" {
-		t.Errorf("spec.url = %q; want an oci:// image", u)
+	if u, _ := at(t, doc, "spec", "url").(string); !strings.HasPrefix(u, "oci://") || !strings.Contains(u, "/envoy-filter:") {
+		t.Errorf("spec.url = %q; want the oci:// envoy-filter image `make oci` writes", u)
 	}
 	if at(t, doc, "spec", "selector", "matchLabels") == nil {
 		t.Error("spec.selector.matchLabels is empty: the plugin would apply to every workload")
