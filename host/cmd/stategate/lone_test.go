@@ -69,6 +69,32 @@ func TestLoneBinary(t *testing.T) {
 	if out := lone("", "graph", "config.json"); !strings.Contains(out, "stateDiagram") {
 		t.Fatalf("graph: %s", out)
 	}
+	tools, err := os.ReadFile("../../../examples/config/tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tools.json"), tools, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := lone("", "explain", "--config", "config.json", "--tools", "tools.json"); !strings.Contains(out, "checkout in payment fires PAY") {
+		t.Fatalf("explain: %s", out)
+	}
+	// intercept (Docker's MCP gateway's hooks) starts on the embedded module and its store.
+	ic := exec.Command(bin, "intercept", "--config", "config.json", "--listen", "127.0.0.1:0", "--store", "memory")
+	ic.Dir, ic.Env = dir, []string{"HOME=" + home}
+	icOut, err := ic.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ic.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(icOut).ReadString('\n')
+	ic.Process.Signal(os.Interrupt)
+	ic.Wait()
+	if !strings.HasPrefix(line, "stategate: intercepting on http://127.0.0.1:") {
+		t.Fatalf("intercept: %q", line)
+	}
 	// A --plugin that names no file says what the flag is for.
 	cmd := exec.Command(bin, "call", "check_limits", "--config", "config.json", "--plugin", "nope.wasm")
 	cmd.Dir, cmd.Env, cmd.Stdin = dir, []string{"HOME=" + home}, strings.NewReader(`{}`)
