@@ -2,6 +2,7 @@ package testharness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -195,4 +196,34 @@ func TestField_tasks(t *testing.T) {
 	gw := fieldServe(ctx, t, bin, string(config), fieldEverything(ctx, t, "streamableHttp"))
 	out := fieldNode(ctx, t, "tasks.mjs", "GATEWAY_URL="+gw.URL)
 	t.Logf("%s", out)
+}
+
+// TestField_stdio: a desktop client's mcpServers entry. The official TypeScript client's
+// StdioClientTransport launches `stategate stdio --config memory.json -- node
+// .../server-memory` (the official stdio server); field/stdio.mjs checks hints, a refusal,
+// the workflow advancing, list_changed on stdout, and that the child got the client's
+// environment and working directory. stategate must exit when the client closes stdin,
+// leaving no child behind.
+func TestField_stdio(t *testing.T) {
+	bin := fieldRequire(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	plugin, err := filepath.Abs(confPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := filepath.Abs(filepath.Join(fieldDir, "memory.json"))
+	server, _ := filepath.Abs(filepath.Join(fieldDir, "node_modules", "@modelcontextprotocol", "server-memory", "dist"))
+	work := t.TempDir()
+	// The command names the server relative to the client's working directory: it starts
+	// only if that directory reached the child.
+	if err := os.Symlink(server, filepath.Join(work, "server-memory")); err != nil {
+		t.Fatal(err)
+	}
+	args, _ := json.Marshal([]string{"stdio", "--config", cfg, "--plugin", plugin, "--", "node", "server-memory/index.js"})
+	out := fieldNode(ctx, t, "stdio.mjs", "STATEGATE_BIN="+bin, "STATEGATE_ARGS="+string(args), "WORK_DIR="+work)
+	t.Logf("%s", out)
+	if strings.Contains(out, `"jsonrpc"`) {
+		t.Errorf("protocol bytes reached stderr:\n%s", out)
+	}
 }

@@ -87,10 +87,11 @@ func (ss *session) ended(readErr error) {
 	if mine {
 		delete(s.m, ss.id)
 	}
+	ended := s.opts.Ended
 	s.mu.Unlock()
 	s.opts.Logger.Warn("upstream session ended", "kind", s.opts.Kind, "err", err)
-	if mine && s.opts.Ended != nil {
-		s.opts.Ended(ss.id, err)
+	if mine && ended != nil {
+		ended(ss.id, err)
 	}
 }
 

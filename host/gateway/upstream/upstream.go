@@ -104,6 +104,13 @@ func (e notSent) Unwrap() error { return e.err }
 // NotSent reports that the request never reached the server.
 func (notSent) NotSent() bool { return true }
 
+// SetEnded sets Options.Ended (before the first request).
+func (s *Sessions) SetEnded(f func(session string, err error)) {
+	s.mu.Lock()
+	s.opts.Ended = f
+	s.mu.Unlock()
+}
+
 // Live returns how many sessions have a connection now.
 func (s *Sessions) Live() int {
 	s.mu.Lock()
