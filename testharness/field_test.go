@@ -89,7 +89,7 @@ func fieldEverything(ctx context.Context, t *testing.T, mode string) string {
 		"node_modules/@modelcontextprotocol/server-everything/dist/index.js", mode)
 	cmd.Dir = fieldDir
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
-	startWatched(t, cmd, regexp.MustCompile(`(?i)listening on port (\d+)`), false)
+	startWatched(t, cmd, regexp.MustCompile(`(?i)(?:listening on|running on) port (\d+)`), false)
 	path := "/mcp"
 	if mode == "sse" {
 		path = "/sse"
@@ -225,5 +225,41 @@ func TestField_stdio(t *testing.T) {
 	t.Logf("%s", out)
 	if strings.Contains(out, `"jsonrpc"`) {
 		t.Errorf("protocol bytes reached stderr:\n%s", out)
+	}
+}
+
+// TestField_legacySSE: server-everything in its 2024-11-05 HTTP+SSE mode behind
+// `stategate serve --upstream .../sse` (detected by the path); the official client speaks
+// Streamable HTTP to the gateway (field/workflow.mjs): hints, a refused call answered, an
+// allowed one reaching the server, the workflow advancing, a second client on its own
+// upstream SSE session.
+func TestField_legacySSE(t *testing.T) {
+	bin := fieldRequire(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	config, err := os.ReadFile(filepath.Join(fieldDir, "everything-workflow.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := confFreePort(t)
+	cmd := exec.CommandContext(ctx, "node", "--require", "./loopback.cjs",
+		"node_modules/@modelcontextprotocol/server-everything/dist/index.js", "sse")
+	cmd.Dir = fieldDir
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
+	_, up := startWatched(t, cmd, regexp.MustCompile(`(?i)running on port (\d+)`), false)
+	gw := fieldServe(ctx, t, bin, string(config), fmt.Sprintf("http://127.0.0.1:%d/sse", port))
+	out := fieldNode(ctx, t, "workflow.mjs", "GATEWAY_URL="+gw.URL)
+	t.Logf("%s", out)
+	if !strings.Contains(gw.Log(), "(HTTP+SSE)") {
+		t.Errorf("the gateway did not take the upstream for HTTP+SSE:\n%s", gw.Log())
+	}
+	// Each client session opened its own upstream SSE session, and DELETE closed it (the
+	// third: the gateway's tools probe at start-up, closed once it listed).
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && strings.Count(up.log(), "Client Disconnected") < 3 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c, d := strings.Count(up.log(), "Client Connected"), strings.Count(up.log(), "Client Disconnected"); c != 3 || d != 3 {
+		t.Errorf("upstream SSE sessions: %d connected, %d disconnected; want 3 and 3 (the probe, one per client session, each closed)\n%s", c, d, up.log())
 	}
 }
