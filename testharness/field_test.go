@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,6 +112,7 @@ func fieldStateless(ctx context.Context, t *testing.T) string {
 type fieldGateway struct {
 	URL string // the MCP endpoint (/mcp)
 	out *lineWatcher
+	cmd *exec.Cmd
 }
 
 // Log is everything the gateway wrote so far (stdout and its slog lines on stderr).
@@ -132,12 +135,16 @@ func fieldServe(ctx context.Context, t *testing.T, bin, config, upstream string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := append([]string{"serve", "--config", cfg, "--upstream", upstream, "--listen", "127.0.0.1:0",
-		"--plugin", plugin, "--store", "bolt:" + filepath.Join(dir, "stategate.db")}, args...)
+	argv := []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0",
+		"--plugin", plugin, "--store", "bolt:" + filepath.Join(dir, "stategate.db")}
+	if upstream != "" { // else args name a command after --
+		argv = append(argv, "--upstream", upstream)
+	}
+	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, bin, argv...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+dir) // its admin record and token stay in the test's directory
 	addr, w := startWatched(t, cmd, regexp.MustCompile(`^stategate: serving http://(\S+) ->`), true)
-	return &fieldGateway{URL: "http://" + addr + "/mcp", out: w}
+	return &fieldGateway{URL: "http://" + addr + "/mcp", out: w, cmd: cmd}
 }
 
 // fieldNode runs `node script` in field/ with env added (NAME=value) and returns its
@@ -263,3 +270,83 @@ func TestField_legacySSE(t *testing.T) {
 		t.Errorf("upstream SSE sessions: %d connected, %d disconnected; want 3 and 3 (the probe, one per client session, each closed)\n%s", c, d, up.log())
 	}
 }
+
+// TestField_serveCommand: `stategate serve -- node .../server-everything stdio` serves a
+// stdio server over Streamable HTTP, a child per client session (field/workflow.mjs: hints,
+// a refusal, the workflow advancing, a second client's session fresh); no child runs
+// before a client, each ends with its session (DELETE), and those left end at shutdown.
+func TestField_serveCommand(t *testing.T) {
+	bin := fieldRequire(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	config, err := os.ReadFile(filepath.Join(fieldDir, "everything-workflow.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, _ := filepath.Abs(filepath.Join(fieldDir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	gw := fieldServe(ctx, t, bin, string(config), "", "--max-sessions", "4", "--", "node", server, "stdio")
+	children := func(want int) {
+		t.Helper()
+		var got int
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got = childrenOf(gw.cmd.Process.Pid); got == want {
+				return
+			}
+		}
+		t.Fatalf("the gateway has %d children, want %d\n%s", got, want, gw.Log())
+	}
+	children(0)
+	out := fieldNode(ctx, t, "workflow.mjs", "GATEWAY_URL="+gw.URL)
+	t.Logf("%s", out)
+	children(0) // both sessions ended with DELETE
+	// A session left open ends with the gateway.
+	req, _ := http.NewRequest(http.MethodPost, gw.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"left-open","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize: %s, session %q", resp.Status, resp.Header.Get("Mcp-Session-Id"))
+	}
+	children(1)
+	kids := childPids(gw.cmd.Process.Pid)
+	gw.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- gw.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the gateway did not exit on SIGTERM\n%s", gw.Log())
+	}
+	for _, pid := range kids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("child %d still runs after the gateway exited", pid)
+		}
+	}
+}
+
+// childPids lists the processes whose parent is pid (Linux /proc).
+func childPids(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func childrenOf(pid int) int { return len(childPids(pid)) }
