@@ -458,7 +458,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --log-format %q: want text or json", a.logFormat)}
 	}
 	logger := newLogger(a.logFormat, stderr)
-	upstream, err := resolveUpstream("serve", *up, *upTransport, fs.Args(), *maxSessions, logger)
+	upstream, err := resolveUpstream(*up, *upTransport, fs.Args(), *maxSessions, logger)
 	if err != nil {
 		return &exitError{code: 2, msg: "stategate serve: " + err.Error()}
 	}

@@ -55,7 +55,7 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	logger := newLogger(a.logFormat, stderr)
 	// One client: its session, and one spare for a client that initializes again (the
 	// bridge ends the first) or for 2026-07-28 requests, which have no session.
-	upstream, err := resolveUpstream("stdio", *up, *upTransport, fs.Args(), 2, logger)
+	upstream, err := resolveUpstream(*up, *upTransport, fs.Args(), 2, logger)
 	if err != nil {
 		return &exitError{code: 2, msg: "stategate stdio: " + err.Error()}
 	}

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +48,11 @@ func stdioServer() int {
 // stdioRun runs `stategate stdio` in this process with this binary as its child; it
 // returns the client's ends of stdin and stdout, and the exit status when run returns.
 func stdioRun(t *testing.T, cfg string, env ...string) (stdin io.WriteCloser, lines <-chan string, code <-chan int, stderr *syncBuffer) {
+	return stdioRunWith(t, cfg, nil, env...)
+}
+
+// stdioRunWith is stdioRun with more flags for stdio.
+func stdioRunWith(t *testing.T, cfg string, flags []string, env ...string) (stdin io.WriteCloser, lines <-chan string, code <-chan int, stderr *syncBuffer) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "stategate.json")
@@ -65,7 +72,8 @@ func stdioRun(t *testing.T, cfg string, env ...string) (stdin io.WriteCloser, li
 	stderr = &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		c := run([]string{"stdio", "--config", path, "--plugin", plugin, "--", self}, inR, outW, stderr)
+		argv := append(append([]string{"stdio", "--config", path, "--plugin", plugin}, flags...), "--", self)
+		c := run(argv, inR, outW, stderr)
 		outW.Close()
 		done <- c
 	}()
@@ -194,5 +202,39 @@ func TestStdio_childDies(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("stategate stdio did not exit after its child died\n%s", stderr)
+	}
+}
+
+// TestStdio_admin: with --admin, the stdio gateway has the operations surface: metrics
+// count the session's calls and refusals as serve's do.
+func TestStdio_admin(t *testing.T) {
+	stdin, lines, code, stderr := stdioRunWith(t, stdioConfig, []string{"--admin", "127.0.0.1:0"})
+	send(t, stdin, stdioInit)
+	nextAnswer(t, lines, 1)
+	send(t, stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(t, stdin, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`) // metrics name listed tools
+	nextAnswer(t, lines, 9)
+	send(t, stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"crash","arguments":{"message":"x"}}}`)
+	nextAnswer(t, lines, 2)
+	send(t, stdin, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}`)
+	nextAnswer(t, lines, 3)
+	m := regexp.MustCompile(`stategate: admin (http://\S+) `).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no admin listener announced on stderr:\n%s", stderr)
+	}
+	resp, err := http.Get(m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`stategate_tool_calls_total{`, `tool="echo"`, `tool="crash"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+	stdin.Close()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d\n%s", c, stderr)
 	}
 }

@@ -51,7 +51,7 @@ var stdioPlaceholder = &url.URL{Scheme: "http", Host: "stdio.invalid", Path: "/m
 // resolveUpstream reads --upstream, --upstream-transport and a command after "--".
 // transport is auto, streamable or sse; auto takes a URL whose path ends in /sse for the
 // legacy transport (server-everything's, and most hosted legacy servers').
-func resolveUpstream(cmd, raw, transport string, command []string, maxSessions int, logger *slog.Logger) (upstreamSpec, error) {
+func resolveUpstream(raw, transport string, command []string, maxSessions int, logger *slog.Logger) (upstreamSpec, error) {
 	switch transport {
 	case "", "auto", "streamable", "sse":
 	default:
