@@ -426,6 +426,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	up := fs.String("upstream", "", "URL of the MCP server to front (e.g. http://127.0.0.1:3001/mcp); or give a stdio server's command after --")
 	upTransport := fs.String("upstream-transport", "auto", "the upstream URL's transport: streamable (Streamable HTTP), sse (the 2024-11-05 HTTP+SSE transport) or auto (sse when the path ends in /sse)")
 	maxSessions := fs.Int("max-sessions", 16, "a stdio command or HTTP+SSE upstream: at most this many sessions at once (each a child process or an upstream SSE stream); one more initialize is answered 503")
+	idle := fs.Duration("session-idle", 30*time.Minute, "a stdio command or HTTP+SSE upstream: a session with no request, call or GET stream for this long ends, and its child or upstream stream with it (0: never)")
 	var o serveOptions
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&o.name, "name", "", "this gateway's name: its default store file and admin record in the state directory are NAME.db and NAME.admin.json (default: from --listen, e.g. 127.0.0.1-8080)")
@@ -458,7 +459,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --log-format %q: want text or json", a.logFormat)}
 	}
 	logger := newLogger(a.logFormat, stderr)
-	upstream, err := resolveUpstream(*up, *upTransport, fs.Args(), *maxSessions, logger)
+	if *idle == 0 {
+		*idle = -1 // upstream.Options: never
+	}
+	upstream, err := resolveUpstream(*up, *upTransport, fs.Args(), *maxSessions, *idle, logger)
 	if err != nil {
 		return &exitError{code: 2, msg: "stategate serve: " + err.Error()}
 	}

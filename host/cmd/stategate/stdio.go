@@ -54,8 +54,9 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	logger := newLogger(a.logFormat, stderr)
 	// One client: its session, and one spare for a client that initializes again (the
-	// bridge ends the first) or for 2026-07-28 requests, which have no session.
-	upstream, err := resolveUpstream(*up, *upTransport, fs.Args(), 2, logger)
+	// bridge ends the first) or for 2026-07-28 requests, which have no session. The client
+	// may stay quiet for hours: its session never ends for idling (-1).
+	upstream, err := resolveUpstream(*up, *upTransport, fs.Args(), 2, -1, logger)
 	if err != nil {
 		return &exitError{code: 2, msg: "stategate stdio: " + err.Error()}
 	}

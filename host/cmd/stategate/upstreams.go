@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/host/gateway/upstream"
@@ -51,7 +52,7 @@ var stdioPlaceholder = &url.URL{Scheme: "http", Host: "stdio.invalid", Path: "/m
 // resolveUpstream reads --upstream, --upstream-transport and a command after "--".
 // transport is auto, streamable or sse; auto takes a URL whose path ends in /sse for the
 // legacy transport (server-everything's, and most hosted legacy servers').
-func resolveUpstream(raw, transport string, command []string, maxSessions int, logger *slog.Logger) (upstreamSpec, error) {
+func resolveUpstream(raw, transport string, command []string, maxSessions int, idle time.Duration, logger *slog.Logger) (upstreamSpec, error) {
 	switch transport {
 	case "", "auto", "streamable", "sse":
 	default:
@@ -65,7 +66,7 @@ func resolveUpstream(raw, transport string, command []string, maxSessions int, l
 		if err != nil {
 			return upstreamSpec{}, fmt.Errorf("command %q: %w", command[0], err)
 		}
-		s := upstream.New(upstream.Options{Kind: "stdio", MaxSessions: maxSessions, Logger: logger,
+		s := upstream.New(upstream.Options{Kind: "stdio", MaxSessions: maxSessions, IdleTimeout: idle, Logger: logger,
 			Dial: upstream.Command{Path: path, Args: command[1:]}.Dial})
 		return upstreamSpec{url: stdioPlaceholder, kind: "stdio", command: command, transport: s, sessions: s}, nil
 	}
@@ -77,7 +78,7 @@ func resolveUpstream(raw, transport string, command []string, maxSessions int, l
 		return upstreamSpec{}, fmt.Errorf("--upstream %q is not an http(s) URL", raw)
 	}
 	if transport == "sse" || ((transport == "" || transport == "auto") && strings.HasSuffix(u.Path, "/sse")) {
-		s := upstream.New(upstream.Options{Kind: "sse", MaxSessions: maxSessions, Logger: logger,
+		s := upstream.New(upstream.Options{Kind: "sse", MaxSessions: maxSessions, IdleTimeout: idle, Logger: logger,
 			Dial: upstream.LegacySSE{Endpoint: u.String()}.Dial})
 		return upstreamSpec{url: u, kind: "sse", transport: s, sessions: s}, nil
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,6 +33,24 @@ type session struct {
 	done    chan struct{} // closed when the connection ended
 	err     error         // why it ended
 	once    sync.Once
+
+	used atomic.Int64 // when a request last came (unix ns)
+	busy atomic.Int32 // requests in flight and open GET streams
+}
+
+func (ss *session) touch() { ss.used.Store(time.Now().UnixNano()) }
+
+// idleSince is how long ss has been idle at now (0 while it is busy).
+func (ss *session) idleSince(now time.Time) time.Duration {
+	select {
+	case <-ss.ready:
+	default:
+		return 0 // still dialling
+	}
+	if ss.busy.Load() > 0 {
+		return 0
+	}
+	return now.Sub(time.Unix(0, ss.used.Load()))
 }
 
 // read routes what the server sends: responses to their waiters, everything else to the
@@ -217,8 +237,11 @@ func (ss *session) stream(req *http.Request) *http.Response {
 	ss.stream_ = ch
 	ss.mu.Unlock()
 	pr, pw := io.Pipe()
+	ss.busy.Add(1)
 	go func() {
 		defer func() {
+			ss.busy.Add(-1)
+			ss.touch()
 			ss.mu.Lock()
 			if ss.stream_ == ch {
 				ss.stream_ = nil

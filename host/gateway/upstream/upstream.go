@@ -38,6 +38,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,6 +56,10 @@ type Options struct {
 	Kind string
 	// MaxSessions bounds the live connections (default 16).
 	MaxSessions int
+	// IdleTimeout ends a session that has had no request, call in flight or open GET
+	// stream for this long (default 30 min; negative: never): a client that leaves
+	// without DELETE does not hold a child, or a place under MaxSessions, for ever.
+	IdleTimeout time.Duration
 	// MaxBodyBytes caps a request body (default 16 MiB).
 	MaxBodyBytes int
 	Logger       *slog.Logger
@@ -75,6 +80,7 @@ type Sessions struct {
 	m      map[string]*session // by session id; "" is the sessionless connection
 	closed bool
 	wg     sync.WaitGroup
+	stop   chan struct{} // ends the idle reaper
 }
 
 // New returns Sessions for opts.
@@ -91,7 +97,44 @@ func New(opts Options) *Sessions {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Sessions{opts: opts, m: map[string]*session{}}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = 30 * time.Minute
+	}
+	s := &Sessions{opts: opts, m: map[string]*session{}, stop: make(chan struct{})}
+	if opts.IdleTimeout > 0 {
+		go s.reap()
+	}
+	return s
+}
+
+// reap ends sessions idle for IdleTimeout.
+func (s *Sessions) reap() {
+	every := s.opts.IdleTimeout / 4
+	if every > time.Minute {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			var idle []*session
+			s.mu.Lock()
+			for id, ss := range s.m {
+				if ss.idleSince(now) >= s.opts.IdleTimeout {
+					delete(s.m, id)
+					idle = append(idle, ss)
+				}
+			}
+			s.mu.Unlock()
+			for _, ss := range idle {
+				s.opts.Logger.Info("upstream session idle: ended", "kind", s.opts.Kind, "idle", s.opts.IdleTimeout.String())
+				go ss.close(errClosed)
+			}
+		}
+	}
 }
 
 // notSent is an error from before a request reached the server (the gateway then knows
@@ -121,6 +164,9 @@ func (s *Sessions) Live() int {
 // Close ends every connection and waits for them (children exit, or are killed).
 func (s *Sessions) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.stop)
+	}
 	s.closed = true
 	all := make([]*session, 0, len(s.m))
 	for _, ss := range s.m {
@@ -157,6 +203,7 @@ func (s *Sessions) RoundTrip(req *http.Request) (*http.Response, error) {
 		if ss == nil {
 			return s.unknown(req), nil
 		}
+		ss.touch()
 		return ss.stream(req), nil
 	case http.MethodDelete:
 		if sid == "" {
@@ -232,6 +279,9 @@ func (s *Sessions) post(req *http.Request, sid string) (*http.Response, error) {
 	} else if ss, err = s.open(req, false); err != nil {
 		return s.refused(req, msgs, err), nil
 	}
+	ss.touch()
+	ss.busy.Add(1)
+	defer func() { ss.busy.Add(-1); ss.touch() }()
 	var out [][]byte
 	for _, m := range msgs {
 		r, isReq := m.(*jsonrpc.Request)
@@ -320,6 +370,7 @@ func (s *Sessions) openAs(req *http.Request, id string) (*session, error) {
 		return nil, fmt.Errorf("%s: %w: %d live, the bound is %d (--max-sessions)", s.opts.Kind, errTooMany, s.opts.MaxSessions, s.opts.MaxSessions)
 	}
 	ss := &session{owner: s, id: id, waiting: map[jsonrpc.ID]*waiter{}, done: make(chan struct{}), ready: make(chan struct{})}
+	ss.touch()
 	s.m[ss.id] = ss // reserved while dialling: the bound holds
 	s.mu.Unlock()
 	conn, err := s.opts.Dial(context.WithoutCancel(req.Context()), req.Header.Clone())

@@ -117,3 +117,27 @@ func TestSessions(t *testing.T) {
 		t.Errorf("%d connections still open after Close", n)
 	}
 }
+
+// TestSessions_idle: a session with nothing in flight and no GET stream ends after
+// IdleTimeout (its connection closes, its id is 404, its place is free); a busy one stays.
+func TestSessions_idle(t *testing.T) {
+	var open atomic.Int32
+	s := New(Options{Kind: "stdio", Dial: echoDial(&open), MaxSessions: 2, IdleTimeout: 200 * time.Millisecond})
+	defer s.Close()
+	idle := do(t, s, http.MethodPost, "", initialize).Header.Get("Mcp-Session-Id")
+	streaming := do(t, s, http.MethodPost, "", initialize).Header.Get("Mcp-Session-Id")
+	get := do(t, s, http.MethodGet, streaming, "")
+	defer get.Body.Close()
+	for i := 0; i < 200 && open.Load() != 1; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := open.Load(); n != 1 {
+		t.Fatalf("%d connections open, want 1 (the idle one ended)", n)
+	}
+	if r := do(t, s, http.MethodPost, idle, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); r.StatusCode != http.StatusNotFound {
+		t.Fatalf("the idle session: %d, want 404", r.StatusCode)
+	}
+	if r := do(t, s, http.MethodPost, streaming, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); r.StatusCode != 200 {
+		t.Fatalf("the session with a GET stream: %d, want 200", r.StatusCode)
+	}
+}
