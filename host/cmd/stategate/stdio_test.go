@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -236,5 +238,40 @@ func TestStdio_admin(t *testing.T) {
 	stdin.Close()
 	if c := <-code; c != 0 {
 		t.Fatalf("exit %d\n%s", c, stderr)
+	}
+}
+
+// TestReadmeMCPServersEntry: README's copy-paste mcpServers entry is valid JSON that runs
+// `stategate stdio --config FILE -- COMMAND`, and stdio takes its flags.
+func TestReadmeMCPServersEntry(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```json\n(\\{\\s*\"mcpServers\".*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README has no mcpServers entry")
+	}
+	var doc struct {
+		MCPServers map[string]struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(m[1], &doc); err != nil {
+		t.Fatalf("README's mcpServers entry: %v\n%s", err, m[1])
+	}
+	for name, e := range doc.MCPServers {
+		dash := slices.Index(e.Args, "--")
+		if e.Command != "stategate" || len(e.Args) == 0 || e.Args[0] != "stdio" || dash < 0 || dash == len(e.Args)-1 {
+			t.Fatalf("entry %s: %+v: want stategate stdio ... -- COMMAND", name, e)
+		}
+		// stdio parses the flags before -- and gets as far as looking for the command.
+		var out syncBuffer
+		args := append(append([]string{}, e.Args[:dash]...), "--", "/nonexistent/mcp-server")
+		if c := run(args, strings.NewReader(""), &out, &out); c != 2 || !strings.Contains(out.String(), `command "/nonexistent/mcp-server"`) {
+			t.Fatalf("entry %s: stdio did not take its flags (exit %d):\n%s", name, c, out.String())
+		}
 	}
 }
