@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/host/demo"
 	"github.com/tidwall/gjson"
 )
 
@@ -270,8 +272,57 @@ func TestReadmeMCPServersEntry(t *testing.T) {
 		// stdio parses the flags before -- and gets as far as looking for the command.
 		var out syncBuffer
 		args := append(append([]string{}, e.Args[:dash]...), "--", "/nonexistent/mcp-server")
-		if c := run(args, strings.NewReader(""), &out, &out); c != 2 || !strings.Contains(out.String(), `command "/nonexistent/mcp-server"`) {
+		if c := run(args, strings.NewReader(""), &out, &out); c != 2 || !strings.Contains(out.String(), `command[/nonexistent/mcp-server]`) {
 			t.Fatalf("entry %s: stdio did not take its flags (exit %d):\n%s", name, c, out.String())
 		}
+	}
+}
+
+// TestStdio_httpUpstream: `stategate stdio --upstream URL` puts an HTTP server (the demo, on
+// the official Go SDK) behind a stdio client: the refusal, then the workflow advancing.
+func TestStdio_httpUpstream(t *testing.T) {
+	up := httptest.NewServer(demo.Handler(demo.Options{}))
+	defer up.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "stategate.json")
+	if err := os.WriteFile(cfg, demo.Config(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inR, stdin := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &syncBuffer{}
+	code := make(chan int, 1)
+	go func() {
+		c := run([]string{"stdio", "--config", cfg, "--plugin", plugin, "--upstream", up.URL + "/mcp"}, inR, outW, stderr)
+		outW.Close()
+		code <- c
+	}()
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	send(t, stdin, stdioInit)
+	nextAnswer(t, lines, 1)
+	send(t, stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(t, stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"cart.checkout","arguments":{}}}`)
+	if r := nextAnswer(t, lines, 2); !strings.Contains(r.Raw, "is not available now") {
+		t.Fatalf("checkout of an empty cart: want the refusal, got %s", r.Raw)
+	}
+	send(t, stdin, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"cart.add_item","arguments":{"sku":"tea"}}}`)
+	if r := nextAnswer(t, lines, 3); r.Get("result.isError").Bool() {
+		t.Fatalf("add_item: %s", r.Raw)
+	}
+	send(t, stdin, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"cart.checkout","arguments":{}}}`)
+	if r := nextAnswer(t, lines, 4); r.Get("result.isError").Bool() || strings.Contains(r.Raw, "is not available now") {
+		t.Fatalf("checkout after add_item: %s", r.Raw)
+	}
+	stdin.Close()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d\n%s", c, stderr)
 	}
 }

@@ -64,7 +64,7 @@ func resolveUpstream(raw, transport string, command []string, maxSessions int, i
 		}
 		path, err := exec.LookPath(command[0])
 		if err != nil {
-			return upstreamSpec{}, fmt.Errorf("command %q: %w", command[0], err)
+			return upstreamSpec{}, fmt.Errorf("command[%s]: %w", command[0], err)
 		}
 		s := upstream.New(upstream.Options{Kind: "stdio", MaxSessions: maxSessions, IdleTimeout: idle, Logger: logger,
 			Dial: upstream.Command{Path: path, Args: command[1:]}.Dial})
