@@ -43,6 +43,17 @@ func stdioServer() int {
 		os.Exit(3)
 		return nil, nil, nil
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "roots"}, func(ctx context.Context, req *mcp.CallToolRequest, _ msg) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.ListRoots(ctx, nil) // a request of the server's own, to the client
+		if err != nil {
+			return nil, nil, err
+		}
+		var names []string
+		for _, r := range res.Roots {
+			names = append(names, r.Name)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "roots: " + strings.Join(names, ",")}}}, nil, nil
+	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		return 1
 	}
@@ -324,5 +335,40 @@ func TestStdio_httpUpstream(t *testing.T) {
 	stdin.Close()
 	if c := <-code; c != 0 {
 		t.Fatalf("exit %d\n%s", c, stderr)
+	}
+}
+
+// TestStdio_serverAsksTheClient: a request the server sends on its own (roots/list, during
+// a call) reaches the client on stdout, and the client's answer on stdin reaches the
+// server, which finishes the call with it.
+func TestStdio_serverAsksTheClient(t *testing.T) {
+	stdin, lines, code, stderr := stdioRun(t, `{"version": 1}`)
+	send(t, stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{}},"clientInfo":{"name":"t","version":"1"}}}`)
+	nextAnswer(t, lines, 1)
+	send(t, stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(t, stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"roots","arguments":{"message":"m"}}}`)
+	deadline := time.After(20 * time.Second)
+	for answered := false; ; {
+		select {
+		case l := <-lines:
+			m := gjson.Parse(l)
+			if m.Get("method").Str == "roots/list" && m.Get("id").Exists() {
+				send(t, stdin, `{"jsonrpc":"2.0","id":`+m.Get("id").Raw+`,"result":{"roots":[{"uri":"file:///work","name":"work"}]}}`)
+				answered = true
+				continue
+			}
+			if m.Get("id").Int() == 2 && !m.Get("method").Exists() {
+				if !answered || m.Get("result.content.0.text").Str != "roots: work" {
+					t.Fatalf("the call: %s (roots/list seen: %v)", l, answered)
+				}
+				stdin.Close()
+				if c := <-code; c != 0 {
+					t.Fatalf("exit %d\n%s", c, stderr)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no answer to the call\n%s", stderr)
+		}
 	}
 }
