@@ -115,7 +115,8 @@ func (g *Gateway) exchange(ctx context.Context, w http.ResponseWriter, r *http.R
 	resp, err := g.client.Do(req)
 	if err != nil {
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		var ns interface{ NotSent() bool } // an upstream transport's (host/gateway/upstream)
+		if (errors.As(err, &op) && op.Op == "dial") || (errors.As(err, &ns) && ns.NotSent()) {
 			ex.MarkSent(false) // never reached the upstream
 		}
 		if ctx.Err() == nil {

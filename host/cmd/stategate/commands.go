@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -293,8 +292,9 @@ type serveOptions struct {
 	listen, store, plugin string
 	name                  string // serve: the gateway's name (gatewayName)
 	interruptible         bool
-	origins, hosts        string // comma-separated --allowed-origins / --allowed-hosts
-	publicURL             string // --public-url, checked (exchange.ParsePublicURL); "": the listener's
+	origins, hosts        string       // comma-separated --allowed-origins / --allowed-hosts
+	publicURL             string       // --public-url, checked (exchange.ParsePublicURL); "": the listener's
+	listener              net.Listener // stdio: the in-process listener (nil: listen on listen)
 }
 
 // publicURL is the address OAuth discovery names: --public-url, else the listener's. A
@@ -355,7 +355,7 @@ func newPool(ctx context.Context, rt *host.Runtime, cfg []byte, replaced func())
 }
 
 // startGateway builds the gateway for cfg in front of upstream and serves it on listen.
-func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOptions, logger *slog.Logger, hk hooks) (*running, error) {
+func startGateway(ctx context.Context, cfg []byte, upstream upstreamSpec, o serveOptions, logger *slog.Logger, hk hooks) (*running, error) {
 	// undo closes what was opened so far, last first: a start that fails half-way leaves
 	// no plugin, pool, store (a bolt file stays locked while open) or listener behind.
 	var undo []func(context.Context)
@@ -389,12 +389,14 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 		return fail(err)
 	}
 	undo = append(undo, func(context.Context) { st.Close() })
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fail(err)
+	ln := o.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", o.listen); err != nil {
+			return fail(err)
+		}
 	}
 	undo = append(undo, func(context.Context) { ln.Close() })
-	gw, err = gateway.New(gateway.Options{Upstream: upstream, Plugin: pool, Config: cfg, Store: st, Logger: logger,
+	gw, err = gateway.New(gateway.Options{Upstream: upstream.url, Transport: upstream.transport, Plugin: pool, Config: cfg, Store: st, Logger: logger,
 		Origins: o.originPolicy(ln.Addr()), Publisher: hk.publisher, Reporter: hk.reporter,
 		PublicURL: o.publicURLFor(ln.Addr(), logger)})
 	if err != nil {
@@ -421,7 +423,10 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
-	up := fs.String("upstream", "", "URL of the MCP server to front (e.g. http://127.0.0.1:3001/mcp)")
+	up := fs.String("upstream", "", "URL of the MCP server to front (e.g. http://127.0.0.1:3001/mcp); or give a stdio server's command after --")
+	upTransport := fs.String("upstream-transport", "auto", "the upstream URL's transport: streamable (Streamable HTTP), sse (the 2024-11-05 HTTP+SSE transport) or auto (sse when the path ends in /sse)")
+	maxSessions := fs.Int("max-sessions", 16, "a stdio command or HTTP+SSE upstream: at most this many sessions at once (each a child process or an upstream SSE stream); one more initialize is answered 503")
+	idle := fs.Duration("session-idle", 30*time.Minute, "a stdio command or HTTP+SSE upstream: a session with no request, call or GET stream for this long ends, and its child or upstream stream with it (0: never)")
 	var o serveOptions
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&o.name, "name", "", "this gateway's name: its default store file and admin record in the state directory are NAME.db and NAME.admin.json (default: from --listen, e.g. 127.0.0.1-8080)")
@@ -441,15 +446,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &exitError{code: 2}
 	}
 	fs.Visit(func(f *flag.Flag) { a.adminSet = a.adminSet || f.Name == "admin" })
+	var err error
 	if *cfgPath == "" {
 		return &exitError{code: 2, msg: "stategate serve: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from, `stategate serve --help` lists every flag)"}
-	}
-	if *up == "" {
-		return &exitError{code: 2, msg: "stategate serve: --upstream URL is required: the MCP server to front, e.g. --upstream http://127.0.0.1:3001/mcp (`stategate demo --upstream-only` runs one)"}
-	}
-	upstream, err := url.Parse(*up)
-	if err != nil || (upstream.Scheme != "http" && upstream.Scheme != "https") || upstream.Host == "" {
-		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --upstream %q is not an http(s) URL", *up)}
 	}
 	if o.publicURL != "" {
 		if o.publicURL, err = exchange.ParsePublicURL(o.publicURL); err != nil {
@@ -458,6 +457,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if a.logFormat != "text" && a.logFormat != "json" {
 		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --log-format %q: want text or json", a.logFormat)}
+	}
+	logger := newLogger(a.logFormat, stderr)
+	if *idle == 0 {
+		*idle = -1 // upstream.Options: never
+	}
+	upstream, err := resolveUpstream(*up, *upTransport, fs.Args(), *maxSessions, *idle, logger)
+	if err != nil {
+		return &exitError{code: 2, msg: "stategate serve: " + err.Error()}
+	}
+	if upstream.sessions != nil {
+		defer upstream.sessions.Close() // children end with the gateway
 	}
 	if o.name, err = gatewayName(o.name, o.listen); err != nil {
 		return &exitError{code: 2, msg: "stategate serve: " + err.Error()}
@@ -482,15 +492,6 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var logger *slog.Logger
-	if a.logFormat == "json" {
-		// The text handler quotes every value that holds a control (strconv); the JSON
-		// one escapes C0 controls only: termsafe.Writer escapes DEL, C1 and bidi controls
-		// too, so a tool name or an upstream's error cannot act on a terminal tailing it.
-		logger = slog.New(slog.NewJSONHandler(termsafe.Writer(stderr), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	} else {
-		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
 	for _, w := range eng.Warnings() {
 		logger.Warn("config", "warning", w.String())
 	}
@@ -504,4 +505,18 @@ func functionNames() string {
 		names[i] = f.Name()
 	}
 	return strings.Join(names, ", ")
+}
+
+// newLogger is serve's and stdio's logger on w (stderr): text or JSON.
+func newLogger(format string, w io.Writer) *slog.Logger {
+	var logger *slog.Logger
+	if format == "json" {
+		// The text handler quotes every value that holds a control (strconv); the JSON
+		// one escapes C0 controls only: termsafe.Writer escapes DEL, C1 and bidi controls
+		// too, so a tool name or an upstream's error cannot act on a terminal tailing it.
+		logger = slog.New(slog.NewJSONHandler(termsafe.Writer(w), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	} else {
+		logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return logger
 }

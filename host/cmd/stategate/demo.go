@@ -57,7 +57,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer upSrv.Close()
 	upstream := &url.URL{Scheme: "http", Host: upLn.Addr().String(), Path: "/mcp"}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r, err := startGateway(ctx, demo.Config(), upstream, o, logger, hooks{})
+	r, err := startGateway(ctx, demo.Config(), upstreamSpec{url: upstream, kind: "http"}, o, logger, hooks{})
 	if err != nil {
 		return err
 	}

@@ -106,10 +106,15 @@ func toolsFromFile(path string) ([]byte, error) {
 
 // toolsFromUpstream lists every tool of a live MCP server with the official Go SDK client.
 func toolsFromUpstream(ctx context.Context, url string) ([]byte, error) {
+	return toolsOver(ctx, url, &mcp.StreamableClientTransport{Endpoint: url})
+}
+
+// toolsOver lists every tool of the server t reaches (named url in errors).
+func toolsOver(ctx context.Context, url string, t mcp.Transport) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "stategate-explain", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	cs, err := c.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, fmt.Errorf("upstream[%s]: %w", url, err)
 	}

@@ -1,6 +1,8 @@
 // Command stategate is the stategate gateway and its tools.
 //
 //	stategate serve --config FILE --upstream URL [--listen ADDR] [--public-url URL] [--store bolt:PATH|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin FILE]
+//	stategate serve --config FILE [--listen ADDR] [--max-sessions N] -- COMMAND [ARGS...]
+//	stategate stdio --config FILE [--store ...] [--admin ADDR] (-- COMMAND [ARGS...] | --upstream URL)
 //	stategate intercept --config FILE [--listen ADDR] [--store ...] [--plugin FILE]
 //	stategate demo [--listen ADDR] [--upstream-only] [--plugin FILE] [--no-script]
 //	stategate check FILE [--tools tools.json | --upstream URL]
@@ -30,6 +32,11 @@ const usage = `stategate: a state-awareness layer for MCP gateways
 
 usage:
   stategate serve --config FILE --upstream URL [--listen 127.0.0.1:8080] [--public-url https://HOST] [--store bolt:stategate.db|memory|redis://HOST:PORT/DB|redis+cluster://HOST:PORT,...|redis+sentinel://HOST:PORT,.../MASTER] [--plugin FILE]
+                  (--upstream-transport auto|streamable|sse: an HTTP+SSE server of 2024-11-05 with sse, or a URL ending in /sse)
+  stategate serve --config FILE [--listen 127.0.0.1:8080] [--max-sessions 16] [...] -- COMMAND [ARGS...]
+                  (a stdio server: a child per client session, at most --max-sessions)
+  stategate stdio --config FILE [--store memory|bolt:PATH|redis://...] [--admin ADDR] [--plugin FILE] (-- COMMAND [ARGS...] | --upstream URL)
+                  (for a desktop client's mcpServers entry: JSON-RPC on stdin/stdout, logs on stderr)
   stategate intercept --config FILE [--listen 127.0.0.1:8090] [--store bolt:stategate-intercept.db|memory|redis://HOST:PORT/DB] [--plugin FILE]
                   (hooks for Docker's MCP gateway: --interceptor before:http:http://ADDR/before --interceptor after:http:http://ADDR/after)
   stategate demo  [--listen 127.0.0.1:8080] [--upstream-listen 127.0.0.1:3001] [--upstream-only] [--no-script] [--plugin FILE]
@@ -122,6 +129,8 @@ func dispatch(ctx context.Context, cmd string, args []string, stdin io.Reader, s
 	switch cmd {
 	case "serve":
 		return cmdServe(ctx, args, stdout, stderr), true
+	case "stdio":
+		return cmdStdio(ctx, args, stdin, stdout, stderr), true
 	case "intercept":
 		return cmdIntercept(ctx, args, stdout, stderr), true
 	case "demo":

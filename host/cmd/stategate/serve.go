@@ -55,7 +55,7 @@ func adminToken(file string) (string, error) {
 // serveWithOps runs the gateway with its operations surface: the app state machine, the
 // event bus and metrics, the admin listener, probes of the parts, reload (admin API and
 // SIGHUP) and draining on SIGTERM.
-func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.Engine, upstream *url.URL, o serveOptions, a opsOptions, logger *slog.Logger, stdout io.Writer) error {
+func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.Engine, upstream upstreamSpec, o serveOptions, a opsOptions, logger *slog.Logger, stdout io.Writer) error {
 	token, err := adminToken(a.tokenFile)
 	if err != nil {
 		return err
@@ -176,7 +176,9 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 	mon := &monitor{app: app, run: rl, upstream: upstream, pub: pub, log: logger}
 	mon.check(mctx)
 	go mon.loop(mctx, a.probe)
-	go probeTools(mctx, upstream, func() *exchange.Core { return run.gw.Core() }, a.probe, logger)
+	if upstream.mcpTransport() != nil { // a command's child is started for a client only
+		go probeTools(mctx, upstream, func() *exchange.Core { return run.gw.Core() }, a.probe, logger)
+	}
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -294,7 +296,7 @@ func (r *reloader) reload(ctx context.Context) ops.ReloadResult {
 type monitor struct {
 	app      *ops.App
 	run      *reloader
-	upstream *url.URL
+	upstream upstreamSpec
 	pub      exchange.Publisher
 	log      *slog.Logger
 	storeBad bool
@@ -339,7 +341,9 @@ func (m *monitor) check(ctx context.Context) {
 	if _, err := pool.Call(pctx, abi.FuncCheckConfig, nil); err != nil && ctx.Err() == nil {
 		failing, reasons = append(failing, ops.PartPlugin), append(reasons, "plugin: "+err.Error())
 	}
-	if err := dialUpstream(pctx, m.upstream); err != nil && ctx.Err() == nil {
+	if m.upstream.kind == "stdio" {
+		// a child per session: nothing to probe between sessions
+	} else if err := dialUpstream(pctx, m.upstream.url); err != nil && ctx.Err() == nil {
 		failing, reasons = append(failing, ops.PartUpstream), append(reasons, "upstream: "+err.Error())
 	}
 	if ctx.Err() != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"time"
 
 	"github.com/stategate/stategate/exchange"
@@ -16,12 +15,12 @@ import (
 // waits for it: a failed listing (upstream down, authorization required) is logged once and
 // tried again every interval until one succeeds; the first tools/list a client sends through
 // the gateway checks the names too.
-func probeTools(ctx context.Context, upstream *url.URL, core func() *exchange.Core, every time.Duration, log *slog.Logger) {
+func probeTools(ctx context.Context, upstream upstreamSpec, core func() *exchange.Core, every time.Duration, log *slog.Logger) {
 	if every <= 0 {
 		every = 5 * time.Second
 	}
 	for failed := false; ; failed = true {
-		tools, err := toolsFromUpstream(ctx, upstream.String())
+		tools, err := toolsOver(ctx, upstream.url.String(), upstream.mcpTransport())
 		if ctx.Err() != nil {
 			return
 		}
@@ -29,11 +28,11 @@ func probeTools(ctx context.Context, upstream *url.URL, core func() *exchange.Co
 			if c := core(); c != nil {
 				c.ToolsListed(ctx, tools)
 			}
-			log.Info("upstream tools listed", "upstream", upstream.Redacted(), "bytes", len(tools))
+			log.Info("upstream tools listed", "upstream", upstream.String(), "bytes", len(tools))
 			return
 		}
 		if !failed {
-			log.Warn("upstream tools not listed; retrying (clients' tools/list answers are checked meanwhile)", "upstream", upstream.Redacted(), "err", err)
+			log.Warn("upstream tools not listed; retrying (clients' tools/list answers are checked meanwhile)", "upstream", upstream.String(), "err", err)
 		}
 		select {
 		case <-ctx.Done():

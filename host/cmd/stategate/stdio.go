@@ -1,0 +1,422 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stategate/stategate/exchange"
+	"github.com/tidwall/gjson"
+)
+
+// cmdStdio is `stategate stdio`: what a desktop client's mcpServers entry runs. The client
+// speaks newline-delimited JSON-RPC on stdin and stdout; stategate runs the gateway in
+// this process, on a listener only this process can reach (memListener), and is its client
+// (stdioBridge): every message goes through the same handler, exchange core and upstream
+// transport as `serve`, so everything the HTTP gateway does holds here. The server is a
+// child (a command after --) or an HTTP one (--upstream URL).
+func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("stdio", stderr)
+	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
+	up := fs.String("upstream", "", "URL of an HTTP MCP server to front instead of a command after --")
+	upTransport := fs.String("upstream-transport", "auto", "the upstream URL's transport: streamable, sse (2024-11-05 HTTP+SSE) or auto (sse when the path ends in /sse)")
+	var o serveOptions
+	fs.StringVar(&o.name, "name", "", "this gateway's name: its admin record (with --admin) and default store file name (default: stdio-PID)")
+	fs.StringVar(&o.store, "store", "memory", "state store: memory (this process: the stdio session is one session), bolt:PATH, or redis://HOST:PORT/DB (see serve --help)")
+	fs.StringVar(&o.plugin, "plugin", defaultPlugin, pluginUsage)
+	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
+	var a opsOptions
+	fs.StringVar(&a.admin, "admin", "off", "admin listener address (probes, admin API, events, metrics, status page), or off")
+	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+adminTokenEnv+"); without one the admin listener must be loopback")
+	fs.StringVar(&a.logFormat, "log-format", "text", "log format (on stderr): text or json")
+	fs.DurationVar(&a.drain, "drain-timeout", 5*time.Second, "when stdin closes, how long calls in flight may take to finish")
+	if err := fs.Parse(args); err != nil {
+		return &exitError{code: 2}
+	}
+	fs.Visit(func(f *flag.Flag) { a.adminSet = a.adminSet || f.Name == "admin" })
+	if *cfgPath == "" {
+		return &exitError{code: 2, msg: "stategate stdio: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from)"}
+	}
+	if a.logFormat != "text" && a.logFormat != "json" {
+		return &exitError{code: 2, msg: fmt.Sprintf("stategate stdio: --log-format %q: want text or json", a.logFormat)}
+	}
+	logger := newLogger(a.logFormat, stderr)
+	// One client: its session, and one spare for a client that initializes again (the
+	// bridge ends the first) or for 2026-07-28 requests, which have no session. The client
+	// may stay quiet for hours: its session never ends for idling (-1).
+	upstream, err := resolveUpstream(*up, *upTransport, fs.Args(), 2, -1, logger)
+	if err != nil {
+		return &exitError{code: 2, msg: "stategate stdio: " + err.Error()}
+	}
+	if o.name == "" {
+		o.name = "stdio-" + strconv.Itoa(os.Getpid())
+	}
+	if o.name, err = gatewayName(o.name, ""); err != nil {
+		return &exitError{code: 2, msg: "stategate stdio: " + err.Error()}
+	}
+	if a.admin != "off" {
+		if a.stateDir, err = stateDir(); err != nil {
+			a.stateDir = "" // no record: the admin commands then need --admin
+		}
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	eng, err := validate(*cfgPath, cfg)
+	if err != nil {
+		return err
+	}
+	for _, w := range eng.Warnings() {
+		logger.Warn("config", "warning", w.String())
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if upstream.sessions != nil {
+		upstream.sessions.SetEnded(func(_ string, err error) { cancel(err) }) // the child died
+	}
+	ln := newMemListener()
+	o.listener, o.listen = ln, "stdio"
+	served := make(chan error, 1)
+	go func() {
+		err := serveWithOps(ctx, *cfgPath, cfg, eng, upstream, o, a, logger, stderr) // stdout is the protocol's
+		if err != nil {
+			cancel(err)
+		}
+		served <- err
+	}()
+	b := &stdioBridge{client: &http.Client{Transport: &http.Transport{DialContext: ln.dial, DisableCompression: true}},
+		url: "http://stdio/mcp", out: stdout, log: logger}
+	b.run(ctx, stdin)
+	cancel(nil)
+	serveErr := <-served
+	ln.Close()
+	if upstream.sessions != nil {
+		upstream.sessions.Close()
+	}
+	if serveErr != nil {
+		return serveErr
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return &exitError{code: 1, msg: "stategate stdio: " + cause.Error()}
+	}
+	return nil
+}
+
+// stdioBridge is the gateway's client for the stdio client: each line from stdin is POSTed
+// to the gateway; each JSON-RPC message in the answer (JSON, or SSE event by event) goes
+// to stdout as a line, and so does every message on the session's GET stream.
+type stdioBridge struct {
+	client *http.Client
+	url    string
+	log    *slog.Logger
+
+	outMu sync.Mutex
+	out   io.Writer
+
+	mu       sync.Mutex
+	session  string
+	protocol string
+	stopGet  context.CancelFunc
+	inflight sync.WaitGroup
+}
+
+// run reads stdin until it closes or ctx ends, then ends the session (its child too).
+func (b *stdioBridge) run(ctx context.Context, stdin io.Reader) {
+	lines := make(chan []byte)
+	go func() {
+		defer close(lines)
+		r := bufio.NewReaderSize(stdin, 64<<10)
+		for {
+			line, err := r.ReadBytes('\n')
+			if len(bytes.TrimSpace(line)) > 0 {
+				select {
+				case lines <- line:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for done := false; !done; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				done = true
+				break
+			}
+			line = bytes.TrimSpace(line)
+			if gjson.GetBytes(line, "method").Str == "initialize" {
+				b.endSession()    // a client that initializes again starts afresh
+				b.post(ctx, line) // in order: later messages carry its session
+				continue
+			}
+			b.inflight.Add(1)
+			go func() { defer b.inflight.Done(); b.post(ctx, line) }()
+		case <-ctx.Done():
+			done = true
+		}
+	}
+	// Answers to calls in flight still go out (the child's death answers them at once);
+	// then the session, and its child, end.
+	waited := make(chan struct{})
+	go func() { b.inflight.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+	}
+	b.endSession()
+}
+
+// write sends one message to the client as one line.
+func (b *stdioBridge) write(msg []byte) {
+	msg = bytes.TrimSpace(msg)
+	if len(msg) == 0 {
+		return
+	}
+	if bytes.IndexByte(msg, '\n') >= 0 {
+		var c bytes.Buffer
+		if json.Compact(&c, msg) == nil {
+			msg = c.Bytes()
+		}
+	}
+	b.outMu.Lock()
+	defer b.outMu.Unlock()
+	b.out.Write(append(msg, '\n'))
+}
+
+func (b *stdioBridge) headers(h http.Header) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.session != "" {
+		h.Set("Mcp-Session-Id", b.session)
+	}
+	if b.protocol != "" {
+		h.Set("MCP-Protocol-Version", b.protocol)
+	}
+}
+
+// post sends one message and writes what answers it.
+func (b *stdioBridge) post(ctx context.Context, line []byte) {
+	id := gjson.GetBytes(line, "id")
+	isRequest := id.Exists() && gjson.GetBytes(line, "method").Exists()
+	fail := func(msg string) {
+		b.log.Warn("stdio: message not answered by the gateway", "err", msg)
+		if isRequest {
+			b.write(exchange.AppendError(nil, []byte(id.Raw), exchange.CodeInternal, msg))
+		}
+	}
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, b.url, bytes.NewReader(line))
+	if err != nil {
+		fail(err.Error())
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	b.headers(req.Header)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		fail("the gateway did not answer: " + err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	initialize := gjson.GetBytes(line, "method").Str == "initialize"
+	var protocol string
+	emit := func(m []byte) {
+		if v := gjson.GetBytes(m, "result.protocolVersion"); initialize && v.Type == gjson.String {
+			protocol = v.Str
+		}
+		b.write(m)
+	}
+	ct := resp.Header.Get("Content-Type")
+	switch {
+	case containsFoldCI(ct, "text/event-stream"):
+		rd := bufio.NewReaderSize(resp.Body, 64<<10)
+		var buf []byte
+		for {
+			chunk, err := rd.ReadBytes('\n')
+			buf = append(buf, chunk...)
+			for {
+				ev, rest, ok := exchange.NextEvent(buf, err != nil)
+				if !ok {
+					break
+				}
+				if data, has := exchange.EventData(ev); has {
+					emit(data)
+				}
+				buf = append(buf[:0], rest...)
+			}
+			if err != nil {
+				break
+			}
+		}
+	case containsFoldCI(ct, "application/json"):
+		body, _ := io.ReadAll(resp.Body)
+		if gjson.ValidBytes(body) && (gjson.GetBytes(body, "jsonrpc").Exists() || bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))) {
+			if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+				for _, m := range gjson.ParseBytes(body).Array() {
+					emit([]byte(m.Raw))
+				}
+			} else {
+				emit(body)
+			}
+		} else if resp.StatusCode/100 != 2 {
+			fail(fmt.Sprintf("the gateway answered %s", resp.Status))
+		}
+	default:
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode/100 != 2 {
+			fail(fmt.Sprintf("the gateway answered %s", resp.Status))
+		}
+	}
+	if initialize && resp.StatusCode/100 == 2 {
+		b.mu.Lock()
+		b.session = resp.Header.Get("Mcp-Session-Id")
+		b.protocol = protocol
+		b.mu.Unlock()
+		if b.session != "" {
+			b.openStream(ctx)
+		}
+	}
+}
+
+// openStream opens the session's GET stream: the server's own messages and the gateway's
+// notifications that no answer carried.
+func (b *stdioBridge) openStream(ctx context.Context) {
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	b.mu.Lock()
+	b.stopGet = stop
+	b.mu.Unlock()
+	go func() {
+		defer stop()
+		for attempt := 0; sctx.Err() == nil; attempt++ {
+			if attempt > 0 {
+				select {
+				case <-sctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, b.url, nil)
+			req.Header.Set("Accept", "text/event-stream")
+			b.headers(req.Header)
+			resp, err := b.client.Do(req)
+			if err != nil {
+				continue
+			}
+			if resp.StatusCode != http.StatusOK {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound {
+					return // no stream for this session
+				}
+				continue
+			}
+			rd := bufio.NewReaderSize(resp.Body, 64<<10)
+			var buf []byte
+			for {
+				chunk, err := rd.ReadBytes('\n')
+				buf = append(buf, chunk...)
+				for {
+					ev, rest, ok := exchange.NextEvent(buf, err != nil)
+					if !ok {
+						break
+					}
+					if data, has := exchange.EventData(ev); has {
+						b.write(data)
+					}
+					buf = append(buf[:0], rest...)
+				}
+				if err != nil {
+					break
+				}
+			}
+			resp.Body.Close()
+		}
+	}()
+}
+
+// endSession ends the session at the gateway (DELETE: its child ends) and its stream.
+func (b *stdioBridge) endSession() {
+	b.mu.Lock()
+	sid, stop := b.session, b.stopGet
+	b.session, b.protocol, b.stopGet = "", "", nil
+	b.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if sid == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, b.url, nil)
+	req.Header.Set("Mcp-Session-Id", sid)
+	if resp, err := b.client.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+func containsFoldCI(s, sub string) bool {
+	return bytes.Contains(bytes.ToLower([]byte(s)), []byte(sub))
+}
+
+// memListener is a net.Listener only this process can dial: the stdio gateway has no
+// port another local user could reach.
+type memListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newMemListener() *memListener {
+	return &memListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *memListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *memListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *memListener) Addr() net.Addr { return memAddr{} }
+
+func (l *memListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type memAddr struct{}
+
+func (memAddr) Network() string { return "memory" }
+func (memAddr) String() string  { return "stdio" }

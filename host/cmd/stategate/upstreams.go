@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/host/gateway/upstream"
+)
+
+// upstreamSpec is the MCP server a gateway fronts: a Streamable HTTP URL, a legacy
+// HTTP+SSE URL, or a stdio command (host/gateway/upstream carries the last two).
+type upstreamSpec struct {
+	url       *url.URL
+	kind      string   // "http", "sse" or "stdio"
+	command   []string // stdio: the command and its arguments
+	transport http.RoundTripper
+	sessions  *upstream.Sessions // sse and stdio: the connections, closed at shutdown
+}
+
+// String names the upstream for logs.
+func (u upstreamSpec) String() string {
+	switch u.kind {
+	case "stdio":
+		return "stdio: " + strings.Join(u.command, " ")
+	case "sse":
+		return u.url.Redacted() + " (HTTP+SSE)"
+	}
+	return u.url.Redacted()
+}
+
+// mcpTransport is how a client of the upstream reaches it (the tools probe); nil for a
+// command (a child is started only for a client).
+func (u upstreamSpec) mcpTransport() mcp.Transport {
+	switch u.kind {
+	case "sse":
+		return &mcp.SSEClientTransport{Endpoint: u.url.String()}
+	case "http":
+		return &mcp.StreamableClientTransport{Endpoint: u.url.String()}
+	}
+	return nil
+}
+
+// stdioPlaceholder is the URL the gateway is given for a command: its transport ignores it.
+var stdioPlaceholder = &url.URL{Scheme: "http", Host: "stdio.invalid", Path: "/mcp"}
+
+// resolveUpstream reads --upstream, --upstream-transport and a command after "--".
+// transport is auto, streamable or sse; auto takes a URL whose path ends in /sse for the
+// legacy transport (server-everything's, and most hosted legacy servers').
+func resolveUpstream(raw, transport string, command []string, maxSessions int, idle time.Duration, logger *slog.Logger) (upstreamSpec, error) {
+	switch transport {
+	case "", "auto", "streamable", "sse":
+	default:
+		return upstreamSpec{}, fmt.Errorf("--upstream-transport %q: want auto, streamable or sse", transport)
+	}
+	if len(command) > 0 {
+		if raw != "" {
+			return upstreamSpec{}, fmt.Errorf("--upstream and a command after -- both name the server: give one")
+		}
+		path, err := exec.LookPath(command[0])
+		if err != nil {
+			return upstreamSpec{}, fmt.Errorf("command[%s]: %w", command[0], err)
+		}
+		s := upstream.New(upstream.Options{Kind: "stdio", MaxSessions: maxSessions, IdleTimeout: idle, Logger: logger,
+			Dial: upstream.Command{Path: path, Args: command[1:]}.Dial})
+		return upstreamSpec{url: stdioPlaceholder, kind: "stdio", command: command, transport: s, sessions: s}, nil
+	}
+	if raw == "" {
+		return upstreamSpec{}, fmt.Errorf("--upstream URL or a command after -- is required: the MCP server to front, e.g. --upstream http://127.0.0.1:3001/mcp, or -- npx -y @modelcontextprotocol/server-memory (`stategate demo --upstream-only` runs one)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return upstreamSpec{}, fmt.Errorf("--upstream %q is not an http(s) URL", raw)
+	}
+	if transport == "sse" || ((transport == "" || transport == "auto") && strings.HasSuffix(u.Path, "/sse")) {
+		s := upstream.New(upstream.Options{Kind: "sse", MaxSessions: maxSessions, IdleTimeout: idle, Logger: logger,
+			Dial: upstream.LegacySSE{Endpoint: u.String()}.Dial})
+		return upstreamSpec{url: u, kind: "sse", transport: s, sessions: s}, nil
+	}
+	return upstreamSpec{url: u, kind: "http"}, nil
+}

@@ -1,0 +1,435 @@
+// Package upstream puts MCP servers that do not speak Streamable HTTP behind the gateway's
+// one seam to its upstream, an http.RoundTripper: a stdio server started as a child
+// process (Command) or a server of the 2024-11-05 HTTP+SSE transport (LegacySSE). Sessions
+// answers the gateway as a stateful Streamable HTTP server would, so everything the
+// gateway does (the exchange core, SSE rewriting, list_changed, health, the cache) runs
+// unchanged in front of them: this package only carries messages.
+//
+// # Notes
+//
+//   - An initialize request opens a session: a connection of its own (a child process, an
+//     upstream SSE session), named by an Mcp-Session-Id that Sessions issues. Later
+//     requests name it; an unknown one is answered 404 (-32001) as a server would, and
+//     DELETE ends the connection (a child is sent EOF on stdin, then SIGTERM, then SIGKILL).
+//   - Requests without a session (the 2026-07-28 era has none) share one connection,
+//     opened on first use.
+//   - A request is answered application/json with the connection's response of the same
+//     id; two requests of one session with the same id in flight are sent one after the
+//     other. Notifications and responses (a client answering the server) are answered 202.
+//   - Messages the server sends on its own (notifications, requests such as
+//     sampling/createMessage) go on the session's GET stream (text/event-stream), queued
+//     (up to a bound) until one is open; one GET stream per session (a second one: 409).
+//   - Messages are framed by the official Go SDK's transports (mcp.Connection) and so are
+//     decoded and encoded by its jsonrpc package: ids are strings or integers (the exchange
+//     core replaces any other id before a request gets here), unknown top-level members
+//     are not carried, and a line that is not JSON-RPC ends the connection.
+//   - MaxSessions bounds the live connections; an initialize beyond it is answered 503.
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+)
+
+// Dial opens one connection to the server for a new session; h holds the headers of the
+// request that opens it (initialize, or the first sessionless request).
+type Dial func(ctx context.Context, h http.Header) (mcp.Connection, error)
+
+// Options configures Sessions.
+type Options struct {
+	Dial Dial
+	// Kind names the connections in errors and logs ("stdio", "sse").
+	Kind string
+	// MaxSessions bounds the live connections (default 16).
+	MaxSessions int
+	// IdleTimeout ends a session that has had no request, call in flight or open GET
+	// stream for this long (default 30 min; negative: never): a client that leaves
+	// without DELETE does not hold a child, or a place under MaxSessions, for ever.
+	IdleTimeout time.Duration
+	// MaxBodyBytes caps a request body (default 16 MiB).
+	MaxBodyBytes int
+	Logger       *slog.Logger
+	// Ended is told when a session's connection ended on its own (a child exited, the
+	// upstream stream closed), with why; not when DELETE or Close ended it.
+	Ended func(session string, err error)
+	// AdoptUnknown opens a connection for a session id Sessions never issued, under that
+	// id, instead of answering 404: for conformance runs whose cases name sessions no
+	// server issued. A server answers 404 there, and so does Sessions by default.
+	AdoptUnknown bool
+}
+
+// Sessions is an http.RoundTripper that serves the gateway's upstream requests over
+// connections Dial opens, one per MCP session.
+type Sessions struct {
+	opts   Options
+	mu     sync.Mutex
+	m      map[string]*session // by session id; "" is the sessionless connection
+	closed bool
+	wg     sync.WaitGroup
+	stop   chan struct{} // ends the idle reaper
+}
+
+// New returns Sessions for opts.
+func New(opts Options) *Sessions {
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 16
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 16 << 20
+	}
+	if opts.Kind == "" {
+		opts.Kind = "upstream"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = 30 * time.Minute
+	}
+	s := &Sessions{opts: opts, m: map[string]*session{}, stop: make(chan struct{})}
+	if opts.IdleTimeout > 0 {
+		go s.reap()
+	}
+	return s
+}
+
+// reap ends sessions idle for IdleTimeout.
+func (s *Sessions) reap() {
+	every := s.opts.IdleTimeout / 4
+	if every > time.Minute {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			var idle []*session
+			s.mu.Lock()
+			for id, ss := range s.m {
+				if ss.idleSince(now) >= s.opts.IdleTimeout {
+					delete(s.m, id)
+					idle = append(idle, ss)
+				}
+			}
+			s.mu.Unlock()
+			for _, ss := range idle {
+				s.opts.Logger.Info("upstream session idle: ended", "kind", s.opts.Kind, "idle", s.opts.IdleTimeout.String())
+				go ss.close(errClosed)
+			}
+		}
+	}
+}
+
+// notSent is an error from before a request reached the server (the gateway then knows
+// the upstream never acted on it).
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
+// NotSent reports that the request never reached the server.
+func (notSent) NotSent() bool { return true }
+
+// SetEnded sets Options.Ended (before the first request).
+func (s *Sessions) SetEnded(f func(session string, err error)) {
+	s.mu.Lock()
+	s.opts.Ended = f
+	s.mu.Unlock()
+}
+
+// Live returns how many sessions have a connection now.
+func (s *Sessions) Live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// Close ends every connection and waits for them (children exit, or are killed).
+func (s *Sessions) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		close(s.stop)
+	}
+	s.closed = true
+	all := make([]*session, 0, len(s.m))
+	for _, ss := range s.m {
+		all = append(all, ss)
+	}
+	s.m = map[string]*session{}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ss := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); ss.close(errClosed) }()
+	}
+	wg.Wait()
+	s.wg.Wait()
+	return nil
+}
+
+var errClosed = errors.New("upstream: closed")
+
+// RoundTrip implements http.RoundTripper.
+func (s *Sessions) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		defer req.Body.Close()
+	}
+	sid := req.Header.Get("Mcp-Session-Id")
+	switch req.Method {
+	case http.MethodPost:
+		return s.post(req, sid)
+	case http.MethodGet:
+		if sid == "" {
+			return answer(req, http.StatusMethodNotAllowed, "", nil), nil
+		}
+		ss := s.lookup(sid)
+		if ss == nil {
+			return s.unknown(req), nil
+		}
+		ss.touch()
+		return ss.stream(req), nil
+	case http.MethodDelete:
+		if sid == "" {
+			return answer(req, http.StatusBadRequest, "", nil), nil
+		}
+		s.mu.Lock()
+		ss := s.m[sid]
+		delete(s.m, sid)
+		s.mu.Unlock()
+		if ss == nil {
+			return s.unknown(req), nil
+		}
+		ss.close(errClosed)
+		return answer(req, http.StatusOK, "", nil), nil
+	}
+	return answer(req, http.StatusMethodNotAllowed, "", nil), nil
+}
+
+func (s *Sessions) lookup(sid string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[sid]
+}
+
+func (s *Sessions) unknown(req *http.Request) *http.Response {
+	return answer(req, http.StatusNotFound, "application/json", errorBody(nil, -32001, "Session not found"))
+}
+
+func (s *Sessions) post(req *http.Request, sid string) (*http.Response, error) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, int64(s.opts.MaxBodyBytes)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > s.opts.MaxBodyBytes {
+		return answer(req, http.StatusRequestEntityTooLarge, "application/json", errorBody(nil, jsonrpc.CodeInvalidRequest, "request too large")), nil
+	}
+	trimmed := bytes.TrimSpace(body)
+	var msgs []jsonrpc.Message
+	batch := len(trimmed) > 0 && trimmed[0] == '['
+	if batch {
+		for _, el := range gjson.ParseBytes(trimmed).Array() {
+			m, err := jsonrpc.DecodeMessage([]byte(el.Raw))
+			if err != nil {
+				return answer(req, http.StatusBadRequest, "application/json", errorBody(nil, jsonrpc.CodeInvalidRequest, err.Error())), nil
+			}
+			msgs = append(msgs, m)
+		}
+	} else {
+		m, err := jsonrpc.DecodeMessage(trimmed)
+		if err != nil {
+			return answer(req, http.StatusBadRequest, "application/json", errorBody(nil, jsonrpc.CodeParseError, err.Error())), nil
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return answer(req, http.StatusBadRequest, "application/json", errorBody(nil, jsonrpc.CodeInvalidRequest, "empty batch")), nil
+	}
+	var ss *session
+	opened := ""
+	if r, ok := msgs[0].(*jsonrpc.Request); ok && r.Method == "initialize" {
+		if ss, err = s.open(req, true); err != nil {
+			return s.refused(req, msgs, err), nil
+		}
+		opened = ss.id
+	} else if sid != "" {
+		if ss = s.lookup(sid); ss == nil && !s.opts.AdoptUnknown {
+			return s.unknown(req), nil
+		} else if ss == nil {
+			if ss, err = s.openAs(req, sid); err != nil {
+				return s.refused(req, msgs, err), nil
+			}
+		}
+	} else if ss, err = s.open(req, false); err != nil {
+		return s.refused(req, msgs, err), nil
+	}
+	ss.touch()
+	ss.busy.Add(1)
+	defer func() { ss.busy.Add(-1); ss.touch() }()
+	var out [][]byte
+	for _, m := range msgs {
+		r, isReq := m.(*jsonrpc.Request)
+		if !isReq || !r.ID.IsValid() {
+			if err := ss.conn.Write(req.Context(), m); err != nil {
+				return nil, ss.failure(err)
+			}
+			continue
+		}
+		resp, err := ss.call(req.Context(), r)
+		if err != nil {
+			if opened != "" {
+				s.drop(ss)
+			}
+			return nil, err
+		}
+		b, err := jsonrpc.EncodeMessage(resp)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		return answer(req, http.StatusAccepted, "", nil), nil
+	}
+	var b []byte
+	if batch {
+		b = append([]byte{'['}, bytes.Join(out, []byte{','})...)
+		b = append(b, ']')
+	} else {
+		b = out[0]
+	}
+	res := answer(req, http.StatusOK, "application/json", b)
+	if opened != "" {
+		res.Header.Set("Mcp-Session-Id", opened)
+	}
+	return res, nil
+}
+
+// refused answers a request for which no connection could be had: 503 with a JSON-RPC
+// error for a request (too many sessions), an error for the gateway otherwise.
+func (s *Sessions) refused(req *http.Request, msgs []jsonrpc.Message, err error) *http.Response {
+	var id []byte
+	if r, ok := msgs[0].(*jsonrpc.Request); ok && r.ID.IsValid() {
+		id, _ = jsonIDBytes(r.ID)
+	}
+	status := http.StatusBadGateway
+	if errors.Is(err, errTooMany) {
+		status = http.StatusServiceUnavailable
+	}
+	s.opts.Logger.Warn("upstream session refused", "kind", s.opts.Kind, "err", err)
+	return answer(req, status, "application/json", errorBody(id, jsonrpc.CodeInternalError, err.Error()))
+}
+
+var errTooMany = errors.New("too many sessions")
+
+// open opens a connection: a new session (initialize), or the sessionless one.
+func (s *Sessions) open(req *http.Request, fresh bool) (*session, error) {
+	id := ""
+	if fresh {
+		id = newSessionID(s.opts.Kind)
+	}
+	return s.openAs(req, id)
+}
+
+// openAs opens the connection of session id, or returns the one it has ("" is the
+// sessionless one; a fresh id has none).
+func (s *Sessions) openAs(req *http.Request, id string) (*session, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errClosed
+	}
+	{
+		if ss := s.m[id]; ss != nil {
+			s.mu.Unlock()
+			<-ss.ready
+			if ss.dialErr != nil {
+				return nil, ss.dialErr
+			}
+			return ss, nil
+		}
+	}
+	if len(s.m) >= s.opts.MaxSessions {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%s: %w: %d live, the bound is %d (--max-sessions)", s.opts.Kind, errTooMany, s.opts.MaxSessions, s.opts.MaxSessions)
+	}
+	ss := &session{owner: s, id: id, waiting: map[jsonrpc.ID]*waiter{}, done: make(chan struct{}), ready: make(chan struct{})}
+	ss.touch()
+	s.m[ss.id] = ss // reserved while dialling: the bound holds
+	s.mu.Unlock()
+	conn, err := s.opts.Dial(context.WithoutCancel(req.Context()), req.Header.Clone())
+	if err != nil {
+		ss.dialErr = notSent{fmt.Errorf("%s: %w", s.opts.Kind, err)}
+		close(ss.ready)
+		s.mu.Lock()
+		if s.m[ss.id] == ss {
+			delete(s.m, ss.id)
+		}
+		s.mu.Unlock()
+		return nil, ss.dialErr
+	}
+	ss.conn = conn
+	close(ss.ready)
+	s.wg.Add(1)
+	go ss.read()
+	return ss, nil
+}
+
+// drop forgets ss and ends its connection.
+func (s *Sessions) drop(ss *session) {
+	s.mu.Lock()
+	if s.m[ss.id] == ss {
+		delete(s.m, ss.id)
+	}
+	s.mu.Unlock()
+	ss.close(errClosed)
+}
+
+func newSessionID(kind string) string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return kind + "." + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func answer(req *http.Request, status int, ct string, body []byte) *http.Response {
+	h := http.Header{}
+	if ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	return &http.Response{StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)), Request: req}
+}
+
+func jsonIDBytes(id jsonrpc.ID) ([]byte, error) {
+	b, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: []byte("null")})
+	if err != nil {
+		return nil, err
+	}
+	return []byte(gjson.GetBytes(b, "id").Raw), nil
+}
+
+func errorBody(id []byte, code int, msg string) []byte {
+	if id == nil {
+		id = []byte("null")
+	}
+	m, _ := jsonMarshalString(msg)
+	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":` + strconv.Itoa(code) + `,"message":` + m + `}}`)
+}
