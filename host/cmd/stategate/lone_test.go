@@ -95,6 +95,30 @@ func TestLoneBinary(t *testing.T) {
 	if !strings.HasPrefix(line, "stategate: intercepting on http://127.0.0.1:") {
 		t.Fatalf("intercept: %q", line)
 	}
+
+	// stdio (a desktop client's mcpServers entry) in front of the demo upstream, both from
+	// the lone binary: the listing comes back decorated on stdout.
+	up := exec.Command(bin, "demo", "--upstream-only", "--listen", "127.0.0.1:0")
+	up.Dir, up.Env = dir, []string{"HOME=" + home}
+	upOut, err := up.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { up.Process.Signal(os.Interrupt); up.Wait() }()
+	upLine, _ := bufio.NewReader(upOut).ReadString('\n')
+	m := regexp.MustCompile(`(http://127\.0\.0\.1:\d+/mcp)`).FindStringSubmatch(upLine)
+	if m == nil {
+		t.Fatalf("demo --upstream-only: %q", upLine)
+	}
+	in := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n"
+	if out := lone(in, "stdio", "--config", "config.json", "--upstream", m[1]); !strings.Contains(out, "[Cache-Control: immutable]") {
+		t.Fatalf("stdio: %s", out)
+	}
 	// A --plugin that names no file says what the flag is for.
 	cmd := exec.Command(bin, "call", "check_limits", "--config", "config.json", "--plugin", "nope.wasm")
 	cmd.Dir, cmd.Env, cmd.Stdin = dir, []string{"HOME=" + home}, strings.NewReader(`{}`)
