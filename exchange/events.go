@@ -26,6 +26,15 @@ const (
 	EventStoreUnavailable   = "store_unavailable"    // Data: error; raised when the store stops answering
 	EventAppStateChanged    = "app_state_changed"    // OldState, NewState; Data: reason, parts (degraded: store, plugin, upstream)
 	EventEventsDropped      = "events_dropped"       // Data: dropped (how many this subscriber lost); per subscriber
+	// A replay (since an id) that history no longer holds in full: Data: from, to (the
+	// missing ids, inclusive); per subscriber, never stored.
+	EventEventsGap = "events_gap"
+	// An operator action (mode, approve, purge, reload, reset): Data: action, via (cli,
+	// page, api, signal), what it acted on and its result.
+	EventOperatorAction = "operator_action"
+	// A workflow instance put back in a state by an operator: OldState, NewState; Data:
+	// workflow, key, via, reason.
+	EventWorkflowReset = "workflow_reset"
 )
 
 // Outcomes of a tool_called event.
@@ -40,6 +49,9 @@ const (
 // Event is one thing that happened, published after it was committed (a transition after
 // its snapshot was stored). Fields that do not apply stay empty.
 type Event struct {
+	// ID is set by the gateway's bus (host/ops): increasing, never reused by a gateway
+	// that keeps its history in a file. 0: not numbered.
+	ID        uint64         `json:"id,omitempty"`
 	Type      string         `json:"type"`
 	Tool      string         `json:"tool,omitempty"`
 	OldState  string         `json:"old_state,omitempty"`

@@ -98,6 +98,7 @@ func NewAdmin(o AdminOptions) *Admin {
 	m.Handle("GET /admin/state", a.auth(a.state))
 	m.Handle("POST /admin/reload", a.auth(a.reload))
 	m.Handle("GET /admin/events", a.auth(a.sse))
+	m.Handle("GET /admin/events/history", a.auth(a.history))
 	m.Handle("GET /admin/ws/events", a.auth(a.ws))
 	return a
 }

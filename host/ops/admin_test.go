@@ -131,6 +131,7 @@ var endpoints = []struct{ method, path, body string }{
 	{"GET", "/admin/info", ""},
 	{"GET", "/metrics", ""},
 	{"GET", "/admin/events", ""},
+	{"GET", "/admin/events/history", ""},
 	{"GET", "/admin/ws/events", ""},
 }
 

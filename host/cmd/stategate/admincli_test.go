@@ -28,7 +28,7 @@ func TestAdminCLI_againstServe(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_called", "--count", "2")
+		code, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_called", "--follow", "--stop-after", "2")
 		done <- result{code, out, errOut}
 	}()
 	deadline := time.Now().Add(5 * time.Second)
@@ -54,6 +54,15 @@ func TestAdminCLI_againstServe(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
 	if r.code != 0 || len(lines) != 2 || !strings.Contains(lines[0], `"tool":"cart.pay"`) || !strings.Contains(lines[1], `"outcome":"success"`) {
 		t.Fatalf("events: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+	// --count answers from history at once: the last call, with its id; --since from an id.
+	code, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_called", "--count", "1")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"tool":"cart.add_item"`) || !strings.Contains(out, `"id":`) {
+		t.Fatalf("events --count 1: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "", "events", "--admin", s.adminURL, "--tool", "cart.pay", "--since", "0")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"tool":"cart.pay"`) {
+		t.Fatalf("events --since 0 --tool cart.pay: exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, args := range [][]string{{"tools"}, {"mode", "cart.*", "disabled"}, {"approve", "cart.*"}} {
 		code, _, errOut := runCLI(t, "", append(args, "--admin", s.adminURL)...)

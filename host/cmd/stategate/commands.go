@@ -347,6 +347,10 @@ type hooks struct {
 	reporter  exchange.Reporter
 	replaced  func()                          // a plugin instance was discarded
 	handler   func(http.Handler) http.Handler // wraps the MCP handler (metrics)
+	// opened is called with the store once open, before any traffic (the event history
+	// keeps itself in a bolt file); closing before the store closes.
+	opened  func(store.Store) error
+	closing func()
 }
 
 // newPool builds a plugin pool of cfg on rt.
@@ -389,6 +393,14 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 		return fail(err)
 	}
 	undo = append(undo, func(context.Context) { st.Close() })
+	if hk.opened != nil {
+		if err := hk.opened(st); err != nil {
+			return fail(err)
+		}
+		if hk.closing != nil {
+			undo = append(undo, func(context.Context) { hk.closing() })
+		}
+	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fail(err)
@@ -412,6 +424,9 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 		defer cancel()
 		srv.Shutdown(sctx)
 		r.pool.Close(sctx)
+		if hk.closing != nil {
+			hk.closing()
+		}
 		st.Close()
 		rt.Close(sctx)
 	}
@@ -436,6 +451,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+adminTokenEnv+"); without one the admin listener must be loopback")
 	fs.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&a.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls and transitions may take to finish")
+	fs.IntVar(&a.history, "event-history", 10000, "how many events the admin listener keeps for replay (GET /admin/events?since=, stategate events --count); in the store file when the store is bolt")
 	fs.DurationVar(&a.probe, "probe-interval", 5*time.Second, "how often the store, the plugin and the upstream are probed (app state degraded/ready)")
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2}

@@ -32,6 +32,7 @@ const adminTokenEnv = "STATEGATE_ADMIN_TOKEN"
 type opsOptions struct {
 	admin, tokenFile, logFormat string
 	drain, probe                time.Duration
+	history                     int    // events kept for replay
 	adminSet                    bool   // --admin was given (not its default)
 	stateDir                    string // where the gateway's record (and generated token) go
 }
@@ -74,7 +75,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 	}
 	var gwp atomic.Pointer[gateway.Gateway]
 	var stp atomic.Pointer[store.Store]
-	bus := ops.NewBus()
+	bus := ops.NewBusHistory(a.history)
 	metrics := ops.NewMetrics(func(name string) bool {
 		g := gwp.Load()
 		return g != nil && g.Listed(name)
@@ -151,7 +152,14 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 	}
 
 	run, err := startGateway(ctx, cfg, upstream, o, logger, hooks{publisher: pub, reporter: metrics,
-		replaced: metrics.PluginReplaced, handler: metrics.Instrument})
+		replaced: metrics.PluginReplaced, handler: metrics.Instrument,
+		// A bolt store keeps the event history too, so it survives a restart.
+		opened: func(st store.Store) error {
+			if f, ok := st.(ops.HistoryFile); ok {
+				return bus.KeepIn(f, logger)
+			}
+			return nil
+		}, closing: bus.Close})
 	if err != nil {
 		_ = app.Move(ops.StateStopped, "start-up failed: "+err.Error())
 		return err
