@@ -250,6 +250,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 	}
 	ex.core.count(CountTimeouts)
 	ex.called(OutcomeTimeout)
+	ex.refused(abi.DenyToolTimeout, gjson.Result{})
 	ex.reportHealth(context.Background(), healthTimeout)
 	if ex.task {
 		return ex.taskRefusal(res)
@@ -272,6 +273,7 @@ func (ex *Exchange) timeout() time.Duration {
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
 	ex.called(OutcomeFailed)
+	ex.refused(abi.DenyUpstreamUnavailable, gjson.Result{})
 	ex.reportHealth(context.Background(), healthUnreachable)
 	msg := AppendError(nil, ex.clientID, CodeInternal, "the gateway could not get an answer from the MCP server")
 	data := `{"` + abi.MetaError + `":{"code":"` + abi.DenyUpstreamUnavailable + `","retryable":` + strconv.FormatBool(abi.Retryable(abi.DenyUpstreamUnavailable)) + `}}`

@@ -151,6 +151,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 		ex.releaseNow()
 		ex.answerLocal([]byte(ans.Get("result").Raw))
 		ex.called(OutcomeDenied)
+		ex.refused(ans.Get("code").Str, ans.Get("details"))
 		return
 	}
 	if b, ok := c.state.(Bounded); ok && !c.canRecord(ctx, ex, b) {
@@ -218,6 +219,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))
 	ex.called(OutcomeDenied)
+	ex.refused(abi.DenyGateUnavailable, gjson.Result{})
 }
 
 type errBusy struct{ err error }

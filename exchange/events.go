@@ -1,6 +1,8 @@
 package exchange
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -26,6 +28,11 @@ const (
 	EventStoreUnavailable   = "store_unavailable"    // Data: error; raised when the store stops answering
 	EventAppStateChanged    = "app_state_changed"    // OldState, NewState; Data: reason, parts (degraded: store, plugin, upstream)
 	EventEventsDropped      = "events_dropped"       // Data: dropped (how many this subscriber lost); per subscriber
+	// A tools/call the gateway answered itself with a refusal: Tool; Data: code
+	// (TOOL_NOT_AVAILABLE, ARRAY_TOO_LARGE, TOOL_DISABLED, TOOL_QUARANTINED, TOOL_TIMEOUT,
+	// GATE_UNAVAILABLE, ...), workflow and state where they apply, session (a digest of
+	// the session id, never the id itself).
+	EventCallRefused = "call_refused"
 	// A replay (since an id) that history no longer holds in full: Data: from, to (the
 	// missing ids, inclusive); per subscriber, never stored.
 	EventEventsGap = "events_gap"
@@ -86,6 +93,36 @@ func (ex *Exchange) called(outcome string) {
 	ex.reported = true
 	ex.core.publish(Event{Type: EventToolCalled, Tool: ex.Tool, Data: map[string]any{
 		"durationMs": time.Since(ex.start).Milliseconds(), "outcome": outcome}})
+}
+
+// SessionDigest is how events and traces name a session: the first 16 hex digits of
+// the SHA-256 of its id, so a log or a trace never carries the id a client presents
+// (which acts as a credential), yet an operator holding the id can find its events.
+func SessionDigest(session string) string {
+	if session == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(session))
+	return hex.EncodeToString(sum[:8])
+}
+
+// refused publishes call_refused for a tools/call the gateway answered with the refusal
+// code; details is the engine's details object (workflow, state), when there is one.
+func (ex *Exchange) refused(code string, details gjson.Result) {
+	if ex.Tool == "" || !ex.core.publishing {
+		return
+	}
+	data := map[string]any{"code": code}
+	if w := details.Get("workflow").Str; w != "" {
+		data["workflow"] = w
+	}
+	if st := details.Get("state").Str; st != "" {
+		data["state"] = st
+	}
+	if ex.Session != "" {
+		data["session"] = SessionDigest(ex.Session)
+	}
+	ex.core.publish(Event{Type: EventCallRefused, Tool: ex.Tool, Data: data})
 }
 
 // transitioned publishes workflow_transitioned for each event of the engine's final

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,8 @@ func (r *recorder) lines() []string {
 			out = append(out, e.Type+" "+e.Tool+" "+e.Data["outcome"].(string))
 		case exchange.EventWorkflowTransitioned:
 			out = append(out, e.Type+" "+e.Tool+" "+e.OldState+"->"+e.NewState+" "+e.Data["workflow"].(string)+" "+e.Data["event"].(string))
+		case exchange.EventCallRefused:
+			out = append(out, e.Type+" "+e.Tool+" "+e.Data["code"].(string)+" "+e.Data["workflow"].(string)+" "+e.Data["state"].(string))
 		default:
 			out = append(out, e.Type)
 		}
@@ -58,6 +61,7 @@ func TestEvents_followTheWorkflow(t *testing.T) {
 	c.call(t, "cart.pay", nil)
 	want := []string{
 		"tool_called cart.pay denied",
+		"call_refused cart.pay TOOL_NOT_AVAILABLE checkout empty",
 		"workflow_transitioned cart.add_item empty->has_items checkout ADD_ITEM",
 		"tool_called cart.add_item success",
 		"tool_called cart.add_item error",
@@ -72,4 +76,28 @@ func TestEvents_followTheWorkflow(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
+}
+
+// TestEvents_refusalCarriesItsCode: a refused call is a call_refused event with its code,
+// the workflow and state, and the session as a digest: never the session id the client
+// presents (it acts as a credential).
+func TestEvents_refusalCarriesItsCode(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, envOptions{gateway: gateway.Options{Publisher: rec}})
+	c := e.connect(t, sessionEra)
+	c.call(t, "cart.pay", nil)
+	sid := c.cs.ID()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, ev := range rec.events {
+		if ev.Type != exchange.EventCallRefused {
+			continue
+		}
+		b, _ := json.Marshal(ev)
+		if sid == "" || strings.Contains(string(b), sid) || ev.Data["session"] != exchange.SessionDigest(sid) || ev.Data["code"] != "TOOL_NOT_AVAILABLE" {
+			t.Fatalf("call_refused %s (session %q)", b, sid)
+		}
+		return
+	}
+	t.Fatal("no call_refused event")
 }

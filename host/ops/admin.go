@@ -37,10 +37,13 @@ type AdminOptions struct {
 	// Token is the bearer token every endpoint but the probes and the page requires; ""
 	// only on a loopback listener (Listen refuses otherwise), where requests must then
 	// come from loopback names and origins (no cross-site requests from a browser).
-	Token   string
-	App     *App
-	Bus     *Bus
-	Metrics *Metrics
+	Token string
+	App   *App
+	Bus   *Bus
+	// Publisher receives the operator_action and workflow_reset events (metrics and the
+	// bus); nil: the Bus.
+	Publisher exchange.Publisher
+	Metrics   *Metrics
 	// Operator returns the exchange core serving now (it changes on reload).
 	Operator func() Operator
 	// Store returns the gateway's state store (nil while starting).
@@ -221,11 +224,42 @@ func (a *Admin) reload(w http.ResponseWriter, r *http.Request) {
 	}
 	res := a.opts.Reload(r.Context())
 	a.log.Info("operator action", "action", "reload", "ok", res.OK, "errors", len(res.Errors), "remote", r.RemoteAddr)
+	a.acted(r, "reload", map[string]any{"ok": res.OK})
 	status := http.StatusOK
 	if !res.OK {
 		status = http.StatusUnprocessableEntity
 	}
 	a.reply(w, status, res)
+}
+
+// ViaHeader says which client sent an admin request: "cli" (the stategate commands),
+// "page" (the status page); anything else, or none, is "api".
+const ViaHeader = "X-Stategate-Via"
+
+// viaOf names where a request came from, for operator_action events.
+func viaOf(r *http.Request) string {
+	switch v := r.Header.Get(ViaHeader); v {
+	case "cli", "page":
+		return v
+	}
+	return "api"
+}
+
+// acted publishes an operator_action event: the action, where it came from, and what it
+// acted on (data). A dry run is not an action.
+func (a *Admin) acted(r *http.Request, action string, data map[string]any) {
+	pub := a.opts.Publisher
+	if pub == nil {
+		if a.opts.Bus == nil {
+			return
+		}
+		pub = a.opts.Bus
+	}
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["action"], data["via"] = action, viaOf(r)
+	pub.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: data})
 }
 
 // apiError is every admin error's body.

@@ -76,12 +76,14 @@ type adminEnv struct {
 	st      store.Store
 	reloads int
 	app     *App
+	bus     *Bus
 }
 
 func newAdminEnv(t *testing.T, token string, healthOff bool) *adminEnv {
 	t.Helper()
 	e := &adminEnv{op: &fakeOperator{off: healthOff}, st: store.NewMemory(store.Options{})}
 	bus := NewBus()
+	e.bus = bus
 	e.app = NewApp(bus, nil)
 	a := NewAdmin(AdminOptions{Token: token, App: e.app, Bus: bus, Metrics: NewMetrics(nil, nil),
 		Operator: func() Operator { return e.op },
@@ -343,5 +345,27 @@ func TestAdmin_oneToolOrAGlob(t *testing.T) {
 	want := []string{"approve tool=**", "mode tool= A.b\x1b (dry run) disabled "}
 	if got := e.op.touched(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("operator calls %q, want %q", got, want)
+	}
+}
+
+// TestAdmin_operatorActionsAreEvents: every operator action (mode, approve, purge,
+// reload) is an operator_action event naming the action and where it came from (the
+// X-Stategate-Via header: cli, page; else api); a dry run is not an action.
+func TestAdmin_operatorActionsAreEvents(t *testing.T) {
+	e := newAdminEnv(t, "tok", false)
+	e.do(t, "POST", "/admin/tools/mode", "Bearer tok", `{"tool":"cart.pay","mode":"disabled","reason":"r1"}`, ViaHeader, "cli")
+	e.do(t, "POST", "/admin/tools/mode", "Bearer tok", `{"tool":"cart.pay","mode":"active","dryRun":true}`, ViaHeader, "page")
+	e.do(t, "POST", "/admin/tools/approve", "Bearer tok", `{"tool":"cart.pay"}`, ViaHeader, "page")
+	e.do(t, "POST", "/admin/reload", "Bearer tok", `{}`)
+	got, _ := e.bus.History(10, Filter{Type: exchange.EventOperatorAction})
+	var lines []string
+	for _, ev := range got {
+		lines = append(lines, ev.Data["action"].(string)+" "+ev.Data["via"].(string))
+	}
+	if strings.Join(lines, ", ") != "mode cli, approve page, reload api" {
+		t.Fatalf("operator_action events: %v", lines)
+	}
+	if got[0].Data["reason"] != "r1" || got[0].Data["tool"] != "cart.pay" {
+		t.Fatalf("mode event: %+v", got[0].Data)
 	}
 }

@@ -89,6 +89,9 @@ func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
 	changes, err := a.opts.Operator().SetMode(r.Context(), act, req.Mode, req.Reason)
 	a.log.Info("operator action", "action", "mode", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"mode", req.Mode, "reason", req.Reason, "changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
+	if !req.DryRun {
+		a.acted(r, "mode", actionData(req.target, err, map[string]any{"mode": req.Mode, "reason": req.Reason, "changes": changeNames(changes)}))
+	}
 	if err != nil {
 		a.operatorError(w, err)
 		return
@@ -113,11 +116,39 @@ func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
 	changes, err := a.opts.Operator().Approve(r.Context(), act)
 	a.log.Info("operator action", "action", "approve", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
+	if !req.DryRun {
+		a.acted(r, "approve", actionData(req.target, err, map[string]any{"changes": changeNames(changes)}))
+	}
 	if err != nil {
 		a.operatorError(w, err)
 		return
 	}
 	a.reply(w, http.StatusOK, changesAnswer(changes, req.DryRun))
+}
+
+// actionData is an operator_action event's data: the target, the error when it failed,
+// and extra.
+func actionData(t target, err error, extra map[string]any) map[string]any {
+	if t.Tool != "" {
+		extra["tool"] = t.Tool
+	} else {
+		extra["match"] = t.Match
+	}
+	if err != nil {
+		extra["error"] = err.Error()
+	}
+	return extra
+}
+
+// changeNames lists the units a mode or approve changed.
+func changeNames(changes []exchange.ModeChange) []string {
+	out := []string{}
+	for _, c := range changes {
+		if c.OK {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // changesAnswer is the answer of mode and approve: each unit's change, and "dryRun": true
@@ -244,6 +275,9 @@ func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
 	purged, err := p.PurgeCache(r.Context(), act)
 	a.log.Info("operator action", "action", "cache_purge", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"purged", len(purged), "err", errString(err), "remote", r.RemoteAddr)
+	if !req.DryRun {
+		a.acted(r, "purge", actionData(req, err, map[string]any{"purged": purged}))
+	}
 	if err != nil {
 		a.operatorError(w, err)
 		return

@@ -100,6 +100,7 @@ func (c *adminClient) request(ctx context.Context, method, path string, body any
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	req.Header.Set(ops.ViaHeader, "cli")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("admin[%s]: %w", c.base, err)

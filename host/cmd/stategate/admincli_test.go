@@ -60,8 +60,9 @@ func TestAdminCLI_againstServe(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"tool":"cart.add_item"`) || !strings.Contains(out, `"id":`) {
 		t.Fatalf("events --count 1: exit %d\n%s\n%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, "", "events", "--admin", s.adminURL, "--tool", "cart.pay", "--since", "0")
-	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"tool":"cart.pay"`) {
+	// The refusal is an event with its code, found by tool and type from history.
+	code, out, errOut = runCLI(t, "", "events", "--admin", s.adminURL, "--tool", "cart.pay", "--type", "call_refused", "--since", "0")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"code":"TOOL_NOT_AVAILABLE"`) {
 		t.Fatalf("events --since 0 --tool cart.pay: exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, args := range [][]string{{"tools"}, {"mode", "cart.*", "disabled"}, {"approve", "cart.*"}} {

@@ -107,7 +107,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		if err != nil {
 			return err
 		}
-		admin := ops.NewAdmin(ops.AdminOptions{Token: token, App: app, Bus: bus, Metrics: metrics, Logger: logger,
+		admin := ops.NewAdmin(ops.AdminOptions{Token: token, App: app, Bus: bus, Publisher: pub, Metrics: metrics, Logger: logger,
 			Operator: func() ops.Operator {
 				if g := gwp.Load(); g != nil {
 					return g.Core()
@@ -194,6 +194,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		case <-hup:
 			res := rl.reload(context.Background())
 			logger.Info("operator action", "action", "reload", "trigger", "SIGHUP", "ok", res.OK, "errors", strings.Join(res.Errors, "; "))
+			pub.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: map[string]any{"action": "reload", "via": "signal", "ok": res.OK}})
 			continue
 		case <-ctx.Done():
 		}
