@@ -52,6 +52,8 @@ type Exchange struct {
 	answered  bool
 	closed    bool
 	reported  bool // tool_called was published
+	sentAt    time.Time     // when it went upstream (only while publishing: latency figures)
+	upstream  time.Duration // how long the upstream took, once it answered or failed
 
 	task   bool   // tools/call: task-augmented (params.task): a refusal is a JSON-RPC error
 	taskID string // tasks/get, tasks/result: the task asked about

@@ -122,6 +122,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 
 // finishCall advances the call's workflows by its outcome and decorates its result.
 func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
+	ex.upstreamDone()
 	c := ex.core
 	if ex.settle == settleNone {
 		if id := taskID(root.Get("result")); id != "" {
@@ -249,6 +250,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 		res = engine.AppendTimeoutResult(nil, ex.Tool, int(ex.timeout()/time.Millisecond))
 	}
 	ex.core.count(CountTimeouts)
+	ex.upstreamDone()
 	ex.called(OutcomeTimeout)
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})
 	ex.reportHealth(context.Background(), healthTimeout)
@@ -272,6 +274,7 @@ func (ex *Exchange) timeout() time.Duration {
 // tools/call, the duration.
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
+	ex.upstreamDone()
 	ex.called(OutcomeFailed)
 	ex.refused(abi.DenyUpstreamUnavailable, gjson.Result{})
 	ex.reportHealth(context.Background(), healthUnreachable)

@@ -447,7 +447,20 @@ func sessionOwned(key string) bool {
 
 // MarkSent records whether the request may have reached the upstream. A moving call that
 // was sent and never answered readably keeps its lease (abi.FaultOutcomeUnknown).
-func (ex *Exchange) MarkSent(sent bool) { ex.sent = sent }
+func (ex *Exchange) MarkSent(sent bool) {
+	ex.sent = sent
+	if sent && ex.Tool != "" && ex.core.publishing {
+		ex.sentAt = time.Now()
+	}
+}
+
+// upstreamDone records how long the upstream took (its answer came, or it failed), for
+// tool_called's upstreamUs: the rest of the call's duration is the gateway's own.
+func (ex *Exchange) upstreamDone() {
+	if !ex.sentAt.IsZero() && ex.upstream == 0 {
+		ex.upstream = max(time.Since(ex.sentAt), time.Nanosecond)
+	}
+}
 
 // Close ends the exchange: the lease of a moving call is released, unless the call reached
 // the upstream and its outcome is unknown, or its transition could not be stored, in which

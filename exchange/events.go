@@ -11,7 +11,7 @@ import (
 // Event types the core publishes. Wave-2 features add theirs here, so that every host and
 // every subscriber sees one vocabulary (README "Events" lists them with their fields).
 const (
-	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, outcome
+	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, durationUs, upstreamUs (when sent upstream), outcome
 	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: key, workflow, event
 	EventCacheInvalidated     = "cache_invalidated"     // Tool (the cause); Data: causedBy, patterns, tools
 	// Tool health: Tool is the unit (the tool, or the server with unit "server").
@@ -91,8 +91,12 @@ func (ex *Exchange) called(outcome string) {
 		return
 	}
 	ex.reported = true
-	ex.core.publish(Event{Type: EventToolCalled, Tool: ex.Tool, Data: map[string]any{
-		"durationMs": time.Since(ex.start).Milliseconds(), "outcome": outcome}})
+	d := time.Since(ex.start)
+	data := map[string]any{"durationMs": d.Milliseconds(), "durationUs": d.Microseconds(), "outcome": outcome}
+	if ex.upstream > 0 {
+		data["upstreamUs"] = min(ex.upstream, d).Microseconds()
+	}
+	ex.core.publish(Event{Type: EventToolCalled, Tool: ex.Tool, Data: data})
 }
 
 // SessionDigest is how events and traces name a session: the first 16 hex digits of

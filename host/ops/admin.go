@@ -92,6 +92,7 @@ func NewAdmin(o AdminOptions) *Admin {
 	m.HandleFunc("GET /admin/static/", a.asset)
 	m.Handle("GET /metrics", a.auth(a.metrics))
 	m.Handle("GET /admin/info", a.auth(a.info))
+	m.Handle("GET /admin/latency", a.auth(a.latency))
 	m.Handle("GET /admin/tools", a.auth(a.tools))
 	m.Handle("GET /admin/workflows", a.auth(a.workflows))
 	m.Handle("POST /admin/tools/mode", a.auth(a.mode))
@@ -207,6 +208,15 @@ func (a *Admin) info(w http.ResponseWriter, r *http.Request) {
 		out["eventsDropped"] = a.opts.Bus.Dropped()
 	}
 	a.reply(w, http.StatusOK, out)
+}
+
+// latency answers each tool's call count and p50/p95 in seconds, from the histogram.
+func (a *Admin) latency(w http.ResponseWriter, r *http.Request) {
+	out := map[string]Latency{}
+	if a.opts.Metrics != nil {
+		out = a.opts.Metrics.Latencies()
+	}
+	a.reply(w, http.StatusOK, map[string]any{"tools": out})
 }
 
 func (a *Admin) workflows(w http.ResponseWriter, r *http.Request) {
