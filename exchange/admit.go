@@ -51,7 +51,7 @@ type Exchange struct {
 	sent      bool
 	answered  bool
 	closed    bool
-	reported  bool // tool_called was published
+	reported  bool          // tool_called was published
 	sentAt    time.Time     // when it went upstream (only while publishing: latency figures)
 	upstream  time.Duration // how long the upstream took, once it answered or failed
 
