@@ -12,7 +12,7 @@ import (
 // every subscriber sees one vocabulary (README "Events" lists them with their fields).
 const (
 	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, durationUs, upstreamUs (when sent upstream), outcome
-	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: key, workflow, event
+	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: workflow, event, key (handle-keyed only), session (digest)
 	EventCacheInvalidated     = "cache_invalidated"     // Tool (the cause); Data: causedBy, patterns, tools
 	// Tool health: Tool is the unit (the tool, or the server with unit "server").
 	EventToolStateChanged      = "tool_state_changed"      // OldState, NewState (modes); Data: reason, tool
@@ -140,9 +140,15 @@ func (ex *Exchange) transitioned(ans gjson.Result, failed map[string]bool) {
 	ans.Get("events").ForEach(func(_, e gjson.Result) bool {
 		key := e.Get("key").Str
 		if e.Get("outcome").Str == "transitioned" && !failed[key] {
+			data := map[string]any{"workflow": e.Get("workflow").Str, "event": e.Get("event").Str}
+			if !sessionOwned(key) {
+				data["key"] = key // a handle's key; a session's holds the session id: never in an event
+			}
+			if ex.Session != "" {
+				data["session"] = SessionDigest(ex.Session)
+			}
 			ex.core.publish(Event{Type: EventWorkflowTransitioned, Tool: ex.Tool,
-				OldState: e.Get("from").Str, NewState: e.Get("to").Str, Data: map[string]any{
-					"key": key, "workflow": e.Get("workflow").Str, "event": e.Get("event").Str}})
+				OldState: e.Get("from").Str, NewState: e.Get("to").Str, Data: data})
 		}
 		return true
 	})

@@ -51,6 +51,10 @@ type AdminOptions struct {
 	// StateKey derives a workflow's state key from its session id or handle (the
 	// engine's StateKey for the configuration serving now).
 	StateKey func(workflow, principal, value string) (string, error)
+	// ResetSnapshot builds the snapshot that puts a workflow instance, stored as old, in
+	// state to ("" for the initial state) and names the state it leaves
+	// (engine.ResetSnapshot); nil: reset is not available.
+	ResetSnapshot func(workflow, to string, old []byte) ([]byte, string, error)
 	// Reload re-reads the configuration; nil: reload is not available.
 	Reload func(ctx context.Context) ReloadResult
 	// Stats returns the exchange counters (for the status page).
@@ -100,6 +104,7 @@ func NewAdmin(o AdminOptions) *Admin {
 	m.Handle("POST /admin/cache/purge", a.auth(a.purge))
 	m.Handle("GET /admin/cache", a.auth(a.cache))
 	m.Handle("GET /admin/state", a.auth(a.state))
+	m.Handle("POST /admin/state/reset", a.auth(a.reset))
 	m.Handle("POST /admin/reload", a.auth(a.reload))
 	m.Handle("GET /admin/events", a.auth(a.sse))
 	m.Handle("GET /admin/events/history", a.auth(a.history))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/store"
@@ -367,5 +368,41 @@ func TestAdmin_operatorActionsAreEvents(t *testing.T) {
 	}
 	if got[0].Data["reason"] != "r1" || got[0].Data["tool"] != "cart.pay" {
 		t.Fatalf("mode event: %+v", got[0].Data)
+	}
+}
+
+// TestAdmin_resetWaitsForTheLease: a reset takes the state's lease like a moving call: it
+// answers 409 busy while a call holds it past the wait, and goes through once it is free.
+func TestAdmin_resetWaitsForTheLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits resetWait")
+	}
+	st := store.NewMemory(store.Options{})
+	key := "stategate/v1/checkout/session//s1"
+	st.CompareAndSwap(context.Background(), "s1", key, nil, []byte(`{"workflow":"checkout","state":"payment","seq":3}`))
+	bus := NewBus()
+	a := NewAdmin(AdminOptions{Token: "tok", App: NewApp(bus, nil), Bus: bus,
+		Store:    func() store.Store { return st },
+		StateKey: func(w, p, v string) (string, error) { return "stategate/v1/" + w + "/session/" + p + "/" + v, nil },
+		ResetSnapshot: func(w, to string, old []byte) ([]byte, string, error) {
+			return []byte(`{"workflow":"checkout","state":"empty","seq":4}`), "payment", nil
+		}})
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	e := &adminEnv{srv: srv}
+	release, err := st.Lock(context.Background(), []string{key}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"workflow":"checkout","session":"s1","reason":"stuck"}`
+	if status, m := e.do(t, "POST", "/admin/state/reset", "Bearer tok", body); status != 409 || m["code"] != "busy" {
+		t.Fatalf("reset under a lease: %d %v", status, m)
+	}
+	release()
+	if status, m := e.do(t, "POST", "/admin/state/reset", "Bearer tok", body); status != 200 || m["from"] != "payment" || m["to"] != "empty" {
+		t.Fatalf("reset: %d %v", status, m)
+	}
+	if v, _ := st.Get(context.Background(), key); !strings.Contains(string(v), `"empty"`) {
+		t.Fatalf("stored %s", v)
 	}
 }

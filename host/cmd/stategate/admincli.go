@@ -520,6 +520,34 @@ func atoiErr(s string, n *int) error {
 	return err
 }
 
+// cmdReset puts a workflow instance back in its initial state, or in --to STATE (POST
+// /admin/state/reset): compare-and-set like any transition, an event, and a clear error
+// for an unknown workflow, session, handle or state.
+func cmdReset(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "usage: stategate reset WORKFLOW (--handle VALUE | --session ID) [--principal P] [--to STATE] [--reason TEXT] [--admin URL] [--admin-token-file FILE]"
+	var handle, session, principal, to, reason *string
+	c, rest, err := adminFlags("reset", args, stderr, usage, func(fs flagSet) {
+		handle = fs.String("handle", "", "the instance's handle (a handle-keyed workflow)")
+		session = fs.String("session", "", "the instance's session id (a session-keyed workflow)")
+		principal = fs.String("principal", "", "the principal, when state is scoped by principal")
+		to = fs.String("to", "", "the state to put it in (default: the workflow's initial state)")
+		reason = fs.String("reason", "", "why (in the event and the log)")
+	})
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 || rest[0] == "" || (*handle == "") == (*session == "") {
+		return &exitError{code: 2, msg: usage}
+	}
+	var out struct{ Workflow, From, To string }
+	body := map[string]any{"workflow": rest[0], "handle": *handle, "session": *session, "principal": *principal, "to": *to, "reason": *reason}
+	if err := c.call(ctx, "POST", "/admin/state/reset", body, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s -> %s\n", termsafe.String(out.Workflow), termsafe.String(out.From), termsafe.String(out.To))
+	return nil
+}
+
 // authHint says how to give the token when the admin API answered 401.
 func authHint(status int) string {
 	if status != http.StatusUnauthorized {

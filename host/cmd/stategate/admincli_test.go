@@ -271,3 +271,44 @@ func TestAdminCLI_purge(t *testing.T) {
 		t.Errorf("purge without a glob: exit %d, want 2", code)
 	}
 }
+
+// TestAdminCLI_reset: stategate reset puts a session's checkout back in its initial state
+// or in a named state (stored, so the gate sees it), says from and to, is an event with
+// the session's digest (never its id), and names what is wrong for an unknown workflow,
+// state or session.
+func TestAdminCLI_reset(t *testing.T) {
+	s := startServe(t, demo.Options{})
+	t.Setenv(adminTokenEnv, s.token)
+	cs := mcpClient(t, s.mcpURL)
+	mustCall(t, cs, "cart.add_item", map[string]any{"sku": "tea"})
+	sid := cs.ID()
+	code, out, errOut := runCLI(t, "", "reset", "checkout", "--session", sid, "--reason", "stuck", "--admin", s.adminURL)
+	if code != 0 || strings.TrimSpace(out) != "checkout: has_items -> empty" {
+		t.Fatalf("reset: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut = runCLI(t, "", "reset", "checkout", "--session", sid, "--to", "payment", "--admin", s.adminURL); code != 0 || strings.TrimSpace(out) != "checkout: empty -> payment" {
+		t.Fatalf("reset --to payment: exit %d\n%s\n%s", code, out, errOut)
+	}
+	mustCall(t, cs, "cart.pay", nil) // allowed only in payment: the gate read the reset state
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nope", "--session", sid}, "no workflow of that name"},
+		{[]string{"checkout", "--session", sid, "--to", "limbo"}, "has no state limbo"},
+		{[]string{"checkout", "--session", "never-seen"}, "nothing is stored for that session"},
+	} {
+		code, _, errOut := runCLI(t, "", append(append([]string{"reset"}, c.args...), "--admin", s.adminURL)...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("reset %v: exit %d: %s", c.args, code, errOut)
+		}
+	}
+	if code, _, _ := runCLI(t, "", "reset", "checkout", "--admin", s.adminURL); code != 2 {
+		t.Errorf("reset without --session or --handle: exit %d, want 2", code)
+	}
+	code, out, _ = runCLI(t, "", "events", "--type", "workflow_reset", "--admin", s.adminURL)
+	if code != 0 || strings.Count(out, "\n") != 2 || strings.Contains(out, sid) || !strings.Contains(out, exchange.SessionDigest(sid)) ||
+		!strings.Contains(out, `"reason":"stuck"`) || !strings.Contains(out, `"via":"cli"`) {
+		t.Fatalf("workflow_reset events:\n%s", out)
+	}
+}

@@ -123,6 +123,9 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 			StateKey: func(workflow, principal, value string) (string, error) {
 				return rl.eng.Load().StateKey(workflow, principal, value)
 			},
+			ResetSnapshot: func(workflow, to string, old []byte) ([]byte, string, error) {
+				return rl.eng.Load().ResetSnapshot(workflow, to, old)
+			},
 			Reload:       rl.reload,
 			Workflows:    func() any { return workflowGraphs(rl.eng.Load(), "mermaid") },
 			UnknownTools: unknownTools,
