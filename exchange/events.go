@@ -113,6 +113,7 @@ func SessionDigest(session string) string {
 // refused publishes call_refused for a tools/call the gateway answered with the refusal
 // code; details is the engine's details object (workflow, state), when there is one.
 func (ex *Exchange) refused(code string, details gjson.Result) {
+	ex.refusal.Store(&code)
 	if ex.Tool == "" || !ex.core.publishing {
 		return
 	}
@@ -127,6 +128,15 @@ func (ex *Exchange) refused(code string, details gjson.Result) {
 		data["session"] = SessionDigest(ex.Session)
 	}
 	ex.core.publish(Event{Type: EventCallRefused, Tool: ex.Tool, Data: data})
+}
+
+// Refusal returns the code of the refusal the gateway answered this call with (a
+// denial, TOOL_TIMEOUT, GATE_UNAVAILABLE, UPSTREAM_UNAVAILABLE), or "" (traces' error.type).
+func (ex *Exchange) Refusal() string {
+	if p := ex.refusal.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // transitioned publishes workflow_transitioned for each event of the engine's final

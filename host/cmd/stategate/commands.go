@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/stategate/stategate/exchange"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net"
@@ -351,6 +352,7 @@ type hooks struct {
 	// keeps itself in a bolt file); closing before the store closes.
 	opened  func(store.Store) error
 	closing func()
+	tracer  trace.Tracer // OpenTelemetry (nil: off)
 }
 
 // newPool builds a plugin pool of cfg on rt.
@@ -407,7 +409,7 @@ func startGateway(ctx context.Context, cfg []byte, upstream *url.URL, o serveOpt
 	}
 	undo = append(undo, func(context.Context) { ln.Close() })
 	gw, err = gateway.New(gateway.Options{Upstream: upstream, Plugin: pool, Config: cfg, Store: st, Logger: logger,
-		Origins: o.originPolicy(ln.Addr()), Publisher: hk.publisher, Reporter: hk.reporter,
+		Origins: o.originPolicy(ln.Addr()), Publisher: hk.publisher, Reporter: hk.reporter, Tracer: hk.tracer,
 		PublicURL: o.publicURLFor(ln.Addr(), logger)})
 	if err != nil {
 		return fail(err)

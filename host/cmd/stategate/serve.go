@@ -154,7 +154,12 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		logger.Info("admin listener", "addr", aln.Addr().String(), "token", token != "")
 	}
 
-	run, err := startGateway(ctx, cfg, upstream, o, logger, hooks{publisher: pub, reporter: metrics,
+	tracer, stopTracing, err := setupTracing(ctx, logger)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer stopTracing()
+	run, err := startGateway(ctx, cfg, upstream, o, logger, hooks{publisher: pub, reporter: metrics, tracer: tracer,
 		replaced: metrics.PluginReplaced, handler: metrics.Instrument,
 		// A bolt store keeps the event history too, so it survives a restart.
 		opened: func(st store.Store) error {
