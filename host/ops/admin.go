@@ -62,6 +62,10 @@ type AdminOptions struct {
 	// Workflows returns the configuration's workflows as diagrams (the graph command's
 	// output), for the status page; nil: none.
 	Workflows func() any
+	// Listed returns the tool names the upstream listed (exchange.Core.ListedNames), and
+	// ToolHint what the configuration does with one, for the status page; nil: none.
+	Listed   func() []string
+	ToolHint func(name string) string
 	// UnknownTools returns the configuration's tool names no listed tool meets, for the
 	// status page; nil: none.
 	UnknownTools UnknownLister
@@ -98,6 +102,7 @@ func NewAdmin(o AdminOptions) *Admin {
 	m.Handle("GET /admin/info", a.auth(a.info))
 	m.Handle("GET /admin/latency", a.auth(a.latency))
 	m.Handle("GET /admin/tools", a.auth(a.tools))
+	m.Handle("GET /admin/tools/overview", a.auth(a.overview))
 	m.Handle("GET /admin/workflows", a.auth(a.workflows))
 	m.Handle("POST /admin/tools/mode", a.auth(a.mode))
 	m.Handle("POST /admin/tools/approve", a.auth(a.approve))

@@ -3,7 +3,9 @@ package ops
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +59,23 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	storeErrors prometheus.Counter
 	httpSecs    *prometheus.HistogramVec
+
+	refMu    sync.Mutex
+	refusals map[string]Refusal // the last refusal per tool label
+}
+
+// Refusal is a tool's last refusal: its code and when.
+type Refusal struct {
+	Code string    `json:"code"`
+	At   time.Time `json:"at"`
+}
+
+// LastRefusals returns each tool's last refusal (tools the upstream never listed are
+// OtherTool), for the status page.
+func (m *Metrics) LastRefusals() map[string]Refusal {
+	m.refMu.Lock()
+	defer m.refMu.Unlock()
+	return maps.Clone(m.refusals)
 }
 
 // ToolLister lists the tools with their modes (exchange.Core.Tools); ErrHealthOff means
@@ -142,6 +161,18 @@ func (m *Metrics) Publish(e exchange.Event) {
 		m.toolSecs.WithLabelValues(tool, outcome).Observe(float64(us) / 1e6)
 		up, _ := e.Data["upstreamUs"].(int64)
 		m.overhead.WithLabelValues(tool).Observe(float64(max(us-up, 0)) / 1e6)
+	case exchange.EventCallRefused:
+		code, _ := e.Data["code"].(string)
+		tool := e.Tool
+		if m.listed == nil || !m.listed(tool) {
+			tool = OtherTool
+		}
+		m.refMu.Lock()
+		if m.refusals == nil {
+			m.refusals = map[string]Refusal{}
+		}
+		m.refusals[tool] = Refusal{Code: code, At: e.Timestamp}
+		m.refMu.Unlock()
 	case exchange.EventWorkflowTransitioned:
 		w, _ := e.Data["workflow"].(string)
 		m.transitions.WithLabelValues(w).Inc()

@@ -153,6 +153,25 @@ func cmdGraph(args []string, stdout, stderr io.Writer) error {
 type workflowGraph struct {
 	ID   string `json:"id"`
 	Text string `json:"text"`
+	// The graph itself, for the status page's diagram (the JSON carries them; graph
+	// prints Text).
+	Key         string       `json:"key"`
+	Initial     string       `json:"initial"`
+	States      []graphState `json:"states"`
+	Transitions []graphEdge  `json:"transitions"`
+}
+
+type graphState struct {
+	Name  string   `json:"name"`
+	Final bool     `json:"final,omitempty"`
+	Tools []string `json:"tools"` // the tools allowed in it
+}
+
+type graphEdge struct {
+	From  string   `json:"from"`
+	To    string   `json:"to"`
+	Event string   `json:"event"`
+	Tools []string `json:"tools"` // the tools whose success fires the event
 }
 
 // workflowGraphs draws each workflow of eng's configuration (format mermaid or dot).
@@ -207,9 +226,38 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 			}
 			b.WriteString("}\n")
 		}
-		out = append(out, workflowGraph{ID: w.ID, Text: b.String()})
+		g := workflowGraph{ID: w.ID, Text: b.String(), Key: keyText(w.Key == 1, w.KeyArg), Initial: w.Initial,
+			States: []graphState{}, Transitions: []graphEdge{}}
+		for _, s := range w.States {
+			g.States = append(g.States, graphState{Name: s.Name, Final: s.Final, Tools: append([]string{}, w.ToolsIn(s.Name)...)})
+			for _, e := range s.On {
+				ts := []string{}
+				for _, t := range w.Tools {
+					if t.Event == e.Event {
+						ts = append(ts, t.Tool)
+					}
+				}
+				g.Transitions = append(g.Transitions, graphEdge{From: s.Name, To: e.Target, Event: e.Event, Tools: ts})
+			}
+		}
+		out = append(out, g)
 	}
 	return out
+}
+
+// toolHint says what the configuration does with a tool, for the status page: each
+// workflow binding it, the states it runs in and the event its success fires ("" for a
+// tool no workflow binds).
+func toolHint(eng *engine.Engine, tool string) string {
+	var parts []string
+	for _, ref := range eng.Config().Bindings(tool) {
+		h := ref.Workflow.ID + ": in " + strings.Join(ref.Binding.States, ", ")
+		if ref.Binding.Event != "" {
+			h += " → " + ref.Binding.Event
+		}
+		parts = append(parts, h)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // dotQuote writes s as a Graphviz quoted string: quotes and backslashes escaped, a line

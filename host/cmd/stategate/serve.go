@@ -129,6 +129,13 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 			Reload:       rl.reload,
 			Workflows:    func() any { return workflowGraphs(rl.eng.Load(), "mermaid") },
 			UnknownTools: unknownTools,
+			Listed: func() []string {
+				if g := gwp.Load(); g != nil {
+					return g.Core().ListedNames()
+				}
+				return nil
+			},
+			ToolHint: func(name string) string { return toolHint(rl.eng.Load(), name) },
 			Stats: func() map[string]int64 {
 				out := map[string]int64{}
 				if g := gwp.Load(); g != nil {
