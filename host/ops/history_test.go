@@ -1,9 +1,13 @@
 package ops
 
 import (
+	"context"
+	"time"
+
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/coder/websocket"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -176,5 +180,30 @@ func TestAdmin_eventsResume(t *testing.T) {
 	}
 	if resp := get("/admin/events?since=x"); resp.StatusCode != 400 {
 		t.Fatalf("since=x: %d", resp.StatusCode)
+	}
+	// The WebSocket replays since an id too, then goes on live.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/admin/ws/events?since=2",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer tok"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	var got []string
+	for len(got) < 2 {
+		_, msg, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e exchange.Event
+		json.Unmarshal(msg, &e)
+		got = append(got, fmt.Sprint(e.ID, e.Tool))
+		if len(got) == 1 {
+			bus.Publish(call("d"))
+		}
+	}
+	if strings.Join(got, ",") != "3c,4d" {
+		t.Fatalf("WebSocket since=2: %v", got)
 	}
 }

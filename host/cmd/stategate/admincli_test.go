@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -310,5 +312,36 @@ func TestAdminCLI_reset(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 2 || strings.Contains(out, sid) || !strings.Contains(out, exchange.SessionDigest(sid)) ||
 		!strings.Contains(out, `"reason":"stuck"`) || !strings.Contains(out, `"via":"cli"`) {
 		t.Fatalf("workflow_reset events:\n%s", out)
+	}
+}
+
+// TestServe_historySurvivesARestart: with a bolt store, the event history is in the store
+// file: after `stategate serve` stops and starts again on the same file, `events` still
+// answers the refusal from before the restart, and new events get higher ids.
+func TestServe_historySurvivesARestart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gw.db")
+	s := startServe(t, demo.Options{}, "--store", "bolt:"+db)
+	t.Setenv(adminTokenEnv, s.token)
+	cs := mcpClient(t, s.mcpURL)
+	mustCall(t, cs, "cart.pay", nil) // refused
+	_, before, _ := runCLI(t, "", "events", "--type", "call_refused", "--count", "1", "--admin", s.adminURL)
+	s.stop()
+	if err := <-s.done; err != nil {
+		t.Fatal(err)
+	}
+	s.done <- nil // for the first server's cleanup
+
+	s2 := startServe(t, demo.Options{}, "--store", "bolt:"+db)
+	t.Setenv(adminTokenEnv, s2.token)
+	code, after, errOut := runCLI(t, "", "events", "--type", "call_refused", "--count", "5", "--admin", s2.adminURL)
+	if code != 0 || strings.TrimSpace(after) != strings.TrimSpace(before) || !strings.Contains(after, "TOOL_NOT_AVAILABLE") {
+		t.Fatalf("after the restart: exit %d\n%s\nbefore:\n%s\n%s", code, after, before, errOut)
+	}
+	var old, fresh struct{ ID uint64 }
+	json.Unmarshal([]byte(before), &old)
+	_, last, _ := runCLI(t, "", "events", "--count", "1", "--admin", s2.adminURL)
+	json.Unmarshal([]byte(last), &fresh)
+	if fresh.ID <= old.ID {
+		t.Fatalf("an event after the restart has id %d, not above %d", fresh.ID, old.ID)
 	}
 }

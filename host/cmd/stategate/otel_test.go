@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/demo"
+	"github.com/tidwall/gjson"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -92,14 +94,19 @@ func TestServe_traces(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "sg-trace-test")
 	var upMu sync.Mutex
-	var upParents []string
+	var upParents, upMeta []string
 	up := demo.Handler(demo.Options{})
 	s := startServeIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		upMu.Lock()
 		if tp := r.Header.Get("traceparent"); tp != "" {
-			upMu.Lock()
 			upParents = append(upParents, tp)
-			upMu.Unlock()
 		}
+		if tp := gjson.GetBytes(body, "params._meta.traceparent").Str; tp != "" {
+			upMeta = append(upMeta, tp)
+		}
+		upMu.Unlock()
 		up.ServeHTTP(w, r)
 	}))
 	const traceID, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -150,14 +157,42 @@ func TestServe_traces(t *testing.T) {
 		t.Fatalf("service.name %v", services)
 	}
 	upMu.Lock()
-	defer upMu.Unlock()
 	want := "00-" + traceID + "-" + hex.EncodeToString(upSpan.SpanId) + "-01"
 	found := false
 	for _, p := range upParents {
 		found = found || p == want
 	}
+	upMu.Unlock()
 	if !found {
 		t.Fatalf("the upstream got traceparent %v, want %s among them", upParents, want)
+	}
+
+	// A client that puts the trace context in params._meta (no header): the call joins
+	// that trace, and the upstream gets the gateway's span there too.
+	const metaTrace, metaParent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	cs2 := mcpClient(t, s.mcpURL)
+	if _, err := cs2.CallTool(ctx, &mcp.CallToolParams{Name: "cart.add_item", Arguments: map[string]any{"sku": "mug"},
+		Meta: mcp.Meta{"traceparent": "00-" + metaTrace + "-" + metaParent + "-01"}}); err != nil {
+		t.Fatal(err)
+	}
+	var metaCall *tracepb.Span
+	waitFor(t, "the _meta call's spans", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, sp := range rec.spans {
+			if hex.EncodeToString(sp.TraceId) == metaTrace && sp.Name == "tools/call cart.add_item" {
+				metaCall = sp
+			}
+		}
+		return metaCall != nil
+	})
+	if hex.EncodeToString(metaCall.ParentSpanId) != metaParent {
+		t.Fatalf("_meta call's parent %x", metaCall.ParentSpanId)
+	}
+	upMu.Lock()
+	defer upMu.Unlock()
+	if len(upMeta) != 1 || !strings.HasPrefix(upMeta[0], "00-"+metaTrace+"-") || strings.Contains(upMeta[0], metaParent) {
+		t.Fatalf("the upstream's params._meta.traceparent %v: want the gateway's span in trace %s", upMeta, metaTrace)
 	}
 }
 
