@@ -28,8 +28,10 @@ type HistoryFile interface {
 //     of them (one transaction per batch: at most every historyFlush). Publish never
 //     waits for the file: a full queue loses the event from the file (not from memory),
 //     and a later replay from the file says so as a gap.
-//   - Ids are reserved in the file ahead of use (idReserve at a time), so a restart after
-//     a crash starts above every id handed out, and never gives an old id to a new event.
+//   - Ids are reserved in the file ahead of use (idReserve at attach, extended by the
+//     writer whenever the ids stored come within idReserve/2 of the mark), so a restart
+//     after a crash starts above every id handed out, and never gives an old id to a new
+//     event, unless more than idReserve/2 events were published between two batches.
 type history struct {
 	size int
 	ring []exchange.Event // circular, oldest at start

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 )
@@ -198,43 +199,44 @@ type Latency struct {
 	P95   float64 `json:"p95"`
 }
 
-// Latencies returns each tool's latency (the status page's figures).
+// Latencies returns each tool's latency (the status page's figures), read from the
+// histogram itself (not a whole-registry gather).
 func (m *Metrics) Latencies() map[string]Latency {
-	fams, err := m.Registry.Gather()
-	out := map[string]Latency{}
-	if err != nil {
-		return out
-	}
 	type acc struct {
 		count  uint64
 		counts []uint64 // cumulative, per toolBuckets
 	}
 	tools := map[string]*acc{}
-	for _, f := range fams {
-		if f.GetName() != "stategate_tool_call_duration_seconds" {
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		m.toolSecs.Collect(ch)
+		close(ch)
+	}()
+	for metric := range ch {
+		var mt dto.Metric
+		if metric.Write(&mt) != nil || mt.GetHistogram() == nil {
 			continue
 		}
-		for _, mt := range f.GetMetric() {
-			tool := ""
-			for _, l := range mt.GetLabel() {
-				if l.GetName() == "tool" {
-					tool = l.GetValue()
-				}
+		tool := ""
+		for _, l := range mt.GetLabel() {
+			if l.GetName() == "tool" {
+				tool = l.GetValue()
 			}
-			a := tools[tool]
-			if a == nil {
-				a = &acc{counts: make([]uint64, len(toolBuckets))}
-				tools[tool] = a
-			}
-			h := mt.GetHistogram()
-			a.count += h.GetSampleCount()
-			for i, b := range h.GetBucket() {
-				if i < len(a.counts) {
-					a.counts[i] += b.GetCumulativeCount()
-				}
+		}
+		a := tools[tool]
+		if a == nil {
+			a = &acc{counts: make([]uint64, len(toolBuckets))}
+			tools[tool] = a
+		}
+		h := mt.GetHistogram()
+		a.count += h.GetSampleCount()
+		for i, b := range h.GetBucket() {
+			if i < len(a.counts) {
+				a.counts[i] += b.GetCumulativeCount()
 			}
 		}
 	}
+	out := make(map[string]Latency, len(tools))
 	for tool, a := range tools {
 		if a.count > 0 {
 			out[tool] = Latency{Calls: a.count, P50: quantile(0.5, a.counts, a.count), P95: quantile(0.95, a.counts, a.count)}

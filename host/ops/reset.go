@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/store"
+	"github.com/tidwall/gjson"
 )
 
 // resetRequest is the body of POST /admin/state/reset: the instance (workflow and one of
@@ -99,10 +99,7 @@ func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusConflict, "conflict", "the state moved meanwhile: look it up and try again")
 		return
 	}
-	to := req.To
-	if s, _ := jsonState(snap); s != "" {
-		to = s
-	}
+	to := gjson.GetBytes(snap, "state").Str
 	digest := exchange.SessionDigest(req.Session + req.Handle)
 	a.log.Info("operator action", "action", "reset", "workflow", req.Workflow, who, digest, "from", from, "to", to,
 		"reason", req.Reason, "remote", r.RemoteAddr)
@@ -116,20 +113,4 @@ func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	a.acted(r, "reset", map[string]any{"workflow": req.Workflow, who: digest, "from": from, "to": to, "reason": req.Reason})
 	a.reply(w, http.StatusOK, map[string]any{"workflow": req.Workflow, "from": from, "to": to})
-}
-
-// jsonState reads a snapshot's state.
-func jsonState(snap []byte) (string, bool) {
-	const m = `"state":"`
-	s := string(snap)
-	i := strings.Index(s, m)
-	if i < 0 {
-		return "", false
-	}
-	rest := s[i+len(m):]
-	j := strings.IndexByte(rest, '"')
-	if j < 0 {
-		return "", false
-	}
-	return rest[:j], true
 }
