@@ -197,6 +197,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	var pe *PluginError
 	if errors.As(err, &pe) && pe.causedByRequest() {
 		ex.reject(200, CodeInvalidParams, "invalid params: "+pe.Message)
+		ex.refused(RefusedInvalidParams, gjson.Result{})
 		return
 	}
 	f, text := abi.FaultLimitsPlugin, abi.GateUnavailableText

@@ -99,6 +99,11 @@ func (ex *Exchange) called(outcome string) {
 	ex.core.publish(Event{Type: EventToolCalled, Tool: ex.Tool, Data: data})
 }
 
+// RefusedInvalidParams is call_refused's code for a tools/call whose arguments the engine
+// refused as a request error (JSON-RPC -32602: not an object, too deep, invalid), which
+// has no denial code of its own.
+const RefusedInvalidParams = "INVALID_PARAMS"
+
 // SessionDigest is how events and traces name a session: the first 16 hex digits of
 // the SHA-256 of its id, so a log or a trace never carries the id a client presents
 // (which acts as a credential), yet an operator holding the id can find its events.

@@ -1,12 +1,14 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/gateway"
 )
@@ -86,9 +88,20 @@ func TestEvents_refusalCarriesItsCode(t *testing.T) {
 	e := newEnv(t, envOptions{gateway: gateway.Options{Publisher: rec}})
 	c := e.connect(t, sessionEra)
 	c.call(t, "cart.pay", nil)
+	// Arguments the engine refuses as a request error (-32602): INVALID_PARAMS.
+	if res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "cart.add_item", Arguments: []any{1}}); err == nil {
+		t.Fatalf("arguments that are not an object were not refused: %+v", res)
+	}
 	sid := c.cs.ID()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	invalid := false
+	for _, ev := range rec.events {
+		invalid = invalid || ev.Type == exchange.EventCallRefused && ev.Tool == "cart.add_item" && ev.Data["code"] == exchange.RefusedInvalidParams
+	}
+	if !invalid {
+		t.Error("no call_refused INVALID_PARAMS for the deep arguments")
+	}
 	for _, ev := range rec.events {
 		if ev.Type != exchange.EventCallRefused {
 			continue
