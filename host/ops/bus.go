@@ -80,7 +80,7 @@ func (b *Bus) History(n int, f Filter) ([]exchange.Event, uint64) {
 func (b *Bus) HistoryLost() int64 { return b.hist.lost.Load() }
 
 // Filter selects events: a non-empty field must equal the event's (Session: the event's
-// data "session", a session or handle digest).
+// data "session" or "handle", a digest).
 type Filter struct {
 	Type    string
 	Tool    string
@@ -89,7 +89,9 @@ type Filter struct {
 
 func (f Filter) match(e exchange.Event) bool {
 	if f.Session != "" {
-		if s, _ := e.Data["session"].(string); s != f.Session {
+		s, _ := e.Data["session"].(string)
+		h, _ := e.Data["handle"].(string)
+		if s != f.Session && h != f.Session {
 			return false
 		}
 	}

@@ -76,8 +76,12 @@ func TestHistory_replay(t *testing.T) {
 		t.Fatalf("unknown since: %+v", s.Replay)
 	}
 	s.Close()
+	b.Publish(exchange.Event{Type: exchange.EventWorkflowReset, Data: map[string]any{"handle": "d1"}})
+	if h, _ := b.History(5, Filter{Session: "d1"}); len(h) != 1 || h[0].ID != 10 {
+		t.Fatalf("by handle digest: %+v", h)
+	}
 	last, lastID := b.History(2, Filter{Tool: "b"})
-	if ids(last) != "6 8" || lastID != 9 {
+	if ids(last) != "6 8" || lastID != 10 {
 		t.Fatalf("History: %q last %d", ids(last), lastID)
 	}
 }
