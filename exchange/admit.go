@@ -51,7 +51,10 @@ type Exchange struct {
 	sent      bool
 	answered  bool
 	closed    bool
-	reported  bool // tool_called was published
+	reported  bool                   // tool_called was published
+	sentAt    time.Time              // when it went upstream (only while publishing: latency figures)
+	upstream  time.Duration          // how long the upstream took, once it answered or failed
+	refusal   atomic.Pointer[string] // the refusal code answered (Refusal); set from the timer's goroutine too
 
 	task   bool   // tools/call: task-augmented (params.task): a refusal is a JSON-RPC error
 	taskID string // tasks/get, tasks/result: the task asked about

@@ -122,6 +122,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 
 // finishCall advances the call's workflows by its outcome and decorates its result.
 func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
+	ex.upstreamDone()
 	c := ex.core
 	if ex.settle == settleNone {
 		if id := taskID(root.Get("result")); id != "" {
@@ -249,7 +250,9 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 		res = engine.AppendTimeoutResult(nil, ex.Tool, int(ex.timeout()/time.Millisecond))
 	}
 	ex.core.count(CountTimeouts)
+	ex.upstreamDone()
 	ex.called(OutcomeTimeout)
+	ex.refused(abi.DenyToolTimeout, gjson.Result{})
 	ex.reportHealth(context.Background(), healthTimeout)
 	if ex.task {
 		return ex.taskRefusal(res)
@@ -271,7 +274,9 @@ func (ex *Exchange) timeout() time.Duration {
 // tools/call, the duration.
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
+	ex.upstreamDone()
 	ex.called(OutcomeFailed)
+	ex.refused(abi.DenyUpstreamUnavailable, gjson.Result{})
 	ex.reportHealth(context.Background(), healthUnreachable)
 	msg := AppendError(nil, ex.clientID, CodeInternal, "the gateway could not get an answer from the MCP server")
 	data := `{"` + abi.MetaError + `":{"code":"` + abi.DenyUpstreamUnavailable + `","retryable":` + strconv.FormatBool(abi.Retryable(abi.DenyUpstreamUnavailable)) + `}}`

@@ -151,6 +151,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 		ex.releaseNow()
 		ex.answerLocal([]byte(ans.Get("result").Raw))
 		ex.called(OutcomeDenied)
+		ex.refused(ans.Get("code").Str, ans.Get("details"))
 		return
 	}
 	if b, ok := c.state.(Bounded); ok && !c.canRecord(ctx, ex, b) {
@@ -196,6 +197,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	var pe *PluginError
 	if errors.As(err, &pe) && pe.causedByRequest() {
 		ex.reject(200, CodeInvalidParams, "invalid params: "+pe.Message)
+		ex.refused(RefusedInvalidParams, gjson.Result{})
 		return
 	}
 	f, text := abi.FaultLimitsPlugin, abi.GateUnavailableText
@@ -218,6 +220,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))
 	ex.called(OutcomeDenied)
+	ex.refused(abi.DenyGateUnavailable, gjson.Result{})
 }
 
 type errBusy struct{ err error }
@@ -445,7 +448,20 @@ func sessionOwned(key string) bool {
 
 // MarkSent records whether the request may have reached the upstream. A moving call that
 // was sent and never answered readably keeps its lease (abi.FaultOutcomeUnknown).
-func (ex *Exchange) MarkSent(sent bool) { ex.sent = sent }
+func (ex *Exchange) MarkSent(sent bool) {
+	ex.sent = sent
+	if sent && ex.Tool != "" && ex.core.publishing {
+		ex.sentAt = time.Now()
+	}
+}
+
+// upstreamDone records how long the upstream took (its answer came, or it failed), for
+// tool_called's upstreamUs: the rest of the call's duration is the gateway's own.
+func (ex *Exchange) upstreamDone() {
+	if !ex.sentAt.IsZero() && ex.upstream == 0 {
+		ex.upstream = max(time.Since(ex.sentAt), time.Nanosecond)
+	}
+}
 
 // Close ends the exchange: the lease of a moving call is released, unless the call reached
 // the upstream and its outcome is unknown, or its transition could not be stored, in which

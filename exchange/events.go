@@ -1,6 +1,8 @@
 package exchange
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -9,8 +11,8 @@ import (
 // Event types the core publishes. Wave-2 features add theirs here, so that every host and
 // every subscriber sees one vocabulary (README "Events" lists them with their fields).
 const (
-	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, outcome
-	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: key, workflow, event
+	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, durationUs, upstreamUs (when sent upstream), outcome
+	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: workflow, event, key (handle-keyed only), session (digest)
 	EventCacheInvalidated     = "cache_invalidated"     // Tool (the cause); Data: causedBy, patterns, tools
 	// Tool health: Tool is the unit (the tool, or the server with unit "server").
 	EventToolStateChanged      = "tool_state_changed"      // OldState, NewState (modes); Data: reason, tool
@@ -26,6 +28,20 @@ const (
 	EventStoreUnavailable   = "store_unavailable"    // Data: error; raised when the store stops answering
 	EventAppStateChanged    = "app_state_changed"    // OldState, NewState; Data: reason, parts (degraded: store, plugin, upstream)
 	EventEventsDropped      = "events_dropped"       // Data: dropped (how many this subscriber lost); per subscriber
+	// A tools/call the gateway answered itself with a refusal: Tool; Data: code
+	// (TOOL_NOT_AVAILABLE, ARRAY_TOO_LARGE, TOOL_DISABLED, TOOL_QUARANTINED, TOOL_TIMEOUT,
+	// GATE_UNAVAILABLE, ...), workflow and state where they apply, session (a digest of
+	// the session id, never the id itself).
+	EventCallRefused = "call_refused"
+	// A replay (since an id) that history no longer holds in full: Data: from, to (the
+	// missing ids, inclusive); per subscriber, never stored.
+	EventEventsGap = "events_gap"
+	// An operator action (mode, approve, purge, reload, reset): Data: action, via (cli,
+	// page, api, signal), what it acted on and its result.
+	EventOperatorAction = "operator_action"
+	// A workflow instance put back in a state by an operator: OldState, NewState; Data:
+	// workflow, key, via, reason.
+	EventWorkflowReset = "workflow_reset"
 )
 
 // Outcomes of a tool_called event.
@@ -40,6 +56,9 @@ const (
 // Event is one thing that happened, published after it was committed (a transition after
 // its snapshot was stored). Fields that do not apply stay empty.
 type Event struct {
+	// ID is set by the gateway's bus (host/ops): increasing, never reused by a gateway
+	// that keeps its history in a file. 0: not numbered.
+	ID        uint64         `json:"id,omitempty"`
 	Type      string         `json:"type"`
 	Tool      string         `json:"tool,omitempty"`
 	OldState  string         `json:"old_state,omitempty"`
@@ -72,8 +91,57 @@ func (ex *Exchange) called(outcome string) {
 		return
 	}
 	ex.reported = true
-	ex.core.publish(Event{Type: EventToolCalled, Tool: ex.Tool, Data: map[string]any{
-		"durationMs": time.Since(ex.start).Milliseconds(), "outcome": outcome}})
+	d := time.Since(ex.start)
+	data := map[string]any{"durationMs": d.Milliseconds(), "durationUs": d.Microseconds(), "outcome": outcome}
+	if ex.upstream > 0 {
+		data["upstreamUs"] = min(ex.upstream, d).Microseconds()
+	}
+	ex.core.publish(Event{Type: EventToolCalled, Tool: ex.Tool, Data: data})
+}
+
+// RefusedInvalidParams is call_refused's code for a tools/call whose arguments the engine
+// refused as a request error (JSON-RPC -32602: not an object, too deep, invalid), which
+// has no denial code of its own.
+const RefusedInvalidParams = "INVALID_PARAMS"
+
+// SessionDigest is how events and traces name a session: the first 16 hex digits of
+// the SHA-256 of its id, so a log or a trace never carries the id a client presents
+// (which acts as a credential), yet an operator holding the id can find its events.
+func SessionDigest(session string) string {
+	if session == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(session))
+	return hex.EncodeToString(sum[:8])
+}
+
+// refused publishes call_refused for a tools/call the gateway answered with the refusal
+// code; details is the engine's details object (workflow, state), when there is one.
+func (ex *Exchange) refused(code string, details gjson.Result) {
+	ex.refusal.Store(&code)
+	if ex.Tool == "" || !ex.core.publishing {
+		return
+	}
+	data := map[string]any{"code": code}
+	if w := details.Get("workflow").Str; w != "" {
+		data["workflow"] = w
+	}
+	if st := details.Get("state").Str; st != "" {
+		data["state"] = st
+	}
+	if ex.Session != "" {
+		data["session"] = SessionDigest(ex.Session)
+	}
+	ex.core.publish(Event{Type: EventCallRefused, Tool: ex.Tool, Data: data})
+}
+
+// Refusal returns the code of the refusal the gateway answered this call with (a
+// denial, TOOL_TIMEOUT, GATE_UNAVAILABLE, UPSTREAM_UNAVAILABLE), or "" (traces' error.type).
+func (ex *Exchange) Refusal() string {
+	if p := ex.refusal.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // transitioned publishes workflow_transitioned for each event of the engine's final
@@ -87,9 +155,15 @@ func (ex *Exchange) transitioned(ans gjson.Result, failed map[string]bool) {
 	ans.Get("events").ForEach(func(_, e gjson.Result) bool {
 		key := e.Get("key").Str
 		if e.Get("outcome").Str == "transitioned" && !failed[key] {
+			data := map[string]any{"workflow": e.Get("workflow").Str, "event": e.Get("event").Str}
+			if !sessionOwned(key) {
+				data["key"] = key // a handle's key; a session's holds the session id: never in an event
+			}
+			if ex.Session != "" {
+				data["session"] = SessionDigest(ex.Session)
+			}
 			ex.core.publish(Event{Type: EventWorkflowTransitioned, Tool: ex.Tool,
-				OldState: e.Get("from").Str, NewState: e.Get("to").Str, Data: map[string]any{
-					"key": key, "workflow": e.Get("workflow").Str, "event": e.Get("event").Str}})
+				OldState: e.Get("from").Str, NewState: e.Get("to").Str, Data: data})
 		}
 		return true
 	})

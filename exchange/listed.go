@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -65,3 +66,21 @@ func (l *listedTools) has(name string) bool {
 // decorated (bounded to the first 1000 names). Hosts use it to keep client-chosen names
 // out of metric labels.
 func (c *Core) Listed(name string) bool { return c.listed.has(name) }
+
+// ListedNames returns the tool names the upstream has listed, to clients (Listed) or to
+// the host's own probe (ToolsListed), sorted, without repeats.
+func (c *Core) ListedNames() []string {
+	c.listed.mu.RLock()
+	out := make([]string, 0, len(c.listed.names))
+	for n := range c.listed.names {
+		out = append(out, n)
+	}
+	c.listed.mu.RUnlock()
+	c.seen.mu.Lock()
+	for n := range c.seen.names {
+		out = append(out, n)
+	}
+	c.seen.mu.Unlock()
+	slices.Sort(out)
+	return slices.Compact(out)
+}

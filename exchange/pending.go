@@ -86,6 +86,10 @@ func (p *Pending) Admit(ctx context.Context, channel string, params []byte) []by
 		p.core.count(CountToolCalls)
 		p.core.countLabel(CountDenied, abi.DenyGateUnavailable)
 		p.core.Fault(abi.FaultGateBusy, err, "tool", tool, "channel", channel)
+		if p.core.publishing && tool != "" {
+			p.core.publish(Event{Type: EventCallRefused, Tool: tool, Data: map[string]any{
+				"code": abi.DenyGateUnavailable, "session": SessionDigest(channel)}})
+		}
 		details := jsonx.AppendString([]byte(`{"tool":`), tool)
 		return p.tag(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, abi.GateBusyText, string(append(details, '}'))))
 	}

@@ -128,7 +128,7 @@ func (p *pluginContext) defineMetrics() {
 		p.outcomes[o] = proxywasm.DefineCounterMetric("stategate.tool_calls." + o)
 	}
 	p.events = map[string]proxywasm.MetricCounter{}
-	for _, e := range []string{exchange.EventToolCalled, exchange.EventWorkflowTransitioned, exchange.EventCacheInvalidated, exchange.EventConfigUnknownTool} {
+	for _, e := range []string{exchange.EventToolCalled, exchange.EventCallRefused, exchange.EventWorkflowTransitioned, exchange.EventCacheInvalidated, exchange.EventConfigUnknownTool} {
 		p.events[e] = proxywasm.DefineCounterMetric("stategate.events." + e)
 	}
 	p.metrics = true

@@ -1,11 +1,14 @@
 package gateway_test
 
 import (
+	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/gateway"
 )
@@ -35,6 +38,8 @@ func (r *recorder) lines() []string {
 			out = append(out, e.Type+" "+e.Tool+" "+e.Data["outcome"].(string))
 		case exchange.EventWorkflowTransitioned:
 			out = append(out, e.Type+" "+e.Tool+" "+e.OldState+"->"+e.NewState+" "+e.Data["workflow"].(string)+" "+e.Data["event"].(string))
+		case exchange.EventCallRefused:
+			out = append(out, e.Type+" "+e.Tool+" "+e.Data["code"].(string)+" "+e.Data["workflow"].(string)+" "+e.Data["state"].(string))
 		default:
 			out = append(out, e.Type)
 		}
@@ -58,6 +63,7 @@ func TestEvents_followTheWorkflow(t *testing.T) {
 	c.call(t, "cart.pay", nil)
 	want := []string{
 		"tool_called cart.pay denied",
+		"call_refused cart.pay TOOL_NOT_AVAILABLE checkout empty",
 		"workflow_transitioned cart.add_item empty->has_items checkout ADD_ITEM",
 		"tool_called cart.add_item success",
 		"tool_called cart.add_item error",
@@ -72,4 +78,39 @@ func TestEvents_followTheWorkflow(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
+}
+
+// TestEvents_refusalCarriesItsCode: a refused call is a call_refused event with its code,
+// the workflow and state, and the session as a digest: never the session id the client
+// presents (it acts as a credential).
+func TestEvents_refusalCarriesItsCode(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, envOptions{gateway: gateway.Options{Publisher: rec}})
+	c := e.connect(t, sessionEra)
+	c.call(t, "cart.pay", nil)
+	// Arguments the engine refuses as a request error (-32602): INVALID_PARAMS.
+	if res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "cart.add_item", Arguments: []any{1}}); err == nil {
+		t.Fatalf("arguments that are not an object were not refused: %+v", res)
+	}
+	sid := c.cs.ID()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	invalid := false
+	for _, ev := range rec.events {
+		invalid = invalid || ev.Type == exchange.EventCallRefused && ev.Tool == "cart.add_item" && ev.Data["code"] == exchange.RefusedInvalidParams
+	}
+	if !invalid {
+		t.Error("no call_refused INVALID_PARAMS for the deep arguments")
+	}
+	for _, ev := range rec.events {
+		if ev.Type != exchange.EventCallRefused {
+			continue
+		}
+		b, _ := json.Marshal(ev)
+		if sid == "" || strings.Contains(string(b), sid) || ev.Data["session"] != exchange.SessionDigest(sid) || ev.Data["code"] != "TOOL_NOT_AVAILABLE" {
+			t.Fatalf("call_refused %s (session %q)", b, sid)
+		}
+		return
+	}
+	t.Fatal("no call_refused event")
 }

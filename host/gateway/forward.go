@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // serveCall forwards an admitted tools/call under its timeout. The upstream exchange runs
@@ -24,7 +25,7 @@ import (
 // until it has; any other call is cancelled.
 // The call holds gen (its configuration's generation) until it is done, so a reload
 // drains it before closing its plugin pool.
-func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ex *exchange.Exchange, gen *generation) {
+func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ex *exchange.Exchange, gen *generation, span trace.Span) {
 	ctx, cancel := context.WithCancel(r.Context())
 	if ex.Moves() {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
@@ -33,6 +34,9 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ex *exchange
 	done := make(chan struct{})
 	g.workers.run(func() {
 		defer gen.release()
+		if span != nil {
+			defer endRequest(span, ex) // the call's span ends when the upstream call really does
+		}
 		defer close(done)
 		defer cancel()
 		defer ex.Close()
@@ -93,12 +97,21 @@ func (ws *workers) loop(f func()) {
 // exchange sends ex upstream and answers the client through w: the answer to the request
 // rewritten by the core (JSON, or SSE event by event), everything else as it comes.
 func (g *Gateway) exchange(ctx context.Context, w http.ResponseWriter, r *http.Request, ex *exchange.Exchange) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.target(r.URL).String(), bytes.NewReader(ex.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.target(r.URL).String(), nil)
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, ex.UpstreamError(err))
 		return
 	}
 	copyHeaders(req.Header, r.Header)
+	body := ex.Body
+	if g.opts.Tracer != nil {
+		var span trace.Span
+		ctx, span, body = g.startUpstream(ctx, req, ex, body)
+		req = req.WithContext(ctx)
+		defer span.End()
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	// The core rewrites this answer, so it must see it uncompressed: Go's transport then
 	// negotiates gzip itself and decompresses.
 	req.Header.Del("Accept-Encoding")
@@ -107,7 +120,7 @@ func (g *Gateway) exchange(ctx context.Context, w http.ResponseWriter, r *http.R
 		// both: an SSE answer is collapsed to its response (see collapse).
 		req.Header.Set("Accept", "application/json, text/event-stream")
 	}
-	req.ContentLength = int64(len(ex.Body))
+	req.ContentLength = int64(len(body))
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		req.Header.Set("X-Forwarded-For", host)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/host/store"
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures a Gateway.
@@ -54,6 +55,9 @@ type Options struct {
 	// request's Host). Empty: they pass unchanged (discovery paths still reach the
 	// upstream's documents).
 	PublicURL string
+	// Tracer, when set, traces every MCP POST request (trace.go); nil: no tracing, and
+	// nothing on the request path changes.
+	Tracer trace.Tracer
 }
 
 // Gateway is an http.Handler.
@@ -154,7 +158,11 @@ func (g *Gateway) newCore(plugin *host.Pool, config []byte, prev *exchange.Core)
 	if g.opts.Reporter != nil {
 		rep = reporter{log: g.log, next: g.opts.Reporter}
 	}
-	return exchange.New(exchange.Options{Plugin: plugin, State: storeState{g.opts.Store}, Reporter: rep,
+	var p exchange.Plugin = plugin
+	if g.opts.Tracer != nil {
+		p = tracedPlugin{p: plugin, tr: g.opts.Tracer}
+	}
+	return exchange.New(exchange.Options{Plugin: p, State: storeState{s: g.opts.Store, tr: g.opts.Tracer}, Reporter: rep,
 		Config: config, MaxBodyBytes: g.opts.MaxBodyBytes, LeaseWait: g.opts.LeaseWait, Publisher: g.opts.Publisher,
 		NewCache: g.opts.NewCache, Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) },
 		Previous: prev})
@@ -236,13 +244,23 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 		unavailable(w)
 		return
 	}
+	var span trace.Span
+	if g.opts.Tracer != nil {
+		r, span = g.startRequest(r, body)
+	}
 	ex := gen.core.Admit(r.Context(), r.Header, body)
+	if span != nil {
+		describeRequest(span, ex)
+	}
 	if ex.OwnSession() {
 		r.Header.Del("Mcp-Session-Id") // the gateway's own session: never sent upstream
 	}
 	if ex.Verdict == exchange.Forward && ex.Method == exchange.MethodToolsCall {
-		g.serveCall(w, r, ex, gen) // releases gen when the call is done, maybe after returning
+		g.serveCall(w, r, ex, gen, span) // releases gen when the call is done, maybe after returning
 		return
+	}
+	if span != nil {
+		defer endRequest(span, ex)
 	}
 	defer gen.release()
 	switch ex.Verdict {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"go.opentelemetry.io/otel/trace"
 	"time"
 
 	"github.com/stategate/stategate/exchange"
@@ -10,15 +11,23 @@ import (
 )
 
 // storeState is the exchange core's State over a store: compare-and-set on the bytes read.
-type storeState struct{ s store.Store }
+type storeState struct {
+	s  store.Store
+	tr trace.Tracer // nil: no spans
+}
 
 // getMany is implemented by stores that read several keys in one round trip (Redis).
 type getMany interface {
 	GetMany(ctx context.Context, keys []string) ([][]byte, error)
 }
 
-func (st storeState) Load(ctx context.Context, keys []string) ([]exchange.Slot, error) {
-	out := make([]exchange.Slot, len(keys))
+func (st storeState) Load(ctx context.Context, keys []string) (out []exchange.Slot, err error) {
+	if st.tr != nil {
+		var end func(error)
+		ctx, end = st.storeSpan(ctx, "load")
+		defer func() { end(err) }()
+	}
+	out = make([]exchange.Slot, len(keys))
 	if gm, ok := st.s.(getMany); ok && len(keys) > 1 {
 		vs, err := gm.GetMany(ctx, keys)
 		if err != nil {
@@ -39,7 +48,12 @@ func (st storeState) Load(ctx context.Context, keys []string) ([]exchange.Slot, 
 	return out, nil
 }
 
-func (st storeState) Store(ctx context.Context, owner, key string, value []byte, prev exchange.Slot) error {
+func (st storeState) Store(ctx context.Context, owner, key string, value []byte, prev exchange.Slot) (err error) {
+	if st.tr != nil {
+		var end func(error)
+		ctx, end = st.storeSpan(ctx, "store")
+		defer func() { end(err) }()
+	}
 	old := prev.Value
 	if !prev.Exists {
 		old = nil
@@ -55,6 +69,17 @@ func (st storeState) Store(ctx context.Context, owner, key string, value []byte,
 }
 
 func (st storeState) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
+	if st.tr != nil {
+		var end func(error)
+		ctx, end = st.storeSpan(ctx, "lock")
+		release, err := st.lock(ctx, keys, ttl)
+		end(err)
+		return release, err
+	}
+	return st.lock(ctx, keys, ttl)
+}
+
+func (st storeState) lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
 	release, err := st.s.Lock(ctx, keys, ttl)
 	// Only a wait that another holder's lease ended is "busy" (retryable); a store that
 	// stalls or fails is a state fault, which the core treats as such.
@@ -85,7 +110,12 @@ func (st storeState) LockLoad(ctx context.Context, keys []string, ttl time.Durat
 		}
 		return release, slots, nil
 	}
+	var end func(error) = func(error) {}
+	if st.tr != nil {
+		ctx, end = st.storeSpan(ctx, "lock_load")
+	}
 	release, values, err := ll.LockLoad(ctx, keys, ttl)
+	end(err)
 	if err != nil {
 		if errors.Is(err, store.ErrBusy) {
 			return nil, nil, errors.Join(exchange.ErrBusy, err)
@@ -125,7 +155,12 @@ func (st storeState) LockLease(ctx context.Context, keys []string, ttl time.Dura
 		}
 		return releaseFunc(release), slots, nil
 	}
+	var end func(error) = func(error) {}
+	if st.tr != nil {
+		ctx, end = st.storeSpan(ctx, "lock_lease")
+	}
 	lease, values, err := lw.LockLease(ctx, keys, ttl, load)
+	end(err)
 	if err != nil {
 		if errors.Is(err, store.ErrBusy) {
 			return nil, nil, errors.Join(exchange.ErrBusy, err)
@@ -154,7 +189,12 @@ func (st storeState) StoreReleasing(ctx context.Context, owner, key string, valu
 	if !prev.Exists {
 		old = nil
 	}
+	var end func(error) = func(error) {}
+	if st.tr != nil {
+		ctx, end = st.storeSpan(ctx, "store")
+	}
 	swapped, err := lw.CompareAndSwapReleasing(ctx, owner, key, old, value, sl)
+	end(err)
 	if err != nil {
 		return err
 	}
@@ -175,4 +215,4 @@ func (st storeState) Forget(ctx context.Context, session string, _ []string) err
 
 // State is the exchange core's State over a store, for other hosts of the core in this
 // module (`stategate intercept`).
-func State(s store.Store) exchange.State { return storeState{s} }
+func State(s store.Store) exchange.State { return storeState{s: s} }

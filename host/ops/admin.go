@@ -37,10 +37,13 @@ type AdminOptions struct {
 	// Token is the bearer token every endpoint but the probes and the page requires; ""
 	// only on a loopback listener (Listen refuses otherwise), where requests must then
 	// come from loopback names and origins (no cross-site requests from a browser).
-	Token   string
-	App     *App
-	Bus     *Bus
-	Metrics *Metrics
+	Token string
+	App   *App
+	Bus   *Bus
+	// Publisher receives the operator_action and workflow_reset events (metrics and the
+	// bus); nil: the Bus.
+	Publisher exchange.Publisher
+	Metrics   *Metrics
 	// Operator returns the exchange core serving now (it changes on reload).
 	Operator func() Operator
 	// Store returns the gateway's state store (nil while starting).
@@ -48,6 +51,10 @@ type AdminOptions struct {
 	// StateKey derives a workflow's state key from its session id or handle (the
 	// engine's StateKey for the configuration serving now).
 	StateKey func(workflow, principal, value string) (string, error)
+	// ResetSnapshot builds the snapshot that puts a workflow instance, stored as old, in
+	// state to ("" for the initial state) and names the state it leaves
+	// (engine.ResetSnapshot); nil: reset is not available.
+	ResetSnapshot func(workflow, to string, old []byte) ([]byte, string, error)
 	// Reload re-reads the configuration; nil: reload is not available.
 	Reload func(ctx context.Context) ReloadResult
 	// Stats returns the exchange counters (for the status page).
@@ -55,6 +62,10 @@ type AdminOptions struct {
 	// Workflows returns the configuration's workflows as diagrams (the graph command's
 	// output), for the status page; nil: none.
 	Workflows func() any
+	// Listed returns the tool names the upstream listed (exchange.Core.ListedNames), and
+	// ToolHint what the configuration does with one, for the status page; nil: none.
+	Listed   func() []string
+	ToolHint func(name string) string
 	// UnknownTools returns the configuration's tool names no listed tool meets, for the
 	// status page; nil: none.
 	UnknownTools UnknownLister
@@ -89,15 +100,19 @@ func NewAdmin(o AdminOptions) *Admin {
 	m.HandleFunc("GET /admin/static/", a.asset)
 	m.Handle("GET /metrics", a.auth(a.metrics))
 	m.Handle("GET /admin/info", a.auth(a.info))
+	m.Handle("GET /admin/latency", a.auth(a.latency))
 	m.Handle("GET /admin/tools", a.auth(a.tools))
+	m.Handle("GET /admin/tools/overview", a.auth(a.overview))
 	m.Handle("GET /admin/workflows", a.auth(a.workflows))
 	m.Handle("POST /admin/tools/mode", a.auth(a.mode))
 	m.Handle("POST /admin/tools/approve", a.auth(a.approve))
 	m.Handle("POST /admin/cache/purge", a.auth(a.purge))
 	m.Handle("GET /admin/cache", a.auth(a.cache))
 	m.Handle("GET /admin/state", a.auth(a.state))
+	m.Handle("POST /admin/state/reset", a.auth(a.reset))
 	m.Handle("POST /admin/reload", a.auth(a.reload))
 	m.Handle("GET /admin/events", a.auth(a.sse))
+	m.Handle("GET /admin/events/history", a.auth(a.history))
 	m.Handle("GET /admin/ws/events", a.auth(a.ws))
 	return a
 }
@@ -205,6 +220,15 @@ func (a *Admin) info(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, out)
 }
 
+// latency answers each tool's call count and p50/p95 in seconds, from the histogram.
+func (a *Admin) latency(w http.ResponseWriter, r *http.Request) {
+	out := map[string]Latency{}
+	if a.opts.Metrics != nil {
+		out = a.opts.Metrics.Latencies()
+	}
+	a.reply(w, http.StatusOK, map[string]any{"tools": out})
+}
+
 func (a *Admin) workflows(w http.ResponseWriter, r *http.Request) {
 	var out any = []any{}
 	if a.opts.Workflows != nil {
@@ -220,11 +244,42 @@ func (a *Admin) reload(w http.ResponseWriter, r *http.Request) {
 	}
 	res := a.opts.Reload(r.Context())
 	a.log.Info("operator action", "action", "reload", "ok", res.OK, "errors", len(res.Errors), "remote", r.RemoteAddr)
+	a.acted(r, "reload", map[string]any{"ok": res.OK})
 	status := http.StatusOK
 	if !res.OK {
 		status = http.StatusUnprocessableEntity
 	}
 	a.reply(w, status, res)
+}
+
+// ViaHeader says which client sent an admin request: "cli" (the stategate commands),
+// "page" (the status page); anything else, or none, is "api".
+const ViaHeader = "X-Stategate-Via"
+
+// viaOf names where a request came from, for operator_action events.
+func viaOf(r *http.Request) string {
+	switch v := r.Header.Get(ViaHeader); v {
+	case "cli", "page":
+		return v
+	}
+	return "api"
+}
+
+// acted publishes an operator_action event: the action, where it came from, and what it
+// acted on (data). A dry run is not an action.
+func (a *Admin) acted(r *http.Request, action string, data map[string]any) {
+	pub := a.opts.Publisher
+	if pub == nil {
+		if a.opts.Bus == nil {
+			return
+		}
+		pub = a.opts.Bus
+	}
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["action"], data["via"] = action, viaOf(r)
+	pub.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: data})
 }
 
 // apiError is every admin error's body.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/store"
@@ -76,12 +77,14 @@ type adminEnv struct {
 	st      store.Store
 	reloads int
 	app     *App
+	bus     *Bus
 }
 
 func newAdminEnv(t *testing.T, token string, healthOff bool) *adminEnv {
 	t.Helper()
 	e := &adminEnv{op: &fakeOperator{off: healthOff}, st: store.NewMemory(store.Options{})}
 	bus := NewBus()
+	e.bus = bus
 	e.app = NewApp(bus, nil)
 	a := NewAdmin(AdminOptions{Token: token, App: e.app, Bus: bus, Metrics: NewMetrics(nil, nil),
 		Operator: func() Operator { return e.op },
@@ -131,6 +134,7 @@ var endpoints = []struct{ method, path, body string }{
 	{"GET", "/admin/info", ""},
 	{"GET", "/metrics", ""},
 	{"GET", "/admin/events", ""},
+	{"GET", "/admin/events/history", ""},
 	{"GET", "/admin/ws/events", ""},
 }
 
@@ -342,5 +346,63 @@ func TestAdmin_oneToolOrAGlob(t *testing.T) {
 	want := []string{"approve tool=**", "mode tool= A.b\x1b (dry run) disabled "}
 	if got := e.op.touched(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("operator calls %q, want %q", got, want)
+	}
+}
+
+// TestAdmin_operatorActionsAreEvents: every operator action (mode, approve, purge,
+// reload) is an operator_action event naming the action and where it came from (the
+// X-Stategate-Via header: cli, page; else api); a dry run is not an action.
+func TestAdmin_operatorActionsAreEvents(t *testing.T) {
+	e := newAdminEnv(t, "tok", false)
+	e.do(t, "POST", "/admin/tools/mode", "Bearer tok", `{"tool":"cart.pay","mode":"disabled","reason":"r1"}`, ViaHeader, "cli")
+	e.do(t, "POST", "/admin/tools/mode", "Bearer tok", `{"tool":"cart.pay","mode":"active","dryRun":true}`, ViaHeader, "page")
+	e.do(t, "POST", "/admin/tools/approve", "Bearer tok", `{"tool":"cart.pay"}`, ViaHeader, "page")
+	e.do(t, "POST", "/admin/reload", "Bearer tok", `{}`)
+	got, _ := e.bus.History(10, Filter{Type: exchange.EventOperatorAction})
+	var lines []string
+	for _, ev := range got {
+		lines = append(lines, ev.Data["action"].(string)+" "+ev.Data["via"].(string))
+	}
+	if strings.Join(lines, ", ") != "mode cli, approve page, reload api" {
+		t.Fatalf("operator_action events: %v", lines)
+	}
+	if got[0].Data["reason"] != "r1" || got[0].Data["tool"] != "cart.pay" {
+		t.Fatalf("mode event: %+v", got[0].Data)
+	}
+}
+
+// TestAdmin_resetWaitsForTheLease: a reset takes the state's lease like a moving call: it
+// answers 409 busy while a call holds it past the wait, and goes through once it is free.
+func TestAdmin_resetWaitsForTheLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits resetWait")
+	}
+	st := store.NewMemory(store.Options{})
+	key := "stategate/v1/checkout/session//s1"
+	st.CompareAndSwap(context.Background(), "s1", key, nil, []byte(`{"workflow":"checkout","state":"payment","seq":3}`))
+	bus := NewBus()
+	a := NewAdmin(AdminOptions{Token: "tok", App: NewApp(bus, nil), Bus: bus,
+		Store:    func() store.Store { return st },
+		StateKey: func(w, p, v string) (string, error) { return "stategate/v1/" + w + "/session/" + p + "/" + v, nil },
+		ResetSnapshot: func(w, to string, old []byte) ([]byte, string, error) {
+			return []byte(`{"workflow":"checkout","state":"empty","seq":4}`), "payment", nil
+		}})
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	e := &adminEnv{srv: srv}
+	release, err := st.Lock(context.Background(), []string{key}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"workflow":"checkout","session":"s1","reason":"stuck"}`
+	if status, m := e.do(t, "POST", "/admin/state/reset", "Bearer tok", body); status != 409 || m["code"] != "busy" {
+		t.Fatalf("reset under a lease: %d %v", status, m)
+	}
+	release()
+	if status, m := e.do(t, "POST", "/admin/state/reset", "Bearer tok", body); status != 200 || m["from"] != "payment" || m["to"] != "empty" {
+		t.Fatalf("reset: %d %v", status, m)
+	}
+	if v, _ := st.Get(context.Background(), key); !strings.Contains(string(v), `"empty"`) {
+		t.Fatalf("stored %s", v)
 	}
 }

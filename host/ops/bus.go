@@ -5,6 +5,7 @@
 package ops
 
 import (
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,12 @@ const SubscriberBuffer = 100
 //     subscriber's own count).
 //   - When a subscriber that lost events has room again, it first receives an
 //     events_dropped event saying how many it lost, then the events that follow.
+//   - Every event gets an id, increasing, and the bus keeps the last ones (history.go):
+//     a subscriber that gives the last id it saw first receives what it missed
+//     (Subscription.Replay), with an events_gap event for what history no longer holds.
 type Bus struct {
+	pmu     sync.Mutex // orders publishing: ids, history and fan-out
+	hist    *history
 	mu      sync.RWMutex
 	subs    map[*Subscription]struct{}
 	dropped atomic.Int64
@@ -33,21 +39,72 @@ type Bus struct {
 	OnDrop func()
 }
 
-// NewBus returns an empty bus.
-func NewBus() *Bus { return &Bus{subs: map[*Subscription]struct{}{}} }
+// NewBus returns an empty bus keeping the last DefaultHistory events.
+func NewBus() *Bus { return NewBusHistory(DefaultHistory) }
 
-// Filter selects events: a non-empty field must equal the event's.
+// NewBusHistory returns an empty bus keeping the last size events (<= 0: the default).
+func NewBusHistory(size int) *Bus {
+	return &Bus{subs: map[*Subscription]struct{}{}, hist: newHistory(size)}
+}
+
+// KeepIn loads the history kept in f (the bolt store file) and stores every event there
+// from now on, so the history survives a restart. Call it once, at start-up.
+func (b *Bus) KeepIn(f HistoryFile, log *slog.Logger) error {
+	b.pmu.Lock()
+	defer b.pmu.Unlock()
+	return b.hist.attach(f, log)
+}
+
+// Close stores what the history's writer still holds (with a file) and stops it.
+// Publishing after Close keeps events in memory only.
+func (b *Bus) Close() {
+	b.pmu.Lock()
+	q, done := b.hist.queue, b.hist.done
+	b.hist.queue = nil
+	b.pmu.Unlock()
+	if q != nil {
+		close(q)
+		<-done
+	}
+}
+
+// History returns the last n held events the filter selects, oldest first, and the id
+// of the last event published (what a follower then gives as since).
+func (b *Bus) History(n int, f Filter) ([]exchange.Event, uint64) {
+	b.pmu.Lock()
+	defer b.pmu.Unlock()
+	return b.hist.last(n, f), b.hist.next - 1
+}
+
+// HistoryLost returns how many events the history file did not get.
+func (b *Bus) HistoryLost() int64 { return b.hist.lost.Load() }
+
+// Filter selects events: a non-empty field must equal the event's (Session: the event's
+// data "session" or "handle", a digest).
 type Filter struct {
-	Type string
-	Tool string
+	Type    string
+	Tool    string
+	Session string
 }
 
 func (f Filter) match(e exchange.Event) bool {
+	if f.Session != "" {
+		s, _ := e.Data["session"].(string)
+		h, _ := e.Data["handle"].(string)
+		if s != f.Session && h != f.Session {
+			return false
+		}
+	}
 	return (f.Type == "" || f.Type == e.Type) && (f.Tool == "" || f.Tool == e.Tool)
 }
 
 // Subscription receives the bus's events on C until Close.
 type Subscription struct {
+	// Replay holds what the subscriber missed (SubscribeSince), to deliver before C.
+	Replay []exchange.Event
+	// Since is the id of the last event published when the subscription opened: C
+	// starts after it.
+	Since  uint64
 	C      <-chan exchange.Event
 	c      chan exchange.Event
 	bus    *Bus
@@ -57,8 +114,25 @@ type Subscription struct {
 	closed bool
 }
 
-// Subscribe returns a subscription to the events f selects.
+// Subscribe returns a subscription to the events f selects from now on.
 func (b *Bus) Subscribe(f Filter) *Subscription {
+	b.pmu.Lock()
+	defer b.pmu.Unlock()
+	return b.subscribe(f)
+}
+
+// SubscribeSince returns a subscription to the events f selects after the event with id
+// since: Replay holds those history still has (and an events_gap for those it lost), C
+// the ones that follow, with none twice and none skipped in between.
+func (b *Bus) SubscribeSince(f Filter, since uint64) *Subscription {
+	b.pmu.Lock()
+	defer b.pmu.Unlock()
+	s := b.subscribe(f)
+	s.Replay, s.Since = b.hist.since(since, f), b.hist.next-1
+	return s
+}
+
+func (b *Bus) subscribe(f Filter) *Subscription {
 	c := make(chan exchange.Event, SubscriberBuffer)
 	s := &Subscription{C: c, c: c, bus: b, filter: f}
 	b.mu.Lock()
@@ -95,6 +169,9 @@ func (b *Bus) Publish(e exchange.Event) {
 	if e.Timestamp.IsZero() {
 		e.Timestamp = time.Now().UTC()
 	}
+	b.pmu.Lock()
+	defer b.pmu.Unlock()
+	e = b.hist.add(e)
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	for s := range b.subs {

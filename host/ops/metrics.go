@@ -3,12 +3,15 @@ package ops
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 )
@@ -47,7 +50,8 @@ type Metrics struct {
 	cacheReqs   *prometheus.CounterVec // by result
 	faults      *prometheus.CounterVec
 	toolCalls   *prometheus.CounterVec
-	toolSecs    *prometheus.HistogramVec
+	toolSecs    *prometheus.HistogramVec // by tool, outcome
+	overhead    *prometheus.HistogramVec // by tool: the call's duration minus the upstream's
 	transitions *prometheus.CounterVec
 	events      *prometheus.CounterVec
 	dropped     prometheus.Counter
@@ -56,6 +60,23 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	storeErrors prometheus.Counter
 	httpSecs    *prometheus.HistogramVec
+
+	refMu    sync.Mutex
+	refusals map[string]Refusal // the last refusal per tool label
+}
+
+// Refusal is a tool's last refusal: its code and when.
+type Refusal struct {
+	Code string    `json:"code"`
+	At   time.Time `json:"at"`
+}
+
+// LastRefusals returns each tool's last refusal (tools the upstream never listed are
+// OtherTool), for the status page.
+func (m *Metrics) LastRefusals() map[string]Refusal {
+	m.refMu.Lock()
+	defer m.refMu.Unlock()
+	return maps.Clone(m.refusals)
 }
 
 // ToolLister lists the tools with their modes (exchange.Core.Tools); ErrHealthOff means
@@ -89,8 +110,11 @@ func NewMetrics(listed func(string) bool, tools ToolLister) *Metrics {
 	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stategate_tool_calls_total",
 		Help: "tools/call requests by tool (names the upstream listed, else _other) and outcome."}, []string{"tool", "outcome"})
 	m.toolSecs = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stategate_tool_call_duration_seconds",
-		Help:    "tools/call duration through the gateway, by outcome (millisecond resolution).",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"outcome"})
+		Help:    "tools/call duration through the gateway, by tool (names the upstream listed, else _other) and outcome.",
+		Buckets: toolBuckets}, []string{"tool", "outcome"})
+	m.overhead = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stategate_gateway_overhead_seconds",
+		Help:    "The gateway's own share of each tools/call (its duration minus the upstream's), by tool.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"tool"})
 	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stategate_transitions_total",
 		Help: "Committed workflow transitions by workflow."}, []string{"workflow"})
 	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stategate_events_total",
@@ -108,11 +132,8 @@ func NewMetrics(listed func(string) bool, tools ToolLister) *Metrics {
 	m.httpSecs = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "stategate_http_request_duration_seconds",
 		Help: "MCP listener request duration by HTTP method (a GET stream counts when it ends).", Buckets: prometheus.DefBuckets},
 		[]string{"method"})
-	r.MustRegister(m.faults, m.toolCalls, m.toolSecs, m.transitions, m.events, m.dropped, m.appState, m.replaced,
+	r.MustRegister(m.faults, m.toolCalls, m.toolSecs, m.overhead, m.transitions, m.events, m.dropped, m.appState, m.replaced,
 		m.reloads, m.storeErrors, m.httpSecs, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
-	for _, o := range []string{exchange.OutcomeSuccess, exchange.OutcomeError, exchange.OutcomeDenied, exchange.OutcomeTimeout, exchange.OutcomeFailed} {
-		m.toolSecs.WithLabelValues(o)
-	}
 	for _, res := range []string{"ok", "failed"} {
 		m.reloads.WithLabelValues(res)
 	}
@@ -133,9 +154,26 @@ func (m *Metrics) Publish(e exchange.Event) {
 			tool = OtherTool
 		}
 		m.toolCalls.WithLabelValues(tool, outcome).Inc()
-		if ms, ok := e.Data["durationMs"].(int64); ok {
-			m.toolSecs.WithLabelValues(outcome).Observe(float64(ms) / 1000)
+		us, ok := e.Data["durationUs"].(int64)
+		if !ok {
+			ms, _ := e.Data["durationMs"].(int64)
+			us = ms * 1000
 		}
+		m.toolSecs.WithLabelValues(tool, outcome).Observe(float64(us) / 1e6)
+		up, _ := e.Data["upstreamUs"].(int64)
+		m.overhead.WithLabelValues(tool).Observe(float64(max(us-up, 0)) / 1e6)
+	case exchange.EventCallRefused:
+		code, _ := e.Data["code"].(string)
+		tool := e.Tool
+		if m.listed == nil || !m.listed(tool) {
+			tool = OtherTool
+		}
+		m.refMu.Lock()
+		if m.refusals == nil {
+			m.refusals = map[string]Refusal{}
+		}
+		m.refusals[tool] = Refusal{Code: code, At: e.Timestamp}
+		m.refMu.Unlock()
 	case exchange.EventWorkflowTransitioned:
 		w, _ := e.Data["workflow"].(string)
 		m.transitions.WithLabelValues(w).Inc()
@@ -146,6 +184,82 @@ func (m *Metrics) Publish(e exchange.Event) {
 	case exchange.EventConfigReloadFailed:
 		m.reloads.WithLabelValues("failed").Inc()
 	}
+}
+
+// toolBuckets are the tool call histogram's bounds (seconds): 12, so a thousand listed
+// tools by five outcomes stay within a scrape's means.
+var toolBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 30}
+
+// Latency is a tool's call latency from the histogram: calls, and the 50th and 95th
+// percentiles in seconds, interpolated within buckets as Prometheus's
+// histogram_quantile does (every outcome together).
+type Latency struct {
+	Calls uint64  `json:"calls"`
+	P50   float64 `json:"p50"`
+	P95   float64 `json:"p95"`
+}
+
+// Latencies returns each tool's latency (the status page's figures), read from the
+// histogram itself (not a whole-registry gather).
+func (m *Metrics) Latencies() map[string]Latency {
+	type acc struct {
+		count  uint64
+		counts []uint64 // cumulative, per toolBuckets
+	}
+	tools := map[string]*acc{}
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		m.toolSecs.Collect(ch)
+		close(ch)
+	}()
+	for metric := range ch {
+		var mt dto.Metric
+		if metric.Write(&mt) != nil || mt.GetHistogram() == nil {
+			continue
+		}
+		tool := ""
+		for _, l := range mt.GetLabel() {
+			if l.GetName() == "tool" {
+				tool = l.GetValue()
+			}
+		}
+		a := tools[tool]
+		if a == nil {
+			a = &acc{counts: make([]uint64, len(toolBuckets))}
+			tools[tool] = a
+		}
+		h := mt.GetHistogram()
+		a.count += h.GetSampleCount()
+		for i, b := range h.GetBucket() {
+			if i < len(a.counts) {
+				a.counts[i] += b.GetCumulativeCount()
+			}
+		}
+	}
+	out := make(map[string]Latency, len(tools))
+	for tool, a := range tools {
+		if a.count > 0 {
+			out[tool] = Latency{Calls: a.count, P50: quantile(0.5, a.counts, a.count), P95: quantile(0.95, a.counts, a.count)}
+		}
+	}
+	return out
+}
+
+// quantile interpolates q within the cumulative bucket counts (the last bucket's bound
+// for what lies beyond it).
+func quantile(q float64, cum []uint64, total uint64) float64 {
+	rank := q * float64(total)
+	lower, below := 0.0, uint64(0)
+	for i, c := range cum {
+		if float64(c) >= rank {
+			if c == below {
+				return toolBuckets[i]
+			}
+			return lower + (toolBuckets[i]-lower)*(rank-float64(below))/float64(c-below)
+		}
+		lower, below = toolBuckets[i], c
+	}
+	return toolBuckets[len(toolBuckets)-1]
 }
 
 // Count implements exchange.Reporter.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/stategate/stategate/exchange"
@@ -41,6 +42,70 @@ func (a *Admin) tools(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	a.reply(w, http.StatusOK, map[string]any{"tools": out})
+}
+
+// ToolOverview is one tool in GET /admin/tools/overview: every tool the upstream listed
+// (and every tool health knows), with what the configuration does with it, its mode
+// (when health is configured), its latency and its last refusal.
+type ToolOverview struct {
+	Name        string   `json:"name"`
+	Hint        string   `json:"hint,omitempty"`
+	Mode        string   `json:"mode,omitempty"`
+	Calls       uint64   `json:"calls"`
+	P50         float64  `json:"p50,omitempty"`
+	P95         float64  `json:"p95,omitempty"`
+	LastRefusal *Refusal `json:"lastRefusal,omitempty"`
+}
+
+func (a *Admin) overview(w http.ResponseWriter, r *http.Request) {
+	byName := map[string]*ToolOverview{}
+	var names []string
+	add := func(n string) *ToolOverview {
+		if t, ok := byName[n]; ok {
+			return t
+		}
+		t := &ToolOverview{Name: n}
+		byName[n] = t
+		names = append(names, n)
+		return t
+	}
+	if a.opts.Listed != nil {
+		for _, n := range a.opts.Listed() {
+			add(n)
+		}
+	}
+	health := true
+	if ts, err := a.opts.Operator().Tools(r.Context()); err == nil {
+		for _, t := range ts {
+			if t.Unit == "tool" || t.Unit == "" {
+				add(t.Name).Mode = t.Mode
+			}
+		}
+	} else {
+		health = false
+	}
+	if a.opts.Metrics != nil {
+		for n, l := range a.opts.Metrics.Latencies() {
+			if t, ok := byName[n]; ok {
+				t.Calls, t.P50, t.P95 = l.Calls, l.P50, l.P95
+			}
+		}
+		for n, ref := range a.opts.Metrics.LastRefusals() {
+			if t, ok := byName[n]; ok {
+				ref := ref
+				t.LastRefusal = &ref
+			}
+		}
+	}
+	sort.Strings(names)
+	out := make([]ToolOverview, len(names))
+	for i, n := range names {
+		if a.opts.ToolHint != nil {
+			byName[n].Hint = a.opts.ToolHint(n)
+		}
+		out[i] = *byName[n]
+	}
+	a.reply(w, http.StatusOK, map[string]any{"tools": out, "health": health})
 }
 
 // target is what every acting endpoint's body says it acts on: one tool by its exact
@@ -89,6 +154,9 @@ func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
 	changes, err := a.opts.Operator().SetMode(r.Context(), act, req.Mode, req.Reason)
 	a.log.Info("operator action", "action", "mode", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"mode", req.Mode, "reason", req.Reason, "changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
+	if !req.DryRun {
+		a.acted(r, "mode", actionData(req.target, err, map[string]any{"mode": req.Mode, "reason": req.Reason, "changes": changeNames(changes)}))
+	}
 	if err != nil {
 		a.operatorError(w, err)
 		return
@@ -113,11 +181,39 @@ func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
 	changes, err := a.opts.Operator().Approve(r.Context(), act)
 	a.log.Info("operator action", "action", "approve", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
+	if !req.DryRun {
+		a.acted(r, "approve", actionData(req.target, err, map[string]any{"changes": changeNames(changes)}))
+	}
 	if err != nil {
 		a.operatorError(w, err)
 		return
 	}
 	a.reply(w, http.StatusOK, changesAnswer(changes, req.DryRun))
+}
+
+// actionData is an operator_action event's data: the target, the error when it failed,
+// and extra.
+func actionData(t target, err error, extra map[string]any) map[string]any {
+	if t.Tool != "" {
+		extra["tool"] = t.Tool
+	} else {
+		extra["match"] = t.Match
+	}
+	if err != nil {
+		extra["error"] = err.Error()
+	}
+	return extra
+}
+
+// changeNames lists the units a mode or approve changed.
+func changeNames(changes []exchange.ModeChange) []string {
+	out := []string{}
+	for _, c := range changes {
+		if c.OK {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // changesAnswer is the answer of mode and approve: each unit's change, and "dryRun": true
@@ -244,6 +340,9 @@ func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
 	purged, err := p.PurgeCache(r.Context(), act)
 	a.log.Info("operator action", "action", "cache_purge", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"purged", len(purged), "err", errString(err), "remote", r.RemoteAddr)
+	if !req.DryRun {
+		a.acted(r, "purge", actionData(req, err, map[string]any{"purged": purged}))
+	}
 	if err != nil {
 		a.operatorError(w, err)
 		return

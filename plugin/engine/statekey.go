@@ -38,3 +38,31 @@ func (e *Engine) StateKey(workflow, principal, value string) (string, error) {
 	}
 	return key, nil
 }
+
+// ResetSnapshot returns the snapshot that puts an instance of workflow, stored as old (a
+// snapshot the gate wrote), in state to (the workflow's initial state when ""), with the
+// next sequence number, and the state it leaves. It is what an operator's reset stores
+// (the admin API's /admin/state/reset), with compare-and-set on old.
+func (e *Engine) ResetSnapshot(workflow, to string, old []byte) (snapshot []byte, from string, err error) {
+	var w *config.Workflow
+	for _, c := range e.cfg.Workflows {
+		if c.ID == workflow {
+			w = c
+		}
+	}
+	if w == nil {
+		return nil, "", errors.New("no workflow of that name in the configuration")
+	}
+	if to == "" {
+		to = w.Initial
+	}
+	if _, ok := w.State(to); !ok {
+		return nil, "", errors.New("workflow " + w.ID + " has no state " + to)
+	}
+	from = gjson.GetBytes(old, "state").Str
+	seq := gjson.GetBytes(old, "seq").Int() + 1
+	if seq <= 0 {
+		seq = 1
+	}
+	return gate.AppendSnapshot(nil, w, to, seq), from, nil
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -99,6 +100,7 @@ func (c *adminClient) request(ctx context.Context, method, path string, body any
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	req.Header.Set(ops.ViaHeader, "cli")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("admin[%s]: %w", c.base, err)
@@ -403,29 +405,79 @@ func cmdPurge(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return nil
 }
 
-// cmdEvents tails the event stream (SSE), one JSON object a line, until interrupted (or
-// --count events).
+// cmdEvents prints events from the gateway's history, one JSON object a line: the last
+// --count N at once (GET /admin/events/history), or, with --follow, those and then every
+// new one until interrupted (the SSE stream from the last id printed, so none is lost or
+// repeated in between); --since ID starts after that id instead.
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "usage: stategate events [--type TYPE] [--tool NAME] [--count N] [--admin URL] [--admin-token-file FILE]"
-	var typ, tool, count *string
+	const usage = "usage: stategate events [--count N] [--follow [--stop-after N]] [--since ID] [--type TYPE] [--tool NAME] [--session DIGEST] [--admin URL] [--admin-token-file FILE]"
+	var typ, tool, session, count, since, stop *string
+	var follow *bool
 	c, rest, err := adminFlags("events", args, stderr, usage, func(fs flagSet) {
 		typ = fs.String("type", "", "only events of this type")
 		tool = fs.String("tool", "", "only events of this tool")
-		count = fs.String("count", "0", "stop after this many events (0: until interrupted)")
+		session = fs.String("session", "", "only events of this session or handle digest (data.session)")
+		count = fs.String("count", "", "print the last N events from history (default 20; with --follow, 0)")
+		since = fs.String("since", "", "print the events after this id (from history) instead of the last N")
+		follow = fs.Bool("follow", false, "then wait for new events, until interrupted")
+		stop = fs.String("stop-after", "0", "with --follow, end after printing this many events (0: never)")
 	})
 	if err != nil {
 		return err
 	}
-	n := 0
-	if _, err := fmt.Sscan(*count, &n); err != nil || len(rest) != 0 || n < 0 {
+	n, max := 20, 0
+	if *follow {
+		n = 0
+	}
+	if len(rest) != 0 || (*count != "" && (atoiErr(*count, &n) != nil || n < 0)) || atoiErr(*stop, &max) != nil || max < 0 {
 		return &exitError{code: 2, msg: usage}
 	}
-	q := url.Values{}
-	if *typ != "" {
-		q.Set("type", *typ)
+	if *since != "" {
+		if _, err := strconv.ParseUint(*since, 10, 64); err != nil {
+			return &exitError{code: 2, msg: "--since: an event id, a non-negative integer"}
+		}
 	}
-	if *tool != "" {
-		q.Set("tool", *tool)
+	q := url.Values{}
+	for k, v := range map[string]string{"type": *typ, "tool": *tool, "session": *session} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	printed := 0
+	emit := func(line []byte) bool {
+		stdout.Write(append(termsafe.JSON(line), '\n')) // the same JSON, no raw control for the terminal
+		printed++
+		return max > 0 && printed >= max
+	}
+	from := *since
+	if n > 0 || !*follow || *since != "" {
+		hq := maps.Clone(q)
+		hq.Set("count", strconv.Itoa(n))
+		if *since != "" {
+			hq.Set("since", *since)
+			if *count == "" {
+				hq.Set("count", strconv.Itoa(ops.DefaultHistory))
+			}
+		}
+		var out struct {
+			Events []json.RawMessage
+			Last   uint64
+		}
+		if err := c.call(ctx, "GET", "/admin/events/history?"+hq.Encode(), nil, &out); err != nil {
+			return err
+		}
+		for _, e := range out.Events {
+			if emit(e) {
+				return nil
+			}
+		}
+		if !*follow {
+			return nil
+		}
+		from = strconv.FormatUint(out.Last, 10)
+	}
+	if from != "" {
+		q.Set("since", from)
 	}
 	path := "/admin/events"
 	if len(q) > 0 {
@@ -444,11 +496,9 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	seen := 0
 	for sc.Scan() {
 		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			stdout.Write(append(termsafe.JSON([]byte(d)), '\n')) // the same JSON, no raw control for the terminal
-			if seen++; n > 0 && seen >= n {
+			if emit([]byte(d)) {
 				return nil
 			}
 		}
@@ -460,6 +510,42 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("admin[%s]: event stream: %w", c.base, err)
 	}
 	return &exitError{code: 1, msg: "the event stream ended (the gateway stopped?)"}
+}
+
+func atoiErr(s string, n *int) error {
+	v, err := strconv.Atoi(s)
+	if err == nil {
+		*n = v
+	}
+	return err
+}
+
+// cmdReset puts a workflow instance back in its initial state, or in --to STATE (POST
+// /admin/state/reset): compare-and-set like any transition, an event, and a clear error
+// for an unknown workflow, session, handle or state.
+func cmdReset(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "usage: stategate reset WORKFLOW (--handle VALUE | --session ID) [--principal P] [--to STATE] [--reason TEXT] [--admin URL] [--admin-token-file FILE]"
+	var handle, session, principal, to, reason *string
+	c, rest, err := adminFlags("reset", args, stderr, usage, func(fs flagSet) {
+		handle = fs.String("handle", "", "the instance's handle (a handle-keyed workflow)")
+		session = fs.String("session", "", "the instance's session id (a session-keyed workflow)")
+		principal = fs.String("principal", "", "the principal, when state is scoped by principal")
+		to = fs.String("to", "", "the state to put it in (default: the workflow's initial state)")
+		reason = fs.String("reason", "", "why (in the event and the log)")
+	})
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 || rest[0] == "" || (*handle == "") == (*session == "") {
+		return &exitError{code: 2, msg: usage}
+	}
+	var out struct{ Workflow, From, To string }
+	body := map[string]any{"workflow": rest[0], "handle": *handle, "session": *session, "principal": *principal, "to": *to, "reason": *reason}
+	if err := c.call(ctx, "POST", "/admin/state/reset", body, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s -> %s\n", termsafe.String(out.Workflow), termsafe.String(out.From), termsafe.String(out.To))
+	return nil
 }
 
 // authHint says how to give the token when the admin API answered 401.

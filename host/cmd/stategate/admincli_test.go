@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +30,7 @@ func TestAdminCLI_againstServe(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_called", "--count", "2")
+		code, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_called", "--follow", "--stop-after", "2")
 		done <- result{code, out, errOut}
 	}()
 	deadline := time.Now().Add(5 * time.Second)
@@ -54,6 +56,16 @@ func TestAdminCLI_againstServe(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
 	if r.code != 0 || len(lines) != 2 || !strings.Contains(lines[0], `"tool":"cart.pay"`) || !strings.Contains(lines[1], `"outcome":"success"`) {
 		t.Fatalf("events: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+	// --count answers from history at once: the last call, with its id; --since from an id.
+	code, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_called", "--count", "1")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"tool":"cart.add_item"`) || !strings.Contains(out, `"id":`) {
+		t.Fatalf("events --count 1: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// The refusal is an event with its code, found by tool and type from history.
+	code, out, errOut = runCLI(t, "", "events", "--admin", s.adminURL, "--tool", "cart.pay", "--type", "call_refused", "--since", "0")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"code":"TOOL_NOT_AVAILABLE"`) {
+		t.Fatalf("events --since 0 --tool cart.pay: exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, args := range [][]string{{"tools"}, {"mode", "cart.*", "disabled"}, {"approve", "cart.*"}} {
 		code, _, errOut := runCLI(t, "", append(args, "--admin", s.adminURL)...)
@@ -259,5 +271,77 @@ func TestAdminCLI_purge(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, "", "purge", "--admin", s.adminURL); code != 2 {
 		t.Errorf("purge without a glob: exit %d, want 2", code)
+	}
+}
+
+// TestAdminCLI_reset: stategate reset puts a session's checkout back in its initial state
+// or in a named state (stored, so the gate sees it), says from and to, is an event with
+// the session's digest (never its id), and names what is wrong for an unknown workflow,
+// state or session.
+func TestAdminCLI_reset(t *testing.T) {
+	s := startServe(t, demo.Options{})
+	t.Setenv(adminTokenEnv, s.token)
+	cs := mcpClient(t, s.mcpURL)
+	mustCall(t, cs, "cart.add_item", map[string]any{"sku": "tea"})
+	sid := cs.ID()
+	code, out, errOut := runCLI(t, "", "reset", "checkout", "--session", sid, "--reason", "stuck", "--admin", s.adminURL)
+	if code != 0 || strings.TrimSpace(out) != "checkout: has_items -> empty" {
+		t.Fatalf("reset: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut = runCLI(t, "", "reset", "checkout", "--session", sid, "--to", "payment", "--admin", s.adminURL); code != 0 || strings.TrimSpace(out) != "checkout: empty -> payment" {
+		t.Fatalf("reset --to payment: exit %d\n%s\n%s", code, out, errOut)
+	}
+	mustCall(t, cs, "cart.pay", nil) // allowed only in payment: the gate read the reset state
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nope", "--session", sid}, "no workflow of that name"},
+		{[]string{"checkout", "--session", sid, "--to", "limbo"}, "has no state limbo"},
+		{[]string{"checkout", "--session", "never-seen"}, "nothing is stored for that session"},
+	} {
+		code, _, errOut := runCLI(t, "", append(append([]string{"reset"}, c.args...), "--admin", s.adminURL)...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("reset %v: exit %d: %s", c.args, code, errOut)
+		}
+	}
+	if code, _, _ := runCLI(t, "", "reset", "checkout", "--admin", s.adminURL); code != 2 {
+		t.Errorf("reset without --session or --handle: exit %d, want 2", code)
+	}
+	code, out, _ = runCLI(t, "", "events", "--type", "workflow_reset", "--admin", s.adminURL)
+	if code != 0 || strings.Count(out, "\n") != 2 || strings.Contains(out, sid) || !strings.Contains(out, exchange.SessionDigest(sid)) ||
+		!strings.Contains(out, `"reason":"stuck"`) || !strings.Contains(out, `"via":"cli"`) {
+		t.Fatalf("workflow_reset events:\n%s", out)
+	}
+}
+
+// TestServe_historySurvivesARestart: with a bolt store, the event history is in the store
+// file: after `stategate serve` stops and starts again on the same file, `events` still
+// answers the refusal from before the restart, and new events get higher ids.
+func TestServe_historySurvivesARestart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "gw.db")
+	s := startServe(t, demo.Options{}, "--store", "bolt:"+db)
+	t.Setenv(adminTokenEnv, s.token)
+	cs := mcpClient(t, s.mcpURL)
+	mustCall(t, cs, "cart.pay", nil) // refused
+	_, before, _ := runCLI(t, "", "events", "--type", "call_refused", "--count", "1", "--admin", s.adminURL)
+	s.stop()
+	if err := <-s.done; err != nil {
+		t.Fatal(err)
+	}
+	s.done <- nil // for the first server's cleanup
+
+	s2 := startServe(t, demo.Options{}, "--store", "bolt:"+db)
+	t.Setenv(adminTokenEnv, s2.token)
+	code, after, errOut := runCLI(t, "", "events", "--type", "call_refused", "--count", "5", "--admin", s2.adminURL)
+	if code != 0 || strings.TrimSpace(after) != strings.TrimSpace(before) || !strings.Contains(after, "TOOL_NOT_AVAILABLE") {
+		t.Fatalf("after the restart: exit %d\n%s\nbefore:\n%s\n%s", code, after, before, errOut)
+	}
+	var old, fresh struct{ ID uint64 }
+	json.Unmarshal([]byte(before), &old)
+	_, last, _ := runCLI(t, "", "events", "--count", "1", "--admin", s2.adminURL)
+	json.Unmarshal([]byte(last), &fresh)
+	if fresh.ID <= old.ID {
+		t.Fatalf("an event after the restart has id %d, not above %d", fresh.ID, old.ID)
 	}
 }

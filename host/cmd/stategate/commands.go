@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/stategate/stategate/exchange"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net"
@@ -151,6 +152,25 @@ func cmdGraph(args []string, stdout, stderr io.Writer) error {
 type workflowGraph struct {
 	ID   string `json:"id"`
 	Text string `json:"text"`
+	// The graph itself, for the status page's diagram (the JSON carries them; graph
+	// prints Text).
+	Key         string       `json:"key"`
+	Initial     string       `json:"initial"`
+	States      []graphState `json:"states"`
+	Transitions []graphEdge  `json:"transitions"`
+}
+
+type graphState struct {
+	Name  string   `json:"name"`
+	Final bool     `json:"final,omitempty"`
+	Tools []string `json:"tools"` // the tools allowed in it
+}
+
+type graphEdge struct {
+	From  string   `json:"from"`
+	To    string   `json:"to"`
+	Event string   `json:"event"`
+	Tools []string `json:"tools"` // the tools whose success fires the event
 }
 
 // workflowGraphs draws each workflow of eng's configuration (format mermaid or dot).
@@ -205,9 +225,38 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 			}
 			b.WriteString("}\n")
 		}
-		out = append(out, workflowGraph{ID: w.ID, Text: b.String()})
+		g := workflowGraph{ID: w.ID, Text: b.String(), Key: keyText(w.Key == 1, w.KeyArg), Initial: w.Initial,
+			States: []graphState{}, Transitions: []graphEdge{}}
+		for _, s := range w.States {
+			g.States = append(g.States, graphState{Name: s.Name, Final: s.Final, Tools: append([]string{}, w.ToolsIn(s.Name)...)})
+			for _, e := range s.On {
+				ts := []string{}
+				for _, t := range w.Tools {
+					if t.Event == e.Event {
+						ts = append(ts, t.Tool)
+					}
+				}
+				g.Transitions = append(g.Transitions, graphEdge{From: s.Name, To: e.Target, Event: e.Event, Tools: ts})
+			}
+		}
+		out = append(out, g)
 	}
 	return out
+}
+
+// toolHint says what the configuration does with a tool, for the status page: each
+// workflow binding it, the states it runs in and the event its success fires ("" for a
+// tool no workflow binds).
+func toolHint(eng *engine.Engine, tool string) string {
+	var parts []string
+	for _, ref := range eng.Config().Bindings(tool) {
+		h := ref.Workflow.ID + ": in " + strings.Join(ref.Binding.States, ", ")
+		if ref.Binding.Event != "" {
+			h += " → " + ref.Binding.Event
+		}
+		parts = append(parts, h)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // dotQuote writes s as a Graphviz quoted string: quotes and backslashes escaped, a line
@@ -347,6 +396,11 @@ type hooks struct {
 	reporter  exchange.Reporter
 	replaced  func()                          // a plugin instance was discarded
 	handler   func(http.Handler) http.Handler // wraps the MCP handler (metrics)
+	// opened is called with the store once open, before any traffic (the event history
+	// keeps itself in a bolt file); closing before the store closes.
+	opened  func(store.Store) error
+	closing func()
+	tracer  trace.Tracer // OpenTelemetry (nil: off)
 }
 
 // newPool builds a plugin pool of cfg on rt.
@@ -389,6 +443,14 @@ func startGateway(ctx context.Context, cfg []byte, upstream upstreamSpec, o serv
 		return fail(err)
 	}
 	undo = append(undo, func(context.Context) { st.Close() })
+	if hk.opened != nil {
+		if err := hk.opened(st); err != nil {
+			return fail(err)
+		}
+		if hk.closing != nil {
+			undo = append(undo, func(context.Context) { hk.closing() })
+		}
+	}
 	ln := o.listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", o.listen); err != nil {
@@ -397,7 +459,7 @@ func startGateway(ctx context.Context, cfg []byte, upstream upstreamSpec, o serv
 	}
 	undo = append(undo, func(context.Context) { ln.Close() })
 	gw, err = gateway.New(gateway.Options{Upstream: upstream.url, Transport: upstream.transport, Plugin: pool, Config: cfg, Store: st, Logger: logger,
-		Origins: o.originPolicy(ln.Addr()), Publisher: hk.publisher, Reporter: hk.reporter,
+		Origins: o.originPolicy(ln.Addr()), Publisher: hk.publisher, Reporter: hk.reporter, Tracer: hk.tracer,
 		PublicURL: o.publicURLFor(ln.Addr(), logger)})
 	if err != nil {
 		return fail(err)
@@ -414,6 +476,9 @@ func startGateway(ctx context.Context, cfg []byte, upstream upstreamSpec, o serv
 		defer cancel()
 		srv.Shutdown(sctx)
 		r.pool.Close(sctx)
+		if hk.closing != nil {
+			hk.closing()
+		}
 		st.Close()
 		rt.Close(sctx)
 	}
@@ -441,6 +506,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+adminTokenEnv+"); without one the admin listener must be loopback")
 	fs.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&a.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls and transitions may take to finish")
+	fs.IntVar(&a.history, "event-history", 10000, "how many events the admin listener keeps for replay (GET /admin/events?since=, stategate events --count); in the store file when the store is bolt")
 	fs.DurationVar(&a.probe, "probe-interval", 5*time.Second, "how often the store, the plugin and the upstream are probed (app state degraded/ready)")
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2}

@@ -208,7 +208,7 @@ func TestServe_hostileTextReachesNoTerminal(t *testing.T) {
 			callTool(cs, evil, nil) // fails upstream: auto-disabled after one failure
 			events := make(chan string, 1)
 			go func() {
-				_, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_state_changed", "--count", "1")
+				_, out, errOut := runCLI(t, "", "events", "--admin", s.adminURL, "--type", "tool_state_changed", "--follow", "--stop-after", "1")
 				events <- out + errOut
 			}()
 			waitFor(t, "the events command subscribes", func() bool {

@@ -49,7 +49,8 @@ usage:
   stategate mode (NAME | GLOB | --tool NAME) MODE [--reason TEXT] [--yes] [--admin URL] [--admin-token-file FILE]
   stategate approve (NAME | GLOB | --tool NAME) [--yes] [--admin URL] [--admin-token-file FILE]
   stategate purge (NAME | GLOB | --tool NAME) [--yes] [--admin URL] [--admin-token-file FILE]
-  stategate events [--type TYPE] [--tool NAME] [--count N] [--admin URL] [--admin-token-file FILE]
+  stategate events [--count N] [--follow [--stop-after N]] [--since ID] [--type TYPE] [--tool NAME] [--session DIGEST] [--admin URL] [--admin-token-file FILE]
+  stategate reset WORKFLOW (--handle VALUE | --session ID) [--principal P] [--to STATE] [--reason TEXT] [--admin URL] [--admin-token-file FILE]
 
 serve's operations flags: --admin ADDR|off (default: loopback, a free port, a generated token
 the admin commands find) --name NAME --admin-token-file FILE (or
@@ -151,6 +152,8 @@ func dispatch(ctx context.Context, cmd string, args []string, stdin io.Reader, s
 		return cmdApprove(ctx, args, stdin, stdout, stderr), true
 	case "purge":
 		return cmdPurge(ctx, args, stdin, stdout, stderr), true
+	case "reset":
+		return cmdReset(ctx, args, stdout, stderr), true
 	case "events":
 		return cmdEvents(ctx, args, stdout, stderr), true
 	}

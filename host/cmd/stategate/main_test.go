@@ -189,7 +189,7 @@ func TestIntercept_serves(t *testing.T) {
 
 // TestHelp: every command's --help (and -h) is its usage and flags on stdout, status 0.
 func TestHelp(t *testing.T) {
-	for _, cmd := range []string{"serve", "intercept", "demo", "check", "explain", "graph", "call", "tools", "mode", "approve", "purge", "events"} {
+	for _, cmd := range []string{"serve", "intercept", "demo", "check", "explain", "graph", "call", "tools", "mode", "approve", "purge", "events", "reset"} {
 		for _, flag := range []string{"--help", "-h"} {
 			code, out, errOut := runCLI(t, "", cmd, flag)
 			if code != 0 || errOut != "" || !strings.Contains(out, "usage:\n  stategate "+cmd) || !strings.Contains(out, "flags:\n") {

@@ -92,7 +92,9 @@ func TestServe_operations(t *testing.T) {
 		{"stategate_transitions_total", []string{"workflow=checkout"}, 1},
 		{"stategate_denials_total", []string{"code=TOOL_NOT_AVAILABLE"}, 1},
 		{"stategate_cache_requests_total", []string{"result=hit"}, 0}, // no cache in the demo
-		{"stategate_tool_call_duration_seconds", []string{"outcome=success"}, 1},
+		{"stategate_tool_call_duration_seconds", []string{"tool=cart.add_item", "outcome=success"}, 1},
+		{"stategate_tool_call_duration_seconds", []string{"tool=cart.pay", "outcome=denied"}, 1},
+		{"stategate_gateway_overhead_seconds", []string{"tool=cart.add_item"}, 1},
 		{"stategate_app_state", []string{"state=ready"}, 1},
 		{"stategate_app_state", []string{"state=starting"}, 0},
 	} {

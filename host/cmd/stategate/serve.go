@@ -32,6 +32,7 @@ const adminTokenEnv = "STATEGATE_ADMIN_TOKEN"
 type opsOptions struct {
 	admin, tokenFile, logFormat string
 	drain, probe                time.Duration
+	history                     int    // events kept for replay
 	adminSet                    bool   // --admin was given (not its default)
 	stateDir                    string // where the gateway's record (and generated token) go
 }
@@ -74,7 +75,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 	}
 	var gwp atomic.Pointer[gateway.Gateway]
 	var stp atomic.Pointer[store.Store]
-	bus := ops.NewBus()
+	bus := ops.NewBusHistory(a.history)
 	metrics := ops.NewMetrics(func(name string) bool {
 		g := gwp.Load()
 		return g != nil && g.Listed(name)
@@ -106,7 +107,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		if err != nil {
 			return err
 		}
-		admin := ops.NewAdmin(ops.AdminOptions{Token: token, App: app, Bus: bus, Metrics: metrics, Logger: logger,
+		admin := ops.NewAdmin(ops.AdminOptions{Token: token, App: app, Bus: bus, Publisher: pub, Metrics: metrics, Logger: logger,
 			Operator: func() ops.Operator {
 				if g := gwp.Load(); g != nil {
 					return g.Core()
@@ -122,9 +123,19 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 			StateKey: func(workflow, principal, value string) (string, error) {
 				return rl.eng.Load().StateKey(workflow, principal, value)
 			},
+			ResetSnapshot: func(workflow, to string, old []byte) ([]byte, string, error) {
+				return rl.eng.Load().ResetSnapshot(workflow, to, old)
+			},
 			Reload:       rl.reload,
 			Workflows:    func() any { return workflowGraphs(rl.eng.Load(), "mermaid") },
 			UnknownTools: unknownTools,
+			Listed: func() []string {
+				if g := gwp.Load(); g != nil {
+					return g.Core().ListedNames()
+				}
+				return nil
+			},
+			ToolHint: func(name string) string { return toolHint(rl.eng.Load(), name) },
 			Stats: func() map[string]int64 {
 				out := map[string]int64{}
 				if g := gwp.Load(); g != nil {
@@ -150,8 +161,20 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		logger.Info("admin listener", "addr", aln.Addr().String(), "token", token != "")
 	}
 
-	run, err := startGateway(ctx, cfg, upstream, o, logger, hooks{publisher: pub, reporter: metrics,
-		replaced: metrics.PluginReplaced, handler: metrics.Instrument})
+	tracer, stopTracing, err := setupTracing(ctx, logger)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer stopTracing()
+	run, err := startGateway(ctx, cfg, upstream, o, logger, hooks{publisher: pub, reporter: metrics, tracer: tracer,
+		replaced: metrics.PluginReplaced, handler: metrics.Instrument,
+		// A bolt store keeps the event history too, so it survives a restart.
+		opened: func(st store.Store) error {
+			if f, ok := st.(ops.HistoryFile); ok {
+				return bus.KeepIn(f, logger)
+			}
+			return nil
+		}, closing: bus.Close})
 	if err != nil {
 		_ = app.Move(ops.StateStopped, "start-up failed: "+err.Error())
 		return err
@@ -188,6 +211,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		case <-hup:
 			res := rl.reload(context.Background())
 			logger.Info("operator action", "action", "reload", "trigger", "SIGHUP", "ok", res.OK, "errors", strings.Join(res.Errors, "; "))
+			pub.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: map[string]any{"action": "reload", "via": "signal", "ok": res.OK}})
 			continue
 		case <-ctx.Done():
 		}

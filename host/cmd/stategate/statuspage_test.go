@@ -44,59 +44,94 @@ func browser(t *testing.T, exe string) context.Context {
 }
 
 // TestStatusPage_browser loads the status page in headless Chromium (chromedp), types the
-// admin token into it, and checks that it shows the gateway's state, the tool health
-// note, and, live, the events of a tool call driven through the gateway by the official
-// SDK client. STATEGATE_SCREENSHOT=FILE saves a screenshot of the page.
+// admin token into it, and checks what an operator finds there: the gateway's state; the
+// workflow drawn as an SVG diagram (states, tools, events); every listed tool with its
+// hint, latency and last refusal code; the events, refusals with their codes, live and
+// from history after a reload; a session's state looked up and reset after a
+// confirmation with a reason. STATEGATE_SCREENSHOT=FILE saves a screenshot of the page.
 func TestStatusPage_browser(t *testing.T) {
 	exe := chromium(t)
 	s := startServe(t, demo.Options{})
 	ctx := browser(t, exe)
-	var state, note string
+	ctx2 := ctx
 	step := func(name string, a chromedp.Action) {
+		t.Helper()
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		t.Helper()
 		if err := chromedp.Run(ctx, a); err != nil {
 			var html string
-			chromedp.Run(ctx, chromedp.OuterHTML("body", &html, chromedp.ByQuery))
+			hctx, cancel := context.WithTimeout(ctx2, 5*time.Second)
+			defer cancel()
+			chromedp.Run(hctx, chromedp.OuterHTML("main", &html, chromedp.ByQuery))
 			t.Fatalf("page: %s: %v\n%s\n%s", name, err, html, s.stderr.String())
 		}
 	}
+	var state, note, source string
+	var states []string
 	step("navigate", chromedp.Navigate(s.adminURL+"/"))
 	step("the page asks for the token", chromedp.WaitVisible("#login", chromedp.ByQuery))
 	step("type the token", chromedp.SendKeys("#token", s.token, chromedp.ByQuery))
 	step("connect", chromedp.Click(`#login button[type="submit"]`, chromedp.ByQuery))
 	step("state ready", chromedp.WaitVisible(`#state[data-state="ready"]`, chromedp.ByQuery))
 	step("stream live", chromedp.Poll(`document.getElementById("stream").textContent === "live"`, nil))
-	var diagram string
-	step("workflow diagram", chromedp.WaitVisible(`#workflows details[data-workflow="checkout"] pre`, chromedp.ByQuery))
+	const wf = `#workflows details[data-workflow="checkout"] `
+	step("workflow diagram", chromedp.WaitVisible(wf+`svg g.state[data-state="empty"]`, chromedp.ByQuery))
 	step("read", chromedp.Tasks{chromedp.Text("#state", &state, chromedp.ByQuery), chromedp.Text("#tools-note", &note, chromedp.ByQuery),
-		chromedp.Text(`#workflows details[data-workflow="checkout"] pre`, &diagram, chromedp.ByQuery)})
-	if !strings.Contains(diagram, "stateDiagram-v2") || !strings.Contains(diagram, "empty --> has_items : ADD_ITEM") {
-		t.Fatalf("workflow diagram %q", diagram)
+		chromedp.Evaluate(`[...document.querySelectorAll('`+wf+`svg g.state')].map(g => g.dataset.state)`, &states),
+		chromedp.Evaluate(`document.querySelector('`+wf+`pre').textContent`, &source)})
+	if strings.Join(states, ",") != "empty,has_items,payment,confirmed" || !strings.Contains(source, "empty --> has_items : ADD_ITEM") {
+		t.Fatalf("workflow diagram states %v, source %q", states, source)
 	}
+	step("the diagram's edges", chromedp.WaitVisible(wf+`svg g.edge[data-event="ADD_ITEM"][data-from="empty"][data-to="has_items"] text`, chromedp.ByQuery))
 	if state != "ready" || !strings.Contains(note, "not configured") {
 		t.Fatalf("page shows state %q, tools note %q", state, note)
 	}
 
 	cs := mcpClient(t, s.mcpURL)
+	listTools(t, cs)                 // as clients do: the names it lists label the figures
+	mustCall(t, cs, "cart.pay", nil) // refused: TOOL_NOT_AVAILABLE
 	mustCall(t, cs, "cart.add_item", map[string]any{"sku": "tea"})
-	var line string
-	err := chromedp.Run(ctx,
+	var line, code string
+	step("the events appear", chromedp.Tasks{
 		chromedp.WaitVisible(`#events li[data-type="workflow_transitioned"][data-tool="cart.add_item"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#events li[data-type="tool_called"][data-tool="cart.add_item"]`, chromedp.ByQuery),
 		chromedp.Text(`#events li[data-type="workflow_transitioned"]`, &line, chromedp.ByQuery),
-	)
-	if err != nil {
-		t.Fatalf("the tool call's events never appeared on the page: %v", err)
+		chromedp.Text(`#events li[data-type="call_refused"][data-tool="cart.pay"] .code`, &code, chromedp.ByQuery),
+	})
+	if !strings.Contains(line, "empty -> has_items") || !strings.Contains(line, `"workflow":"checkout"`) || code != "TOOL_NOT_AVAILABLE" {
+		t.Fatalf("event line %q, refusal code %q", line, code)
 	}
-	if !strings.Contains(line, "empty -> has_items") || !strings.Contains(line, `"workflow":"checkout"`) {
-		t.Fatalf("event line %q", line)
+	// Every listed tool, with its hint, latency and last refusal (no health configured).
+	step("the tools", chromedp.Poll(`(() => { const r = document.querySelector('#tools tr[data-tool="cart.pay"]');
+		const a = document.querySelector('#tools tr[data-tool="cart.add_item"]');
+		return r && a && r.querySelector("td.refusal").textContent.startsWith("TOOL_NOT_AVAILABLE") && a.querySelector("td.p50").textContent.endsWith(" ms")
+			&& r.cells[1].textContent.includes("checkout: in payment") && !!document.querySelector('#tools tr[data-tool="cart.checkout"]'); })()`, nil))
+	step("counters", chromedp.Poll(`[...document.querySelectorAll("#counters tr")].some(tr => tr.cells[0].textContent === "tool_calls" && tr.cells[1].textContent === "2")`, nil))
+
+	// Look the session's state up, and reset it after a confirmation with a reason.
+	var shown, msg, kind string
+	step("look up", chromedp.Tasks{chromedp.SendKeys("#lookup-value", cs.ID(), chromedp.ByQuery), chromedp.Click(`#lookup button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#lookup-result[data-state="has_items"]`, chromedp.ByQuery), chromedp.Text("#lookup-state", &shown, chromedp.ByQuery),
+		chromedp.WaitVisible(wf+`svg g.state.current[data-state="has_items"]`, chromedp.ByQuery)})
+	if !strings.Contains(shown, "checkout: has_items") {
+		t.Fatalf("lookup shows %q", shown)
 	}
-	// The counters follow the events.
-	err = chromedp.Run(ctx, chromedp.Poll(`[...document.querySelectorAll("#counters tr")].some(tr => tr.cells[0].textContent === "tool_calls" && tr.cells[1].textContent === "1")`, nil))
-	if err != nil {
-		t.Fatalf("the counters never showed the call: %v", err)
+	step("no confirmation shown yet", chromedp.WaitNotVisible("#confirm", chromedp.ByQuery))
+	step("reset asks first", chromedp.Tasks{chromedp.Click(`#reset button[type="submit"]`, chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery)})
+	if status, body := s.admin(t, "GET", "/admin/state?workflow=checkout&session="+cs.ID(), ""); status != 200 || !strings.Contains(string(body), `"has_items"`) {
+		t.Fatalf("before confirming, the state is %d %s", status, body)
+	}
+	step("confirm with a reason", chromedp.Tasks{chromedp.SendKeys("#confirm-reason", "stuck cart", chromedp.ByQuery), chromedp.Click("#confirm-ok", chromedp.ByQuery),
+		chromedp.WaitVisible(`#lookup-result[data-state="empty"]`, chromedp.ByQuery),
+		chromedp.Text("#message", &msg, chromedp.ByQuery), chromedp.AttributeValue("#message", "data-kind", &kind, nil, chromedp.ByQuery)})
+	step("the confirmation is gone", chromedp.WaitNotVisible("#confirm", chromedp.ByQuery))
+	if msg != "checkout: has_items -> empty" || kind != "ok" {
+		t.Fatalf("after the reset the page says %q (%s)", msg, kind)
+	}
+	var reset string
+	step("the reset's event", chromedp.Text(`#events li[data-type="workflow_reset"]`, &reset, chromedp.ByQuery))
+	if !strings.Contains(reset, `"reason":"stuck cart"`) || !strings.Contains(reset, `"via":"page"`) || strings.Contains(reset, cs.ID()) {
+		t.Fatalf("workflow_reset event %q", reset)
 	}
 	if path := os.Getenv("STATEGATE_SCREENSHOT"); path != "" {
 		var png []byte
@@ -107,6 +142,11 @@ func TestStatusPage_browser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// After a reload the page shows what happened before it opened (history), filtered.
+	step("reload the page", chromedp.Tasks{chromedp.Navigate(s.adminURL + "/"), chromedp.WaitVisible(`#state[data-state="ready"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#events li[data-type="call_refused"][data-tool="cart.pay"]`, chromedp.ByQuery)})
+	step("filter by type", chromedp.Tasks{chromedp.SetValue("#filter-type", "call_refused", chromedp.ByQuery), chromedp.Click(`#filters button[type="submit"]`, chromedp.ByQuery),
+		chromedp.Poll(`(() => { const li = [...document.querySelectorAll("#events li")]; return li.length === 1 && li[0].dataset.type === "call_refused"; })()`, nil)})
 }
 
 // TestStatusPage_unknownTools: the status page lists, under "Configuration warnings", each
@@ -165,14 +205,19 @@ func TestStatusPage_approvesOneToolByName(t *testing.T) {
 	step("log in", chromedp.Tasks{chromedp.Navigate(s.adminURL + "/"), chromedp.WaitVisible("#login", chromedp.ByQuery),
 		chromedp.SendKeys("#token", s.token, chromedp.ByQuery), chromedp.Click(`#login button[type="submit"]`, chromedp.ByQuery)})
 	step("the tools are shown", chromedp.WaitVisible(row("a.b"), chromedp.ByQuery))
-	step("approve **", chromedp.Click(row("**")+` button:nth-of-type(3)`, chromedp.ByQuery))
+	step("approve ** asks first", chromedp.Tasks{chromedp.Click(row("**")+` button:nth-of-type(3)`, chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery)})
+	if got := s.modes(t); got["**"] != "quarantined" {
+		t.Fatalf("before confirming, ** is %q", got["**"])
+	}
+	step("confirm", chromedp.Click("#confirm-ok", chromedp.ByQuery))
 	waitFor(t, "** approved", func() bool { return s.modes(t)["**"] == "active" })
 	want := map[string]string{"**": "active", "a.*": "quarantined", "a.b": "quarantined"}
 	if got := s.modes(t); !equalModes(got, want) {
 		t.Fatalf("after approving \"**\" on the page: modes %v, want %v", got, want)
 	}
-	step("the page shows it", chromedp.Poll(`document.querySelector('`+row("**")+`').cells[1].textContent === "active"`, nil))
-	step("disable a.*", chromedp.Click(row("a.*")+` button:nth-of-type(1)`, chromedp.ByQuery))
+	step("the page shows it", chromedp.Poll(`document.querySelector('`+row("**")+` td.mode').textContent === "active"`, nil))
+	step("disable a.* with a reason", chromedp.Tasks{chromedp.Click(row("a.*")+` button:nth-of-type(1)`, chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery),
+		chromedp.SendKeys("#confirm-reason", "flaky", chromedp.ByQuery), chromedp.Click("#confirm-ok", chromedp.ByQuery)})
 	waitFor(t, "a.* disabled", func() bool { return s.modes(t)["a.*"] == "disabled" })
 	want["a.*"] = "disabled"
 	if got := s.modes(t); !equalModes(got, want) {

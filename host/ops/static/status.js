@@ -8,12 +8,38 @@ const maxEvents = 200;
 let token = sessionStorage.getItem("stategate-token") || "";
 
 function headers(extra) {
-  const h = Object.assign({}, extra || {});
+  const h = Object.assign({ "X-Stategate-Via": "page" }, extra || {});
   if (token) h["Authorization"] = "Bearer " + token;
   return h;
 }
 
-function say(text) { $("message").textContent = text || ""; }
+// say shows a message: kind "ok" (green) or "error" (red).
+function say(text, kind) {
+  $("message").textContent = text || "";
+  $("message").dataset.kind = text ? (kind || "error") : "";
+}
+
+// confirmAction shows what an action will do and asks for a reason; ok(reason) runs when
+// the operator confirms. One confirmation at a time.
+let pendingAction = null;
+function confirmAction(text, ok) {
+  pendingAction = ok;
+  $("confirm-text").textContent = text;
+  $("confirm-reason").value = "";
+  $("confirm").hidden = false;
+  $("confirm-reason").focus();
+}
+$("confirm-ok").addEventListener("click", () => {
+  const ok = pendingAction;
+  pendingAction = null;
+  $("confirm").hidden = true;
+  if (ok) ok($("confirm-reason").value.trim());
+});
+$("confirm-cancel").addEventListener("click", () => {
+  pendingAction = null;
+  $("confirm").hidden = true;
+  say("cancelled: nothing changed", "ok");
+});
 
 async function api(path, opts) {
   opts = opts || {};
@@ -38,12 +64,13 @@ $("login").addEventListener("submit", (ev) => {
   say("");
   refresh();
   refreshWorkflows().catch(() => {});
-  stream();
+  restartEvents();
 });
 
 $("reload").addEventListener("click", async () => {
   const r = await api("/admin/reload", { method: "POST", body: {} });
-  say(r.body.ok ? "configuration reloaded" : "reload refused: " + (r.body.errors || [r.body.error]).join("; "));
+  if (r.body.ok) say("configuration reloaded", "ok");
+  else say("reload refused: " + (r.body.errors || [r.body.error]).join("; "));
 });
 
 function row(cells) {
@@ -67,29 +94,45 @@ function button(label, onClick) {
 async function act(path, body) {
   const r = await api(path, { method: "POST", body });
   if (r.status !== 200) { say(r.body.error || "failed"); return; }
-  say((r.body.changes || []).map((c) => c.name + ": " + c.from + " -> " + c.to + (c.ok ? "" : " (" + c.error + ")")).join("; "));
+  const changes = r.body.changes || [];
+  const refused = changes.filter((c) => !c.ok);
+  say(changes.map((c) => c.name + ": " + c.from + " -> " + c.to + (c.ok ? "" : " (" + c.error + ")")).join("; ") || "nothing changed",
+    refused.length ? "error" : "ok");
   refresh();
 }
 
+function ms(seconds) { return seconds ? (seconds * 1000).toFixed(1) + " ms" : ""; }
+
+// refreshTools lists every tool the upstream listed, with what the configuration does
+// with it, its mode (tool health), its latency and its last refusal.
 async function refreshTools() {
-  const r = await api("/admin/tools");
+  const r = await api("/admin/tools/overview");
+  if (r.status !== 200) return;
   const tbody = $("tools").querySelector("tbody");
   tbody.replaceChildren();
-  if (r.status !== 200) {
-    $("tools-note").textContent = r.body.code === "health_off" ? "Tool health is not configured: modes are not tracked." : (r.body.error || "");
-    return;
-  }
-  $("tools-note").textContent = "";
+  const health = r.body.health;
+  $("tools-note").textContent = (health ? "" : "Tool health is not configured: modes are not tracked. ") +
+    ((r.body.tools || []).length ? "" : "No tool listed yet (the upstream's tools appear once a client or the gateway's probe lists them).");
   for (const t of r.body.tools || []) {
     // A row's buttons act on that tool alone: its exact name goes as "tool", never as the
     // "match" glob (an upstream may name a tool "**").
     const actions = document.createElement("span");
-    actions.append(
-      button("disable", () => act("/admin/tools/mode", { tool: t.name, mode: "disabled", reason: "status page" })),
-      button("enable", () => act("/admin/tools/mode", { tool: t.name, mode: "active", reason: "status page" })));
-    if (t.mode === "quarantined") actions.append(button("approve", () => act("/admin/tools/approve", { tool: t.name })));
-    const tr = row([t.name, t.mode, String(t.failures || 0), t.lastError || "", actions]);
+    if (health) {
+      const mode = (m, verb) => () => confirmAction(verb + " " + t.name + " (" + (t.mode || "?") + " -> " + m + ")?",
+        (reason) => act("/admin/tools/mode", { tool: t.name, mode: m, reason: reason || "status page" }));
+      actions.append(button("disable", mode("disabled", "Disable")), button("enable", mode("active", "Enable")));
+      if (t.mode === "quarantined") {
+        actions.append(button("approve", () => confirmAction("Approve " + t.name + "'s new definition (quarantined -> active)?",
+          () => act("/admin/tools/approve", { tool: t.name }))));
+      }
+    }
+    const refusal = t.lastRefusal ? t.lastRefusal.code + " at " + new Date(t.lastRefusal.at).toLocaleTimeString() : "";
+    const tr = row([t.name, t.hint || "", t.mode || "", String(t.calls || 0), ms(t.p50), ms(t.p95), refusal, actions]);
     tr.dataset.tool = t.name;
+    tr.cells[2].className = "mode";
+    tr.cells[4].className = "p50";
+    tr.cells[5].className = "p95";
+    tr.cells[6].className = "refusal";
     tbody.appendChild(tr);
   }
 }
@@ -123,37 +166,123 @@ function showUnknownTools(unknown) {
   $("config-warnings").hidden = unknown.length === 0;
 }
 
+let workflows = [];
 async function refreshWorkflows() {
   const r = await api("/admin/workflows");
   if (r.status !== 200) return;
+  workflows = r.body.workflows || [];
   const box = $("workflows");
   box.replaceChildren();
-  for (const w of r.body.workflows || []) {
+  const pick = $("lookup-workflow");
+  const chosen = pick.value;
+  pick.replaceChildren();
+  for (const w of workflows) {
     const d = document.createElement("details");
     d.open = true;
     d.dataset.workflow = w.id;
     const s = document.createElement("summary");
-    s.textContent = w.id;
+    s.textContent = w.id + " (key: " + w.key + ")";
+    const src = document.createElement("details");
+    src.className = "source";
+    const ss = document.createElement("summary");
+    ss.textContent = "Mermaid source (stategate graph)";
     const pre = document.createElement("pre");
     pre.textContent = w.text;
-    d.append(s, pre);
+    src.append(ss, pre);
+    d.append(s, drawWorkflow(w), src);
     box.appendChild(d);
+    const o = document.createElement("option");
+    o.value = o.textContent = w.id;
+    pick.appendChild(o);
   }
+  if (chosen) pick.value = chosen;
 }
+
+// The instance lookup: GET /admin/state, then the reset form (with a confirmation).
+let looked = null;
+$("lookup").addEventListener("submit", (ev) => { ev.preventDefault(); lookup(false).catch((e) => say(String(e))); });
+
+// lookup shows the instance's state (keep: leave the message as it is).
+async function lookup(keep) {
+  const wf = $("lookup-workflow").value, kind = $("lookup-kind").value, value = $("lookup-value").value;
+  const principal = $("lookup-principal").value;
+  const q = new URLSearchParams({ workflow: wf });
+  q.set(kind, value);
+  if (principal) q.set("principal", principal);
+  const r = await api("/admin/state?" + q.toString());
+  document.querySelectorAll("#workflows g.state.current").forEach((g) => g.classList.remove("current"));
+  const w = workflows.find((x) => x.id === wf);
+  let state = "";
+  if (r.status === 200) {
+    state = (r.body.snapshot && r.body.snapshot.state) || "";
+    $("lookup-state").textContent = wf + ": " + state + (r.body.snapshot && r.body.snapshot.seq ? " (move " + r.body.snapshot.seq + ")" : "");
+  } else if (r.status === 404 && w) {
+    state = w.initial;
+    $("lookup-state").textContent = wf + ": " + state + " (nothing stored: it never moved, or was forgotten)";
+  } else {
+    $("lookup-result").hidden = true;
+    say(r.body.error || "lookup failed");
+    return;
+  }
+  if (!keep) say("");
+  looked = { workflow: wf, kind, value, principal, state, stored: r.status === 200 };
+  $("lookup-result").hidden = false;
+  $("lookup-result").dataset.state = state;
+  const to = $("reset-to");
+  to.replaceChildren();
+  for (const s of (w ? w.states : [])) {
+    const o = document.createElement("option");
+    o.value = s.name;
+    o.textContent = s.name + (w && s.name === w.initial ? " (initial)" : "");
+    to.appendChild(o);
+  }
+  if (w) to.value = w.initial;
+  const g = document.querySelector(`#workflows details[data-workflow="${CSS.escape(wf)}"] g.state[data-state="${CSS.escape(state)}"]`);
+  if (g) g.classList.add("current");
+}
+
+$("reset").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  if (!looked) return;
+  const l = looked, to = $("reset-to").value;
+  confirmAction("Reset " + l.workflow + " for " + l.kind + " " + l.value + " from " + l.state + " to " + to + "?", async (reason) => {
+    const body = { workflow: l.workflow, to, reason };
+    body[l.kind] = l.value;
+    if (l.principal) body.principal = l.principal;
+    const r = await api("/admin/state/reset", { method: "POST", body });
+    if (r.status !== 200) { say(r.body.error || "reset failed"); return; }
+    say(r.body.workflow + ": " + r.body.from + " -> " + r.body.to, "ok");
+    await lookup(true);
+  });
+});
 
 async function refresh() {
   try { await Promise.all([refreshInfo(), refreshTools()]); } catch (e) { if (e.message !== "unauthorized") say(String(e)); }
 }
 
+// show adds an event at the top of the list (text only): a refusal's code stands out, a
+// gap history no longer holds is said.
+let lastID = 0;
 function show(ev) {
+  if (ev.id) lastID = Math.max(lastID, ev.id);
   const li = document.createElement("li");
   li.dataset.type = ev.type;
+  if (ev.id) li.dataset.id = String(ev.id);
   if (ev.tool) li.dataset.tool = ev.tool;
+  const d = ev.data || {};
   const parts = [ev.timestamp, ev.type];
   if (ev.tool) parts.push(ev.tool);
   if (ev.old_state || ev.new_state) parts.push((ev.old_state || "") + " -> " + (ev.new_state || ""));
+  const code = ev.type === "call_refused" ? d.code : (ev.type === "tool_called" && d.outcome === "denied" ? "denied" : "");
+  if (ev.type === "events_gap") parts.push(d.unknownSince !== undefined ? "history does not know id " + d.unknownSince : "events " + d.from + "-" + d.to + " are no longer in history");
   if (ev.data) parts.push(JSON.stringify(ev.data));
-  li.textContent = parts.join("  ");
+  if (code) {
+    const c = document.createElement("span");
+    c.className = "code";
+    c.textContent = code;
+    li.append(c, document.createTextNode(" "));
+  }
+  li.append(document.createTextNode(parts.join("  ")));
   const list = $("events");
   list.insertBefore(li, list.firstChild);
   while (list.children.length > maxEvents) list.lastChild.remove();
@@ -162,22 +291,54 @@ function show(ev) {
   else soon();
 }
 
+function eventFilters() {
+  const q = new URLSearchParams();
+  for (const [k, id] of [["type", "filter-type"], ["tool", "filter-tool"], ["session", "filter-session"]]) {
+    const v = $(id).value.trim();
+    if (v) q.set(k, v);
+  }
+  return q;
+}
+
+$("filters").addEventListener("submit", (ev) => { ev.preventDefault(); restartEvents(); });
+
+// restartEvents shows the last events of history that the filters select, then follows
+// the stream from there (since the last id: none lost, none twice).
+let streamAbort = null;
+async function restartEvents() {
+  if (streamAbort) streamAbort.abort();
+  $("events").replaceChildren();
+  lastID = 0;
+  const q = eventFilters();
+  q.set("count", String(maxEvents));
+  try {
+    const r = await api("/admin/events/history?" + q.toString());
+    if (r.status !== 200) return;
+    for (const ev of r.body.events || []) show(ev);
+    lastID = Math.max(lastID, r.body.last || 0);
+  } catch (e) { return; }
+  stream();
+}
+
 // soon refreshes the counters shortly after events, at most twice a second.
 let pending = null;
 function soon() {
   if (pending) return;
-  pending = setTimeout(() => { pending = null; refreshInfo().catch(() => {}); }, 500);
+  pending = setTimeout(() => { pending = null; refreshInfo().catch(() => {}); refreshTools().catch(() => {}); }, 500);
 }
 
-// stream reads the SSE stream through fetch (so it can carry the Authorization header),
-// reconnecting after a pause when it ends.
-let streaming = false;
+// stream reads the SSE stream through fetch (so it can carry the Authorization header)
+// from the last id shown, reconnecting after a pause when it ends (again from the last
+// id, so nothing between is lost).
 async function stream() {
-  if (streaming) return;
-  streaming = true;
+  const ctl = new AbortController();
+  streamAbort = ctl;
+  let retry = true;
   try {
-    const res = await fetch("/admin/events", { headers: headers({ Accept: "text/event-stream" }), cache: "no-store" });
-    if (res.status === 401) { needToken(); return; }
+    const q = eventFilters();
+    q.set("since", String(lastID));
+    const res = await fetch("/admin/events?" + q.toString(), { headers: headers({ Accept: "text/event-stream" }), cache: "no-store", signal: ctl.signal });
+    if (res.status === 401) { needToken(); retry = false; return; }
     if (!res.ok || !res.body) throw new Error("events: HTTP " + res.status);
     $("stream").textContent = "live";
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -195,15 +356,15 @@ async function stream() {
       }
     }
   } catch (e) {
-    say(String(e));
+    if (ctl.signal.aborted) retry = false;
+    else say(String(e));
   } finally {
-    streaming = false;
-    $("stream").textContent = "disconnected";
+    if (streamAbort === ctl) $("stream").textContent = "disconnected";
   }
-  setTimeout(stream, 2000);
+  if (retry && streamAbort === ctl) setTimeout(() => { if (streamAbort === ctl) stream(); }, 2000);
 }
 
 refresh();
 refreshWorkflows().catch(() => {});
-stream();
+restartEvents();
 setInterval(refresh, 5000);
