@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/plugin/draw"
 	"io"
 	"log/slog"
 	"net"
@@ -160,7 +161,7 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 	c := eng.Config()
 	for _, w := range c.Workflows {
 		var b strings.Builder
-		toolsIn := func(state string) string { return strings.Join(w.ToolsIn(state), ", ") }
+		toolsIn := func(state string) string { return strings.Join(draw.ToolsAt(w, state), ", ") }
 		firedBy := func(event string) string {
 			var ts []string
 			for _, t := range w.Tools {
@@ -173,10 +174,16 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 			}
 			return " (" + strings.Join(ts, ", ") + ")"
 		}
-		if format == "mermaid" {
+		if !w.Flat {
+			if format == "mermaid" {
+				draw.Mermaid(&b, w, firedBy)
+			} else {
+				draw.Dot(&b, w, firedBy)
+			}
+		} else if format == "mermaid" {
 			fmt.Fprintf(&b, "---\ntitle: workflow %s (key: %s)\n---\nstateDiagram-v2\n", w.ID, keyText(w.Key == 1, w.KeyArg))
 			fmt.Fprintf(&b, "    [*] --> %s\n", w.Initial)
-			for _, s := range w.States {
+			for _, s := range w.States[1:] {
 				if t := toolsIn(s.Name); t != "" {
 					fmt.Fprintf(&b, "    %s : %s\\ntools: %s\n", s.Name, s.Name, t)
 				}
@@ -190,7 +197,7 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 		} else {
 			fmt.Fprintf(&b, "digraph %s {\n  label=%s;\n  rankdir=LR;\n  node [shape=box, style=rounded];\n  \"__start\" [shape=point];\n  \"__start\" -> %s;\n",
 				dotQuote(w.ID), dotQuote("workflow "+w.ID+" (key: "+keyText(w.Key == 1, w.KeyArg)+")"), dotQuote(w.Initial))
-			for _, s := range w.States {
+			for _, s := range w.States[1:] {
 				shape := ""
 				if s.Final {
 					shape = ", peripheries=2"
