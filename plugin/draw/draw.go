@@ -111,6 +111,9 @@ func Dot(b *strings.Builder, w *config.Workflow, firedBy func(string) string) {
 		s := &w.States[i]
 		id := chartID(w, i)
 		label := s.Name
+		if s.Kind == config.KindParallel {
+			label += " (parallel)"
+		}
 		if t := ToolsAt(w, s.Path); len(t) > 0 {
 			label += "\ntools: " + strings.Join(t, ", ")
 		}
@@ -125,9 +128,6 @@ func Dot(b *strings.Builder, w *config.Workflow, firedBy func(string) string) {
 		style := "rounded"
 		if region {
 			style = "dashed"
-		}
-		if s.Kind == config.KindParallel {
-			label += " (parallel)"
 		}
 		fmt.Fprintf(b, "%ssubgraph %s {\n%s  label=%s;\n%s  style=%s;\n%s  %s [shape=point, label=\"\"];\n",
 			indent, dotQuote("cluster_"+id), indent, dotQuote(label), indent, style, indent, dotQuote(id))

@@ -180,6 +180,46 @@ func needs(ref config.Ref) string {
 	return "state " + strings.Join(bnd.States, " or ")
 }
 
+// guardsOf lists the guarded transitions a binding's event can take while one of its
+// states is active (on the state, its ancestors or its descendants), for people:
+// "paid: amount <= 100 -> refunded".
+func guardsOf(ref config.Ref) []string {
+	w, b := ref.Workflow, ref.Binding
+	if b.Event == "" {
+		return nil
+	}
+	var seen config.Conf
+	var out []string
+	add := func(n int) {
+		if seen.Has(n) {
+			return
+		}
+		seen.Set(n)
+		s := w.Node(n)
+		for i := range s.On {
+			e := &s.On[i]
+			if e.Event != b.Event || e.Guard == nil {
+				continue
+			}
+			line := e.Guard.AppendText([]byte(s.Path + ": "))
+			if to := w.Node(e.To); to != nil {
+				line = append(line, " -> "...)
+				line = append(line, to.Path...)
+			}
+			out = append(out, string(line))
+		}
+	}
+	for _, n := range b.Nodes {
+		for a := w.States[n].Parent; a > 0; a = w.States[a].Parent {
+			add(a)
+		}
+		for d := n; d < w.States[n].End; d++ {
+			add(d)
+		}
+	}
+	return out
+}
+
 // condition returns when event takes effect in node n, for people, when that is one
 // guarded list of candidates on n itself: "" when n does not handle it there or one
 // candidate needs no guard.

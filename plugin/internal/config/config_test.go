@@ -953,6 +953,9 @@ func TestSprintf(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add(readSample(f))
+	if sc, err := os.ReadFile("../../../abi/testdata/config/statechart.json"); err == nil {
+		f.Add(sc)
+	}
 	for _, doc := range []string{
 		`{"version":1}`,
 		`{"version":2,"colour":1}`,
@@ -962,6 +965,8 @@ func FuzzParse(f *testing.F) {
 		`{"version":1,"workflows":[{"id":"w","initial":"x","states":{"a":{"on":{"GO":"z"}}},"tools":{"t":{"states":["q"],"event":"E"}}}]}`,
 		`{"version":1,"limits":{"maxArraySize":0,"timeoutMs":1.5,"tools":{"a.*":{"maxArraySize":5}}}}`,
 		`{"version":1,"principal":{"header":"X-User"}}`,
+		`{"version":1,"workflows":[{"id":"w","initial":"p","states":{"p":{"type":"parallel","id":"p1","onDone":"f","states":{"r":{"initial":"a","states":{"a":{"on":{"E":[{"target":"b","guard":{"type":"and","guards":[{"type":"argument","params":{"path":"n","op":"gt","value":1}},{"type":"not","guard":{"type":"result","params":{"path":"x.0","op":"exists"}}}]}},"#p1.s.c"]}},"b":{"type":"final"}}},"s":{"initial":"c","states":{"c":{},"d":{}}}}},"f":{"type":"final"}},"tools":{"t":{"states":["p.r","f"],"event":"E"}}}]}`,
+		`{"version":1,"workflows":[{"id":"w","initial":"a.b","states":{"a.b":{"on":{"GO":"c"}},"c":{"states":{"x":{}},"initial":"x"}}}]}`,
 		strings.Repeat("[", 300),
 	} {
 		f.Add([]byte(doc))
@@ -1026,4 +1031,32 @@ func nextOf(s *State, event string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// TestParse_dottedStateNames: a flat workflow keeps names with '.' (read whole, as
+// before statecharts); a statechart refuses them, saying what to rename.
+func TestParse_dottedStateNames(t *testing.T) {
+	flat := `{"version":1,"workflows":[{"id":"w","initial":"a.b","states":{"a.b":{"on":{"GO":"c.d"}},"c.d":{"type":"final"}},"tools":{"t":{"states":["a.b"],"event":"GO"}}}]}`
+	c, problems := Parse([]byte(flat))
+	if c == nil {
+		t.Fatalf("flat workflow with dotted names refused: %q", render(problems))
+	}
+	w := c.Workflows[0]
+	if s, ok := w.State("a.b"); !ok || s.Name != "a.b" || !w.Flat {
+		t.Fatalf("State(a.b) = %+v, %v (flat %v)", s, ok, w.Flat)
+	}
+	start := w.InitialConf()
+	if v := string(w.AppendValue(nil, &start)); v != `"a.b"` {
+		t.Fatalf("value = %s", v)
+	}
+	nested := `{"version":1,"workflows":[{"id":"w","initial":"a.b","states":{"a.b":{},"c":{"initial":"x","states":{"x":{}}}}}]}`
+	_, problems = Parse([]byte(nested))
+	want := `workflows[0].states["a.b"]: a state name with '.' reads as a path in a workflow with compound or parallel states: rename it (for example with '_' for '.')`
+	found := false
+	for _, p := range problems {
+		found = found || p.String() == want
+	}
+	if !found {
+		t.Fatalf("problems %q lack %q", render(problems), want)
+	}
 }

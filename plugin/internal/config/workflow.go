@@ -292,7 +292,7 @@ func (w *Workflow) hasEvent(n int, event string) bool {
 }
 
 // Reachable returns the nodes some sequence of events can make active (guards are
-// assumed to pass): the initial configuration, and every transition target with its
+// assumed to pass unless they never can): the initial configuration, and every transition target with its
 // ancestors and default descendants, from reachable sources.
 func (w *Workflow) Reachable() Conf {
 	reach := w.InitialConf()
@@ -303,8 +303,8 @@ func (w *Workflow) Reachable() Conf {
 				continue
 			}
 			for _, list := range [2][]Edge{w.States[i].On, w.States[i].OnDone} {
-				for _, e := range list {
-					if e.To < 0 {
+				for k, e := range list {
+					if e.To < 0 || !takeable(list, k) {
 						continue
 					}
 					before := reach
@@ -327,6 +327,17 @@ func (w *Workflow) Reachable() Conf {
 		}
 	}
 	return reach
+}
+
+// takeable reports whether candidate k of list can ever be taken: no earlier candidate
+// for its event is unguarded, and its guard can pass.
+func takeable(list []Edge, k int) bool {
+	for j := 0; j < k; j++ {
+		if list[j].Event == list[k].Event && list[j].Guard == nil {
+			return false
+		}
+	}
+	return list[k].Guard == nil || !list[k].Guard.Never()
 }
 
 // statePath returns the location of node i in the configuration document.
