@@ -170,6 +170,12 @@ func replay(t *testing.T, name string, newCaller func([]byte) (caller, error), c
 	}
 	store := map[string]json.RawMessage{}
 	prev := want.Initial
+	if len(c.Calls) > 0 {
+		// The initial state value, from a refusal's details or a transition's from.
+		if v := engineInitial(call, c); v != nil && !sameValue(v, prev) {
+			t.Fatalf("%s: engine starts in %s, xstate in %s\nconfig: %s", name, v, prev, cfg)
+		}
+	}
 	for i, cl := range c.Calls {
 		var ws xsStep
 		if err := json.Unmarshal(want.Steps[i], &ws); err != nil {
@@ -238,6 +244,7 @@ func replay(t *testing.T, name string, newCaller func([]byte) (caller, error), c
 // TestXState_differential draws random statecharts and random calls, runs them through
 // the real xstate package (5.33.x) and through every engine (the built module included),
 // and requires the same decision on every call and the same state value after it.
+// STATEGATE_XSTATE_CHARTS and STATEGATE_XSTATE_SEED draw more, or other, charts.
 func TestXState_differential(t *testing.T) {
 	charts, calls := 300, 40
 	if testing.Short() {
@@ -246,7 +253,11 @@ func TestXState_differential(t *testing.T) {
 	if s := os.Getenv("STATEGATE_XSTATE_CHARTS"); s != "" {
 		charts, _ = strconv.Atoi(s)
 	}
-	g := &chartGen{rng: rand.New(rand.NewSource(30))}
+	seed := int64(30)
+	if s := os.Getenv("STATEGATE_XSTATE_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	g := &chartGen{rng: rand.New(rand.NewSource(seed))}
 	cases := make([]xsCase, charts)
 	for i := range cases {
 		c := xsCase{Workflow: g.workflow(i)}
@@ -279,11 +290,20 @@ func TestXState_differential(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
+	looping := 0
+	for i := range want {
+		if strings.HasPrefix(want[i].Error, "Infinite loop detected") {
+			looping++
+		} else if want[i].Error != "" {
+			t.Fatalf("xstate refused case %d: %s", i, want[i].Error)
+		}
+	}
+	t.Logf("%d of %d charts loop forever in XState on some call: left out", looping, len(cases))
 	for name, newCaller := range chartEngines(t, ctx) {
 		steps, moved := 0, 0
 		for i, c := range cases {
 			if want[i].Error != "" {
-				t.Fatalf("xstate refused case %d: %s", i, want[i].Error)
+				continue
 			}
 			steps += replay(t, name+"/chart"+strconv.Itoa(i), newCaller, c, want[i])
 			prev := want[i].Initial
@@ -380,4 +400,26 @@ func TestXState_named(t *testing.T) {
 			replay(t, name+"/"+n.name, newCaller, cases[i], want[i])
 		}
 	}
+}
+
+// engineInitial reads the state value an engine starts in: the "from" of a transition of
+// the first tool with an event, run on an empty store and thrown away (nil when no tool
+// has an event).
+func engineInitial(call caller, c xsCase) json.RawMessage {
+	tools := c.Workflow["tools"].(map[string]any)
+	for name, b := range tools {
+		if b.(map[string]any)["event"] == nil {
+			continue
+		}
+		ans, err := drive(call, abi.FuncTransition, map[string]any{"tool": name, "session": "s1"}, map[string]json.RawMessage{})
+		if err != nil {
+			return nil
+		}
+		var events []struct{ From json.RawMessage }
+		json.Unmarshal(ans["events"], &events)
+		if len(events) == 1 {
+			return events[0].From
+		}
+	}
+	return nil
 }

@@ -76,8 +76,11 @@ function node(n) {
 }
 
 // machineOf returns the XState machine of a workflow.
-export function machineOf(w) {
+// maxIterations, when given, caps the microsteps of one event (XState loops forever on a
+// definition whose onDone re-enters its own final state).
+export function machineOf(w, maxIterations) {
   return setup({ guards }).createMachine({
+    ...(maxIterations && { options: { maxIterations } }),
     id: w.id,
     initial: w.initial,
     states: Object.fromEntries(Object.entries(w.states).map(([k, s]) => [k, node(s)])),

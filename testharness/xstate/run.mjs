@@ -12,8 +12,9 @@ for await (const chunk of process.stdin) input += chunk;
 const { cases } = JSON.parse(input);
 const results = cases.map(({ workflow, calls }) => {
   try {
-    const machine = machineOf(workflow);
+    const machine = machineOf(workflow, 1000);
     let snap = getInitialSnapshot(machine);
+    if (snap.status === 'error') throw snap.error;
     const initial = snap.value;
     const steps = calls.map(({ tool, success, arguments: args, result }) => {
       const b = workflow.tools[tool];

@@ -44,19 +44,34 @@ func Send(w *config.Workflow, c config.Conf, ev *Event) (config.Conf, bool) {
 		return c, false
 	}
 	var qbuf [8]int
-	queue := qbuf[:0]
-	var done bool
-	c, done, queue = microstep(w, c, edges, queue)
+	c, done, queue := microstep(w, c, edges, qbuf[:0])
+	return settle(w, c, done, queue), true
+}
+
+// Start returns the configuration w starts in: XState's initial microstep (the root and
+// its default descendants entered) and the done events it raises, taken as after any event.
+func Start(w *config.Workflow) config.Conf {
+	var enter, c config.Conf
+	w.EnterDefault(&enter, 0)
+	var qbuf [8]int
+	c, done, queue := enterStates(w, c, &enter, qbuf[:0])
+	return settle(w, c, done, queue)
+}
+
+// settle takes the queued done events one by one until none is left or the workflow has
+// finished: the rest of XState's macrostep.
+func settle(w *config.Workflow, c config.Conf, done bool, queue []int) config.Conf {
+	var buf [8]*config.Edge
 	for steps := 0; !done && len(queue) > 0 && steps < maxMicrosteps; steps++ {
 		d := queue[0]
 		queue = queue[1:]
-		edges = selectFrom(w, &c, 0, event{done: d}, buf[:0])
+		edges := selectFrom(w, &c, 0, event{done: d}, buf[:0])
 		if len(edges) == 0 {
 			continue
 		}
 		c, done, queue = microstep(w, c, edges, queue)
 	}
-	return c, true
+	return c
 }
 
 // Enabled returns the transitions ev enables in c, in XState's order.
@@ -217,6 +232,13 @@ func microstep(w *config.Workflow, c config.Conf, edges []*config.Edge, queue []
 	for i := range c {
 		c[i] &^= exit[i]
 	}
+	return enterStates(w, c, &enter, queue)
+}
+
+// enterStates adds the nodes of enter to c in document order and queues the done events
+// of the compound and parallel states that reach their final states: XState's
+// enterStates. done reports that the workflow itself has finished.
+func enterStates(w *config.Workflow, c config.Conf, enter *config.Conf, queue []int) (config.Conf, bool, []int) {
 	var completed config.Conf
 	finished := false
 	for i := 0; i < len(w.States); i++ {

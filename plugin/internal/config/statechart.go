@@ -190,6 +190,10 @@ func (w *Workflow) Start() *Conf {
 	return w.start
 }
 
+// SetStart sets the configuration w starts in (chart.Start: the default entry and the
+// done events it raises).
+func (w *Workflow) SetStart(c Conf) { w.start = &c }
+
 func (w *Workflow) initialConf() Conf {
 	var c Conf
 	w.EnterDefault(&c, 0)
