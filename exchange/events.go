@@ -10,7 +10,7 @@ import (
 // every subscriber sees one vocabulary (README "Events" lists them with their fields).
 const (
 	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, outcome
-	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: key, workflow, event
+	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState (state values: a name, or compact JSON for compound and parallel states); Data: key, workflow, event
 	EventCacheInvalidated     = "cache_invalidated"     // Tool (the cause); Data: causedBy, patterns, tools
 	// Tool health: Tool is the unit (the tool, or the server with unit "server").
 	EventToolStateChanged      = "tool_state_changed"      // OldState, NewState (modes); Data: reason, tool
@@ -88,7 +88,7 @@ func (ex *Exchange) transitioned(ans gjson.Result, failed map[string]bool) {
 		key := e.Get("key").Str
 		if e.Get("outcome").Str == "transitioned" && !failed[key] {
 			ex.core.publish(Event{Type: EventWorkflowTransitioned, Tool: ex.Tool,
-				OldState: e.Get("from").Str, NewState: e.Get("to").Str, Data: map[string]any{
+				OldState: e.Get("from").String(), NewState: e.Get("to").String(), Data: map[string]any{
 					"key": key, "workflow": e.Get("workflow").Str, "event": e.Get("event").Str}})
 		}
 		return true

@@ -5,6 +5,7 @@ package draw
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/stategate/stategate/plugin/internal/config"
@@ -55,7 +56,7 @@ func edgeLabel(e config.Edge, firedBy func(string) string) string {
 // Mermaid draws a statechart as a Mermaid stateDiagram-v2: compound states as
 // composites, the regions of a parallel state separated by "--".
 func Mermaid(b *strings.Builder, w *config.Workflow, firedBy func(string) string) {
-	fmt.Fprintf(b, "---\ntitle: workflow %s (key: %s)\n---\nstateDiagram-v2\n", w.ID, keyText(w))
+	fmt.Fprintf(b, "---\ntitle: %s\n---\nstateDiagram-v2\n", strconv.Quote("workflow "+w.ID+" (key: "+keyText(w)+")"))
 	var node func(i int, indent string)
 	node = func(i int, indent string) {
 		s := &w.States[i]
@@ -153,11 +154,14 @@ func Dot(b *strings.Builder, w *config.Workflow, firedBy func(string) string) {
 				if e.To > 0 {
 					to = e.To
 				}
-				tail := ""
+				tail, head := "", end(to)
 				if len(w.States[i].Children) > 0 {
 					tail = ", ltail=" + dotQuote("cluster_"+chartID(w, i))
 				}
-				fmt.Fprintf(b, "  %s -> %s [label=%s%s%s];\n", dotQuote(chartID(w, i)), dotQuote(chartID(w, to)), dotQuote(edgeLabel(e, firedBy)), tail, end(to))
+				if to == i || w.IsDescendant(to, i) || w.IsDescendant(i, to) {
+					tail, head = "", "" // a loop on the state: clip at neither cluster
+				}
+				fmt.Fprintf(b, "  %s -> %s [label=%s%s%s];\n", dotQuote(chartID(w, i)), dotQuote(chartID(w, to)), dotQuote(edgeLabel(e, firedBy)), tail, head)
 			}
 		}
 	}

@@ -188,13 +188,13 @@ func guardsOf(ref config.Ref) []string {
 	if b.Event == "" {
 		return nil
 	}
-	var seen config.Conf
+	seen := make([]bool, len(w.States))
 	var out []string
 	add := func(n int) {
-		if seen.Has(n) {
+		if seen[n] {
 			return
 		}
-		seen.Set(n)
+		seen[n] = true
 		s := w.Node(n)
 		for i := range s.On {
 			e := &s.On[i]

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -181,7 +182,9 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 				draw.Dot(&b, w, firedBy)
 			}
 		} else if format == "mermaid" {
-			fmt.Fprintf(&b, "---\ntitle: workflow %s (key: %s)\n---\nstateDiagram-v2\n", w.ID, keyText(w.Key == 1, w.KeyArg))
+			// The title is a YAML double-quoted string: "(key: session)" has a ": " that a
+			// plain YAML scalar may not hold (Mermaid refuses the front matter).
+			fmt.Fprintf(&b, "---\ntitle: %s\n---\nstateDiagram-v2\n", strconv.Quote("workflow "+w.ID+" (key: "+keyText(w.Key == 1, w.KeyArg)+")"))
 			fmt.Fprintf(&b, "    [*] --> %s\n", w.Initial)
 			for _, s := range w.States[1:] {
 				if t := toolsIn(s.Name); t != "" {

@@ -167,15 +167,6 @@ func exitSet(w *config.Workflow, c *config.Conf, e *config.Edge) config.Conf {
 	return x
 }
 
-func intersects(a, b *config.Conf) bool {
-	for i := range a {
-		if a[i]&b[i] != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // removeConflicts keeps the transitions that do not exit a state another kept one exits,
 // preferring a transition from a descendant over one from its ancestor and otherwise the
 // earlier one: XState's removeConflictingTransitions.
@@ -190,7 +181,7 @@ func removeConflicts(w *config.Workflow, c *config.Conf, edges []*config.Edge) [
 		drop := make([]bool, len(kept))
 		for k, t2 := range kept {
 			x2 := exitSet(w, c, t2)
-			if intersects(&x1, &x2) {
+			if x1.Intersects(&x2) {
 				if w.IsDescendant(t1.Source, t2.Source) {
 					drop[k] = true
 				} else {
@@ -222,16 +213,12 @@ func microstep(w *config.Workflow, c config.Conf, edges []*config.Edge, queue []
 	var exit, enter config.Conf
 	for _, e := range edges {
 		x := exitSet(w, &c, e)
-		for i := range exit {
-			exit[i] |= x[i]
-		}
+		exit.Or(&x)
 	}
 	for _, e := range edges {
 		entrySet(w, e, &enter)
 	}
-	for i := range c {
-		c[i] &^= exit[i]
-	}
+	c.AndNot(&exit)
 	return enterStates(w, c, &enter, queue)
 }
 

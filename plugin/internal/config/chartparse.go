@@ -16,7 +16,6 @@ type chartBuilder struct {
 	dotted  []string // locations of state names with a '.'
 	nested  bool     // some node is compound or parallel below the root
 	events  map[string]bool
-	tooMany bool
 }
 
 // pendingEdge is a transition read but not yet resolved.
@@ -49,6 +48,9 @@ func (b *chartBuilder) build(path string, states, initial gjson.Result) {
 		}
 	}
 	w.Flat = !b.nested
+	if b.nested && len(w.States) > MaxNodes {
+		b.p.errf(path+".states", "a workflow with compound or parallel states has at most "+strconv.Itoa(MaxNodes-1)+" states, this one has "+strconv.Itoa(len(w.States)-1))
+	}
 	if b.nested {
 		for _, at := range b.dotted {
 			b.p.errf(at, "a state name with '.' reads as a path in a workflow with compound or parallel states: rename it (for example with '_' for '.')")
@@ -141,13 +143,6 @@ func arrayIndex(k string) (uint64, bool) {
 // node reads one state node under parent.
 func (b *chartBuilder) node(path string, parent int, key string, v gjson.Result) {
 	w, p := b.w, b.p
-	if len(w.States) >= MaxNodes {
-		if !b.tooMany {
-			p.errf(path, "a workflow has at most "+strconv.Itoa(MaxNodes-1)+" states")
-			b.tooMany = true
-		}
-		return
-	}
 	i := len(w.States)
 	w.States = append(w.States, State{Name: key, Parent: parent, Initial: -1})
 	w.States[parent].Children = append(w.States[parent].Children, i)

@@ -5,8 +5,10 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// MaxNodes bounds the state nodes of one workflow, its root included: a configuration is
-// then a fixed-size bit set (Conf), copied and compared without allocating.
+// MaxNodes bounds the state nodes of a statechart, its root included: a configuration is
+// then a fixed-size bit set (Conf), copied and compared without allocating. A flat
+// workflow (no compound or parallel state) may have any number of states: it has one
+// active state besides the root, which Conf holds apart when its index is past the bits.
 const MaxNodes = 256
 
 // Kind is the type of a state node, as XState's StateNode.type.
@@ -33,25 +35,40 @@ func (k Kind) String() string {
 	return "atomic"
 }
 
-// Conf is a configuration: the set of active state nodes, by index.
-type Conf [MaxNodes / 64]uint64
+// Conf is a configuration: the set of active state nodes, by index. Nodes below MaxNodes
+// are bits; one node at or past it (a state of a large flat workflow) is held in far.
+type Conf struct {
+	bits [MaxNodes / 64]uint64
+	far  int // 0: none (the root is never far)
+}
 
 // Has reports whether node i is active.
 func (c *Conf) Has(i int) bool {
-	return i >= 0 && i < MaxNodes && c[i>>6]&(1<<(uint(i)&63)) != 0
+	if i >= MaxNodes {
+		return c.far == i
+	}
+	return i >= 0 && c.bits[i>>6]&(1<<(uint(i)&63)) != 0
 }
 
 // Set marks node i active.
 func (c *Conf) Set(i int) {
-	if i >= 0 && i < MaxNodes {
-		c[i>>6] |= 1 << (uint(i) & 63)
+	switch {
+	case i >= MaxNodes:
+		c.far = i
+	case i >= 0:
+		c.bits[i>>6] |= 1 << (uint(i) & 63)
 	}
 }
 
 // Clear marks node i inactive.
 func (c *Conf) Clear(i int) {
-	if i >= 0 && i < MaxNodes {
-		c[i>>6] &^= 1 << (uint(i) & 63)
+	switch {
+	case i >= MaxNodes:
+		if c.far == i {
+			c.far = 0
+		}
+	case i >= 0:
+		c.bits[i>>6] &^= 1 << (uint(i) & 63)
 	}
 }
 
@@ -62,7 +79,37 @@ func (c *Conf) AnyIn(from, to int) bool {
 			return true
 		}
 	}
-	return false
+	return c.far != 0 && c.far >= from && c.far < to
+}
+
+// Or adds the nodes of x to c.
+func (c *Conf) Or(x *Conf) {
+	for i := range c.bits {
+		c.bits[i] |= x.bits[i]
+	}
+	if x.far != 0 {
+		c.far = x.far
+	}
+}
+
+// AndNot removes the nodes of x from c.
+func (c *Conf) AndNot(x *Conf) {
+	for i := range c.bits {
+		c.bits[i] &^= x.bits[i]
+	}
+	if x.far != 0 && x.far == c.far {
+		c.far = 0
+	}
+}
+
+// Intersects reports whether c and x share a node.
+func (c *Conf) Intersects(x *Conf) bool {
+	for i := range c.bits {
+		if c.bits[i]&x.bits[i] != 0 {
+			return true
+		}
+	}
+	return c.far != 0 && c.far == x.far
 }
 
 // Guard is a transition guard of the fixed vocabulary: a test of the call's arguments or
@@ -202,20 +249,22 @@ func (w *Workflow) initialConf() Conf {
 
 // EnterDefault marks node i and its default descendants active: the initial child of a
 // compound node, every region of a parallel one.
-func (w *Workflow) EnterDefault(c *Conf, i int) {
-	for n := 0; n < MaxNodes; n++ { // bounded: a chain of initial children
+func (w *Workflow) EnterDefault(c *Conf, i int) { w.enterDefault(i, c.Set) }
+
+func (w *Workflow) enterDefault(i int, set func(int)) {
+	for n := 0; n <= len(w.States); n++ { // bounded: a chain of initial children
 		s := w.Node(i)
 		if s == nil {
 			return
 		}
-		c.Set(i)
+		set(i)
 		switch s.Kind {
 		case KindCompound:
 			i = s.Initial
 			continue
 		case KindParallel:
 			for _, ch := range s.Children {
-				w.EnterDefault(c, ch)
+				w.enterDefault(ch, set)
 			}
 		}
 		return
@@ -302,6 +351,15 @@ func (w *Workflow) child(i int, key string) int {
 	s := w.Node(i)
 	if s == nil {
 		return -1
+	}
+	if i == 0 && w.stateIndex != nil {
+		// A child of the root: its path is its name (a large flat workflow is not scanned).
+		if n, ok := w.stateIndex[key]; ok && w.States[n].Parent == 0 {
+			return n
+		}
+		if len(w.States) > 1 && w.States[len(w.States)-1].Path != "" {
+			return -1 // paths are complete: the index is the whole answer
+		}
 	}
 	for _, ch := range s.Children {
 		if w.States[ch].Name == key {

@@ -196,7 +196,7 @@ func (p *parser) workflowWarnings(path string, w *Workflow) {
 	reach := w.Reachable()
 	for i := 1; i < len(w.States); i++ {
 		s := &w.States[i]
-		if !reach.Has(i) && (s.Parent == 0 || reach.Has(s.Parent)) {
+		if !reach[i] && (s.Parent == 0 || reach[s.Parent]) {
 			p.warnf(w.statePath(path, i), "unreachable from the initial state %s", strconv.Quote(w.Initial))
 		}
 	}
@@ -291,15 +291,23 @@ func (w *Workflow) hasEvent(n int, event string) bool {
 	return false
 }
 
-// Reachable returns the nodes some sequence of events can make active (guards are
-// assumed to pass unless they never can): the initial configuration, and every transition target with its
-// ancestors and default descendants, from reachable sources.
-func (w *Workflow) Reachable() Conf {
-	reach := w.InitialConf()
-	for changed := true; changed; {
+// Reachable returns, by node index, the nodes some sequence of events can make active
+// (guards are assumed to pass unless they never can): the initial configuration, and every
+// transition target with its ancestors and default descendants, from reachable sources.
+func (w *Workflow) Reachable() []bool {
+	reach := make([]bool, len(w.States))
+	changed := false
+	set := func(i int) {
+		if i >= 0 && i < len(reach) && !reach[i] {
+			reach[i] = true
+			changed = true
+		}
+	}
+	w.enterDefault(0, set)
+	for changed {
 		changed = false
 		for i := range w.States {
-			if !reach.Has(i) {
+			if !reach[i] {
 				continue
 			}
 			for _, list := range [2][]Edge{w.States[i].On, w.States[i].OnDone} {
@@ -307,20 +315,16 @@ func (w *Workflow) Reachable() Conf {
 					if e.To < 0 || !takeable(list, k) {
 						continue
 					}
-					before := reach
-					w.EnterDefault(&reach, e.To)
+					w.enterDefault(e.To, set)
 					for a := w.States[e.To].Parent; a >= 0; a = w.States[a].Parent {
-						reach.Set(a)
+						set(a)
 						if w.States[a].Kind == KindParallel {
 							for _, ch := range w.States[a].Children {
 								if !w.IsDescendant(e.To, ch) && e.To != ch {
-									w.EnterDefault(&reach, ch)
+									w.enterDefault(ch, set)
 								}
 							}
 						}
-					}
-					if reach != before {
-						changed = true
 					}
 				}
 			}
