@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -198,7 +199,7 @@ func (g *Guard) Never() bool {
 				return true
 			}
 		}
-		return false
+		return contradictory(g.Guards)
 	case GuardOr:
 		for i := range g.Guards {
 			if !g.Guards[i].Never() {
@@ -210,6 +211,85 @@ func (g *Guard) Never() bool {
 		return len(g.Guards) == 1 && g.Guards[0].Always()
 	}
 	return false
+}
+
+// contradictory reports whether the comparisons among gs (all of which must pass) that
+// read one value can never pass together: an empty numeric range (amount > 100 and amount
+// < 50), two different eq values, or eq a non-number beside an order comparison.
+func contradictory(gs []Guard) bool {
+	for i := range gs {
+		a := &gs[i]
+		if a.Kind != GuardArgument && a.Kind != GuardResult {
+			continue
+		}
+		lo, hi := math.Inf(-1), math.Inf(1)
+		loOpen, hiOpen, ordered := false, false, false
+		var eq *Scalar
+		for j := i; j < len(gs); j++ {
+			b := &gs[j]
+			if b.Kind != a.Kind || !samePath(a.Path, b.Path) {
+				continue
+			}
+			v := b.Value.Num
+			switch b.Op {
+			case OpLt, OpLte:
+				ordered = true
+				if v < hi || v == hi && b.Op == OpLt {
+					hi, hiOpen = v, b.Op == OpLt
+				}
+			case OpGt, OpGte:
+				ordered = true
+				if v > lo || v == lo && b.Op == OpGt {
+					lo, loOpen = v, b.Op == OpGt
+				}
+			case OpEq:
+				if eq != nil && !sameScalar(eq, &b.Value) {
+					return true
+				}
+				eq = &b.Value
+			}
+		}
+		if eq != nil {
+			if eq.Type != gjson.Number {
+				if ordered {
+					return true
+				}
+				continue
+			}
+			if eq.Num < lo || eq.Num == lo && loOpen || eq.Num > hi || eq.Num == hi && hiOpen {
+				return true
+			}
+		}
+		if lo > hi || lo == hi && (loOpen || hiOpen) {
+			return true
+		}
+	}
+	return false
+}
+
+func samePath(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sameScalar(a, b *Scalar) bool {
+	if a.Type != b.Type {
+		return false
+	}
+	switch a.Type {
+	case gjson.String:
+		return a.Str == b.Str
+	case gjson.Number:
+		return a.Num == b.Num
+	}
+	return true
 }
 
 // Always reports whether g always passes, where that is decidable from g alone.
