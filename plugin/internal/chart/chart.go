@@ -74,11 +74,6 @@ func settle(w *config.Workflow, c config.Conf, done bool, queue []int) config.Co
 	return c
 }
 
-// Enabled returns the transitions ev enables in c, in XState's order.
-func Enabled(w *config.Workflow, c *config.Conf, ev *Event) []*config.Edge {
-	return selectFrom(w, c, 0, event{ev: ev, done: -1}, nil)
-}
-
 // selectFrom appends the transitions ev enables below and at active node n: XState's
 // transitionNode. A node's own transitions count only when none below it is enabled.
 func selectFrom(w *config.Workflow, c *config.Conf, n int, ev event, out []*config.Edge) []*config.Edge {

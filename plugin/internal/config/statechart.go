@@ -60,18 +60,6 @@ func (c *Conf) Set(i int) {
 	}
 }
 
-// Clear marks node i inactive.
-func (c *Conf) Clear(i int) {
-	switch {
-	case i >= MaxNodes:
-		if c.far == i {
-			c.far = 0
-		}
-	case i >= 0:
-		c.bits[i>>6] &^= 1 << (uint(i) & 63)
-	}
-}
-
 // AnyIn reports whether a node in [from, to) is active.
 func (c *Conf) AnyIn(from, to int) bool {
 	for i := from; i < to && i < MaxNodes; i++ {
@@ -203,9 +191,6 @@ func (s *Scalar) Equal(r gjson.Result) bool {
 	return true // null, true, false
 }
 
-// IsRoot reports whether i is the root node.
-func (w *Workflow) IsRoot(i int) bool { return i == 0 }
-
 // Node returns node i, or nil when there is none.
 func (w *Workflow) Node(i int) *State {
 	if i < 0 || i >= len(w.States) {
@@ -270,9 +255,6 @@ func (w *Workflow) enterDefault(i int, set func(int)) {
 		return
 	}
 }
-
-// Matches reports whether state path node n is active: XState's snapshot.matches.
-func (w *Workflow) Matches(c *Conf, n int) bool { return c.Has(n) }
 
 // ParseValue reads a state value (XState's: a string or an object) into a configuration;
 // ok is false when it is not a complete, legal configuration of w.
