@@ -56,8 +56,9 @@ docker-mcp:
 	@scripts/install-docker-mcp.sh >/dev/null
 
 # The Node Extism host of the conformance kit, the official TypeScript MCP client test of
-# cut results (testharness/tsclient) and the official MCP conformance suite.
-node: testharness/node/node_modules testharness/tsclient/node_modules testharness/conformance/node_modules testharness/field/node_modules
+# cut results (testharness/tsclient), the official MCP conformance suite and the xstate
+# reference of the statechart differential test.
+node: testharness/node/node_modules testharness/tsclient/node_modules testharness/conformance/node_modules testharness/field/node_modules testharness/xstate/node_modules
 
 testharness/node/node_modules: testharness/node/package.json testharness/node/package-lock.json
 	cd testharness/node && npm ci --no-audit --no-fund --loglevel=error
@@ -77,6 +78,12 @@ testharness/field/node_modules: testharness/field/package.json testharness/field
 # (testharness/conformance_mcp_test.go).
 testharness/conformance/node_modules: testharness/conformance/package.json testharness/conformance/package-lock.json
 	cd testharness/conformance && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# xstate 5.33.x, the reference the engine's statecharts are held to
+# (testharness/xstate_test.go).
+testharness/xstate/node_modules: testharness/xstate/package.json testharness/xstate/package-lock.json
+	cd testharness/xstate && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Debian's Chromium for the status page's browser tests (chromedp), installed when missing.

@@ -34,6 +34,7 @@ type Exchange struct {
 	Session string
 
 	core       *Core
+	structured string // the answer's structuredContent (raw JSON), for the workflows' result guards
 	clientID   []byte // the id as the client sent it (raw JSON)
 	upstreamID []byte // the id the upstream sees (the client's, or a minted one)
 	version    string

@@ -140,6 +140,9 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		}
 	}
 	settles := ex.settle == settleMove || ex.settle == settleEnded // a task's end, with fresh state
+	if sc := root.Get("result.structuredContent"); sc.Exists() {
+		ex.structured = sc.Raw // what result guards read
+	}
 	if (outcome != "" || c.facts.bound[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, succeeded(root), outcome, code) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)

@@ -279,6 +279,10 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 	in := append(ex.input[:len(ex.input):len(ex.input)], `,"isError":`...)
 	if success {
 		in = append(in, "false"...)
+		if ex.structured != "" {
+			in = append(in, `,"result":`...)
+			in = append(in, ex.structured...)
+		}
 	} else {
 		in = append(in, "true"...)
 	}

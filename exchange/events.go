@@ -12,7 +12,7 @@ import (
 // every subscriber sees one vocabulary (README "Events" lists them with their fields).
 const (
 	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, durationUs, upstreamUs (when sent upstream), outcome
-	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState; Data: workflow, event, key (handle-keyed only), session (digest)
+	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState (state values: a name, or compact JSON for compound and parallel states); Data: workflow, event, key (handle-keyed only), session (digest)
 	EventCacheInvalidated     = "cache_invalidated"     // Tool (the cause); Data: causedBy, patterns, tools
 	// Tool health: Tool is the unit (the tool, or the server with unit "server").
 	EventToolStateChanged      = "tool_state_changed"      // OldState, NewState (modes); Data: reason, tool
@@ -163,7 +163,7 @@ func (ex *Exchange) transitioned(ans gjson.Result, failed map[string]bool) {
 				data["session"] = SessionDigest(ex.Session)
 			}
 			ex.core.publish(Event{Type: EventWorkflowTransitioned, Tool: ex.Tool,
-				OldState: e.Get("from").Str, NewState: e.Get("to").Str, Data: data})
+				OldState: e.Get("from").String(), NewState: e.Get("to").String(), Data: data})
 		}
 		return true
 	})

@@ -159,3 +159,22 @@ func BenchmarkTransition(b *testing.B) {
 		{"bound", []byte(`{"tool":"cart.add_item","session":"s1","states":{"stategate/v1/checkout/session//s1":null}}`)},
 	})
 }
+
+// BenchmarkTransition_statechart: transitions of abi/testdata/config/statechart.json, a
+// statechart with compound and parallel states and guards: a guarded array picked by the
+// result, one region of a parallel state, and the step that completes it (onDone).
+func BenchmarkTransition_statechart(b *testing.B) {
+	cfg, err := os.ReadFile(vectorsDir + "/config/statechart.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const key = `"stategate/v1/order/session//s1"`
+	snap := func(state string) string {
+		return `{"` + key[1:len(key)-1] + `":{"workflow":"order","fingerprint":"243632d4a03b3e4323f9464733796849","state":` + state + `,"seq":3}}`
+	}
+	benchWith(b, runnersFor(b, cfg), abi.FuncTransition, []benchCase{
+		{"guarded_by_result", []byte(`{"tool":"order.verify","session":"s1","result":{"status":"ok"},"states":` + snap(`"paid"`) + `}`)},
+		{"parallel_region", []byte(`{"tool":"order.ship","session":"s1","states":` + snap(`{"fulfilment":{"shipping":"packing","invoicing":"draft"}}`) + `}`)},
+		{"parallel_done", []byte(`{"tool":"order.invoice","session":"s1","states":` + snap(`{"fulfilment":{"shipping":"shipped","invoicing":"draft"}}`) + `}`)},
+	})
+}

@@ -528,7 +528,7 @@ export class Gateway {
     if (ex.method === 'initialize' && this.host.listChanged) text = declareListChanged(text);
     if (ex.method === 'tools/list') text = await this.decorateTools(ex.scope, text);
     if (ex.method === 'tools/call') {
-      if (ex.moves) listChanged = await this.transition(ex, succeeded(msg, scan.repeats));
+      if (ex.moves) listChanged = await this.transition(ex, succeeded(msg, scan.repeats), text);
       this.settle(ex, true); // the transition is stored: the next moving call may go
       text = await this.decorateResult(ex, text);
     }
@@ -538,9 +538,13 @@ export class Gateway {
   // transition moves the call's workflows by its outcome and stores the snapshots with
   // compare-and-set. Under the lease no other call in this process writes these keys; a
   // multi-replica host re-reads a key that lost a race and calls transition again.
-  async transition(ex, success) {
+  // answer is the upstream's answer: the result guards of the workflows read its
+  // structuredContent (passed as raw JSON, as the arguments are).
+  async transition(ex, success, answer) {
     try {
-      const { doc, text, loaded } = await this.withState('transition', { tool: ex.tool, ...ex.scope, isError: !success }, { arguments: ex.rawArgs, states: statesJSON(ex.loaded) });
+      const res = success && answer ? member(answer, 'result') : undefined;
+      const result = res ? member(res, 'structuredContent') : undefined;
+      const { doc, text, loaded } = await this.withState('transition', { tool: ex.tool, ...ex.scope, isError: !success }, { arguments: ex.rawArgs, result, states: statesJSON(ex.loaded) });
       const states = member(text, 'states');
       const prev = loaded ?? ex.loaded;
       for (const key of Object.keys(doc.states)) {

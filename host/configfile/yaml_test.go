@@ -168,7 +168,8 @@ stateSync:
 		t.Fatalf("engine refuses %s: %v", cfg, err)
 	}
 	w := e.Config().Workflows[0]
-	if w.Initial != "off" || len(w.States) != 2 || w.States[0].Name != "off" || w.States[0].On[0].Event != "TOGGLE" || w.States[0].On[0].Target != "on" {
+	// States[0] is the workflow's root; its states follow.
+	if w.Initial != "off" || len(w.States) != 3 || w.States[1].Name != "off" || w.States[1].On[0].Event != "TOGGLE" || w.States[1].On[0].Target != "on" {
 		t.Fatalf("workflow read as %+v", w)
 	}
 }

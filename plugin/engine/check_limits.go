@@ -86,7 +86,7 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 		case gate.KeyMissingHandle, gate.KeyBadHandle, gate.KeyBadScope:
 			return e.denyHandle(dst, r.tool, ref, cur.Status, l.notices), nil
 		}
-		if !ref.Binding.Allows(cur.State) {
+		if !ref.Binding.Allows(&cur.Conf) {
 			return e.denyState(dst, r.tool, ref, cur, l.notices), nil
 		}
 	}
@@ -119,19 +119,24 @@ func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
 
 func (e *Engine) denyState(dst []byte, tool string, ref config.Ref, cur *gate.Current, notices []gate.Notice) []byte {
 	w := ref.Workflow
-	avail := w.ToolsIn(cur.State)
+	avail := w.ToolsIn(&cur.Conf)
+	state := cur.Describe()
 	var b strings.Builder
 	b.WriteString("Tool " + tool + " is not available now: workflow " + w.ID)
 	if cur.Handle != "" {
 		b.WriteString(" for " + w.KeyArg + " " + quote(cur.Handle))
 	}
-	b.WriteString(" is in state " + cur.State + ", and " + tool + " needs state ")
-	b.WriteString(strings.Join(ref.Binding.States, " or "))
+	if len(w.Leaves(&cur.Conf)) > 1 {
+		b.WriteString(" is in states " + state)
+	} else {
+		b.WriteString(" is in state " + state)
+	}
+	b.WriteString(", and " + tool + " needs ")
+	b.WriteString(needs(ref))
 	b.WriteString(".")
-	st, _ := w.State(cur.State)
 	switch {
-	case st != nil && st.Final:
-		b.WriteString(" The workflow has finished (" + cur.State + " is a final state).")
+	case w.Done(&cur.Conf):
+		b.WriteString(" The workflow has finished (" + state + " is a final state).")
 	case len(avail) > 0:
 		b.WriteString(" Available now: " + strings.Join(avail, ", ") + ".")
 	default:
@@ -143,13 +148,103 @@ func (e *Engine) denyState(dst []byte, tool string, ref config.Ref, cur *gate.Cu
 		d = append(d, `,"workflow":`...)
 		d = jsonx.AppendString(d, w.ID)
 		d = append(d, `,"state":`...)
-		d = jsonx.AppendString(d, cur.State)
+		d = w.AppendValue(d, &cur.Conf)
 		d = append(d, `,"allowedStates":`...)
 		d = appendStrings(d, ref.Binding.States)
 		d = append(d, `,"availableTools":`...)
 		d = appendStrings(d, nonNil(avail))
 		return append(d, '}')
 	}, notices)
+}
+
+// needs says where a binding's tool may run, and under which condition its event takes
+// effect there when every transition it could take is guarded: "state payment",
+// "amount <= 100 in state paid, or state approved".
+func needs(ref config.Ref) string {
+	w, bnd := ref.Workflow, ref.Binding
+	parts := make([]string, 0, len(bnd.States))
+	guarded := false
+	for k, path := range bnd.States {
+		part := "state " + path
+		if k < len(bnd.Nodes) && bnd.Event != "" {
+			if cond := condition(w, bnd.Nodes[k], bnd.Event); cond != "" {
+				part = cond + " in " + part
+				guarded = true
+			}
+		}
+		parts = append(parts, part)
+	}
+	if guarded {
+		return strings.Join(parts, ", or ")
+	}
+	return "state " + strings.Join(bnd.States, " or ")
+}
+
+// guardsOf lists the guarded transitions a binding's event can take while one of its
+// states is active (on the state, its ancestors or its descendants), for people:
+// "paid: amount <= 100 -> refunded".
+func guardsOf(ref config.Ref) []string {
+	w, b := ref.Workflow, ref.Binding
+	if b.Event == "" {
+		return nil
+	}
+	seen := make([]bool, len(w.States))
+	var out []string
+	add := func(n int) {
+		if seen[n] {
+			return
+		}
+		seen[n] = true
+		s := w.Node(n)
+		for i := range s.On {
+			e := &s.On[i]
+			if e.Event != b.Event || e.Guard == nil {
+				continue
+			}
+			line := e.Guard.AppendText([]byte(s.Path + ": "))
+			if to := w.Node(e.To); to != nil {
+				line = append(line, " -> "...)
+				line = append(line, to.Path...)
+			}
+			out = append(out, string(line))
+		}
+	}
+	for _, n := range b.Nodes {
+		for a := w.States[n].Parent; a > 0; a = w.States[a].Parent {
+			add(a)
+		}
+		for d := n; d < w.States[n].End; d++ {
+			add(d)
+		}
+	}
+	return out
+}
+
+// condition returns when event takes effect in node n, for people, when that is one
+// guarded list of candidates on n itself: "" when n does not handle it there or one
+// candidate needs no guard.
+func condition(w *config.Workflow, n int, event string) string {
+	s := w.Node(n)
+	if s == nil {
+		return ""
+	}
+	var conds []byte
+	count := 0
+	for i := range s.On {
+		e := &s.On[i]
+		if e.Event != event {
+			continue
+		}
+		if e.Guard == nil {
+			return ""
+		}
+		if count > 0 {
+			conds = append(conds, " or "...)
+		}
+		count++
+		conds = e.Guard.AppendText(conds)
+	}
+	return string(conds)
 }
 
 func (e *Engine) denyHandle(dst []byte, tool string, ref config.Ref, st gate.KeyStatus, notices []gate.Notice) []byte {

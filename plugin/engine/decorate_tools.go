@@ -46,13 +46,13 @@ func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
 	if len(l.need) > 0 {
 		return appendNeedState(dst, l.need), nil
 	}
-	state := func(w *config.Workflow) string {
+	state := func(w *config.Workflow) *config.Conf {
 		for i := range l.cur {
 			if l.cur[i].Workflow == w {
-				return l.cur[i].State
+				return &l.cur[i].Conf
 			}
 		}
-		return w.Initial
+		return w.Start()
 	}
 	var marks []string
 	decide := func(name string, class config.Class) decorate.Decision {

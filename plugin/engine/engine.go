@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/internal/chart"
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/decorate"
 	"github.com/stategate/stategate/plugin/internal/policy"
@@ -85,6 +86,9 @@ func New(cfg []byte) (*Engine, error) {
 		for i := range w.Tools {
 			e.marks[&w.Tools[i]] = decorate.Mark(w.ID, w.Tools[i].States)
 		}
+		// The initial configuration is what XState starts in: with the done events of
+		// final states entered by default taken.
+		w.SetStart(chart.Start(w))
 	}
 	return e, nil
 }

@@ -56,10 +56,11 @@ func configEngine(t testing.TB, name string) *Engine {
 // fuzzExport checks the contract every export keeps on any input: no panic, and one
 // valid JSON document out; decorated messages are valid JSON and within limits; an
 // annotation record written is one the engine reads back as it wrote it. Each input runs
-// under sample.json and under annotations.json (fromAnnotations, categories).
+// under sample.json, annotations.json (fromAnnotations, categories) and statechart.json
+// (compound and parallel states, guards).
 func fuzzExport(f *testing.F, fn abi.Function) {
 	seeds(f, fn)
-	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations")}
+	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations"), configEngine(f, "statechart")}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, e := range engines {
 			checkExport(t, e, fn, in)
@@ -112,7 +113,7 @@ func checkExport(t *testing.T, e *Engine, fn abi.Function, in []byte) {
 // input that is not JSON or whose tools is not an array), and explains every named tool.
 func FuzzCheckConfig(f *testing.F) {
 	seeds(f, abi.FuncCheckConfig)
-	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations")}
+	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations"), configEngine(f, "statechart")}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, e := range engines {
 			out := e.Call(abi.FuncCheckConfig, in)

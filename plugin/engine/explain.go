@@ -169,6 +169,10 @@ func (e *Engine) appendExplain(dst []byte, l *listed) []byte {
 			dst = append(dst, `,"states":`...)
 			dst = appendStrings(dst, ref.Binding.States)
 			dst = member(dst, "event", ref.Binding.Event)
+			if gs := guardsOf(ref); len(gs) > 0 {
+				dst = append(dst, `,"guards":`...)
+				dst = appendStrings(dst, gs)
+			}
 			dst = append(dst, '}')
 		}
 		ms, src, entry, cat := e.cfg.Timeout(name, class)

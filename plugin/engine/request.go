@@ -14,6 +14,7 @@ import (
 type request struct {
 	tool       string
 	args       gjson.Result
+	result     gjson.Result // transition: the result's structuredContent (guards)
 	message    gjson.Result
 	knownTools gjson.Result
 	states     gjson.Result
@@ -77,6 +78,8 @@ func parseIndexing(in []byte, needTool, needMessage bool, tools *decorate.Index)
 			r.tool = tool
 		case "arguments":
 			r.args = v
+		case "result":
+			r.result = v
 		case "message":
 			r.message = v
 		case "knownTools":
@@ -214,12 +217,12 @@ func (r *request) load(wfs []*config.Workflow) (*loaded, error) {
 		key, handle, st := gate.Key(w, &r.scope)
 		switch st {
 		case gate.KeyNoSession:
-			l.cur = append(l.cur, gate.Current{Workflow: w, State: w.Initial, Status: st})
+			l.cur = append(l.cur, gate.Initial(w, "", st))
 			l.notices = append(l.notices, gate.Notice{Code: gate.NoticeNoSession, Workflow: w.ID,
 				Message: "workflow " + quote(w.ID) + " keeps state per session and the request has none; it runs from the initial state and is not stored"})
 			continue
 		case gate.KeyMissingHandle, gate.KeyBadHandle, gate.KeyBadScope:
-			l.cur = append(l.cur, gate.Current{Workflow: w, State: w.Initial, Status: st})
+			l.cur = append(l.cur, gate.Initial(w, "", st))
 			continue
 		}
 		if !r.states.IsObject() {

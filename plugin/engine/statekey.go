@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 
+	"github.com/stategate/stategate/plugin/internal/chart"
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/gate"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -53,16 +54,18 @@ func (e *Engine) ResetSnapshot(workflow, to string, old []byte) (snapshot []byte
 	if w == nil {
 		return nil, "", errors.New("no workflow of that name in the configuration")
 	}
-	if to == "" {
-		to = w.Initial
+	conf := chart.Start(w)
+	if to != "" {
+		i, ok := w.StateIndex(to)
+		if !ok {
+			return nil, "", errors.New("workflow " + w.ID + " has no state " + to)
+		}
+		conf = chart.Enter(w, i)
 	}
-	if _, ok := w.State(to); !ok {
-		return nil, "", errors.New("workflow " + w.ID + " has no state " + to)
-	}
-	from = gjson.GetBytes(old, "state").Str
+	from = gjson.GetBytes(old, "state").String() // a name, or compact JSON for a compound or parallel value
 	seq := gjson.GetBytes(old, "seq").Int() + 1
 	if seq <= 0 {
 		seq = 1
 	}
-	return gate.AppendSnapshot(nil, w, to, seq), from, nil
+	return gate.AppendSnapshot(nil, w, &conf, seq), from, nil
 }

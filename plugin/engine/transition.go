@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/stategate/stategate/plugin/internal/chart"
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/gate"
 	"github.com/stategate/stategate/plugin/internal/health"
@@ -30,7 +31,7 @@ func (e *Engine) transition(dst []byte, in []byte) ([]byte, error) {
 	var out transitions
 	out.notices = l.notices
 	for i, ref := range fire {
-		out.apply(ref, &l.cur[i], r.eraOf)
+		out.apply(ref, &l.cur[i], r)
 	}
 	var ch healthChange
 	if hk != "" {
@@ -97,60 +98,84 @@ type transitions struct {
 }
 
 // apply fires ref's event in the workflow state cur and records the outcome.
-func (t *transitions) apply(ref config.Ref, cur *gate.Current, era gate.Era) {
+func (t *transitions) apply(ref config.Ref, cur *gate.Current, r *request) {
 	w := ref.Workflow
-	from := cur.State
-	to, outcome := t.next(ref, cur)
-	t.appendEvent(w.ID, cur.Key, ref.Binding.Event, from, to, outcome)
+	from := cur.Conf
+	to, outcome := t.next(ref, cur, r)
+	t.appendEvent(w, cur.Key, ref.Binding.Event, &from, &to, outcome)
 	if cur.Status != gate.KeyOK || (to == from && !cur.Healed) {
 		return // nothing to store: a self-loop writes nothing
 	}
-	if gate.Hides(w, era) && !gate.SameTools(w, from, to) {
+	if gate.Hides(w, r.eraOf) && !gate.SameTools(w, &from, &to) {
 		t.visibleChanged = true
 	}
 	seq := cur.Seq + 1
 	if seq <= 0 {
 		seq = 1 // a saturated sequence starts over rather than going negative
 	}
-	t.write(cur.Key, gate.AppendSnapshot(nil, w, to, seq))
+	t.write(cur.Key, gate.AppendSnapshot(nil, w, &to, seq))
 }
 
-// next returns the state ref's event leads to from cur and the outcome's name
+// next returns the configuration ref's event leads to from cur and the outcome's name
 // (transitioned, unstorable, final or ignored), noting why an event did nothing.
-func (t *transitions) next(ref config.Ref, cur *gate.Current) (string, string) {
-	w, event, from := ref.Workflow, ref.Binding.Event, cur.State
-	st, _ := w.State(from)
+func (t *transitions) next(ref config.Ref, cur *gate.Current, r *request) (config.Conf, string) {
+	w, event, from := ref.Workflow, ref.Binding.Event, cur.Conf
 	switch {
 	case cur.Status != gate.KeyOK:
 		return from, "unstorable"
-	case st.Final:
+	case w.Done(&from):
 		t.notices = append(t.notices, gate.Notice{Code: gate.NoticeFinal, Workflow: w.ID,
-			Message: "event " + event + " ignored: " + from + " is a final state"})
+			Message: "event " + event + " ignored: " + cur.Describe() + " is a final state"})
 		return from, "final"
 	}
-	if to, ok := st.Next(event); ok {
+	ev := chart.Event{Type: event, Arguments: r.args, Result: r.result}
+	if to, ok := chart.Send(w, from, &ev); ok {
 		return to, "transitioned"
 	}
 	t.notices = append(t.notices, gate.Notice{Code: gate.NoticeIgnored, Workflow: w.ID,
-		Message: "state " + from + " does not handle event " + event})
+		Message: subject(w, &from) + " handle event " + event + ignoredWhy(w, &from, event)})
 	return from, "ignored"
 }
 
+// subject is "state S does not" or, with several active leaves, "states S and T do not".
+func subject(w *config.Workflow, c *config.Conf) string {
+	if len(w.Leaves(c)) > 1 {
+		return "states " + w.Describe(c) + " do not"
+	}
+	return "state " + w.Describe(c) + " does not"
+}
+
+// ignoredWhy adds, when an active state handles event but no guard passed, that the
+// guards held it back.
+func ignoredWhy(w *config.Workflow, c *config.Conf, event string) string {
+	for i := range w.States {
+		if !c.Has(i) {
+			continue
+		}
+		for _, e := range w.States[i].On {
+			if e.Event == event {
+				return " with these arguments: no guard passed"
+			}
+		}
+	}
+	return ""
+}
+
 // appendEvent appends one {"workflow","key","event","from","to","outcome"}.
-func (t *transitions) appendEvent(workflow, key, event, from, to, outcome string) {
+func (t *transitions) appendEvent(w *config.Workflow, key, event string, from, to *config.Conf, outcome string) {
 	if len(t.events) > 0 {
 		t.events = append(t.events, ',')
 	}
 	t.events = append(t.events, `{"workflow":`...)
-	t.events = jsonx.AppendString(t.events, workflow)
+	t.events = jsonx.AppendString(t.events, w.ID)
 	t.events = append(t.events, `,"key":`...)
 	t.events = jsonx.AppendString(t.events, key)
 	t.events = append(t.events, `,"event":`...)
 	t.events = jsonx.AppendString(t.events, event)
 	t.events = append(t.events, `,"from":`...)
-	t.events = jsonx.AppendString(t.events, from)
+	t.events = w.AppendValue(t.events, from)
 	t.events = append(t.events, `,"to":`...)
-	t.events = jsonx.AppendString(t.events, to)
+	t.events = w.AppendValue(t.events, to)
 	t.events = append(t.events, `,"outcome":`...)
 	t.events = jsonx.AppendString(t.events, outcome)
 	t.events = append(t.events, '}')

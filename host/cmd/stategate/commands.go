@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/plugin/draw"
 	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -179,7 +181,7 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 	c := eng.Config()
 	for _, w := range c.Workflows {
 		var b strings.Builder
-		toolsIn := func(state string) string { return strings.Join(w.ToolsIn(state), ", ") }
+		toolsIn := func(state string) string { return strings.Join(draw.ToolsAt(w, state), ", ") }
 		firedBy := func(event string) string {
 			var ts []string
 			for _, t := range w.Tools {
@@ -192,10 +194,18 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 			}
 			return " (" + strings.Join(ts, ", ") + ")"
 		}
-		if format == "mermaid" {
-			fmt.Fprintf(&b, "---\ntitle: workflow %s (key: %s)\n---\nstateDiagram-v2\n", w.ID, keyText(w.Key == 1, w.KeyArg))
+		if !w.Flat {
+			if format == "mermaid" {
+				draw.Mermaid(&b, w, firedBy)
+			} else {
+				draw.Dot(&b, w, firedBy)
+			}
+		} else if format == "mermaid" {
+			// The title is a YAML double-quoted string: "(key: session)" has a ": " that a
+			// plain YAML scalar may not hold (Mermaid refuses the front matter).
+			fmt.Fprintf(&b, "---\ntitle: %s\n---\nstateDiagram-v2\n", strconv.Quote("workflow "+w.ID+" (key: "+keyText(w.Key == 1, w.KeyArg)+")"))
 			fmt.Fprintf(&b, "    [*] --> %s\n", w.Initial)
-			for _, s := range w.States {
+			for _, s := range w.States[1:] {
 				if t := toolsIn(s.Name); t != "" {
 					fmt.Fprintf(&b, "    %s : %s\\ntools: %s\n", s.Name, s.Name, t)
 				}
@@ -209,7 +219,7 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 		} else {
 			fmt.Fprintf(&b, "digraph %s {\n  label=%s;\n  rankdir=LR;\n  node [shape=box, style=rounded];\n  \"__start\" [shape=point];\n  \"__start\" -> %s;\n",
 				dotQuote(w.ID), dotQuote("workflow "+w.ID+" (key: "+keyText(w.Key == 1, w.KeyArg)+")"), dotQuote(w.Initial))
-			for _, s := range w.States {
+			for _, s := range w.States[1:] {
 				shape := ""
 				if s.Final {
 					shape = ", peripheries=2"
@@ -227,8 +237,10 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 		}
 		g := workflowGraph{ID: w.ID, Text: b.String(), Key: keyText(w.Key == 1, w.KeyArg), Initial: w.Initial,
 			States: []graphState{}, Transitions: []graphEdge{}}
-		for _, s := range w.States {
-			g.States = append(g.States, graphState{Name: s.Name, Final: s.Final, Tools: append([]string{}, w.ToolsIn(s.Name)...)})
+		// The page draws states by path (a compound or parallel node's children are drawn
+		// beside it, by their dotted paths) and each transition to the node it resolves to.
+		for _, s := range w.States[1:] {
+			g.States = append(g.States, graphState{Name: s.Path, Final: s.Final, Tools: append([]string{}, draw.ToolsAt(w, s.Path)...)})
 			for _, e := range s.On {
 				ts := []string{}
 				for _, t := range w.Tools {
@@ -236,7 +248,11 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 						ts = append(ts, t.Tool)
 					}
 				}
-				g.Transitions = append(g.Transitions, graphEdge{From: s.Name, To: e.Target, Event: e.Event, Tools: ts})
+				to := s.Path // a transition without a target stays
+				if n := w.Node(e.To); n != nil {
+					to = n.Path
+				}
+				g.Transitions = append(g.Transitions, graphEdge{From: s.Path, To: to, Event: e.Event, Tools: ts})
 			}
 		}
 		out = append(out, g)

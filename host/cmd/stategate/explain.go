@@ -174,6 +174,13 @@ func workflowsText(t gjson.Result) string {
 		if ev := w.Get("event").Str; ev != "" {
 			s += " fires " + ev
 		}
+		var guards []string
+		for _, g := range w.Get("guards").Array() {
+			guards = append(guards, g.Str)
+		}
+		if len(guards) > 0 {
+			s += " (guarded: " + strings.Join(guards, "; ") + ")"
+		}
 		out = append(out, s)
 	}
 	if len(out) == 0 {

@@ -56,6 +56,39 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestGraph_statechart draws compound states as composites, a parallel state's regions
+// apart ("--" in Mermaid, dashed clusters in DOT), guards and done edges.
+func TestGraph_statechart(t *testing.T) {
+	code, out, _ := runCLI(t, "", "graph", "../../../abi/testdata/config/statechart.json")
+	for _, want := range []string{
+		"state s_approval {", "[*] --> s_approval_pending", "state s_fulfilment {", "        --\n",
+		"s_fulfilment_shipping_shipped --> [*]", `s_paid --> s_refunded : REFUND (cart.refund) [amount <= 100]`,
+		`s_paid --> s_verified : VERIFY (order.verify) [result status = "ok"]`, "s_fulfilment --> s_closed : done",
+		`state "packing\ntools: order.ship, order.pack" as s_fulfilment_shipping_packing`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("mermaid lacks %q:\n%s", want, out)
+		}
+	}
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	code, out, _ = runCLI(t, "", "graph", "../../../abi/testdata/config/statechart.json", "--format", "dot")
+	for _, want := range []string{
+		"compound=true;", `subgraph "cluster_s_fulfilment" {`, `label="fulfilment (parallel)\ntools: order.expedite, order.status";`,
+		`subgraph "cluster_s_fulfilment_shipping" {`, "style=dashed;",
+		`"s_fulfilment" -> "s_closed" [label="done", ltail="cluster_s_fulfilment"];`,
+		`"s_verified" -> "s_fulfilment" [label="FULFIL (order.fulfil)", lhead="cluster_s_fulfilment"];`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dot lacks %q:\n%s", want, out)
+		}
+	}
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
 func TestGraph(t *testing.T) {
 	code, out, _ := runCLI(t, "", "graph", "../../../abi/testdata/config/sample.json")
 	for _, want := range []string{"stateDiagram-v2", "[*] --> empty", "has_items --> payment : CHECKOUT (cart.checkout)", "payment : payment\\ntools: cart.pay", "confirmed --> [*]"} {

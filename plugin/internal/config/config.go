@@ -70,37 +70,54 @@ const (
 	KeyArgument                // per state handle: the value of one tool argument
 )
 
-// Workflow is one validated state machine.
+// Workflow is one validated statechart: a faithful subset of an XState v5 machine.
 type Workflow struct {
 	ID          string
-	Initial     string
+	Initial     string // the root's initial state
 	Key         KeyKind
-	KeyArg      string // argument name for KeyArgument
-	States      []State
+	KeyArg      string    // argument name for KeyArgument
+	States      []State   // every state node in XState's document order; States[0] is the root
 	Tools       []Binding // in document order
 	Fingerprint string    // hex digest of the canonical definition
+	// Flat: every state is an atomic or final child of the root. Only a flat workflow may
+	// name states with a '.' (read as whole names, never as paths).
+	Flat bool
 
-	stateIndex map[string]int
+	stateIndex map[string]int // state path -> node index
+	ids        map[string]int // "id" of a node (and the workflow id for the root) -> index
+	start      *Conf          // the initial configuration
 }
 
-// State is one workflow state.
+// State is one state node.
 type State struct {
-	Name  string
-	Final bool
-	On    []Edge // in document order
+	Name     string // its key in its parent's states ("" for the root)
+	Path     string // the keys from the root, joined by '.' ("" for the root)
+	ID       string // its "id", "" when it sets none
+	Parent   int    // -1 for the root
+	End      int    // one past its last descendant: descendants are (index, End)
+	Kind     Kind
+	Final    bool   // Kind == KindFinal
+	Initial  int    // compound: the index of the initial child
+	Children []int  // in document order
+	On       []Edge // in document order; one event may have several candidates
+	OnDone   []Edge // candidates for the done event of a compound or parallel node
 }
 
-// Edge is one event-driven transition out of a state.
+// Edge is one candidate transition out of a state.
 type Edge struct {
-	Event  string
-	Target string
+	Event  string // "" for onDone
+	Target string // as written; "" for a transition without a target
+	To     int    // the target node, -1 for none
+	Source int    // the node that owns it
+	Guard  *Guard // nil: always passes
 }
 
 // Binding ties a tool to the states of one workflow in which it may run, and to the
 // event its success fires ("" for none).
 type Binding struct {
 	Tool   string
-	States []string
+	States []string // state paths as written
+	Nodes  []int    // the nodes they name
 	Event  string
 }
 
@@ -140,40 +157,28 @@ func (c *Config) Bindings(tool string) []Ref {
 	return c.bindings[tool]
 }
 
-// State returns the named state and whether it exists.
-func (w *Workflow) State(name string) (*State, bool) {
-	i, ok := w.stateIndex[name]
+// StateIndex returns the node index of the state at path (as State reads it) and whether
+// it exists.
+func (w *Workflow) StateIndex(path string) (int, bool) {
+	i, ok := w.stateIndex[path]
+	return i, ok
+}
+
+// State returns the state at path (a dotted path; a whole name in a flat workflow) and
+// whether it exists.
+func (w *Workflow) State(path string) (*State, bool) {
+	i, ok := w.stateIndex[path]
 	if !ok {
 		return nil, false
 	}
 	return &w.States[i], true
 }
 
-// Next returns the target of event in state, and whether the state handles it.
-func (s *State) Next(event string) (string, bool) {
-	for _, e := range s.On {
-		if e.Event == event {
-			return e.Target, true
-		}
-	}
-	return "", false
-}
-
-// Allows reports whether b permits its tool in state.
-func (b *Binding) Allows(state string) bool {
-	for _, s := range b.States {
-		if s == state {
-			return true
-		}
-	}
-	return false
-}
-
-// ToolsIn returns the tools of w allowed in state, in document order.
-func (w *Workflow) ToolsIn(state string) []string {
+// ToolsIn returns the tools of w allowed in configuration c, in document order.
+func (w *Workflow) ToolsIn(c *Conf) []string {
 	var out []string
 	for i := range w.Tools {
-		if w.Tools[i].Allows(state) {
+		if w.Tools[i].Allows(c) {
 			out = append(out, w.Tools[i].Tool)
 		}
 	}

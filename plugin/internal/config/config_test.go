@@ -1,10 +1,14 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 const samplePath = "../../../abi/testdata/config/sample.json"
@@ -94,10 +98,11 @@ func TestParse(t *testing.T) {
 		t.Errorf("Fingerprint = %q, want 32 hex digits", w.Fingerprint)
 	}
 	wantStates := []State{
-		{Name: "empty", On: []Edge{{"ADD_ITEM", "has_items"}}},
-		{Name: "has_items", On: []Edge{{"ADD_ITEM", "has_items"}, {"CHECKOUT", "payment"}, {"CLEAR", "empty"}}},
-		{Name: "payment", On: []Edge{{"PAY", "confirmed"}, {"CANCEL", "has_items"}}},
-		{Name: "confirmed", Final: true},
+		{Parent: -1, End: 5, Initial: 1, Kind: KindCompound, Children: []int{1, 2, 3, 4}},
+		{Name: "empty", Path: "empty", Parent: 0, End: 2, Initial: -1, On: []Edge{{"ADD_ITEM", "has_items", 2, 1, nil}}},
+		{Name: "has_items", Path: "has_items", Parent: 0, End: 3, Initial: -1, On: []Edge{{"ADD_ITEM", "has_items", 2, 2, nil}, {"CHECKOUT", "payment", 3, 2, nil}, {"CLEAR", "empty", 1, 2, nil}}},
+		{Name: "payment", Path: "payment", Parent: 0, End: 4, Initial: -1, On: []Edge{{"PAY", "confirmed", 4, 3, nil}, {"CANCEL", "has_items", 2, 3, nil}}},
+		{Name: "confirmed", Path: "confirmed", Parent: 0, End: 5, Initial: -1, Kind: KindFinal, Final: true},
 	}
 	if !reflect.DeepEqual(w.States, wantStates) {
 		t.Errorf("states = %+v\nwant %+v", w.States, wantStates)
@@ -109,24 +114,24 @@ func TestParse(t *testing.T) {
 		t.Error("State(nowhere) exists")
 	}
 	if s, _ := w.State("has_items"); s != nil {
-		if next, ok := s.Next("CHECKOUT"); !ok || next != "payment" {
+		if next, ok := nextOf(s, "CHECKOUT"); !ok || next != "payment" {
 			t.Errorf("Next(CHECKOUT) = %q, %v", next, ok)
 		}
-		if _, ok := s.Next("PAY"); ok {
+		if _, ok := nextOf(s, "PAY"); ok {
 			t.Error("has_items handles PAY")
 		}
 	}
-	if got, want := w.ToolsIn("has_items"), []string{"cart.add_item", "cart.checkout"}; !reflect.DeepEqual(got, want) {
+	if got, want := w.ToolsIn(confOf(w, "has_items")), []string{"cart.add_item", "cart.checkout"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("ToolsIn(has_items) = %q, want %q", got, want)
 	}
-	if got := w.ToolsIn("confirmed"); len(got) != 0 {
+	if got := w.ToolsIn(confOf(w, "confirmed")); len(got) != 0 {
 		t.Errorf("ToolsIn(confirmed) = %q, want none", got)
 	}
 
 	wantBindings := map[string]Binding{
-		"cart.add_item": {Tool: "cart.add_item", States: []string{"empty", "has_items"}, Event: "ADD_ITEM"},
-		"cart.checkout": {Tool: "cart.checkout", States: []string{"has_items"}, Event: "CHECKOUT"},
-		"cart.pay":      {Tool: "cart.pay", States: []string{"payment"}, Event: "PAY"},
+		"cart.add_item": {Tool: "cart.add_item", States: []string{"empty", "has_items"}, Nodes: []int{1, 2}, Event: "ADD_ITEM"},
+		"cart.checkout": {Tool: "cart.checkout", States: []string{"has_items"}, Nodes: []int{2}, Event: "CHECKOUT"},
+		"cart.pay":      {Tool: "cart.pay", States: []string{"payment"}, Nodes: []int{3}, Event: "PAY"},
 	}
 	for tool, want := range wantBindings {
 		refs := c.Bindings(tool)
@@ -220,7 +225,7 @@ func TestParse_features(t *testing.T) {
 		if len(refs) != 2 || refs[0].Workflow.ID != "w1" || refs[1].Workflow.ID != "w2" {
 			t.Fatalf("Bindings(t) = %+v", refs)
 		}
-		if !refs[1].Binding.Allows("b") || refs[1].Binding.Allows("a") {
+		if !refs[1].Binding.Allows(confOf(refs[1].Workflow, "b")) || refs[1].Binding.Allows(confOf(refs[1].Workflow, "a")) {
 			t.Error("Allows does not follow the binding's states")
 		}
 	})
@@ -406,7 +411,7 @@ func TestParse_errors(t *testing.T) {
 		{
 			name: "transition_target_not_a_string",
 			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{"on":{"GO":1}}}}]}`,
-			want: []string{`workflows[0].states.a.on.GO: must be a string`},
+			want: []string{`workflows[0].states.a.on.GO: must be a string (the target state), an object {"target", "guard"} or an array of them`},
 		},
 		{
 			name: "binding_to_unknown_state",
@@ -422,8 +427,8 @@ func TestParse_errors(t *testing.T) {
 			name: "binding_without_states",
 			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{}},"tools":{"t":{"states":[]},"u":{}}}]}`,
 			want: []string{
-				`workflows[0].tools.t.states: must be a non-empty array of state names`,
-				`workflows[0].tools.u.states: must be a non-empty array of state names`,
+				`workflows[0].tools.t.states: must be a non-empty array of state paths`,
+				`workflows[0].tools.u.states: must be a non-empty array of state paths`,
 			},
 		},
 		{
@@ -442,7 +447,7 @@ func TestParse_errors(t *testing.T) {
 		{
 			name: "bad_state_type",
 			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{"type":"start"}}}]}`,
-			want: []string{`workflows[0].states.a.type: must be "final" or "normal", got "start"`},
+			want: []string{`workflows[0].states.a.type: must be "atomic", "compound", "parallel" or "final", got "start"`},
 		},
 		{
 			name: "bad_state_and_event_names",
@@ -532,7 +537,7 @@ func TestParse_errors(t *testing.T) {
 				`workflows[0].states: must be an object of states`,
 				`workflows[0].initial: must be a string`,
 				`workflows[0].tools.t.x: unknown field`,
-				`workflows[0].tools.t.states: must be a non-empty array of state names`,
+				`workflows[0].tools.t.states: must be a non-empty array of state paths`,
 				`workflows[0].tools.u.event: must be a string`,
 			},
 		},
@@ -541,8 +546,8 @@ func TestParse_errors(t *testing.T) {
 			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{},"a":{"type":"start","on":{"GO":1}}}}]}`,
 			want: []string{
 				`workflows[0].states.a: duplicate state`,
-				`workflows[0].states.a.type: must be "final" or "normal", got "start"`,
-				`workflows[0].states.a.on.GO: must be a string`,
+				`workflows[0].states.a.type: must be "atomic", "compound", "parallel" or "final", got "start"`,
+				`workflows[0].states.a.on.GO: must be a string (the target state), an object {"target", "guard"} or an array of them`,
 			},
 		},
 		{
@@ -550,7 +555,7 @@ func TestParse_errors(t *testing.T) {
 			doc:  `{"version":1,"workflows":[{"id":"w","initial":"a","states":{"a":{"on":{"GO":"a","GO":1}}}}]}`,
 			want: []string{
 				`workflows[0].states.a.on.GO: duplicate event`,
-				`workflows[0].states.a.on.GO: must be a string`,
+				`workflows[0].states.a.on.GO: must be a string (the target state), an object {"target", "guard"} or an array of them`,
 			},
 		},
 		{
@@ -757,7 +762,7 @@ func TestParse_allErrorsAtOnce(t *testing.T) {
 		`workflows[0].tools.t.event: unknown event "STOP": no state handles it`,
 		`workflows[2].id: duplicate workflow id "v"`,
 		`workflows[3].states.a: duplicate state`,
-		`workflows[3].states.a.type: must be "final" or "normal", got "start"`,
+		`workflows[3].states.a.type: must be "atomic", "compound", "parallel" or "final", got "start"`,
 		`workflows[3].id: duplicate workflow id "w"`,
 		"limits.maxArraySize: must be between 1 and 1073741824, got 0",
 		"limits.timeoutMs: must be a whole number, got 1.5",
@@ -948,6 +953,9 @@ func TestSprintf(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add(readSample(f))
+	if sc, err := os.ReadFile("../../../abi/testdata/config/statechart.json"); err == nil {
+		f.Add(sc)
+	}
 	for _, doc := range []string{
 		`{"version":1}`,
 		`{"version":2,"colour":1}`,
@@ -957,6 +965,8 @@ func FuzzParse(f *testing.F) {
 		`{"version":1,"workflows":[{"id":"w","initial":"x","states":{"a":{"on":{"GO":"z"}}},"tools":{"t":{"states":["q"],"event":"E"}}}]}`,
 		`{"version":1,"limits":{"maxArraySize":0,"timeoutMs":1.5,"tools":{"a.*":{"maxArraySize":5}}}}`,
 		`{"version":1,"principal":{"header":"X-User"}}`,
+		`{"version":1,"workflows":[{"id":"w","initial":"p","states":{"p":{"type":"parallel","id":"p1","onDone":"f","states":{"r":{"initial":"a","states":{"a":{"on":{"E":[{"target":"b","guard":{"type":"and","guards":[{"type":"argument","params":{"path":"n","op":"gt","value":1}},{"type":"not","guard":{"type":"result","params":{"path":"x.0","op":"exists"}}}]}},"#p1.s.c"]}},"b":{"type":"final"}}},"s":{"initial":"c","states":{"c":{},"d":{}}}}},"f":{"type":"final"}},"tools":{"t":{"states":["p.r","f"],"event":"E"}}}]}`,
+		`{"version":1,"workflows":[{"id":"w","initial":"a.b","states":{"a.b":{"on":{"GO":"c"}},"c":{"states":{"x":{}},"initial":"x"}}}]}`,
 		strings.Repeat("[", 300),
 	} {
 		f.Add([]byte(doc))
@@ -977,11 +987,24 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("workflow %q: initial state %q missing", w.ID, w.Initial)
 			}
 			for _, s := range w.States {
-				for _, e := range s.On {
-					if _, ok := w.State(e.Target); !ok {
-						t.Fatalf("workflow %q: edge to missing state %q", w.ID, e.Target)
+				for _, list := range [][]Edge{s.On, s.OnDone} {
+					for _, e := range list {
+						if (e.Target == "") != (e.To < 0) || e.To >= len(w.States) {
+							t.Fatalf("workflow %q: edge to missing state %q", w.ID, e.Target)
+						}
 					}
 				}
+				for _, ch := range s.Children {
+					if ch <= 0 || ch >= len(w.States) {
+						t.Fatalf("workflow %q: child %d out of range", w.ID, ch)
+					}
+				}
+			}
+			start := w.InitialConf()
+			if v := w.AppendValue(nil, &start); !json.Valid(v) {
+				t.Fatalf("workflow %q: initial value %s", w.ID, v)
+			} else if back, ok := w.ParseValue(gjson.ParseBytes(v)); !ok || back != start {
+				t.Fatalf("workflow %q: initial value %s does not read back", w.ID, v)
 			}
 			for i := range w.Tools {
 				for _, s := range w.Tools[i].States {
@@ -992,4 +1015,48 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// confOf returns the configuration of a flat workflow in its state name.
+func confOf(w *Workflow, name string) *Conf {
+	c, _ := w.ParseValue(gjson.Parse(strconv.Quote(name)))
+	return &c
+}
+
+// nextOf returns the target of s's first candidate for event.
+func nextOf(s *State, event string) (string, bool) {
+	for _, e := range s.On {
+		if e.Event == event {
+			return e.Target, true
+		}
+	}
+	return "", false
+}
+
+// TestParse_dottedStateNames: a flat workflow keeps names with '.' (read whole, as
+// before statecharts); a statechart refuses them, saying what to rename.
+func TestParse_dottedStateNames(t *testing.T) {
+	flat := `{"version":1,"workflows":[{"id":"w","initial":"a.b","states":{"a.b":{"on":{"GO":"c.d"}},"c.d":{"type":"final"}},"tools":{"t":{"states":["a.b"],"event":"GO"}}}]}`
+	c, problems := Parse([]byte(flat))
+	if c == nil {
+		t.Fatalf("flat workflow with dotted names refused: %q", render(problems))
+	}
+	w := c.Workflows[0]
+	if s, ok := w.State("a.b"); !ok || s.Name != "a.b" || !w.Flat {
+		t.Fatalf("State(a.b) = %+v, %v (flat %v)", s, ok, w.Flat)
+	}
+	start := w.InitialConf()
+	if v := string(w.AppendValue(nil, &start)); v != `"a.b"` {
+		t.Fatalf("value = %s", v)
+	}
+	nested := `{"version":1,"workflows":[{"id":"w","initial":"a.b","states":{"a.b":{},"c":{"initial":"x","states":{"x":{}}}}}]}`
+	_, problems = Parse([]byte(nested))
+	want := `workflows[0].states["a.b"]: a state name with '.' reads as a path in a workflow with compound or parallel states: rename it (for example with '_' for '.')`
+	found := false
+	for _, p := range problems {
+		found = found || p.String() == want
+	}
+	if !found {
+		t.Fatalf("problems %q lack %q", render(problems), want)
+	}
 }

@@ -417,19 +417,37 @@ func fingerprint(w *Workflow) string {
 		b.WriteString("session")
 	}
 	b.WriteString("\x00")
-	states := make([]State, len(w.States))
-	copy(states, w.States)
-	sortBy(states, func(a, b State) bool { return a.Name < b.Name })
+	// A flat workflow without guards digests as it always did: stored snapshots of an
+	// unchanged definition keep their fingerprint across the statechart release.
+	states := make([]State, 0, len(w.States))
+	if len(w.States) > 1 {
+		states = append(states, w.States[1:]...)
+	}
+	sortBy(states, func(a, b State) bool { return a.Path < b.Path })
 	for _, s := range states {
-		b.WriteString("S\x00" + s.Name + "\x00")
+		b.WriteString("S\x00" + s.Path + "\x00")
 		if s.Final {
 			b.WriteString("final\x00")
+		}
+		switch s.Kind {
+		case KindParallel:
+			b.WriteString("parallel\x00")
+		case KindCompound:
+			b.WriteString("compound\x00" + w.States[s.Initial].Name + "\x00")
+		}
+		if s.ID != "" {
+			b.WriteString("id\x00" + s.ID + "\x00")
 		}
 		edges := make([]Edge, len(s.On))
 		copy(edges, s.On)
 		sortBy(edges, func(a, b Edge) bool { return a.Event < b.Event })
 		for _, e := range edges {
 			b.WriteString("E\x00" + e.Event + "\x00" + e.Target + "\x00")
+			writeGuard(&b, e.Guard)
+		}
+		for _, e := range s.OnDone {
+			b.WriteString("D\x00" + e.Target + "\x00")
+			writeGuard(&b, e.Guard)
 		}
 	}
 	tools := make([]Binding, len(w.Tools))
@@ -441,6 +459,16 @@ func fingerprint(w *Workflow) string {
 		b.WriteString("T\x00" + t.Tool + "\x00" + t.Event + "\x00" + strings.Join(st, "\x01") + "\x00")
 	}
 	return fnv128(b.String())
+}
+
+// writeGuard digests g: "G" and its text, which names every part of it.
+func writeGuard(b *strings.Builder, g *Guard) {
+	if g == nil {
+		return
+	}
+	b.WriteString("G\x00")
+	b.Write(g.AppendText(nil))
+	b.WriteString("\x00")
 }
 
 // fnv128 is two independent 64-bit FNV-1a digests of s, in hex: a fingerprint to notice

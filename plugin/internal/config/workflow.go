@@ -67,12 +67,14 @@ func (p *parser) workflows(c *Config, r gjson.Result) {
 //   - Every part is checked even when another is wrong: when states is not an object,
 //     initial and the bindings are still checked, except for the state and event names
 //     they refer to.
+//   - The states are XState v5 state nodes; the workflow is the machine's root (a compound
+//     node whose id is the workflow id).
 func (p *parser) workflow(path string, r gjson.Result) (w *Workflow, ok bool) {
 	if !p.object(path, r, "id", "initial", "key", "states", "tools") {
 		return nil, false
 	}
 	before := len(p.problems)
-	w = &Workflow{stateIndex: map[string]int{}}
+	w = &Workflow{stateIndex: map[string]int{}, ids: map[string]int{}}
 	if id, ok := p.str(path+".id", r.Get("id")); ok {
 		if !validID(id) {
 			p.errf(path+".id", "must be 1-64 characters of [A-Za-z0-9_.-], got %s", strconv.Quote(id))
@@ -82,20 +84,16 @@ func (p *parser) workflow(path string, r gjson.Result) (w *Workflow, ok bool) {
 	p.workflowKey(path+".key", r.Get("key"), w)
 	states := r.Get("states")
 	known := states.IsObject() // whether state and event names can be checked
-	if known {
-		p.states(path+".states", states, w)
-	} else {
-		p.errf(path+".states", "must be an object of states")
-	}
-	if in, ok := p.str(path+".initial", r.Get("initial")); ok {
-		if _, exists := w.stateIndex[in]; known && !exists {
-			p.errf(path+".initial", "unknown state %s", strconv.Quote(in))
-		}
-		w.Initial = in
-	}
 	var events map[string]bool // nil: unknown, names are not checked
 	if known {
-		events = p.events(path+".states", w)
+		b := &chartBuilder{p: p, w: w}
+		b.build(path, states, r.Get("initial"))
+		events = b.events
+	} else {
+		p.errf(path+".states", "must be an object of states")
+		if in, ok := p.str(path+".initial", r.Get("initial")); ok {
+			w.Initial = in
+		}
 	}
 	if tools := r.Get("tools"); tools.Exists() {
 		p.bindings(path+".tools", tools, w, events)
@@ -103,6 +101,8 @@ func (p *parser) workflow(path string, r gjson.Result) (w *Workflow, ok bool) {
 	if len(p.problems) > before && HasErrors(p.problems[before:]) {
 		return w, false
 	}
+	start := w.initialConf()
+	w.start = &start
 	p.workflowWarnings(path, w)
 	w.Fingerprint = fingerprint(w)
 	return w, true
@@ -125,95 +125,6 @@ func (p *parser) workflowKey(path string, k gjson.Result, w *Workflow) {
 	default:
 		p.errf(path, "must be \"session\" or \"argument:<name>\", got %s", strconv.Quote(s))
 	}
-}
-
-// states reads the states object into w, in document order.
-func (p *parser) states(path string, states gjson.Result, w *Workflow) {
-	states.ForEach(func(k, v gjson.Result) bool {
-		spath := join(path, k.Str)
-		if !validID(k.Str) {
-			p.errf(spath, "state name must be 1-64 characters of [A-Za-z0-9_.-]")
-		}
-		_, dup := w.stateIndex[k.Str]
-		if dup {
-			p.errf(spath, "duplicate state")
-		}
-		st := State{Name: k.Str}
-		if p.object(spath, v, "on", "type") {
-			p.stateType(spath+".type", v.Get("type"), &st)
-			p.stateOn(spath+".on", v.Get("on"), &st)
-		}
-		if dup {
-			return true // checked, not kept
-		}
-		w.stateIndex[k.Str] = len(w.States)
-		w.States = append(w.States, st)
-		return true
-	})
-	if len(w.States) == 0 {
-		p.errf(path, "needs at least one state")
-	}
-}
-
-// stateType reads a state's "type": "final" or "normal" (the default).
-func (p *parser) stateType(path string, t gjson.Result, st *State) {
-	if !t.Exists() {
-		return
-	}
-	s, ok := p.str(path, t)
-	if !ok {
-		return
-	}
-	switch s {
-	case "final":
-		st.Final = true
-	case "normal":
-	default:
-		p.errf(path, "must be \"final\" or \"normal\", got %s", strconv.Quote(s))
-	}
-}
-
-// stateOn reads a state's "on": event -> target state, in document order.
-func (p *parser) stateOn(path string, on gjson.Result, st *State) {
-	if !on.Exists() {
-		return
-	}
-	if !on.IsObject() {
-		p.errf(path, "must be an object of event: target")
-		return
-	}
-	if st.Final && len(on.Map()) > 0 {
-		p.errf(path, "a final state has no transitions")
-	}
-	on.ForEach(func(ek, ev gjson.Result) bool {
-		epath := join(path, ek.Str)
-		if !validID(ek.Str) {
-			p.errf(epath, "event name must be 1-64 characters of [A-Za-z0-9_.-]")
-		}
-		_, dup := st.Next(ek.Str)
-		if dup {
-			p.errf(epath, "duplicate event")
-		}
-		if tgt, ok := p.str(epath, ev); ok && !dup {
-			st.On = append(st.On, Edge{Event: ek.Str, Target: tgt})
-		}
-		return true
-	})
-}
-
-// events checks every transition's target and returns the set of events some state
-// handles.
-func (p *parser) events(path string, w *Workflow) map[string]bool {
-	events := map[string]bool{}
-	for _, s := range w.States {
-		for _, e := range s.On {
-			events[e.Event] = true
-			if _, ok := w.stateIndex[e.Target]; !ok {
-				p.errf(join(join(path, s.Name)+".on", e.Event), "unknown target state %s", strconv.Quote(e.Target))
-			}
-		}
-	}
-	return events
 }
 
 // bindings reads the tools object: tool name -> {states, event}. events is nil when the
@@ -252,15 +163,19 @@ func (p *parser) binding(path, tool string, v gjson.Result, w *Workflow, events 
 	}
 	sts := v.Get("states")
 	if !sts.IsArray() || len(sts.Array()) == 0 {
-		p.errf(path+".states", "must be a non-empty array of state names")
+		p.errf(path+".states", "must be a non-empty array of state paths")
 	} else {
 		for n, s := range sts.Array() {
 			spath := path + ".states[" + strconv.Itoa(n) + "]"
 			if name, ok := p.str(spath, s); ok {
-				if _, exists := w.stateIndex[name]; events != nil && !exists {
+				i, exists := w.stateIndex[name]
+				if events != nil && !exists {
 					p.errf(spath, "unknown state %s", strconv.Quote(name))
 				}
 				b.States = append(b.States, name)
+				if exists {
+					b.Nodes = append(b.Nodes, i)
+				}
 			}
 		}
 	}
@@ -275,34 +190,28 @@ func (p *parser) binding(path, tool string, v gjson.Result, w *Workflow, events 
 	return b, true
 }
 
-// workflowWarnings warns about unreachable states, and about bindings whose event none
-// of their states handles. w has no errors.
+// workflowWarnings warns about unreachable states, transitions that can never be taken
+// and bindings whose event none of their states handles. w has no errors.
 func (p *parser) workflowWarnings(path string, w *Workflow) {
-	reach := map[string]bool{w.Initial: true}
-	queue := []string{w.Initial}
-	for len(queue) > 0 {
-		s, _ := w.State(queue[0])
-		queue = queue[1:]
-		for _, e := range s.On {
-			if !reach[e.Target] {
-				reach[e.Target] = true
-				queue = append(queue, e.Target)
-			}
+	reach := w.Reachable()
+	for i := 1; i < len(w.States); i++ {
+		s := &w.States[i]
+		if !reach[i] && (s.Parent == 0 || reach[s.Parent]) {
+			p.warnf(w.statePath(path, i), "unreachable from the initial state %s", strconv.Quote(w.Initial))
 		}
 	}
-	for _, s := range w.States {
-		if !reach[s.Name] {
-			p.warnf(join(path+".states", s.Name), "unreachable from the initial state %s", strconv.Quote(w.Initial))
-		}
+	for i := range w.States {
+		s := &w.States[i]
+		p.neverTaken(w.statePath(path, i)+".on", s.On, true)
+		p.neverTaken(w.statePath(path, i)+".onDone", s.OnDone, false)
 	}
 	for _, b := range w.Tools {
 		if b.Event == "" {
 			continue
 		}
 		handled := false
-		for _, sn := range b.States {
-			s, _ := w.State(sn)
-			if _, ok := s.Next(b.Event); ok || s.Final {
+		for _, n := range b.Nodes {
+			if w.handles(n, b.Event) {
 				handled = true
 			}
 		}
@@ -310,4 +219,136 @@ func (p *parser) workflowWarnings(path string, w *Workflow) {
 			p.warnf(join(path+".tools", b.Tool)+".event", "none of the tool's states handles %s: its calls never advance the workflow", strconv.Quote(b.Event))
 		}
 	}
+}
+
+// neverTaken warns about candidates that can never be taken: after one without a guard,
+// or with a guard that can never pass.
+func (p *parser) neverTaken(path string, edges []Edge, byEvent bool) {
+	for i := range edges {
+		e := &edges[i]
+		at := path
+		if byEvent {
+			at = join(path, e.Event)
+		}
+		k := 0 // the candidate's position among its event's
+		shadowed := false
+		for j := 0; j < i; j++ {
+			if edges[j].Event == e.Event {
+				k++
+				if edges[j].Guard == nil {
+					shadowed = true
+				}
+			}
+		}
+		n := 0
+		for j := range edges {
+			if edges[j].Event == e.Event {
+				n++
+			}
+		}
+		if n > 1 {
+			at += "[" + strconv.Itoa(k) + "]"
+		}
+		switch {
+		case shadowed:
+			p.warnf(at, "never taken: an earlier candidate without a guard always wins")
+		case e.Guard != nil && e.Guard.Never():
+			p.warnf(at+".guard", "can never pass")
+		}
+	}
+}
+
+// handles reports whether a call in a configuration where node n is active could be
+// taken by event: n, one of its ancestors or one of its descendants has a transition on
+// it, or n is final (the event is then reported, not silently lost).
+func (w *Workflow) handles(n int, event string) bool {
+	s := w.Node(n)
+	if s == nil {
+		return false
+	}
+	if s.Final {
+		return true
+	}
+	for a := n; a >= 0; a = w.States[a].Parent {
+		if w.hasEvent(a, event) {
+			return true
+		}
+	}
+	for d := n + 1; d < s.End; d++ {
+		if w.hasEvent(d, event) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *Workflow) hasEvent(n int, event string) bool {
+	for _, e := range w.States[n].On {
+		if e.Event == event {
+			return true
+		}
+	}
+	return false
+}
+
+// Reachable returns, by node index, the nodes some sequence of events can make active
+// (guards are assumed to pass unless they never can): the initial configuration, and every
+// transition target with its ancestors and default descendants, from reachable sources.
+func (w *Workflow) Reachable() []bool {
+	reach := make([]bool, len(w.States))
+	changed := false
+	set := func(i int) {
+		if i >= 0 && i < len(reach) && !reach[i] {
+			reach[i] = true
+			changed = true
+		}
+	}
+	w.enterDefault(0, set)
+	for changed {
+		changed = false
+		for i := range w.States {
+			if !reach[i] {
+				continue
+			}
+			for _, list := range [2][]Edge{w.States[i].On, w.States[i].OnDone} {
+				for k, e := range list {
+					if e.To < 0 || !takeable(list, k) {
+						continue
+					}
+					w.enterDefault(e.To, set)
+					for a := w.States[e.To].Parent; a >= 0; a = w.States[a].Parent {
+						set(a)
+						if w.States[a].Kind == KindParallel {
+							for _, ch := range w.States[a].Children {
+								if !w.IsDescendant(e.To, ch) && e.To != ch {
+									w.enterDefault(ch, set)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return reach
+}
+
+// takeable reports whether candidate k of list can ever be taken: no earlier candidate
+// for its event is unguarded, and its guard can pass.
+func takeable(list []Edge, k int) bool {
+	for j := 0; j < k; j++ {
+		if list[j].Event == list[k].Event && list[j].Guard == nil {
+			return false
+		}
+	}
+	return list[k].Guard == nil || !list[k].Guard.Never()
+}
+
+// statePath returns the location of node i in the configuration document.
+func (w *Workflow) statePath(path string, i int) string {
+	s := w.Node(i)
+	if s == nil || s.Parent < 0 {
+		return path
+	}
+	return join(w.statePath(path, s.Parent)+".states", s.Name)
 }

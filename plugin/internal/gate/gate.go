@@ -236,43 +236,68 @@ type Current struct {
 	Workflow *config.Workflow
 	Key      string // "" when the state cannot be stored (no session)
 	Handle   string // the state-handle value for handle-keyed workflows
-	State    string
+	Conf     config.Conf
 	Seq      int64
 	Healed   bool // the stored snapshot was migrated or reset and should be rewritten
 	Status   KeyStatus
 }
 
+// Initial returns w's state before any event, as loaded for one request.
+func Initial(w *config.Workflow, key string, st KeyStatus) Current {
+	return Current{Workflow: w, Key: key, Conf: w.InitialConf(), Status: st}
+}
+
+// Value returns the state value of c (XState's snapshot.value) as JSON.
+func (c *Current) Value() string {
+	return string(c.Workflow.AppendValue(nil, &c.Conf))
+}
+
+// Describe returns the state of c for people.
+func (c *Current) Describe() string {
+	return c.Workflow.Describe(&c.Conf)
+}
+
 // Load reads the snapshot stored under a key (snap.Type == gjson.Null or !Exists for
 // none) and returns the current state, with a notice when a rule had to be applied.
+//
+// # Notes
+//
+//   - "state" is XState's state value: a string (a child of the root with no children of
+//     its own; every flat workflow's state, as before statecharts) or an object for
+//     compound and parallel states. It must name a complete configuration.
 func Load(w *config.Workflow, key string, snap gjson.Result) (Current, *Notice) {
-	c := Current{Workflow: w, Key: key, State: w.Initial}
+	c := Initial(w, key, KeyOK)
 	if !snap.Exists() || snap.Type == gjson.Null {
 		return c, nil
 	}
-	if !snap.IsObject() || snap.Get("workflow").Str != w.ID || snap.Get("state").Type != gjson.String {
+	st := snap.Get("state")
+	if !snap.IsObject() || snap.Get("workflow").Str != w.ID || (st.Type != gjson.String && !st.IsObject()) {
 		c.Healed = true
 		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
 			Message: "stored snapshot is not a snapshot of workflow " + strconv.Quote(w.ID) + "; restarted at " + strconv.Quote(w.Initial)}
 	}
 	c.Seq = seqOf(snap.Get("seq"))
-	name := snap.Get("state").Str
-	_, known := w.State(name)
+	conf, known := w.ParseValue(st)
+	name := st.Raw
+	if st.Type == gjson.String {
+		name = strconv.Quote(st.Str)
+	}
 	if snap.Get("fingerprint").Str != w.Fingerprint {
 		c.Healed = true
 		if known {
-			c.State = name
+			c.Conf = conf
 			return c, &Notice{Code: NoticeMigrated, Workflow: w.ID,
-				Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + "; kept state " + strconv.Quote(name)}
+				Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + "; kept state " + name}
 		}
 		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
-			Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + " names state " + strconv.Quote(name) + ", which no longer exists; restarted at " + strconv.Quote(w.Initial)}
+			Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + " names state " + name + ", which no longer exists; restarted at " + strconv.Quote(w.Initial)}
 	}
 	if !known {
 		c.Healed = true
 		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
-			Message: "snapshot names unknown state " + strconv.Quote(name) + " of workflow " + strconv.Quote(w.ID) + "; restarted at " + strconv.Quote(w.Initial)}
+			Message: "snapshot names unknown state " + name + " of workflow " + strconv.Quote(w.ID) + "; restarted at " + strconv.Quote(w.Initial)}
 	}
-	c.State = name
+	c.Conf = conf
 	return c, nil
 }
 
@@ -296,21 +321,21 @@ func seqOf(r gjson.Result) int64 {
 	}
 }
 
-// AppendSnapshot appends the snapshot of workflow w in state with sequence seq.
-func AppendSnapshot(dst []byte, w *config.Workflow, state string, seq int64) []byte {
+// AppendSnapshot appends the snapshot of workflow w in configuration c with sequence seq.
+func AppendSnapshot(dst []byte, w *config.Workflow, c *config.Conf, seq int64) []byte {
 	dst = append(dst, `{"workflow":`...)
 	dst = jsonx.AppendString(dst, w.ID)
 	dst = append(dst, `,"fingerprint":`...)
 	dst = jsonx.AppendString(dst, w.Fingerprint)
 	dst = append(dst, `,"state":`...)
-	dst = jsonx.AppendString(dst, state)
+	dst = w.AppendValue(dst, c)
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendInt(dst, seq, 10)
 	return append(dst, '}')
 }
 
-// SameTools reports whether states a and b of w allow the same set of tools.
-func SameTools(w *config.Workflow, a, b string) bool {
+// SameTools reports whether configurations a and b of w allow the same set of tools.
+func SameTools(w *config.Workflow, a, b *config.Conf) bool {
 	for i := range w.Tools {
 		if w.Tools[i].Allows(a) != w.Tools[i].Allows(b) {
 			return false
