@@ -194,3 +194,15 @@ func dotQuote(s string) string {
 	b.WriteByte('"')
 	return b.String()
 }
+
+// KindName names a node's kind for a drawing: "compound", "parallel", or "" for an atomic
+// or final state.
+func KindName(s *config.State) string {
+	switch s.Kind {
+	case config.KindCompound:
+		return "compound"
+	case config.KindParallel:
+		return "parallel"
+	}
+	return ""
+}

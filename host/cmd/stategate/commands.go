@@ -163,9 +163,12 @@ type workflowGraph struct {
 }
 
 type graphState struct {
-	Name  string   `json:"name"`
-	Final bool     `json:"final,omitempty"`
-	Tools []string `json:"tools"` // the tools allowed in it
+	Name    string   `json:"name"` // its path
+	Final   bool     `json:"final,omitempty"`
+	Tools   []string `json:"tools"`             // the tools bound to it
+	Parent  string   `json:"parent,omitempty"`  // the path of the compound or parallel state holding it
+	Kind    string   `json:"kind,omitempty"`    // compound or parallel ("" for an atomic or final state)
+	Initial string   `json:"initial,omitempty"` // a compound state's initial child (its path)
 }
 
 type graphEdge struct {
@@ -240,19 +243,34 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 		// The page draws states by path (a compound or parallel node's children are drawn
 		// beside it, by their dotted paths) and each transition to the node it resolves to.
 		for _, s := range w.States[1:] {
-			g.States = append(g.States, graphState{Name: s.Path, Final: s.Final, Tools: append([]string{}, draw.ToolsAt(w, s.Path)...)})
-			for _, e := range s.On {
+			gs := graphState{Name: s.Path, Final: s.Final, Tools: append([]string{}, draw.ToolsAt(w, s.Path)...)}
+			if p := w.Node(s.Parent); p != nil && s.Parent > 0 {
+				gs.Parent = p.Path
+			}
+			if gs.Kind = draw.KindName(&s); gs.Kind == "compound" {
+				if n := w.Node(s.Initial); n != nil {
+					gs.Initial = n.Path
+				}
+			}
+			g.States = append(g.States, gs)
+			edge := func(event string, toNode int) {
 				ts := []string{}
 				for _, t := range w.Tools {
-					if t.Event == e.Event {
+					if event != "" && t.Event == event {
 						ts = append(ts, t.Tool)
 					}
 				}
 				to := s.Path // a transition without a target stays
-				if n := w.Node(e.To); n != nil {
+				if n := w.Node(toNode); n != nil {
 					to = n.Path
 				}
-				g.Transitions = append(g.Transitions, graphEdge{From: s.Path, To: to, Event: e.Event, Tools: ts})
+				g.Transitions = append(g.Transitions, graphEdge{From: s.Path, To: to, Event: event, Tools: ts})
+			}
+			for _, e := range s.On {
+				edge(e.Event, e.To)
+			}
+			for _, e := range s.OnDone {
+				edge("", e.To) // the state's done event
 			}
 		}
 		out = append(out, g)

@@ -224,3 +224,64 @@ func TestStatusPage_approvesOneToolByName(t *testing.T) {
 		t.Fatalf("after disabling \"a.*\" on the page: modes %v, want %v", got, want)
 	}
 }
+
+// TestStatusPage_statechart: a statechart (examples/config/statechart.yaml) is drawn with
+// its compound and parallel states as boxes holding their children (a parallel state's
+// regions dashed), and a session's parallel state value looked up lights every active
+// state, named by its leaves.
+func TestStatusPage_statechart(t *testing.T) {
+	exe := chromium(t)
+	cfg, err := loadConfig("../../../examples/config/statechart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServeConfig(t, demo.Options{}, cfg)
+	ctx := browser(t, exe)
+	step := func(name string, a chromedp.Action) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := chromedp.Run(sctx, a); err != nil {
+			var html string
+			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			chromedp.Run(hctx, chromedp.OuterHTML("#workflows", &html, chromedp.ByQuery))
+			t.Fatalf("page: %s: %v\n%s", name, err, html)
+		}
+	}
+	const wf = `#workflows details[data-workflow="checkout"] svg.chart `
+	step("navigate", chromedp.Tasks{chromedp.Navigate(s.adminURL + "/"), chromedp.WaitVisible("#login", chromedp.ByQuery),
+		chromedp.SendKeys("#token", s.token, chromedp.ByQuery), chromedp.Click(`#login button[type="submit"]`, chromedp.ByQuery)})
+	step("the chart", chromedp.WaitVisible(wf+`g.state.container.parallel[data-state="paying"]`, chromedp.ByQuery))
+	var nested bool
+	var regions int
+	step("nesting", chromedp.Tasks{
+		chromedp.Evaluate(`(() => { const box = (p) => document.querySelector('`+wf+`g.state[data-state="' + p + '"] > rect').getBBox();
+			const inside = (a, b) => a.x >= b.x && a.y >= b.y && a.x + a.width <= b.x + b.width && a.y + a.height <= b.y + b.height;
+			return inside(box("paying.payment.pending"), box("paying.payment")) && inside(box("paying.payment"), box("paying"))
+				&& inside(box("shopping.has_items"), box("shopping")) && !inside(box("shopping.empty"), box("paying")); })()`, &nested),
+		chromedp.Evaluate(`document.querySelectorAll('`+wf+`g.state[data-state^="paying."] > rect.region').length`, &regions),
+	})
+	if !nested || regions != 2 {
+		t.Fatalf("nested boxes %v, dashed regions %d", nested, regions)
+	}
+	step("the done edge", chromedp.WaitVisible(wf+`g.edge[data-from="paying"][data-to="done"]`, chromedp.ByQuery))
+
+	cs := mcpClient(t, s.mcpURL)
+	listTools(t, cs)
+	mustCall(t, cs, "cart.add_item", map[string]any{"sku": "tea"})
+	mustCall(t, cs, "cart.checkout", map[string]any{})
+	var shown string
+	step("look up", chromedp.Tasks{chromedp.SendKeys("#lookup-value", cs.ID(), chromedp.ByQuery), chromedp.Click(`#lookup button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(wf+`g.state.current[data-state="paying.payment.pending"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(wf+`g.state.current[data-state="paying.review.open"]`, chromedp.ByQuery),
+		chromedp.Text("#lookup-state", &shown, chromedp.ByQuery)})
+	if !strings.Contains(shown, "paying.payment.pending, paying.review.open") {
+		t.Fatalf("lookup shows %q", shown)
+	}
+	if os.Getenv("STATEGATE_SCREENSHOT") != "" {
+		var png []byte
+		step("screenshot", chromedp.FullScreenshot(&png, 100))
+		os.WriteFile(os.Getenv("STATEGATE_SCREENSHOT"), png, 0o644)
+	}
+}

@@ -213,8 +213,12 @@ async function lookup(keep) {
   document.querySelectorAll("#workflows g.state.current").forEach((g) => g.classList.remove("current"));
   const w = workflows.find((x) => x.id === wf);
   let state = "";
+  let active = [];
   if (r.status === 200) {
-    state = (r.body.snapshot && r.body.snapshot.state) || "";
+    const value = (r.body.snapshot && r.body.snapshot.state) || "";
+    active = activePaths(value, "");
+    // A compound or parallel value reads as its active leaves ("paying.payment.pending, paying.review.open").
+    state = typeof value === "string" ? value : active.filter((p) => !active.some((q) => q.startsWith(p + "."))).join(", ");
     $("lookup-state").textContent = wf + ": " + state + (r.body.snapshot && r.body.snapshot.seq ? " (move " + r.body.snapshot.seq + ")" : "");
   } else if (r.status === 404 && w) {
     state = w.initial;
@@ -237,8 +241,10 @@ async function lookup(keep) {
     to.appendChild(o);
   }
   if (w) to.value = w.initial;
-  const g = document.querySelector(`#workflows details[data-workflow="${CSS.escape(wf)}"] g.state[data-state="${CSS.escape(state)}"]`);
-  if (g) g.classList.add("current");
+  for (const p of active.length ? active : [state]) {
+    const g = document.querySelector(`#workflows details[data-workflow="${CSS.escape(wf)}"] g.state[data-state="${CSS.escape(p)}"]`);
+    if (g) g.classList.add("current");
+  }
 }
 
 $("reset").addEventListener("submit", (ev) => {
