@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/ops"
@@ -135,6 +136,29 @@ func cmdTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if len(rest) != 0 {
 		return &exitError{code: 2, msg: usage}
+	}
+	// Without tool health there are no modes to show: every listed tool then, with its
+	// workflow hint, calls, latency and last refusal (what the status page shows).
+	var ov struct {
+		Tools  []ops.ToolOverview
+		Health bool
+	}
+	if err := c.call(ctx, "GET", "/admin/tools/overview", nil, &ov); err != nil {
+		return err
+	}
+	if !ov.Health {
+		fmt.Fprintln(stderr, "stategate: tool health is not configured (no \"health\" section): modes are not tracked")
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOOL\tWORKFLOW HINT\tCALLS\tP50\tP95\tLAST REFUSAL")
+		for _, t := range ov.Tools {
+			refusal := ""
+			if t.LastRefusal != nil {
+				refusal = t.LastRefusal.Code + " at " + t.LastRefusal.At.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", termsafe.String(t.Name), termsafe.String(t.Hint), t.Calls,
+				seconds(t.P50), seconds(t.P95), termsafe.String(refusal))
+		}
+		return tw.Flush()
 	}
 	var out struct{ Tools []ops.ToolView }
 	if err := c.call(ctx, "GET", "/admin/tools", nil, &out); err != nil {
@@ -554,4 +578,12 @@ func authHint(status int) string {
 		return ""
 	}
 	return "; give the gateway's admin token with --admin-token-file FILE or " + adminTokenEnv
+}
+
+// seconds writes a latency in seconds as milliseconds ("" for none).
+func seconds(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(v*1000, 'f', 1, 64) + " ms"
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -67,7 +68,14 @@ func TestAdminCLI_againstServe(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"code":"TOOL_NOT_AVAILABLE"`) {
 		t.Fatalf("events --since 0 --tool cart.pay: exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, args := range [][]string{{"tools"}, {"mode", "cart.*", "disabled"}, {"approve", "cart.*"}} {
+	// Without health, tools lists every listed tool with its workflow hint (calls, latency
+	// and the last refusal count for tools a client listed: none did here).
+	code, out, errOut = runCLI(t, "", "tools", "--admin", s.adminURL)
+	if code != 0 || !strings.Contains(errOut, "tool health is not configured") || !regexp.MustCompile(`cart\.add_item +checkout: in empty, has_items → ADD_ITEM +0`).MatchString(out) ||
+		!regexp.MustCompile(`\nusers\.get `).MatchString(out) {
+		t.Errorf("tools without health: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"mode", "cart.*", "disabled"}, {"approve", "cart.*"}} {
 		code, _, errOut := runCLI(t, "", append(args, "--admin", s.adminURL)...)
 		if code != 1 || !strings.Contains(errOut, "not configured") {
 			t.Errorf("%v: exit %d: %s", args, code, errOut)
