@@ -106,7 +106,7 @@ func Mermaid(b *strings.Builder, w *config.Workflow, firedBy func(string) string
 // (a parallel state's regions dashed), each with a point its incoming edges end at.
 func Dot(b *strings.Builder, w *config.Workflow, firedBy func(string) string) {
 	fmt.Fprintf(b, "digraph %s {\n  label=%s;\n  rankdir=LR;\n  compound=true;\n  node [shape=box, style=rounded];\n  \"__start\" [shape=point];\n",
-		dotQuote(w.ID), dotQuote("workflow "+w.ID+" (key: "+keyText(w)+")"))
+		DotQuote(w.ID), DotQuote("workflow "+w.ID+" (key: "+keyText(w)+")"))
 	var node func(i int, indent string, region bool)
 	node = func(i int, indent string, region bool) {
 		s := &w.States[i]
@@ -123,7 +123,7 @@ func Dot(b *strings.Builder, w *config.Workflow, firedBy func(string) string) {
 			if s.Final {
 				shape = ", peripheries=2"
 			}
-			fmt.Fprintf(b, "%s%s [label=%s%s];\n", indent, dotQuote(id), dotQuote(label), shape)
+			fmt.Fprintf(b, "%s%s [label=%s%s];\n", indent, DotQuote(id), DotQuote(label), shape)
 			return
 		}
 		style := "rounded"
@@ -131,7 +131,7 @@ func Dot(b *strings.Builder, w *config.Workflow, firedBy func(string) string) {
 			style = "dashed"
 		}
 		fmt.Fprintf(b, "%ssubgraph %s {\n%s  label=%s;\n%s  style=%s;\n%s  %s [shape=point, label=\"\"];\n",
-			indent, dotQuote("cluster_"+id), indent, dotQuote(label), indent, style, indent, dotQuote(id))
+			indent, DotQuote("cluster_"+id), indent, DotQuote(label), indent, style, indent, DotQuote(id))
 		for _, ch := range s.Children {
 			node(ch, indent+"  ", s.Kind == config.KindParallel)
 		}
@@ -142,11 +142,11 @@ func Dot(b *strings.Builder, w *config.Workflow, firedBy func(string) string) {
 	}
 	end := func(i int) string {
 		if len(w.States[i].Children) > 0 {
-			return ", lhead=" + dotQuote("cluster_"+chartID(w, i))
+			return ", lhead=" + DotQuote("cluster_"+chartID(w, i))
 		}
 		return ""
 	}
-	fmt.Fprintf(b, "  \"__start\" -> %s [%s];\n", dotQuote(chartID(w, w.States[0].Initial)), strings.TrimPrefix(end(w.States[0].Initial), ", "))
+	fmt.Fprintf(b, "  \"__start\" -> %s [%s];\n", DotQuote(chartID(w, w.States[0].Initial)), strings.TrimPrefix(end(w.States[0].Initial), ", "))
 	for i := 1; i < len(w.States); i++ {
 		for _, list := range [2][]config.Edge{w.States[i].On, w.States[i].OnDone} {
 			for _, e := range list {
@@ -156,12 +156,12 @@ func Dot(b *strings.Builder, w *config.Workflow, firedBy func(string) string) {
 				}
 				tail, head := "", end(to)
 				if len(w.States[i].Children) > 0 {
-					tail = ", ltail=" + dotQuote("cluster_"+chartID(w, i))
+					tail = ", ltail=" + DotQuote("cluster_"+chartID(w, i))
 				}
 				if to == i || w.IsDescendant(to, i) || w.IsDescendant(i, to) {
 					tail, head = "", "" // a loop on the state: clip at neither cluster
 				}
-				fmt.Fprintf(b, "  %s -> %s [label=%s%s%s];\n", dotQuote(chartID(w, i)), dotQuote(chartID(w, to)), dotQuote(edgeLabel(e, firedBy)), tail, head)
+				fmt.Fprintf(b, "  %s -> %s [label=%s%s%s];\n", DotQuote(chartID(w, i)), DotQuote(chartID(w, to)), DotQuote(edgeLabel(e, firedBy)), tail, head)
 			}
 		}
 	}
@@ -175,8 +175,10 @@ func keyText(w *config.Workflow) string {
 	return "session"
 }
 
-// dotQuote writes s as a Graphviz quoted string (as the graph command's own).
-func dotQuote(s string) string {
+// DotQuote writes s as a Graphviz quoted string: quotes and backslashes escaped, a line
+// feed as Graphviz's \n line break (Go's %q would escape the backslash of \n too, and
+// write non-ASCII in Go's own syntax, which Graphviz shows literally).
+func DotQuote(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
 	for _, r := range s {

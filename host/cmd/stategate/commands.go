@@ -221,7 +221,7 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 			}
 		} else {
 			fmt.Fprintf(&b, "digraph %s {\n  label=%s;\n  rankdir=LR;\n  node [shape=box, style=rounded];\n  \"__start\" [shape=point];\n  \"__start\" -> %s;\n",
-				dotQuote(w.ID), dotQuote("workflow "+w.ID+" (key: "+keyText(w.Key == 1, w.KeyArg)+")"), dotQuote(w.Initial))
+				draw.DotQuote(w.ID), draw.DotQuote("workflow "+w.ID+" (key: "+keyText(w.Key == 1, w.KeyArg)+")"), draw.DotQuote(w.Initial))
 			for _, s := range w.States[1:] {
 				shape := ""
 				if s.Final {
@@ -231,9 +231,9 @@ func workflowGraphs(eng *engine.Engine, format string) []workflowGraph {
 				if t := toolsIn(s.Name); t != "" {
 					label += "\ntools: " + t
 				}
-				fmt.Fprintf(&b, "  %s [label=%s%s];\n", dotQuote(s.Name), dotQuote(label), shape)
+				fmt.Fprintf(&b, "  %s [label=%s%s];\n", draw.DotQuote(s.Name), draw.DotQuote(label), shape)
 				for _, e := range s.On {
-					fmt.Fprintf(&b, "  %s -> %s [label=%s];\n", dotQuote(s.Name), dotQuote(e.Target), dotQuote(e.Event+firedBy(e.Event)))
+					fmt.Fprintf(&b, "  %s -> %s [label=%s];\n", draw.DotQuote(s.Name), draw.DotQuote(e.Target), draw.DotQuote(e.Event+firedBy(e.Event)))
 				}
 			}
 			b.WriteString("}\n")
@@ -291,28 +291,6 @@ func toolHint(eng *engine.Engine, tool string) string {
 		parts = append(parts, h)
 	}
 	return strings.Join(parts, "; ")
-}
-
-// dotQuote writes s as a Graphviz quoted string: quotes and backslashes escaped, a line
-// feed as Graphviz's \n line break (Go's %q would escape the backslash of \n too, and
-// write non-ASCII in Go's own syntax, which Graphviz shows literally).
-func dotQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"', '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }
 
 func keyText(argument bool, arg string) string {

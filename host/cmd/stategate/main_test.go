@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/internal/testenv"
+	"github.com/stategate/stategate/plugin/draw"
 )
 
 const plugin = "../../../build/stategate.wasm"
@@ -107,8 +108,8 @@ func TestGraph(t *testing.T) {
 	if !strings.Contains(out, `"payment" [label="payment\ntools: cart.pay"]`) {
 		t.Fatalf("dot label line break:\n%s", out)
 	}
-	if got := dotQuote("a\"b\\c\nd é"); got != `"a\"b\\c\nd é"` {
-		t.Fatalf("dotQuote: %s", got)
+	if got := draw.DotQuote("a\"b\\c\nd é"); got != `"a\"b\\c\nd é"` {
+		t.Fatalf("DotQuote: %s", got)
 	}
 	if code, _, errOut := runCLI(t, "", "graph", "../../../abi/testdata/config/invalid.json"); code != 1 || !strings.Contains(errOut, "11 error(s)") {
 		t.Fatalf("invalid: exit %d: %s", code, errOut)
