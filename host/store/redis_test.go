@@ -192,6 +192,12 @@ func TestRedis_compareAndSwapReleasingDuringStall(t *testing.T) {
 				if err := admin.FlushDB(ctx).Err(); err != nil {
 					t.Fatal(err)
 				}
+				// The other holder's connection is open before the stall: a connection dialled
+				// during it is accepted, and says HELLO, only after the script, racing the
+				// settling read's own new connection instead of arriving before it.
+				if err := other.Ping(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
 				mustCAS(t, r, "S1", k, nil, []byte("v1"), true)
 				lease, _, err := r.LockLease(ctx, []string{k}, time.Minute, false)
 				if err != nil {
