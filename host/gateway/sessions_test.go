@@ -268,7 +268,9 @@ func TestSessions_standingStream(t *testing.T) {
 // coming within the store's idle TTL, and is 404 once the TTL passed without one, on every
 // store the gateway serves with.
 func TestSessions_expireWithTheStoresIdleTTL(t *testing.T) {
-	const ttl = 600 * time.Millisecond
+	// Requests come ttl/4 apart, so a request slowed by a loaded machine (CI runs packages
+	// side by side on two cores) still refreshes the session well within the TTL.
+	const ttl = 1200 * time.Millisecond
 	opts := store.Options{IdleTTL: ttl}
 	for _, tc := range []struct {
 		name string
@@ -295,8 +297,8 @@ func TestSessions_expireWithTheStoresIdleTTL(t *testing.T) {
 			t.Cleanup(func() { st.Close() })
 			e, _ := statelessEnv(t, st)
 			id := rawInit(t, e.url)
-			for range 4 { // 4 x ttl/2: alive only because each request refreshes it
-				time.Sleep(ttl / 2)
+			for range 6 { // 6 x ttl/4, longer than the TTL: alive only because each request refreshes it
+				time.Sleep(ttl / 4)
 				resp := sessPost(t, e.url, id, sessListBody)
 				resp.Body.Close()
 				if resp.StatusCode != 200 {
