@@ -41,6 +41,23 @@ const pluginUsage = "plugin module file (default: the module built into this bin
 // (host/configfile: the one loader of every command).
 func loadConfig(path string) ([]byte, error) { return configfile.Load(path) }
 
+// loadValidated loads the configuration at path, validates it (every error at once) and
+// logs its warnings: what serve and stdio do before they start.
+func loadValidated(path string, logger *slog.Logger) ([]byte, *engine.Engine, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := validate(path, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range eng.Warnings() {
+		logger.Warn("config", "warning", w.String())
+	}
+	return cfg, eng, nil
+}
+
 // validate builds the native engine to list every configuration error before start-up.
 func validate(path string, cfg []byte) (*engine.Engine, error) {
 	eng, err := engine.New(cfg)
@@ -562,16 +579,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		o.store = "bolt:" + filepath.Join(a.stateDir, o.name+".db")
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, eng, err := loadValidated(*cfgPath, logger)
 	if err != nil {
 		return err
-	}
-	eng, err := validate(*cfgPath, cfg)
-	if err != nil {
-		return err
-	}
-	for _, w := range eng.Warnings() {
-		logger.Warn("config", "warning", w.String())
 	}
 	return serveWithOps(ctx, *cfgPath, cfg, eng, upstream, o, a, logger, stdout)
 }

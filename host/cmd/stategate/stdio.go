@@ -71,16 +71,9 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			a.stateDir = "" // no record: the admin commands then need --admin
 		}
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, eng, err := loadValidated(*cfgPath, logger)
 	if err != nil {
 		return err
-	}
-	eng, err := validate(*cfgPath, cfg)
-	if err != nil {
-		return err
-	}
-	for _, w := range eng.Warnings() {
-		logger.Warn("config", "warning", w.String())
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -247,25 +240,7 @@ func (b *stdioBridge) post(ctx context.Context, line []byte) {
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case containsFoldCI(ct, "text/event-stream"):
-		rd := bufio.NewReaderSize(resp.Body, 64<<10)
-		var buf []byte
-		for {
-			chunk, err := rd.ReadBytes('\n')
-			buf = append(buf, chunk...)
-			for {
-				ev, rest, ok := exchange.NextEvent(buf, err != nil)
-				if !ok {
-					break
-				}
-				if data, has := exchange.EventData(ev); has {
-					emit(data)
-				}
-				buf = append(buf[:0], rest...)
-			}
-			if err != nil {
-				break
-			}
-		}
+		eachEventData(resp.Body, emit)
 	case containsFoldCI(ct, "application/json"):
 		body, _ := io.ReadAll(resp.Body)
 		if gjson.ValidBytes(body) && (gjson.GetBytes(body, "jsonrpc").Exists() || bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))) {
@@ -292,6 +267,29 @@ func (b *stdioBridge) post(ctx context.Context, line []byte) {
 		b.mu.Unlock()
 		if b.session != "" {
 			b.openStream(ctx)
+		}
+	}
+}
+
+// eachEventData hands emit the data of each SSE event read from r, until r ends.
+func eachEventData(r io.Reader, emit func([]byte)) {
+	rd := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	for {
+		chunk, err := rd.ReadBytes('\n')
+		buf = append(buf, chunk...)
+		for {
+			ev, rest, ok := exchange.NextEvent(buf, err != nil)
+			if !ok {
+				break
+			}
+			if data, has := exchange.EventData(ev); has {
+				emit(data)
+			}
+			buf = append(buf[:0], rest...)
+		}
+		if err != nil {
+			return
 		}
 	}
 }
@@ -327,25 +325,7 @@ func (b *stdioBridge) openStream(ctx context.Context) {
 				}
 				continue
 			}
-			rd := bufio.NewReaderSize(resp.Body, 64<<10)
-			var buf []byte
-			for {
-				chunk, err := rd.ReadBytes('\n')
-				buf = append(buf, chunk...)
-				for {
-					ev, rest, ok := exchange.NextEvent(buf, err != nil)
-					if !ok {
-						break
-					}
-					if data, has := exchange.EventData(ev); has {
-						b.write(data)
-					}
-					buf = append(buf[:0], rest...)
-				}
-				if err != nil {
-					break
-				}
-			}
+			eachEventData(resp.Body, b.write)
 			resp.Body.Close()
 		}
 	}()
