@@ -13,6 +13,7 @@ import (
 
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/internal/testenv"
+	"github.com/tetratelabs/wazero"
 )
 
 // modulePath is the exchange module, built by `make build.exchange`.
@@ -32,11 +33,12 @@ func loadModule(t testing.TB) []byte {
 // exchange on the Extism Go SDK, with the bytes the Go gateway gives.
 func TestExchangeSuite(t *testing.T) {
 	module := loadModule(t)
+	cache := wazero.NewCompilationCache()
 	exchangetest.Run(t, func(t *testing.T, cfg []byte) exchangetest.Host {
 		sh := &suiteHost{}
 		up := httptest.NewServer(http.HandlerFunc(sh.answer))
 		t.Cleanup(up.Close)
-		h, err := New(context.Background(), module, cfg, up.URL+"/mcp")
+		h, err := New(context.Background(), Options{Module: module, Config: cfg, Upstream: up.URL + "/mcp", Cache: cache})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,9 +36,18 @@ type Host struct {
 	streams sync.Map // session -> *stream
 }
 
-// New loads the module with the stategate configuration cfg.
-func New(ctx context.Context, module, cfg []byte, upstream string) (*Host, error) {
-	u, err := url.Parse(upstream)
+// Options configure a Host.
+type Options struct {
+	Module   []byte // build/stategate-exchange.wasm
+	Config   []byte // the stategate configuration
+	Upstream string // the MCP server's URL
+	// Cache keeps the module's compiled code across hosts (nil: compiled for this one).
+	Cache wazero.CompilationCache
+}
+
+// New loads the module with the stategate configuration.
+func New(ctx context.Context, o Options) (*Host, error) {
+	u, err := url.Parse(o.Upstream)
 	if err != nil {
 		return nil, err
 	}
@@ -51,11 +60,15 @@ func New(ctx context.Context, module, cfg []byte, upstream string) (*Host, error
 		in, _ := p.ReadBytes(stack[0])
 		stack[0], _ = p.WriteBytes(h.cas(in))
 	}, []extism.ValueType{extism.ValueTypePTR}, []extism.ValueType{extism.ValueTypePTR})
-	manifest := extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: module}},
-		Config: map[string]string{"config": string(cfg), "exchange": `{"loopback":true}`}}
+	manifest := extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: o.Module}},
+		Config: map[string]string{"config": string(o.Config), "exchange": `{"loopback":true}`}}
+	rc := wazero.NewRuntimeConfig()
+	if o.Cache != nil {
+		rc = rc.WithCompilationCache(o.Cache)
+	}
 	// The module reads a real clock (lease expiry) and real randomness (session ids).
 	mc := wazero.NewModuleConfig().WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader)
-	h.plugin, err = extism.NewPlugin(ctx, manifest, extism.PluginConfig{EnableWasi: true, ModuleConfig: mc},
+	h.plugin, err = extism.NewPlugin(ctx, manifest, extism.PluginConfig{EnableWasi: true, ModuleConfig: mc, RuntimeConfig: rc},
 		[]extism.HostFunction{get, cas})
 	return h, err
 }

@@ -22,7 +22,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h, err := New(context.Background(), wasm, cfg, *upstream)
+	h, err := New(context.Background(), Options{Module: wasm, Config: cfg, Upstream: *upstream})
 	if err != nil {
 		log.Fatal(err)
 	}
