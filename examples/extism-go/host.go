@@ -259,8 +259,11 @@ func (h *Host) forward(w http.ResponseWriter, r *http.Request, d map[string]json
 		timeout = t.C
 	}
 	var resp *http.Response
+	var inject chan []byte // the session's notifications, once its standing stream is open
 	for {
 		select {
+		case ev := <-inject:
+			write(w, 0, nil, ev)
 		case c, ok := <-chunks:
 			if !ok {
 				cancel()
@@ -287,7 +290,13 @@ func (h *Host) forward(w http.ResponseWriter, r *http.Request, d map[string]json
 				}
 				continue
 			}
-			if !h.answer(w, id, resp, c) {
+			out, more := h.answer(w, id, resp, c)
+			if sid := str(d, "stream"); sid != "" && inject == nil && num(out, "status") == 200 {
+				ch, leave := h.subscribe(sid)
+				defer leave()
+				inject = ch
+			}
+			if !more {
 				go h.drain(cancel, id, resp, chunks)
 				return
 			}
@@ -303,14 +312,22 @@ func (h *Host) forward(w http.ResponseWriter, r *http.Request, d map[string]json
 			go h.drain(cancel, id, resp, chunks) // the module records what the upstream did
 			return
 		case <-r.Context().Done():
-			go h.drain(cancel, id, resp, chunks) // a moving call's outcome is still recorded
+			if rewrite {
+				d, _, err := h.call("http_answer", map[string]any{"exchange": id, "error": "cancelled"}, nil)
+				if err == nil && string(d["abandon"]) == "false" {
+					go h.drain(cancel, id, resp, chunks) // a moving call's outcome is still recorded
+					return
+				}
+			}
+			cancel()
+			go h.drain(func() {}, 0, resp, chunks)
 			return
 		}
 	}
 }
 
-// answer feeds one chunk to http_answer and writes its output; false once it ended.
-func (h *Host) answer(w http.ResponseWriter, id int, resp *http.Response, c chunk) bool {
+// answer feeds one chunk to http_answer and writes its output; more is false once it ended.
+func (h *Host) answer(w http.ResponseWriter, id int, resp *http.Response, c chunk) (out map[string]json.RawMessage, more bool) {
 	head := map[string]any{"exchange": id}
 	switch {
 	case resp == nil:
@@ -330,14 +347,14 @@ func (h *Host) answer(w http.ResponseWriter, id int, resp *http.Response, c chun
 		}
 		head["status"], head["headers"], head["more"] = resp.StatusCode, hdr, c.err == nil
 	}
-	d, out, err := h.call("http_answer", head, c.b)
+	d, body, err := h.call("http_answer", head, c.b)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	if w != nil {
-		write(w, num(d, "status"), pairs(d, "headers"), out)
+		write(w, num(d, "status"), pairs(d, "headers"), body)
 	}
-	return string(d["end"]) != "true"
+	return d, string(d["end"]) != "true"
 }
 
 // drain feeds the rest of an answer nobody waits for any more (outputs go nowhere).
@@ -348,8 +365,10 @@ func (h *Host) drain(cancel func(), id int, resp *http.Response, chunks chan chu
 			resp = c.resp
 			continue
 		}
-		if id == 0 || !h.answer(nil, id, resp, c) {
-			id = 0
+		if id != 0 {
+			if _, more := h.answer(nil, id, resp, c); !more {
+				id = 0
+			}
 		}
 	}
 }
@@ -360,14 +379,20 @@ type stream struct {
 	subs map[chan []byte]bool
 }
 
-func (h *Host) stream(w http.ResponseWriter, r *http.Request, session string) {
+// subscribe registers a standing stream of session: notifications come on ch until leave.
+func (h *Host) subscribe(session string) (ch chan []byte, leave func()) {
 	v, _ := h.streams.LoadOrStore(session, &stream{subs: map[chan []byte]bool{}})
 	s := v.(*stream)
-	ch := make(chan []byte, 64)
+	ch = make(chan []byte, 64)
 	s.mu.Lock()
 	s.subs[ch] = true
 	s.mu.Unlock()
-	defer func() { s.mu.Lock(); delete(s.subs, ch); s.mu.Unlock() }()
+	return ch, func() { s.mu.Lock(); delete(s.subs, ch); s.mu.Unlock() }
+}
+
+func (h *Host) stream(w http.ResponseWriter, r *http.Request, session string) {
+	ch, leave := h.subscribe(session)
+	defer leave()
 	write(w, 200, [][2]string{{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}}, nil)
 	for {
 		select {

@@ -95,3 +95,89 @@ func TestHost_timeoutAnswersToolTimeout(t *testing.T) {
 		t.Errorf("answered after %v: the timeout did not cut the wait", d)
 	}
 }
+
+// TestHost_notificationsReachStandingStreams: a JSON-only client's call that changes the
+// visible tools gets its list_changed on the session's standing stream: the upstream's GET
+// stream (the module passes it event by event, the host merges the event in) and the
+// gateway's own stream of a session it issued.
+func TestHost_notificationsReachStandingStreams(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			io.WriteString(w, ": open\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(body), `"initialize"`) {
+			io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}`)
+			return
+		}
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}`)
+	}))
+	t.Cleanup(up.Close)
+	url := startHost(t, exchangetest.Config("sample.json"), up.URL)
+	post := func(session, body string) *http.Response {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	minted := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`).Header.Get("Mcp-Session-Id")
+	if !strings.HasPrefix(minted, exchangetest.SessionPrefix) {
+		t.Fatalf("initialize got session %q, want one the gateway issued", minted)
+	}
+	for _, session := range []string{"u1", minted} {
+		t.Run(session[:2], func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", session)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET stream: %d", resp.StatusCode)
+			}
+			time.Sleep(50 * time.Millisecond) // the host registers the stream
+			post(session, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cart.add_item","arguments":{}}}`)
+			got := make(chan string, 1)
+			go func() {
+				var seen []byte
+				buf := make([]byte, 4096)
+				for {
+					n, err := resp.Body.Read(buf)
+					seen = append(seen, buf[:n]...)
+					if strings.Contains(string(seen), "notifications/tools/list_changed") || err != nil {
+						got <- string(seen)
+						return
+					}
+				}
+			}()
+			select {
+			case s := <-got:
+				if !strings.Contains(s, "notifications/tools/list_changed") {
+					t.Fatalf("stream ended without list_changed: %q", s)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("no list_changed on the standing stream")
+			}
+		})
+	}
+}

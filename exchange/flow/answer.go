@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
@@ -66,9 +67,10 @@ func (o *Open) Answer(status int, headers Headers, chunk []byte, more bool) Outp
 	ctx := context.Background()
 	switch o.mode {
 	case modePass:
-		out.Body = append(out.Body, chunk...)
 		if o.observe {
-			o.observeEvents(ctx, chunk, !more)
+			out.Body = o.observeEvents(ctx, out.Body, chunk, !more)
+		} else {
+			out.Body = append(out.Body, chunk...)
 		}
 	case modeJSON:
 		o.buf = append(o.buf, chunk...)
@@ -105,6 +107,9 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	o.status = status
 	h := EndToEnd(headers)
 	if o.ex == nil {
+		if o.observe && (status != 200 || !strings.HasPrefix(strings.ToLower(headers.Get("Content-Type")), "text/event-stream")) {
+			o.observe = false // not a stream: passed as it comes
+		}
 		if o.endSession && status/100 == 2 {
 			o.f.o.Core.EndSessionFor(context.Background(), o.h)
 		}
@@ -197,8 +202,10 @@ func (o *Open) answerJSON(status int, body []byte, out *Output) {
 	*out = Output{Start: true, Status: status, Headers: h, Body: body}
 }
 
-// observeEvents reads a passed-through event stream's messages for what the core learns.
-func (o *Open) observeEvents(ctx context.Context, chunk []byte, eos bool) {
+// observeEvents passes a standing stream's whole events on (appended to dst), so that a
+// host can write notifications between them, and reads their messages for what the core
+// learns (a task's end).
+func (o *Open) observeEvents(ctx context.Context, dst, chunk []byte, eos bool) []byte {
 	o.buf = append(o.buf, chunk...)
 	for {
 		ev, rest, ok := exchange.NextEvent(o.buf, eos)
@@ -209,14 +216,17 @@ func (o *Open) observeEvents(ctx context.Context, chunk []byte, eos bool) {
 		if data, has := exchange.EventData(ev); has {
 			o.f.o.Core.Observe(ctx, o.h, data)
 		}
+		dst = append(dst, ev...)
 	}
-	if len(o.buf) > o.f.o.MaxBodyBytes {
-		o.buf, o.observe = nil, false // an event too long to read: the rest passes unread
+	if len(o.buf) > o.f.o.MaxBodyBytes || eos {
+		// An event too long to read (the rest passes unread), or the stream's end.
+		dst, o.buf, o.observe = append(dst, o.buf...), nil, false
 	}
+	return dst
 }
 
 // Fail ends the exchange on a failure of the upstream: "unreachable" (the request never
-// left), "broken" (sent, no complete answer came back) or "cancelled" (the client left).
+// left) or "broken" (sent, no complete answer came back); the client leaving is Cancel.
 func (o *Open) Fail(kind string) Output {
 	if o.ended {
 		return Output{End: true}
@@ -281,6 +291,23 @@ func (o *Open) Timeout() (out Output, abandon bool) {
 		return out, true
 	}
 	return out, false
+}
+
+// Cancel is the client leaving before its answer ended. abandon: the host aborts the
+// upstream request (and calls nothing more). Otherwise (a call that can move a workflow,
+// as after its timeout) it keeps feeding the answer, whose outputs are then empty, so the
+// workflow records what the upstream did and the lease is held until it has.
+func (o *Open) Cancel() (abandon bool) {
+	if o.ended {
+		return true
+	}
+	if o.ex != nil && o.ex.Moves() {
+		o.timedOut = true // the client is gone: outputs go nowhere
+		return false
+	}
+	o.timedOut = true
+	o.finish(&Output{})
+	return true
 }
 
 // finish ends the exchange.

@@ -94,8 +94,11 @@ type Decision struct {
 	// Open is the forwarded exchange whose answer the host feeds in (forward; nil: pipe the
 	// answer to the client unchanged).
 	Open    *Open
-	AfterMs int    // wait
-	Session string // stream
+	AfterMs int // wait
+	// Session: stream, the gateway session whose standing stream to open; forward, the
+	// session whose standing stream the answer is when it is 200 text/event-stream (the
+	// host writes the notifications addressed to it between the answer's outputs).
+	Session string
 }
 
 // WaitStep is how long a Wait decision asks the host to wait.
@@ -117,8 +120,13 @@ func (f *Flow) Request(ctx context.Context, r Request) Decision {
 	case "DELETE":
 		return f.forward(r, r.Headers, r.Body, &Open{f: f, pass: true, endSession: true, h: r.Headers})
 	case "GET":
-		if r.Headers.Get("Mcp-Session-Id") != "" && acceptsSSE(r.Headers) {
-			return f.forward(r, r.Headers, nil, &Open{f: f, pass: true, observe: true, h: r.Headers})
+		if sid := r.Headers.Get("Mcp-Session-Id"); sid != "" && acceptsSSE(r.Headers) {
+			// The session's standing stream: passed event by event (the host writes the
+			// notifications addressed to the session between events), read for task ends,
+			// and plain (events are merged in).
+			d := f.forward(r, r.Headers.Del("Accept-Encoding"), nil, &Open{f: f, pass: true, observe: true, h: r.Headers})
+			d.Session = sid
+			return d
 		}
 	}
 	return f.forward(r, r.Headers, r.Body, nil)

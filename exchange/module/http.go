@@ -160,6 +160,10 @@ func httpRequest() int32 {
 		out = jsonx.AppendString(out, d.Path)
 		out = append(out, `,"headers":`...)
 		out = appendHeaders(out, d.Headers)
+		if d.Session != "" {
+			out = append(out, `,"stream":`...)
+			out = jsonx.AppendString(out, d.Session)
+		}
 		if d.Timeout > 0 {
 			out = append(out, `,"timeoutMs":`...)
 			out = strconv.AppendInt(out, d.Timeout.Milliseconds(), 10)
@@ -187,7 +191,14 @@ func httpAnswer() int32 {
 		return finish([]byte(`{"end":true,"error":"http_answer: no open exchange of that id"`), nil)
 	}
 	var out flow.Output
-	if e := head.Get("error"); e.Exists() {
+	if e := head.Get("error"); e.Str == "cancelled" {
+		// The client left: abandon says whether the host aborts the upstream request.
+		if o.Cancel() {
+			closed(id)
+			return finish([]byte(`{"end":true,"abandon":true`), nil)
+		}
+		return finish([]byte(`{"abandon":false`), nil)
+	} else if e.Exists() {
 		out = o.Fail(e.String())
 	} else {
 		h, ok := headers(head.Get("headers"))
