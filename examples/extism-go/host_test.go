@@ -181,3 +181,45 @@ func TestHost_notificationsReachStandingStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestHost_movingCallRunsToTheEnd: a moving call whose client leaves, or whose timeout
+// answers the client first, keeps running: the workflow records what the upstream did (the
+// next call, allowed only in the state it moved to, is admitted).
+func TestHost_movingCallRunsToTheEnd(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		leave bool // the client leaves (else the tool's timeout answers it)
+	}{{"client_leaves", true}, {"timeout_answers_first", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := exchangetest.Config("sample.json")
+			if !c.leave {
+				cfg, _ = sjson.SetBytes(cfg, `limits.tools.cart\.add_item.timeoutMs`, 100)
+			}
+			url := startHost(t, cfg, slowUpstream(t, 400*time.Millisecond).URL)
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"cart.add_item","arguments":{}}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+			req.Header.Set("Mcp-Session-Id", "s1")
+			if !c.leave {
+				req = req.WithContext(context.Background())
+			}
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if c.leave || !strings.Contains(string(b), "TOOL_TIMEOUT") {
+					t.Fatalf("first call answered %s", b)
+				}
+			} else if !c.leave {
+				t.Fatal(err)
+			}
+			// The next moving call waits for the first one's lease, then finds the workflow
+			// moved: checkout is allowed only in has_items.
+			if _, body := callTool(t, url, "cart.checkout"); strings.Contains(body, "TOOL_NOT_AVAILABLE") || !strings.Contains(body, `"ok"`) {
+				t.Fatalf("checkout after the first call: %s", body)
+			}
+		})
+	}
+}
