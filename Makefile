@@ -124,12 +124,13 @@ fuzz:
 fuzz.long:
 	scripts/fuzz.sh --keep-going $(or $(FUZZTIME),10m) '$(or $(FUZZ),.)'
 
-bench: build build.envoy
+bench: build build.envoy build.exchange
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./testharness/ ./host/ -run '^$$' -bench . -benchmem
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./envoy/filter/ -run '^$$' -bench . -benchmem -benchtime 1000x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench 'Gateway$$|GatewayParallel' -benchtime 2000x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench GatewayPaths -benchtime 1x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench RoundTrips -benchtime 2000x
+	STATEGATE_REQUIRE_ALL=1 $(GO) test ./examples/extism-go/ -run '^$$' -bench Exchange -benchtime 2000x
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . ; echo 'gofmt: files above need formatting'; exit 1)
