@@ -22,7 +22,8 @@
 // @extism/extism 1.0.3 quirks: the config is read only from createPlugin's options (a
 // manifest's is ignored, and "" throws); memory and timeout limits are not enforced; call()
 // answers a PluginOutput or null; the host frees nothing between calls, hence reset() after
-// each (copy the output first: its bytes live in the plugin's memory); host functions are
+// each (copy the output first: its bytes live in the plugin's memory); an input Uint8Array
+// is stored as its whole .buffer (see frame); host functions are
 // `functions: {"extism:host/user": {name(callContext, offset) -> offset}}` with bigint
 // offsets, read with callContext.read(offset) and answered with callContext.store(text),
 // and they must be synchronous.
@@ -56,8 +57,10 @@ export class MemoryStore {
   }
 }
 
-// frame is every export's input: one line of JSON, "\n", the raw body bytes.
-const frame = (head, body) => Buffer.concat([Buffer.from(`${JSON.stringify(head)}\n`), body ?? Buffer.alloc(0)]);
+// frame is every export's input: one line of JSON, "\n", the raw body bytes. It is a
+// Uint8Array that owns its whole ArrayBuffer: @extism/extism 1.0.3 stores an input's
+// .buffer, ignoring byteOffset, and a small Buffer is a slice of Node's shared pool.
+const frame = (head, body) => new Uint8Array(Buffer.concat([Buffer.from(`${JSON.stringify(head)}\n`), body ?? Buffer.alloc(0)]));
 
 // unframe splits an export's output into [head, body]; it copies, since reset() frees the output.
 function unframe(fn, out) {
@@ -98,14 +101,13 @@ export async function loadExchange(manifestPath, { store = new MemoryStore(), ex
       await plugin.reset();
     }
   };
-  const call = (fn, head, body) => {
+  const call = async (fn, head, body) => {
     const run = queue.then(() => once(fn, head, body));
     queue = run.catch(() => {});
-    return run.then(([h, b]) => {
-      for (const l of h.log ?? []) console.error(`stategate: ${JSON.stringify(l)}`);
-      for (const n of h.notify ?? []) for (const s of streams) if (s.session !== n.except) s.res.write(n.event);
-      return [h, b];
-    });
+    const [h, b] = await run;
+    for (const l of h.log ?? []) console.error(`stategate: ${JSON.stringify(l)}`);
+    for (const n of h.notify ?? []) for (const s of streams) if (s.session !== n.except) s.res.write(n.event);
+    return [h, b];
   };
   return { call, streams, store, maxBodyBytes: opts.maxBodyBytes ?? 16 << 20, close: () => plugin.close() };
 }
@@ -216,7 +218,7 @@ async function handle(ex, upstream, req, res) {
     if (d.do === 'forward') return forward(ex, upstream, res, d, out);
     if (d.do === 'stream') {
       const s = { session: d.session, res };
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' }).flushHeaders();
       ex.streams.add(s);
       return res.on('close', () => ex.streams.delete(s));
     }
@@ -235,7 +237,7 @@ function listen(server, where) {
 export async function serve(ex, upstream, where = '127.0.0.1:8081') {
   const server = http.createServer((req, res) =>
     handle(ex, upstream, req, res).catch((err) => {
-      console.error(`stategate: ${err?.stack ?? err}`);
+      console.error('stategate:', err);
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
       res.end('{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal gateway error"}}');
     }),
@@ -258,11 +260,8 @@ async function selfCheck(ex) {
   });
   const server = await serve(ex, `http://127.0.0.1:${(await listen(upstream, '127.0.0.1:0')).port}/mcp`, '127.0.0.1:0');
   let id = 0;
-  const rpc = async (method, params) => {
-    const headers = { 'content-type': 'application/json', accept: 'application/json', 'mcp-session-id': 'demo-session', 'mcp-protocol-version': '2025-06-18' };
-    const r = await fetch(`http://127.0.0.1:${server.address().port}/mcp`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) });
-    return r.json();
-  };
+  const headers = { 'content-type': 'application/json', accept: 'application/json', 'mcp-session-id': 'demo-session', 'mcp-protocol-version': '2025-06-18' };
+  const rpc = (method, params) => fetch(`http://127.0.0.1:${server.address().port}/mcp`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) }).then((r) => r.json());
   try {
     const names = (m) => m.result.tools.map((t) => t.name);
     const before = await rpc('tools/list', {});
@@ -288,10 +287,10 @@ async function main() {
   const args = process.argv.slice(2);
   const opt = (name) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
   const list = (name) => opt(name)?.split(',').filter(Boolean);
-  const listen = opt('--listen') ?? '127.0.0.1:8081';
-  const exchange = { listen, ...(list('--allowed-origins') && { allowedOrigins: list('--allowed-origins') }), ...(list('--allowed-hosts') && { allowedHosts: list('--allowed-hosts') }) };
+  const where = opt('--listen') ?? '127.0.0.1:8081';
+  const exchange = { listen: where, ...(list('--allowed-origins') && { allowedOrigins: list('--allowed-origins') }), ...(list('--allowed-hosts') && { allowedHosts: list('--allowed-hosts') }) };
   const ex = await loadExchange(opt('--manifest') ?? path.join(here, 'manifest.json'), { exchange });
-  if (opt('--upstream') !== undefined) return serve(ex, opt('--upstream'), listen);
+  if (opt('--upstream') !== undefined) return serve(ex, opt('--upstream'), where);
   try {
     process.stdout.write(`${JSON.stringify(await selfCheck(ex), null, 2)}\n`);
   } finally {
