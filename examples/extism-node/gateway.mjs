@@ -106,7 +106,8 @@ export async function loadExchange(manifestPath, { store = new MemoryStore(), ex
     queue = run.catch(() => {});
     const [h, b] = await run;
     for (const l of h.log ?? []) console.error(`stategate: ${JSON.stringify(l)}`);
-    for (const n of h.notify ?? []) for (const s of streams) if (s.session !== n.except) s.res.write(n.event);
+    for (const n of h.notify ?? []) for (const s of streams) if (n.to !== undefined ? s.session === n.to : s.session !== n.except) s.res.write(n.event);
+    if (h.error) console.error(`stategate: ${fn}: ${h.error}`);
     return [h, b];
   };
   return { call, streams, store, maxBodyBytes: opts.maxBodyBytes ?? 16 << 20, close: () => plugin.close() };
@@ -288,7 +289,8 @@ async function main() {
   const opt = (name) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
   const list = (name) => opt(name)?.split(',').filter(Boolean);
   const where = opt('--listen') ?? '127.0.0.1:8081';
-  const exchange = { listen: where, ...(list('--allowed-origins') && { allowedOrigins: list('--allowed-origins') }), ...(list('--allowed-hosts') && { allowedHosts: list('--allowed-hosts') }) };
+  const loopback = /^(localhost|127\.[0-9.]+|\[::1\])$/i.test(where.slice(0, where.lastIndexOf(':'))); // the Host check's switch
+  const exchange = { loopback, ...(list('--allowed-origins') && { allowedOrigins: list('--allowed-origins') }), ...(list('--allowed-hosts') && { allowedHosts: list('--allowed-hosts') }) };
   const ex = await loadExchange(opt('--manifest') ?? path.join(here, 'manifest.json'), { exchange });
   if (opt('--upstream') !== undefined) return serve(ex, opt('--upstream'), where);
   try {
