@@ -447,8 +447,9 @@ func jsonText(s string) string {
 }
 
 // Answers: initialize declares listChanged (every other byte kept); an SSE answer with CR line
-// endings is read, its other events pass byte for byte, and list_changed goes first when the
-// visible tools changed; a 404 for a session frees its state.
+// endings, fed to the module chunk by chunk, is read, its other events pass byte for byte,
+// and list_changed goes first when the visible tools changed; a 404 for a session frees its
+// state.
 func TestHostRules_answers(t *testing.T) {
 	up := &upstream{}
 	gw := startGateway(t, up.start(t), nil)
@@ -461,7 +462,10 @@ func TestHostRules_answers(t *testing.T) {
 		return "Text/Event-Stream", ": keepalive\r\revent: message\rdata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"content\":[]}}\r\r"
 	}
 	up.mu.Unlock()
-	out = call(t, gw, "answers", "1", "cart.add_item", `{}`)
+	// A client that takes SSE gets the event stream (one that takes only JSON gets it
+	// collapsed to the JSON answer: the module's rule, as the Go core's).
+	status, out = post(t, gw, "answers", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cart.add_item","arguments":{}}}`,
+		"Accept", "application/json, text/event-stream")
 	want := ": keepalive\r\revent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,"
 	if !strings.HasPrefix(out, want) {
 		t.Errorf("cart.add_item answer = %q; want it to start %q", out, want)
