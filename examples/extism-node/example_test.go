@@ -76,7 +76,7 @@ func TestNodeGateway(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "gateway.mjs", "--manifest", testManifest(t, nil))
+	cmd := exec.CommandContext(ctx, "node", "gateway.mjs", "--manifest", testManifest(t, nil, ""))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

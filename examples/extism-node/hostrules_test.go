@@ -43,8 +43,9 @@ func needNode(t *testing.T) {
 var listening = regexp.MustCompile(`stategate gateway on (http://\S+)`)
 
 // testManifest writes a copy of manifest.json for tests and answers its path: the wasm path is
-// absolute and config replaces the configuration when set.
-func testManifest(t *testing.T, config []byte) string {
+// absolute, config replaces the configuration when set, and exchange the exchange options
+// (config.exchange) when not "".
+func testManifest(t *testing.T, config []byte, exchange string) string {
 	t.Helper()
 	raw, err := os.ReadFile("manifest.json")
 	if err != nil {
@@ -62,6 +63,9 @@ func testManifest(t *testing.T, config []byte) string {
 	if config != nil {
 		m["config"].(map[string]any)[abi.ConfigKey] = string(config)
 	}
+	if exchange != "" {
+		m["config"].(map[string]any)["exchange"] = exchange
+	}
 	out, _ := json.Marshal(m)
 	path := filepath.Join(t.TempDir(), "manifest.json")
 	if err := os.WriteFile(path, out, 0o644); err != nil {
@@ -74,8 +78,15 @@ func testManifest(t *testing.T, config []byte) string {
 // replaces manifest.json's configuration. Its log is shown when the test fails.
 func startGateway(t *testing.T, upstream string, config []byte, args ...string) string {
 	t.Helper()
+	return startGatewayWith(t, upstream, config, "", args...)
+}
+
+// startGatewayWith is startGateway with the exchange options (config.exchange) replaced
+// when exchange is not "".
+func startGatewayWith(t *testing.T, upstream string, config []byte, exchange string, args ...string) string {
+	t.Helper()
 	needNode(t)
-	manifest := testManifest(t, config)
+	manifest := testManifest(t, config, exchange)
 	cmd := exec.Command("node", append([]string{"gateway.mjs", "--upstream", upstream, "--listen", "127.0.0.1:0", "--manifest", manifest}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
