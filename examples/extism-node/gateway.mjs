@@ -126,6 +126,7 @@ async function readBody(req, max) {
 
 // write sends an export's output to the client: status and headers first, then the bytes.
 function write(res, head, body) {
+  if (res.destroyed) return; // the client left
   if (head.status !== undefined && !res.headersSent) res.writeHead(head.status, (head.headers ?? []).flat());
   if (body.length > 0 && !res.writableEnded) res.write(body);
   if (head.end && !res.writableEnded) res.end();
@@ -167,15 +168,16 @@ async function forward(ex, upstream, res, d, body) {
         if (ended) return;
         const [h, b] = await ex.call(fn, { exchange: d.exchange, ...head }, bytes);
         write(res, h, b);
-        if ((h.end && fn !== 'http_timeout') || head.error || h.abandon) ended = true;
-        if (h.abandon) ctl.abort();
+        if (h.abandon === false) return; // the client has its answer; the module still reads the upstream's
+        if (h.end || head.error) ended = true;
+        if (ended && (h.abandon || head.error === 'cancelled')) ctl.abort();
       })
       .catch((err) => {
         (ended = true), (failure ??= err), ctl.abort();
       }));
   const timer = d.rewrite && d.timeoutMs > 0 ? setTimeout(() => step('http_timeout', {}), d.timeoutMs) : null;
   res.on('close', () => {
-    if (!res.writableFinished && !ended) step('http_answer', { error: 'cancelled' }).then(() => ctl.abort());
+    if (d.rewrite && !res.writableFinished && !ended) step('http_answer', { error: 'cancelled' });
   });
   let up;
   try {

@@ -2,6 +2,7 @@ package extismnode
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -136,5 +137,46 @@ func TestHost_sseAnswerStreams(t *testing.T) {
 	rest, _ := io.ReadAll(r)
 	if !strings.Contains(string(rest), `"id":7,"result"`) {
 		t.Errorf("rest = %q; want the answer", rest)
+	}
+}
+
+// A client that leaves while its call runs: the host tells the module (http_answer with
+// "error":"cancelled"), aborts the upstream request, and goes on serving.
+func TestHost_clientLeavingAbortsTheUpstream(t *testing.T) {
+	arrived, aborted := make(chan struct{}), make(chan struct{})
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"tools/list"`) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}`)
+			return
+		}
+		close(arrived)
+		select {
+		case <-r.Context().Done():
+			close(aborted)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(s.Close)
+	gw := startGateway(t, s.URL+"/mcp", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", gw, strings.NewReader(callBody("countries.list")))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the request finished; want it cancelled")
+	}
+	select {
+	case <-aborted:
+	case <-time.After(5 * time.Second):
+		t.Error("the upstream request was not aborted within 5 s of the client leaving")
+	}
+	if status, out := post(t, gw, "after", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != 200 {
+		t.Errorf("tools/list after = HTTP %d %s", status, out)
 	}
 }
