@@ -109,7 +109,7 @@ browser:
 # gofmt, vet and go.mod tidiness, then every test on the built artifacts (a missing artifact
 # fails instead of skipping), then
 # a short run of every fuzz target.
-test: check build check.embedded build.go build.envoy oci node node.extism-node docker-mcp browser
+test: check build build.exchange check.embedded build.go build.envoy oci node node.extism-node docker-mcp browser
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 
