@@ -241,8 +241,8 @@ export async function serve(ex, upstream, where = '127.0.0.1:8081') {
   const server = http.createServer((req, res) =>
     handle(ex, upstream, req, res).catch((err) => {
       console.error('stategate:', err);
-      if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
-      res.end('{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal gateway error"}}');
+      if (res.headersSent) return res.destroy(); // mid-answer: the client sees it broken off
+      res.writeHead(500, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal gateway error"}}');
     }),
   );
   const a = await listen(server, where);
