@@ -31,7 +31,7 @@ import (
 var exchangeWasm = filepath.Join("..", "..", "build", "stategate-exchange.wasm")
 
 // needNode ends t (testenv.Missing) unless node, node_modules and the exchange module are there.
-func needNode(t *testing.T) {
+func needNode(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		testenv.Missing(t, fmt.Errorf("node is not on PATH: %w", err))
@@ -45,7 +45,7 @@ var listening = regexp.MustCompile(`stategate gateway on (http://\S+)`)
 // testManifest writes a copy of manifest.json for tests and answers its path: the wasm path is
 // absolute, config replaces the configuration when set, and exchange the exchange options
 // (config.exchange) when not "".
-func testManifest(t *testing.T, config []byte, exchange string) string {
+func testManifest(t testing.TB, config []byte, exchange string) string {
 	t.Helper()
 	raw, err := os.ReadFile("manifest.json")
 	if err != nil {
@@ -76,14 +76,14 @@ func testManifest(t *testing.T, config []byte, exchange string) string {
 
 // startGateway runs the gateway in front of upstream and answers its URL; config, when set,
 // replaces manifest.json's configuration. Its log is shown when the test fails.
-func startGateway(t *testing.T, upstream string, config []byte, args ...string) string {
+func startGateway(t testing.TB, upstream string, config []byte, args ...string) string {
 	t.Helper()
 	return startGatewayWith(t, upstream, config, "", args...)
 }
 
 // startGatewayWith is startGateway with the exchange options (config.exchange) replaced
 // when exchange is not "".
-func startGatewayWith(t *testing.T, upstream string, config []byte, exchange string, args ...string) string {
+func startGatewayWith(t testing.TB, upstream string, config []byte, exchange string, args ...string) string {
 	t.Helper()
 	needNode(t)
 	manifest := testManifest(t, config, exchange)
