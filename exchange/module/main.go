@@ -15,6 +15,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/kvstate"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
@@ -32,7 +33,7 @@ var (
 
 	core  *exchange.Core
 	flw   *flow.Flow
-	state = &hostState{}
+	state = &kvstate.State{KV: hostKV{}}
 	opts  = exchangeOptions{MaxBodyBytes: 16 << 20, LeaseWaitMs: 5000}
 )
 
@@ -87,7 +88,7 @@ func load() {
 		}})
 	flw = flow.New(flow.Options{Core: core, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
 		Origins: exchange.OriginPolicy{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts, Loopback: opts.Loopback},
-		Busy:    state.takeBusy,
+		Busy:    state.TakeBusy,
 		Notify:  func(n flow.Notice) { notices = append(notices, n) }})
 }
 
