@@ -10,8 +10,9 @@ import (
 )
 
 // BenchmarkRedisOps times the store's operations on a real redis-server, one at a time,
-// against a bare PING through the same client (the round trip's floor): what a moving
-// call pays (LockLease with load, then CompareAndSwapReleasing), and what a read pays.
+// against a bare PING through the same client (the round trip's floor) and through the
+// near cache's rueidis connection: what a moving call pays (LockLease with load, then
+// CompareAndSwapReleasing), what a read pays, and what a warm near read pays.
 func BenchmarkRedisOps(b *testing.B) {
 	url := storetest.Redis(b)
 	ctx := context.Background()
@@ -27,6 +28,21 @@ func BenchmarkRedisOps(b *testing.B) {
 	b.Run("ping", func(b *testing.B) {
 		for b.Loop() {
 			if err := r.client.(*redis.Client).Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ping_rueidis", func(b *testing.B) {
+		c := r.near.client
+		for b.Loop() {
+			if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("get_near_warm", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := r.GetNear(ctx, []string{key}); err != nil {
 				b.Fatal(err)
 			}
 		}
