@@ -261,3 +261,49 @@ func mustParse(t *testing.T, url string) *redis.Options {
 	}
 	return ro
 }
+
+// TestRedisNear_refreshesIdleTTL: reads from the near cache keep a key alive as Get does:
+// a hit on a key within half the idle TTL of expiring reads it again with GETEX (one round
+// trip, which refreshes it), and the reads after it are hits again.
+func TestRedisNear_refreshesIdleTTL(t *testing.T) {
+	url := storetest.Redis(t)
+	ctx := context.Background()
+	const ttl = 1200 * time.Millisecond
+	r, err := NewRedis(ctx, url, Options{IdleTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const key = "stategate/v1/flip/session/p/s1"
+	if ok, err := r.CompareAndSwap(ctx, "", key, nil, []byte("v1")); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	read := func() uint64 {
+		t.Helper()
+		before := r.RoundTrips()
+		got, err := r.GetNear(ctx, []string{key})
+		if err != nil || string(got[0]) != "v1" {
+			t.Fatalf("%q, %v (expired?)", got, err)
+		}
+		return r.RoundTrips() - before
+	}
+	read() // the write's dirty mark
+	read() // fills the cache
+	if n := read(); n != 0 {
+		t.Fatalf("warm read: %d round trips", n)
+	}
+	deadline := time.Now().Add(3 * ttl)
+	refreshes := 0
+	for time.Now().Before(deadline) {
+		time.Sleep(ttl / 8)
+		if read() > 0 {
+			refreshes++
+		}
+	}
+	// Three idle TTLs of hits: the key lived through them, refreshed about every half TTL
+	// (the reads after a refresh are a fill and then hits).
+	if refreshes == 0 || refreshes > 16 {
+		t.Fatalf("%d reads with a round trip over %v", refreshes, 3*ttl)
+	}
+	t.Logf("%d reads with a round trip over %v", refreshes, 3*ttl)
+}
