@@ -124,7 +124,8 @@ return other
 // NewRedis connects to the server at url (redis://[user:password@]HOST:PORT/DB, or
 // rediss:// for TLS) and pings it, so a wrong address fails here and not on first use.
 // It opens the near cache of GetNear (one more connection, RESP3 with client tracking)
-// unless the URL says near_cache=off.
+// unless the URL says near_cache=off; not over TLS (rediss://), whose socket it cannot
+// peek at.
 func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 	name := redactURL(url)
 	url, nearOn, err := cutNearOption(url)
@@ -140,8 +141,8 @@ func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 	// A failed command surfaces as an error instead (the gate then fails closed).
 	ro.MaxRetries = -1
 	r, err := newRedis(ctx, redis.NewClient(ro), name, false, 0, 0, opts)
-	if err != nil || !nearOn {
-		return r, err
+	if err != nil || !nearOn || ro.TLSConfig != nil || !nearSupported {
+		return r, err // the near cache peeks at a plain TCP socket (redis_near_conn.go)
 	}
 	if r.near, err = newNear(ctx, ro, r.ttl, &r.trips); err != nil {
 		_ = r.Close()

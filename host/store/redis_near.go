@@ -38,6 +38,7 @@ import (
 //     which refreshes it), so a key read often enough stays, as with Get.
 type near struct {
 	client rueidis.Client
+	watch  *connWatch    // the tracking connection, for caughtUp
 	ttl    time.Duration // the store's idle TTL
 	trips  *atomic.Uint64
 
@@ -60,16 +61,20 @@ const nearMaxDirty = 4096
 
 // newNear connects the tracking connection to the server ro names.
 func newNear(ctx context.Context, ro *redis.Options, ttl time.Duration, trips *atomic.Uint64) (*near, error) {
+	watch := &connWatch{}
 	c, err := rueidis.NewClient(rueidis.ClientOption{
+		DialCtxFn:         watch.dial,
 		InitAddress:       []string{ro.Addr},
 		Username:          ro.Username,
 		Password:          ro.Password,
 		SelectDB:          ro.DB,
 		TLSConfig:         ro.TLSConfig,
 		Dialer:            netDialer(ro),
+		DisableTCPNoDelay: false,
 		ConnWriteTimeout:  max(ro.WriteTimeout, ro.ReadTimeout, 3*time.Second),
 		DisableRetry:      true, // a failed read is an error, as with go-redis (MaxRetries -1)
 		PipelineMultiplex: -1,   // one connection: replies and invalidations in one order
+		AlwaysPipelining:  true, // a read loop always running: invalidations applied as they come
 		ForceSingleClient: true,
 		CacheSizeEachConn: 32 << 20,
 		BlockingPipeline:  1 << 30, // never a pooled connection of its own: order is the point
@@ -78,7 +83,7 @@ func newNear(ctx context.Context, ro *redis.Options, ttl time.Duration, trips *a
 	if err != nil {
 		return nil, err
 	}
-	n := &near{client: c, ttl: ttl, trips: trips, dirty: map[string]*dirtyKey{}}
+	n := &near{client: c, watch: watch, ttl: ttl, trips: trips, dirty: map[string]*dirtyKey{}}
 	if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
 		c.Close()
 		return nil, err
@@ -157,10 +162,17 @@ func (n *near) get(ctx context.Context, vks []string) ([][]byte, error) {
 	var clean, dirty []int
 	var marks []*dirtyKey
 	var epochs []uint64
+	// Before any hit: the tracking connection must have applied all it was sent and be
+	// open, else every key is read past the cache (whose reply orders what is pending).
+	hits := n.watch.caughtUp()
 	n.mu.Lock()
 	for i, vk := range vks {
-		if d := n.dirty[vk]; d != nil {
-			dirty, marks, epochs = append(dirty, i), append(marks, d), append(epochs, d.epoch)
+		if d := n.dirty[vk]; d != nil || !hits {
+			var e uint64
+			if d != nil {
+				e = d.epoch
+			}
+			dirty, marks, epochs = append(dirty, i), append(marks, d), append(epochs, e)
 		} else {
 			clean = append(clean, i)
 		}
@@ -201,7 +213,13 @@ func (n *near) get(ctx context.Context, vks []string) ([][]byte, error) {
 			cmds = append(cmds, c.B().Getex().Key(vks[i]).PxMilliseconds(max(n.ttl.Milliseconds(), 1)).Build())
 		}
 		n.trips.Add(1)
-		for j, res := range c.DoMulti(ctx, cmds...) {
+		results := c.DoMulti(ctx, cmds...)
+		if results[0].NonRedisError() != nil && ctx.Err() == nil {
+			// A connection found dead (killed, reset): once more, on a new one.
+			n.trips.Add(1)
+			results = c.DoMulti(ctx, cmds...)
+		}
+		for j, res := range results {
 			i := 0
 			if j < len(dirty) {
 				i = dirty[j]
@@ -222,7 +240,7 @@ func (n *near) get(ctx context.Context, vks []string) ([][]byte, error) {
 		}
 		n.mu.Lock()
 		for j, i := range dirty {
-			if d := marks[j]; n.dirty[vks[i]] == d && d.inflight == 0 && d.epoch == epochs[j] {
+			if d := marks[j]; d != nil && n.dirty[vks[i]] == d && d.inflight == 0 && d.epoch == epochs[j] {
 				delete(n.dirty, vks[i]) // every write of it ended before the read was sent
 			}
 		}
