@@ -30,9 +30,14 @@ import (
 //     acknowledged has come back (fresh, not from the cache): a dirty key is read that way,
 //     one round trip that also orders every invalidation before it. So a read that starts
 //     after this store's write of a key returned never gets a value older than that write.
+//   - A hit needs the connection to have applied all the server delivered and to be open
+//     (watch.caughtUp: the read loop idle in our read syscall, the socket peeked empty),
+//     else the keys are read past the cache. AlwaysPipelining keeps the read loop running
+//     between commands (rueidis otherwise reads only while a command waits).
 //   - A broken connection drops its cache with it (rueidis gives every connection its own
 //     cache, closed when the connection is); a new connection starts empty, so an
-//     invalidation lost with the old one cannot leave a stale entry.
+//     invalidation lost with the old one cannot leave a stale entry. A kill's end of
+//     stream fails caughtUp at once.
 //   - Reads from the cache do not refresh a key's idle TTL on the server. An entry whose
 //     key would expire within half the idle TTL is read again with GETEX (one round trip,
 //     which refreshes it), so a key read often enough stays, as with Get.
@@ -258,12 +263,13 @@ func (n *near) close() { n.client.Close() }
 // # Notes
 //
 //   - What it returns is never older than a write of this store that returned before it
-//     was called, nor than a write of any client whose invalidation reached the tracking
-//     connection before it was called (the server sends it before it answers the writer).
-//     A write another replica made and acknowledged moments ago may not have reached it
-//     yet: GetNear is for reads that may be that late (the admission of a call that moves
-//     nothing), never for a read a write will be based on (LockLoad, the compare-and-set's
-//     re-read use the server).
+//     was called (dirty marks), nor than anything the server had delivered to the tracking
+//     connection (a hit needs caughtUp). Another store's write on the same server reaches
+//     it before that write's acknowledgement leaves the server (the PING before every
+//     script, see eval). Across machines an invalidation could still be in flight when a
+//     causally later read begins: GetNear is for the admission of a call that moves
+//     nothing, never for a read a write will be based on (LockLoad and the
+//     compare-and-set's re-read use the server).
 func (r *Redis) GetNear(ctx context.Context, keys []string) ([][]byte, error) {
 	if r.near == nil {
 		return r.GetMany(ctx, keys)
