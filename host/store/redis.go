@@ -484,15 +484,15 @@ func (r *Redis) Forget(ctx context.Context, session string) error {
 func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	run := func(name, body string) (*redis.Cmd, *redis.IntCmd, error) {
 		cmd := redis.NewCmd(ctx, append(append([]any{name, body, len(keys)}, strs(keys)...), args...)...)
-		if r.wait == 0 && r.cluster {
+		if r.wait == 0 && (r.cluster || script != casScript) {
 			return cmd, nil, r.client.Process(ctx, noRetry{cmd})
 		}
 		if r.wait == 0 {
-			// A PING first, in the same round trip: its reply queues this connection for
-			// writing before the script runs, so the invalidations the script causes are
-			// queued after it and written first (the server writes the most recently queued
-			// connection first): other replicas' near caches have them before this
-			// acknowledgement leaves (see near).
+			// A compare-and-set goes after a PING, in the same round trip: its reply queues
+			// this connection for writing before the script runs, so the invalidations the
+			// script causes are queued after it and written first (the server writes the
+			// most recently queued connection first): other replicas' near caches have them
+			// before this acknowledgement leaves (see near).
 			var err error
 			_, perr := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 				p.Ping(ctx)
