@@ -143,7 +143,9 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 	if sc := root.Get("result.structuredContent"); sc.Exists() {
 		ex.structured = sc.Raw // what result guards read
 	}
-	if (outcome != "" || c.facts.bound[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, succeeded(root), outcome, code) {
+	// A bound tool whose success fires no event has nothing to transition (the engine
+	// would answer no writes and no events): no engine call unless health counts it.
+	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, succeeded(root), outcome, code) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
 		if ex.healthVisible {

@@ -93,6 +93,7 @@ type Core struct {
 	figures     toolFigures
 	known       *knownTools
 	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
+	stateKeys   *keyMemo // check_limits input -> the state keys it asked for (bound tools, no health)
 	listed      *listedTools
 	seen        *seenTools   // every name the upstream listed (shared across reloads)
 	unknown     unknownNames // this configuration's names no listed tool meets
@@ -123,7 +124,7 @@ func New(opts Options) *Core {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
+		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
 		seen: newSeenTools()}
 	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {

@@ -43,6 +43,9 @@ import (
 //	                               a state read and a lease, then a transition written;
 //	                               memory store
 //	tools_call/gateway_gated_redis the same on a real redis-server
+//	tools_call/gateway_gated_readonly_redis  a tool bound to the workflow's states whose
+//	                               success moves nothing (records.op3): its state read
+//	                               from the near cache, warm (0 round trips, checked)
 //
 // Rows (tools/list, 1000 tools, from an upstream whose list changes on every request, so
 // the gateway's memo of decorated lists never hits):
@@ -141,6 +144,7 @@ type pathRow struct {
 	body  string
 	sid   string
 	warm  []string // requests sent once after initialize
+	ready func()   // called once init is done (nil: nothing)
 	check func(b *testing.B, requests int)
 }
 
@@ -150,6 +154,9 @@ func (r *pathRow) init(b *testing.B) {
 		post(b, r.url, r.sid, w)
 	}
 	post(b, r.url, r.sid, r.body)
+	if r.ready != nil {
+		r.ready()
+	}
 }
 
 func (r *pathRow) do(b *testing.B) { post(b, r.url, r.sid, r.body) }
@@ -158,11 +165,12 @@ func (r *pathRow) do(b *testing.B) { post(b, r.url, r.sid, r.body) }
 // such call reads its state, leases it, and writes a transition; records.op2 is unbound.
 var pathsConfig = []byte(`{"version":1,"workflows":[
  {"id":"flip","initial":"a","key":"session","states":{"a":{"on":{"NEXT":"b"}},"b":{"on":{"NEXT":"a"}}},
-  "tools":{"records.op1":{"states":["a","b"],"event":"NEXT"}}}]}`)
+  "tools":{"records.op1":{"states":["a","b"],"event":"NEXT"},"records.op3":{"states":["a","b"]}}}]}`)
 
 const (
-	gatedCallBody   = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op1","arguments":{"id":"r1"}}}`
-	ungatedCallBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op2","arguments":{"id":"r1"}}}`
+	gatedCallBody    = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op1","arguments":{"id":"r1"}}}`
+	ungatedCallBody  = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op2","arguments":{"id":"r1"}}}`
+	readonlyCallBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op3","arguments":{"id":"r1"}}}`
 )
 
 func pathRows(b *testing.B) []*pathRow {
@@ -227,6 +235,24 @@ func pathRows(b *testing.B) []*pathRow {
 		b.Cleanup(func() { st.Close() })
 		u, g := gw(callUp.URL+"/mcp", st)
 		rows = append(rows, &pathRow{name: "tools_call/gateway_gated_redis", base: 0, url: u, body: gatedCallBody, warm: warm, check: transitions(g)})
+		// The read-only row has a gateway and store of its own (the moving row's round
+		// trips would count on a shared one) and checks it made no round trip once warm:
+		// init sends the call twice (a miss fills the cache), so every timed call is a hit.
+		st2, err := store.NewRedis(ctx, redisURL, store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st2.Close() })
+		u2, _ := gw(callUp.URL+"/mcp", st2)
+		ro := &pathRow{name: "tools_call/gateway_gated_readonly_redis", base: 0, url: u2, body: readonlyCallBody, warm: append(warm, readonlyCallBody)}
+		var trips uint64
+		ro.ready = func() { trips = st2.RoundTrips() }
+		ro.check = func(b *testing.B, requests int) {
+			if n := st2.RoundTrips() - trips; n != 0 {
+				b.Fatalf("%s: %d Redis round trips for %d warm calls, want 0", ro.name, n, requests)
+			}
+		}
+		rows = append(rows, ro)
 	}
 	rows[2].check = transitions(memGW)
 	listURL, _ := gw(listSrv.URL+"/mcp", store.NewMemory(store.Options{}))
