@@ -25,7 +25,7 @@ var doorConfig = []byte(`{"version":1,"workflows":[
 // (Before the writes' PING (Redis.eval), this failed about one run in five here: the
 // server had written the acknowledgement before the invalidation.)
 func TestNearCache_decisionsAcrossReplicas(t *testing.T) {
-	spec := storetest.Redis(t)
+	spec := storetest.RedisNear(t)
 	e := newScaleEnv(t, spec, doorConfig)
 	for _, s := range e.stores {
 		if !s.Store.(*store.Redis).NearCache() {

@@ -238,7 +238,7 @@ func pathRows(b *testing.B) []*pathRow {
 		// The read-only row has a gateway and store of its own (the moving row's round
 		// trips would count on a shared one) and checks it made no round trip once warm:
 		// init sends the call twice (a miss fills the cache), so every timed call is a hit.
-		st2, err := store.NewRedis(ctx, redisURL, store.Options{})
+		st2, err := store.NewRedis(ctx, redisURL+"?near_cache=on", store.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

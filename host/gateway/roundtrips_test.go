@@ -49,7 +49,7 @@ var deployments = []struct {
 }{
 	{name: "redis", start: func(t testing.TB) (string, []string) {
 		url := storetest.Redis(t)
-		return url, []string{strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")}
+		return url + "?near_cache=on", []string{strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")}
 	}},
 	{name: "redis_cluster", start: func(t testing.TB) (string, []string) {
 		spec, masters := storetest.Cluster(t, 3)
@@ -165,7 +165,7 @@ func TestRoundTrips(t *testing.T) {
 // the one after that reads it from the cache (0); and the move itself still costs 2 (the
 // near cache adds nothing to a moving call).
 func TestRoundTrips_nearAfterMove(t *testing.T) {
-	spec := storetest.Redis(t)
+	spec := storetest.RedisNear(t)
 	e := newScaleEnv(t, spec, tripsConfig)
 	st := e.stores[0]
 	cs := e.connectTo(t, 0)

@@ -123,9 +123,11 @@ return other
 
 // NewRedis connects to the server at url (redis://[user:password@]HOST:PORT/DB, or
 // rediss:// for TLS) and pings it, so a wrong address fails here and not on first use.
-// It opens the near cache of GetNear (one more connection, RESP3 with client tracking)
-// unless the URL says near_cache=off; not over TLS (rediss://), whose socket it cannot
-// peek at.
+// With near_cache=on in the URL it opens the near cache of GetNear (one more connection,
+// RESP3 with client tracking); not over TLS (rediss://), whose socket it cannot peek at.
+// It is off by default: its freshness across replicas rests on how Redis orders its
+// output and on the network delivering an invalidation before a client's next request
+// reaches another replica, proven here on one host only (RATIONALE.md, "A near cache").
 func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 	name := redactURL(url)
 	url, nearOn, err := cutNearOption(url)
@@ -152,21 +154,21 @@ func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 }
 
 // cutNearOption removes near_cache=on|off from a redis:// URL's query (go-redis refuses
-// options it does not know) and reports it (default on).
+// options it does not know) and reports it (default off).
 func cutNearOption(raw string) (string, bool, error) {
 	base, query, ok := strings.Cut(raw, "?")
 	if !ok {
-		return raw, true, nil
+		return raw, false, nil
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return raw, true, nil // go-redis reports it
+		return raw, false, nil // go-redis reports it
 	}
-	on := true
+	on := false
 	switch v := q.Get("near_cache"); v {
-	case "", "on", "true", "1":
-	case "off", "false", "0":
-		on = false
+	case "on", "true", "1":
+		on = true
+	case "", "off", "false", "0":
 	default:
 		return "", false, fmt.Errorf("near_cache[%s]: want on or off", v)
 	}

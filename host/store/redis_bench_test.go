@@ -14,7 +14,7 @@ import (
 // near cache's rueidis connection: what a moving call pays (LockLease with load, then
 // CompareAndSwapReleasing), what a read pays, and what a warm near read pays.
 func BenchmarkRedisOps(b *testing.B) {
-	url := storetest.Redis(b)
+	url := storetest.RedisNear(b)
 	ctx := context.Background()
 	r, err := NewRedis(ctx, url, Options{})
 	if err != nil {

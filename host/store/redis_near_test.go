@@ -35,9 +35,9 @@ import (
 // own tracking connection in between, is not held to that write: the invalidation may be
 // on its way (RATIONALE.md, "A near cache for state a call does not move").
 func TestRedisNear_neverStale(t *testing.T) {
-	url := storetest.Redis(t)
+	url := storetest.RedisNear(t)
 	ctx := context.Background()
-	admin := redis.NewClient(mustParse(t, url))
+	admin := redis.NewClient(mustParse(t, strings.TrimSuffix(url, "?near_cache=on")))
 	defer admin.Close()
 	var stores [2]*Redis
 	for i := range stores {
@@ -168,9 +168,9 @@ func TestRedisNear_neverStale(t *testing.T) {
 // killer is answered, so before the write; a read that finds it (caughtUp) goes past the
 // cache, onto a new connection whose cache starts empty.
 func TestRedisNear_flushedOnReconnect(t *testing.T) {
-	url := storetest.Redis(t)
+	url := storetest.RedisNear(t)
 	ctx := context.Background()
-	admin := redis.NewClient(mustParse(t, url))
+	admin := redis.NewClient(mustParse(t, strings.TrimSuffix(url, "?near_cache=on")))
 	defer admin.Close()
 	r, err := NewRedis(ctx, url, Options{})
 	if err != nil {
@@ -216,7 +216,7 @@ func TestRedisNear_flushedOnReconnect(t *testing.T) {
 // returns the write, every time, though the write's acknowledgement came on another
 // connection than the invalidation.
 func TestRedisNear_ownWriteThenRead(t *testing.T) {
-	url := storetest.Redis(t)
+	url := storetest.RedisNear(t)
 	ctx := context.Background()
 	r, err := NewRedis(ctx, url, Options{})
 	if err != nil {
@@ -260,7 +260,7 @@ func mustParse(t *testing.T, url string) *redis.Options {
 // a hit on a key within half the idle TTL of expiring reads it again with GETEX (one round
 // trip, which refreshes it), and the reads after it are hits again.
 func TestRedisNear_refreshesIdleTTL(t *testing.T) {
-	url := storetest.Redis(t)
+	url := storetest.RedisNear(t)
 	ctx := context.Background()
 	const ttl = 1200 * time.Millisecond
 	r, err := NewRedis(ctx, url, Options{IdleTTL: ttl})
@@ -308,7 +308,7 @@ func TestRedisNear_refreshesIdleTTL(t *testing.T) {
 // invalidation before a's acknowledgement, and b's hit checks that its connection has
 // nothing unread (caughtUp). Without the PING this found 6 stale reads in 2,000 here.
 func TestRedisNear_readRightAfterAnotherStoresWrite(t *testing.T) {
-	url := storetest.Redis(t)
+	url := storetest.RedisNear(t)
 	ctx := context.Background()
 	a, err := NewRedis(ctx, url, Options{})
 	if err != nil {
