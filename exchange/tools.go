@@ -43,7 +43,8 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		c.Fault(f, err, "method", MethodToolsList)
 		return msg
 	}
-	key := listKey(ex.version, st, result.Raw) // with health, st holds the units' records
+	gen := listKey(ex.version, st, "") // with health, st holds the units' records
+	key := gen + result.Raw
 	const head = `,"message":` + listEnvelope
 	input := func() []byte {
 		// Room for the states and the closing braces too: callOwned appends them in place.
@@ -51,14 +52,18 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		in = append(append(append(in, scope...), head...), result.Raw...)
 		return append(in, '}')
 	}
-	// The answer's members, read in one pass over it: message, toolNames, states, withheld.
-	var out []byte
-	var m []gjson.Result
+	var d *decoratedList
 	if c.lists != nil {
-		out = c.lists.get(key)
+		d = c.lists.get(key)
 	}
-	if out == nil {
-		out, m, err = c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states", "withheld")
+	if d == nil && c.tools != nil && !c.facts.health {
+		if d = c.decorateIncrementally(ctx, scope, st, gen, result.Raw); d != nil && c.lists != nil {
+			c.lists.put(key, d)
+		}
+	}
+	if d == nil {
+		// The answer's members, read in one pass over it.
+		out, m, err := c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states", "withheld", "hidden")
 		if err != nil {
 			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 			return msg
@@ -70,36 +75,41 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 			if out = c.listHealth(ctx, ex, input(), st, out); out == nil {
 				return msg
 			}
-			m = nil
-		} else if c.lists != nil {
-			c.lists.put(key, out)
+			m = members(parseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
+		}
+		if !c.facts.health && m[2].IsObject() {
+			// (With tool health, listHealth stored every write of the answer, this one too.)
+			c.remember(ctx, input, out, st)
+		}
+		res := resultOf(m[0])
+		if !res.IsObject() {
+			c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
+			return msg
+		}
+		d = &decoratedList{result: res.Raw, names: m[1].Raw, withheld: len(m[3].Array())}
+		if !writes && !m[2].Exists() {
+			if c.lists != nil {
+				c.lists.put(key, d)
+			}
+			if c.tools != nil && !c.facts.health {
+				c.memoiseDecorated(gen, result.Raw, res.Raw, m[1], m[4], m[3])
+			}
 		}
 	}
-	if m == nil {
-		m = members(parseOwned(out), "message", "toolNames", "states", "withheld")
-	}
-	if !c.facts.health && m[2].IsObject() {
-		// (With tool health, listHealth stored every write of the answer, this one too.)
-		c.remember(ctx, input, out, st)
-	}
 	c.count(CountListsDecorated)
-	if n := len(m[3].Array()); n > 0 {
-		c.countN(CountToolsWithheld, n) // tool objects that repeat a member: removed from the list
+	if d.withheld > 0 {
+		c.countN(CountToolsWithheld, d.withheld) // tool objects that repeat a member: removed from the list
 	}
-	m[0] = resultOf(m[0])
-	if !m[0].IsObject() {
-		c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
-		return msg
-	}
+	names := gjson.Parse(d.names)
 	if ex.Session != "" {
-		c.known.set(ex.Session, []byte(m[1].Raw))
+		c.known.set(ex.Session, []byte(d.names))
 	}
-	c.listed.add(m[1])
-	c.toolsSeen(ctx, m[1], result)
+	c.listed.add(names)
+	c.toolsSeen(ctx, names, result)
 	if ex.version >= cacheableVersion {
-		return splice(msg, result, c.cacheHints([]byte(m[0].Raw)))
+		return splice(msg, result, c.cacheHints([]byte(d.result)))
 	}
-	return splice(msg, result, m[0].Raw)
+	return splice(msg, result, d.result)
 }
 
 // listEnvelope opens the message a list is decorated in: the upstream's result, under an
@@ -239,10 +249,10 @@ func listKey(version string, st *loaded, result string) string {
 	return string(b)
 }
 
-// listMemo memoises decorate_tools answers, bounded in entries and bytes (FIFO).
+// listMemo memoises decorated lists, bounded in entries and bytes (FIFO).
 type listMemo struct {
 	mu       sync.Mutex
-	entries  map[string][]byte
+	entries  map[string]*decoratedList
 	order    []string
 	max      int
 	maxBytes int
@@ -250,17 +260,17 @@ type listMemo struct {
 }
 
 func newListMemo(max, maxBytes int) *listMemo {
-	return &listMemo{entries: map[string][]byte{}, max: max, maxBytes: maxBytes}
+	return &listMemo{entries: map[string]*decoratedList{}, max: max, maxBytes: maxBytes}
 }
 
-func (l *listMemo) get(key string) []byte {
+func (l *listMemo) get(key string) *decoratedList {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.entries[key]
 }
 
-func (l *listMemo) put(key string, out []byte) {
-	size := len(key) + len(out)
+func (l *listMemo) put(key string, out *decoratedList) {
+	size := len(key) + out.size()
 	if size > l.maxBytes/4 {
 		return
 	}
@@ -272,13 +282,15 @@ func (l *listMemo) put(key string, out []byte) {
 	for len(l.order) > 0 && (len(l.order) >= l.max || l.bytes+size > l.maxBytes) {
 		old := l.order[0]
 		l.order = l.order[1:]
-		l.bytes -= len(old) + len(l.entries[old])
+		l.bytes -= len(old) + l.entries[old].size()
 		delete(l.entries, old)
 	}
 	l.entries[key] = out
 	l.order = append(l.order, key)
 	l.bytes += size
 }
+
+func (d *decoratedList) size() int { return len(d.result) + len(d.names) + 32 }
 
 // knownTools remembers each session's last tool list (for invalidation events), bounded.
 type knownTools struct {
