@@ -15,6 +15,7 @@ package exchange
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -88,7 +89,8 @@ type Core struct {
 	facts       facts
 	lists       *listMemo
 	tools       *toolMemo // decorated elements of tool lists (toolmemo.go)
-	cache       Cache     // nil: no response cache
+	last        atomic.Pointer[lastList]
+	cache       Cache // nil: no response cache
 	cacheLimits CacheLimits
 	flights     flights
 	callers     *callerKeys // folds the caller's credentials into cache keys

@@ -51,8 +51,9 @@ type toolOut struct {
 
 // toolGen holds the decorated elements of one generation.
 type toolGen struct {
-	tools map[string]toolOut // element bytes -> decoration
-	bytes int
+	tools  map[string]toolOut // element bytes -> decoration
+	bytes  int
+	streak int // lists in a row of which most elements were new
 }
 
 // toolMemo memoises decorated elements per generation, bounded in generations (FIFO) and
@@ -125,24 +126,57 @@ func splitTools(raw string) (a toolsArray, ok bool) {
 }
 
 // lookup returns the memoised decoration of each element of a in raw under gen (ok false
-// where none is), and how many are missing.
-func (m *toolMemo) lookup(gen, raw string, a *toolsArray, outs []toolOut, have []bool) (missing int) {
+// where none is), and how many are missing. A list of which most elements are new
+// (sampled first: a list whose every element changes, every time, should pay little for
+// the memo) is not looked up further: mostlyNew is then set, and missing is
+// meaningless.
+func (m *toolMemo) lookup(gen, raw string, a *toolsArray, outs []toolOut, have []bool) (missing int, mostlyNew bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.gens[gen]
-	for i, e := range a.elems {
-		if g != nil {
-			if o, ok := g.tools[raw[e.start:e.end]]; ok {
-				outs[i], have[i] = o, true
-				continue
+	if g == nil {
+		return len(a.elems), true
+	}
+	if n := len(a.elems); n >= 64 {
+		misses := 0
+		for i := 0; i < n; i += n / 16 {
+			e := a.elems[i]
+			if _, ok := g.tools[raw[e.start:e.end]]; !ok {
+				misses++
 			}
+		}
+		if misses > 8 {
+			g.streak++
+			return n, true
+		}
+	}
+	for i, e := range a.elems {
+		if o, ok := g.tools[raw[e.start:e.end]]; ok {
+			outs[i], have[i] = o, true
+			continue
 		}
 		missing++
 	}
-	return missing
+	if mostlyNew = missing*2 > len(a.elems) && len(a.elems) >= 8; mostlyNew {
+		g.streak++
+	} else {
+		g.streak = 0
+	}
+	return missing, mostlyNew
 }
 
-// store memoises the decorations of the elements of a that were missing, under gen, and
+// worthStoring reports whether a list decorated whole should be memoised under gen: when
+// the generation is new, when its last list was mostly memoised, and now and then in a
+// run of lists whose every element is new (so that a memo of a list that changed wholly
+// recovers; each such list costs the memoising).
+func (m *toolMemo) worthStoring(gen string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gens[gen]
+	return g == nil || g.streak <= 1 || g.streak%8 == 0
+}
+
+// store memoises the decorations of the elements of a that were missing (not had), under gen, and
 // prunes the generation to a's elements when it has grown past twice their number.
 func (m *toolMemo) store(gen, raw string, a *toolsArray, outs []toolOut, had []bool) {
 	size := 0
@@ -216,14 +250,23 @@ func (m *toolMemo) store(gen, raw string, a *toolsArray, outs []toolOut, had []b
 // JSON) from the memo of decorated elements, calling the engine for the elements it has
 // not seen in this generation only. It returns nil where the full path must decide (see
 // above).
-func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *loaded, gen string, result string) *decoratedList {
-	a, ok := splitTools(result)
-	if !ok {
-		return nil
+func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *loaded, gen string, result string, split *toolsArray) *decoratedList {
+	var a toolsArray
+	if split != nil {
+		a = *split
+	} else {
+		var ok bool
+		if a, ok = splitTools(result); !ok {
+			return nil
+		}
 	}
 	outs := make([]toolOut, len(a.elems))
 	have := make([]bool, len(a.elems))
-	if missing := c.tools.lookup(gen, result, &a, outs, have); missing > 0 {
+	missing, mostlyNew := c.tools.lookup(gen, result, &a, outs, have)
+	if mostlyNew {
+		return nil // decorated whole (and memoised: memoiseDecorated)
+	}
+	if missing > 0 {
 		// The missing elements, as a list of their own; an element that names a member
 		// twice (the engine withholds it, and its answer then does not say which element
 		// it withheld) as a list of its own.
@@ -288,7 +331,7 @@ func (c *Core) decorateElems(ctx context.Context, scope []byte, st *loaded, raw 
 		}
 		return []toolOut{{drop: true, withheld: true}}, true
 	}
-	return mapDecorated(raw, sent, decorated, m[1], m[2], m[3])
+	return mapDecorated(raw, sent, decorated, m[1], m[2], m[3], nil)
 }
 
 // toolRepeats reports whether the element elem is an object that names a member twice
@@ -320,16 +363,30 @@ func toolRepeats(elem string) bool {
 
 // memoiseDecorated memoises the elements of a list the engine decorated whole (result the
 // upstream's, decorated the engine's result), when the answer maps onto them.
-func (c *Core) memoiseDecorated(gen, result, decorated string, names, hidden, withheld gjson.Result) {
-	a, ok := splitTools(result)
+func (c *Core) memoiseDecorated(gen, result, decorated string, split *toolsArray, names, hidden, withheld gjson.Result) {
+	var a toolsArray
+	if split != nil {
+		a = *split
+	} else {
+		var ok bool
+		if a, ok = splitTools(result); !ok {
+			return
+		}
+	}
+	if !c.tools.worthStoring(gen) {
+		return
+	}
+	// The elements the engine withheld are not memoised (a later list has the engine
+	// decorate each of them on its own, which says exactly what it does with it).
+	skip := make([]bool, len(a.elems))
+	for i, e := range a.elems {
+		skip[i] = toolRepeats(result[e.start:e.end])
+	}
+	outs, ok := mapDecorated(result, a.elems, decorated, names, hidden, withheld, skip)
 	if !ok {
 		return
 	}
-	outs, ok := mapDecorated(result, a.elems, decorated, names, hidden, withheld)
-	if !ok {
-		return
-	}
-	c.tools.store(gen, result, &a, outs, make([]bool, len(a.elems)))
+	c.tools.store(gen, result, &a, outs, skip)
 }
 
 // mapDecorated maps a decorated list onto the elements sent (spans of raw), in order: the
@@ -337,8 +394,18 @@ func (c *Core) memoiseDecorated(gen, result, decorated string, names, hidden, wi
 // and lists the names of all of them (dropped or not) in toolNames; an element without a
 // string name passes unchanged. ok is false when the answer withheld an element or does
 // not map one to one.
-func mapDecorated(raw string, sent []span, decorated string, names, hidden, withheld gjson.Result) ([]toolOut, bool) {
-	if withheld.Exists() && withheld.Raw != "[]" {
+//
+// skip (nil: none) marks the elements that name a member twice (toolRepeats): the engine
+// withheld them, and they are left out of the mapping (their toolOut is zero); the answer
+// must have withheld as many.
+func mapDecorated(raw string, sent []span, decorated string, names, hidden, withheld gjson.Result, skip []bool) ([]toolOut, bool) {
+	skipped := 0
+	for _, s := range skip {
+		if s {
+			skipped++
+		}
+	}
+	if n := len(withheld.Array()); n != skipped || withheld.Exists() && !withheld.IsArray() {
 		return nil, false // (the member is there only when a tool was withheld)
 	}
 	da, ok := splitTools(decorated)
@@ -357,6 +424,9 @@ func mapDecorated(raw string, sent []span, decorated string, names, hidden, with
 	outs := make([]toolOut, len(sent))
 	j, k := 0, 0
 	for i, e := range sent {
+		if skip != nil && skip[i] {
+			continue
+		}
 		elem := raw[e.start:e.end]
 		var name gjson.Result
 		if elem[0] == '{' {
@@ -460,4 +530,167 @@ func appendGap(dst []byte, gap string, first bool) []byte {
 		return append(dst, gap[i+1:]...)
 	}
 	return append(dst, gap...)
+}
+
+// listReader reads the result of a tools/list answer in the validator's pass over the
+// answer (RewriteJSON), validating it and finding its tools array's elements at once.
+// An element that starts with the same bytes as an element of the last list read (prev)
+// is that element: an object, array or string ends where its own bytes say, so a valid
+// element of an earlier list, found again, needs no validation (only a comparison, which
+// runs many times faster). Elements are tried against prev in order (a list that changed
+// by an edit, an insertion or a removal stays in step); the others are validated.
+type listReader struct {
+	s     string
+	prev  *lastList
+	depth int // how deep the result may nest
+	done  bool
+	split toolsArray // offsets relative to the result's start
+	at    int        // the result's offset
+	end   int        // ... and the offset past it
+	ok    bool       // the first result member is an object with one tools array and no repeated member
+}
+
+// listSplit returns the elements of result as the validator's pass found them (nil when
+// it did not).
+func (ex *Exchange) listSplit(result string) *toolsArray {
+	if r := ex.list; r != nil && r.ok && r.end-r.at == len(result) {
+		return &r.split
+	}
+	return nil
+}
+
+// readList returns the reader for the result of a tools/list answer s, for the
+// validator's pass (nil when lists are decorated whole).
+func (ex *Exchange) readList(s string) *listReader {
+	c := ex.core
+	if ex.Method != MethodToolsList || c.tools == nil || c.facts.health {
+		return nil
+	}
+	ex.list = &listReader{s: s, prev: c.last.Load(), depth: maxValidateDepth - 1}
+	return ex.list
+}
+
+// keep makes the list just read the one the next list is compared with.
+func (r *listReader) keep(c *Core) {
+	if r.ok {
+		c.last.Store(&lastList{s: r.s[r.at:r.end], elems: r.split.elems})
+	}
+}
+
+// lastList is the result of the last tools/list answer a core read: its text and its
+// elements' offsets in it.
+type lastList struct {
+	s     string
+	elems []span
+}
+
+// sub is the validator's reader for top-level members (jsonx.ValidateObjectWith): it reads
+// the first result member; on any fault it lets the validator validate the value (which
+// reports it exactly).
+func (r *listReader) sub(key string, at int) (int, error) {
+	if key != "result" || r.done {
+		return -1, nil
+	}
+	r.done = true
+	if at >= len(r.s) || r.s[at] != '{' {
+		return -1, nil
+	}
+	end, err := r.readResult(at)
+	if err != nil {
+		r.ok = false
+		return -1, nil
+	}
+	return end, nil
+}
+
+func (r *listReader) readResult(at int) (int, error) {
+	s := r.s
+	var keys jsonx.Keys
+	repeats, found := false, false
+	it := jsonx.CheckObject(s, at, r.depth)
+	for key, val, more := it.Next(); more; key, val, more = it.Next() {
+		if it.Escaped() {
+			key = it.Key()
+		}
+		if keys.Repeats(key) {
+			repeats = true
+		}
+		if key != "tools" || s[val] != '[' || found {
+			continue
+		}
+		found = true
+		end, err := r.readTools(val, it.Depth())
+		if err != nil {
+			return 0, err
+		}
+		it.Done(end)
+	}
+	end, err := it.End()
+	if err != nil {
+		return 0, err
+	}
+	r.at, r.end, r.ok = at, end, found && !repeats
+	r.split.open -= at
+	r.split.close -= at
+	for i := range r.split.elems {
+		r.split.elems[i].start -= at
+		r.split.elems[i].end -= at
+	}
+	return end, nil
+}
+
+// readTools validates the tools array at s[arr] ('['), which may nest depth deep, records
+// its elements and returns the offset past it (decorate.Index.readTools' walk).
+func (r *listReader) readTools(arr, depth int) (int, error) {
+	s := r.s
+	if depth < 1 {
+		return jsonx.ValidValue(s, arr, depth)
+	}
+	r.split.open = arr
+	j := jsonx.SkipWS(s, arr+1)
+	if j < len(s) && s[j] == ']' {
+		r.split.close = j
+		return j + 1, nil
+	}
+	var prev []span
+	var ps string
+	if r.prev != nil {
+		prev, ps = r.prev.elems, r.prev.s
+	}
+	r.split.elems = make([]span, 0, len(prev)+8)
+	k := 0 // the element of prev expected next
+	for j < len(s) {
+		end := -1
+		if c := s[j]; c == '{' || c == '[' || c == '"' {
+			for _, m := range [3]int{k, k + 1, k - 1} {
+				if m < 0 || m >= len(prev) {
+					continue
+				}
+				e := ps[prev[m].start:prev[m].end]
+				if len(s)-j >= len(e) && s[j:j+len(e)] == e {
+					end, k = j+len(e), m+1
+					break
+				}
+			}
+		}
+		if end < 0 {
+			var err error
+			if end, err = jsonx.ValidValue(s, j, depth-1); err != nil {
+				return 0, err
+			}
+			k++
+		}
+		r.split.elems = append(r.split.elems, span{j, end})
+		j = jsonx.SkipWS(s, end)
+		if j < len(s) && s[j] == ',' {
+			j = jsonx.SkipWS(s, j+1)
+			continue
+		}
+		if j < len(s) && s[j] == ']' {
+			r.split.close = j
+			return j + 1, nil
+		}
+		break
+	}
+	return jsonx.ValidValue(s, arr, depth) // reports what is wrong
 }

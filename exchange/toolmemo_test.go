@@ -70,7 +70,7 @@ func incrementalAgrees(t *testing.T, cfg []byte, seed int64) (incBytes, fullByte
 	inc, incSt := toolsCore(t, cfg, false)
 	full, fullSt := toolsCore(t, cfg, true)
 	g := &listGen{rng: rng}
-	tools := g.tools(rng.Intn(30))
+	tools := g.tools(rng.Intn(80))
 	versions := []string{"2025-06-18", "2025-11-25", "2026-07-28"}
 	version := versions[rng.Intn(len(versions))]
 	states := []string{"", "empty", "has_items", "payment", "confirmed"}
@@ -235,6 +235,9 @@ func (g *listGen) mutate(tools []string) []string {
 			out[i], out[j] = out[j], out[i]
 		case k < 9:
 			r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		case len(out) > 0 && r.Intn(3) == 0: // an element that is not valid JSON
+			i := r.Intn(len(out))
+			out[i] = []string{`{"name":"bad` + "\x01" + `"}`, `{"name":"x",}`, `{"name":"x"`, `"unterminated`, `{"name":"x","d":tru}`}[r.Intn(5)]
 		}
 	}
 	return out

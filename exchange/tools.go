@@ -57,7 +57,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		d = c.lists.get(key)
 	}
 	if d == nil && c.tools != nil && !c.facts.health {
-		if d = c.decorateIncrementally(ctx, scope, st, gen, result.Raw); d != nil && c.lists != nil {
+		if d = c.decorateIncrementally(ctx, scope, st, gen, result.Raw, ex.listSplit(result.Raw)); d != nil && c.lists != nil {
 			c.lists.put(key, d)
 		}
 	}
@@ -92,7 +92,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 				c.lists.put(key, d)
 			}
 			if c.tools != nil && !c.facts.health {
-				c.memoiseDecorated(gen, result.Raw, res.Raw, m[1], m[4], m[3])
+				c.memoiseDecorated(gen, result.Raw, res.Raw, ex.listSplit(result.Raw), m[1], m[4], m[3])
 			}
 		}
 	}
