@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"sync"
+	"unsafe"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -499,7 +500,8 @@ func assembleList(raw string, a *toolsArray, outs []toolOut) *decoratedList {
 	dst = appendGap(dst, raw[prev:a.close], true)
 	dst = append(dst, raw[a.close:]...)
 	names = append(names, ']')
-	d := &decoratedList{result: string(dst), names: string(names)}
+	// dst and names are never written again: the strings view them without a copy.
+	d := &decoratedList{result: unsafe.String(unsafe.SliceData(dst), len(dst)), names: unsafe.String(unsafe.SliceData(names), len(names))}
 	for i := range outs {
 		if outs[i].withheld {
 			d.withheld++

@@ -3,7 +3,9 @@ package exchange
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/maphash"
 	"strings"
 	"sync"
 
@@ -44,7 +46,10 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		return msg
 	}
 	gen := listKey(ex.version, st, "") // with health, st holds the units' records
-	key := gen + result.Raw
+	var key string
+	if c.lists != nil {
+		key = c.lists.key(gen, result.Raw)
+	}
 	const head = `,"message":` + listEnvelope
 	input := func() []byte {
 		// Room for the states and the closing braces too: callOwned appends them in place.
@@ -54,11 +59,11 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 	}
 	var d *decoratedList
 	if c.lists != nil {
-		d = c.lists.get(key)
+		d = c.lists.get(key, result.Raw)
 	}
 	if d == nil && c.tools != nil && !c.facts.health {
 		if d = c.decorateIncrementally(ctx, scope, st, gen, result.Raw, ex.listSplit(result.Raw)); d != nil && c.lists != nil {
-			c.lists.put(key, d)
+			c.lists.put(key, result.Raw, d)
 		}
 	}
 	if d == nil {
@@ -89,7 +94,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		d = &decoratedList{result: res.Raw, names: m[1].Raw, withheld: len(m[3].Array())}
 		if !writes && !m[2].Exists() {
 			if c.lists != nil {
-				c.lists.put(key, d)
+				c.lists.put(key, result.Raw, d)
 			}
 			if c.tools != nil && !c.facts.health {
 				c.memoiseDecorated(gen, result.Raw, res.Raw, ex.listSplit(result.Raw), m[1], m[4], m[3])
@@ -249,43 +254,68 @@ func listKey(version string, st *loaded, result string) string {
 	return string(b)
 }
 
-// listMemo memoises decorated lists, bounded in entries and bytes (FIFO).
+// listMemo memoises decorated lists, bounded in entries and bytes (FIFO). An entry is
+// found by its generation and a hash of the upstream's result, and holds that result to
+// compare: no key as long as the list is built, and one pass over it to look it up.
 type listMemo struct {
 	mu       sync.Mutex
-	entries  map[string]*decoratedList
+	seed     maphash.Seed
+	entries  map[string]listEntry
 	order    []string
 	max      int
 	maxBytes int
 	bytes    int
 }
 
-func newListMemo(max, maxBytes int) *listMemo {
-	return &listMemo{entries: map[string]*decoratedList{}, max: max, maxBytes: maxBytes}
+type listEntry struct {
+	src string // the upstream's result
+	d   *decoratedList
 }
 
-func (l *listMemo) get(key string) *decoratedList {
+func newListMemo(max, maxBytes int) *listMemo {
+	return &listMemo{seed: maphash.MakeSeed(), entries: map[string]listEntry{}, max: max, maxBytes: maxBytes}
+}
+
+// key returns the entry key of result under gen.
+func (l *listMemo) key(gen, result string) string {
+	h := maphash.String(l.seed, result)
+	b := make([]byte, 0, len(gen)+9)
+	b = append(b, gen...)
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, h)
+	return string(b)
+}
+
+func (l *listMemo) get(key, result string) *decoratedList {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.entries[key]
+	if e, ok := l.entries[key]; ok && e.src == result {
+		return e.d
+	}
+	return nil
 }
 
-func (l *listMemo) put(key string, out *decoratedList) {
-	size := len(key) + out.size()
+// put memoises d as the decoration of result (which it keeps: it must not change).
+func (l *listMemo) put(key, result string, d *decoratedList) {
+	size := len(key) + len(result) + d.size()
 	if size > l.maxBytes/4 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.entries[key]; ok {
+	if e, ok := l.entries[key]; ok {
+		l.bytes += size - (len(key) + len(e.src) + e.d.size())
+		l.entries[key] = listEntry{result, d} // a hash collision: the newer list
 		return
 	}
 	for len(l.order) > 0 && (len(l.order) >= l.max || l.bytes+size > l.maxBytes) {
 		old := l.order[0]
 		l.order = l.order[1:]
-		l.bytes -= len(old) + l.entries[old].size()
+		e := l.entries[old]
+		l.bytes -= len(old) + len(e.src) + e.d.size()
 		delete(l.entries, old)
 	}
-	l.entries[key] = out
+	l.entries[key] = listEntry{result, d}
 	l.order = append(l.order, key)
 	l.bytes += size
 }
