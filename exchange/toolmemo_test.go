@@ -266,3 +266,40 @@ func (g *listGen) answer(tools []string) string {
 	b.WriteString("}}")
 	return b.String()
 }
+
+// FuzzDecorateIncremental: a list answered after another (a memo and the last list to
+// compare with in place) comes out as a full decoration gives it, whatever the bytes:
+// invalid elements, elements that end where an element of the list before ends, deep
+// nesting.
+func FuzzDecorateIncremental(f *testing.F) {
+	g := &listGen{rng: rand.New(rand.NewSource(1))}
+	for i := 0; i < 8; i++ {
+		a := g.tools(1 + i)
+		b := g.mutate(a)
+		f.Add(strings.Join(a, ","), strings.Join(b, ","))
+	}
+	f.Add(`{"name":"a"},"s"`, `{"name":"a"},"s"x`)
+	f.Add(`{"name":"a","description":"x"}`, `{"name":"a","description":"x"},{"name":"a","description":"x"`)
+	f.Add(`[[[]]]`, `[[[]]],[[[`)
+	cfg, err := os.ReadFile("../abi/testdata/config/sample.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		inc, _ := toolsCore(t, cfg, false)
+		full, _ := toolsCore(t, cfg, true)
+		ctx := context.Background()
+		for _, tools := range []string{a, b, a} {
+			body := []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + tools + `]}}`)
+			var outs [2]string
+			for i, c := range []*Core{inc, full} {
+				ex := c.Admit(ctx, headers("s1"), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+				out, _ := ex.RewriteJSON(ctx, append([]byte(nil), body...))
+				outs[i] = string(out)
+			}
+			if outs[0] != outs[1] {
+				t.Fatalf("answer %s:\nincremental %s\nfull        %s", body, outs[0], outs[1])
+			}
+		}
+	})
+}
