@@ -55,6 +55,11 @@ type toolGen struct {
 	tools  map[string]toolOut // element bytes -> decoration
 	bytes  int
 	streak int // lists in a row of which most elements were new
+	// alignedTo is the last list decorated whole in this generation, and alignedOuts its
+	// elements' decorations: an element the validator's pass found equal to element m of
+	// that list (listReader.match) is decorated as alignedOuts[m], without a lookup.
+	alignedTo   *lastList
+	alignedOuts []toolOut
 }
 
 // toolMemo memoises decorated elements per generation, bounded in generations (FIFO) and
@@ -131,14 +136,15 @@ func splitTools(raw string) (a toolsArray, ok bool) {
 // (sampled first: a list whose every element changes, every time, should pay little for
 // the memo) is not looked up further: mostlyNew is then set, and missing is
 // meaningless.
-func (m *toolMemo) lookup(gen, raw string, a *toolsArray, outs []toolOut, have []bool) (missing int, mostlyNew bool) {
+func (m *toolMemo) lookup(gen, raw string, a *toolsArray, al *alignment, outs []toolOut, have []bool) (missing int, mostlyNew bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.gens[gen]
 	if g == nil {
 		return len(a.elems), true
 	}
-	if n := len(a.elems); n >= 64 {
+	aligned := al != nil && al.prev != nil && g.alignedTo == al.prev && len(al.match) == len(a.elems)
+	if n := len(a.elems); n >= 64 && !aligned {
 		misses := 0
 		for i := 0; i < n; i += n / 16 {
 			e := a.elems[i]
@@ -152,6 +158,12 @@ func (m *toolMemo) lookup(gen, raw string, a *toolsArray, outs []toolOut, have [
 		}
 	}
 	for i, e := range a.elems {
+		if aligned {
+			if k := al.match[i]; k >= 0 && int(k) < len(g.alignedOuts) {
+				outs[i], have[i] = g.alignedOuts[k], true
+				continue
+			}
+		}
 		if o, ok := g.tools[raw[e.start:e.end]]; ok {
 			outs[i], have[i] = o, true
 			continue
@@ -175,6 +187,19 @@ func (m *toolMemo) worthStoring(gen string) bool {
 	defer m.mu.Unlock()
 	g := m.gens[gen]
 	return g == nil || g.streak <= 1 || g.streak%8 == 0
+}
+
+// align makes outs, the decorations of the elements of list (the list just decorated in
+// generation gen, every element), the ones the next list's elements are aligned with.
+func (m *toolMemo) align(gen string, list *lastList, outs []toolOut) {
+	if list == nil || len(list.elems) != len(outs) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.gens[gen]; g != nil {
+		g.alignedTo, g.alignedOuts = list, outs
+	}
 }
 
 // store memoises the decorations of the elements of a that were missing (not had), under gen, and
@@ -251,10 +276,10 @@ func (m *toolMemo) store(gen, raw string, a *toolsArray, outs []toolOut, had []b
 // JSON) from the memo of decorated elements, calling the engine for the elements it has
 // not seen in this generation only. It returns nil where the full path must decide (see
 // above).
-func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *loaded, gen string, result string, split *toolsArray) *decoratedList {
+func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *loaded, gen string, result string, al *alignment) *decoratedList {
 	var a toolsArray
-	if split != nil {
-		a = *split
+	if al != nil {
+		a = al.split
 	} else {
 		var ok bool
 		if a, ok = splitTools(result); !ok {
@@ -263,7 +288,7 @@ func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *load
 	}
 	outs := make([]toolOut, len(a.elems))
 	have := make([]bool, len(a.elems))
-	missing, mostlyNew := c.tools.lookup(gen, result, &a, outs, have)
+	missing, mostlyNew := c.tools.lookup(gen, result, &a, al, outs, have)
 	if mostlyNew {
 		return nil // decorated whole (and memoised: memoiseDecorated)
 	}
@@ -300,6 +325,9 @@ func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *load
 			outs[i] = fresh[0]
 		}
 		c.tools.store(gen, result, &a, outs, have)
+	}
+	if al != nil {
+		c.tools.align(gen, al.cur, outs)
 	}
 	return assembleList(result, &a, outs)
 }
@@ -364,10 +392,10 @@ func toolRepeats(elem string) bool {
 
 // memoiseDecorated memoises the elements of a list the engine decorated whole (result the
 // upstream's, decorated the engine's result), when the answer maps onto them.
-func (c *Core) memoiseDecorated(gen, result, decorated string, split *toolsArray, names, hidden, withheld gjson.Result) {
+func (c *Core) memoiseDecorated(gen, result, decorated string, al *alignment, names, hidden, withheld gjson.Result) {
 	var a toolsArray
-	if split != nil {
-		a = *split
+	if al != nil {
+		a = al.split
 	} else {
 		var ok bool
 		if a, ok = splitTools(result); !ok {
@@ -380,14 +408,19 @@ func (c *Core) memoiseDecorated(gen, result, decorated string, split *toolsArray
 	// The elements the engine withheld are not memoised (a later list has the engine
 	// decorate each of them on its own, which says exactly what it does with it).
 	skip := make([]bool, len(a.elems))
+	skipped := false
 	for i, e := range a.elems {
 		skip[i] = toolRepeats(result[e.start:e.end])
+		skipped = skipped || skip[i]
 	}
 	outs, ok := mapDecorated(result, a.elems, decorated, names, hidden, withheld, skip)
 	if !ok {
 		return
 	}
 	c.tools.store(gen, result, &a, outs, skip)
+	if al != nil && !skipped {
+		c.tools.align(gen, al.cur, outs)
+	}
 }
 
 // mapDecorated maps a decorated list onto the elements sent (spans of raw), in order: the
@@ -550,13 +583,23 @@ type listReader struct {
 	at    int        // the result's offset
 	end   int        // ... and the offset past it
 	ok    bool       // the first result member is an object with one tools array and no repeated member
+	match []int32    // per element, the index of the element of prev it equals, or -1
+	kept  *lastList  // this list, as the next one is compared with it
 }
 
-// listSplit returns the elements of result as the validator's pass found them (nil when
-// it did not).
-func (ex *Exchange) listSplit(result string) *toolsArray {
+// alignment is what the validator's pass found of a list: its elements, which of them
+// equal an element of the list before (match: its index there, or -1), and both lists.
+type alignment struct {
+	split     toolsArray
+	match     []int32
+	prev, cur *lastList
+}
+
+// listAlign returns what the validator's pass found of result (nil when it did not read
+// it).
+func (ex *Exchange) listAlign(result string) *alignment {
 	if r := ex.list; r != nil && r.ok && r.end-r.at == len(result) {
-		return &r.split
+		return &alignment{split: r.split, match: r.match, prev: r.prev, cur: r.kept}
 	}
 	return nil
 }
@@ -575,7 +618,8 @@ func (ex *Exchange) readList(s string) *listReader {
 // keep makes the list just read the one the next list is compared with.
 func (r *listReader) keep(c *Core) {
 	if r.ok {
-		c.last.Store(&lastList{s: r.s[r.at:r.end], elems: r.split.elems})
+		r.kept = &lastList{s: r.s[r.at:r.end], elems: r.split.elems}
+		c.last.Store(r.kept)
 	}
 }
 
@@ -660,9 +704,10 @@ func (r *listReader) readTools(arr, depth int) (int, error) {
 		prev, ps = r.prev.elems, r.prev.s
 	}
 	r.split.elems = make([]span, 0, len(prev)+8)
+	r.match = make([]int32, 0, len(prev)+8)
 	k := 0 // the element of prev expected next
 	for j < len(s) {
-		end := -1
+		end, matched := -1, int32(-1)
 		if c := s[j]; c == '{' || c == '[' || c == '"' {
 			for _, m := range [3]int{k, k + 1, k - 1} {
 				if m < 0 || m >= len(prev) {
@@ -670,7 +715,7 @@ func (r *listReader) readTools(arr, depth int) (int, error) {
 				}
 				e := ps[prev[m].start:prev[m].end]
 				if len(s)-j >= len(e) && s[j:j+len(e)] == e {
-					end, k = j+len(e), m+1
+					end, k, matched = j+len(e), m+1, int32(m)
 					break
 				}
 			}
@@ -683,6 +728,7 @@ func (r *listReader) readTools(arr, depth int) (int, error) {
 			k++
 		}
 		r.split.elems = append(r.split.elems, span{j, end})
+		r.match = append(r.match, matched)
 		j = jsonx.SkipWS(s, end)
 		if j < len(s) && s[j] == ',' {
 			j = jsonx.SkipWS(s, j+1)

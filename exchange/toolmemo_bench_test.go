@@ -39,7 +39,7 @@ func BenchmarkToolMemoLookup(b *testing.B) {
 	m.store("g", r, &a, outs, have)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		m.lookup("g", r, &a, outs, have)
+		m.lookup("g", r, &a, nil, outs, have)
 	}
 }
 

@@ -62,7 +62,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		d = c.lists.get(key, result.Raw)
 	}
 	if d == nil && c.tools != nil && !c.facts.health {
-		if d = c.decorateIncrementally(ctx, scope, st, gen, result.Raw, ex.listSplit(result.Raw)); d != nil && c.lists != nil {
+		if d = c.decorateIncrementally(ctx, scope, st, gen, result.Raw, ex.listAlign(result.Raw)); d != nil && c.lists != nil {
 			c.lists.put(key, result.Raw, d)
 		}
 	}
@@ -97,7 +97,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 				c.lists.put(key, result.Raw, d)
 			}
 			if c.tools != nil && !c.facts.health {
-				c.memoiseDecorated(gen, result.Raw, res.Raw, ex.listSplit(result.Raw), m[1], m[4], m[3])
+				c.memoiseDecorated(gen, result.Raw, res.Raw, ex.listAlign(result.Raw), m[1], m[4], m[3])
 			}
 		}
 	}
