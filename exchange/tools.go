@@ -276,9 +276,25 @@ func newListMemo(max, maxBytes int) *listMemo {
 	return &listMemo{seed: maphash.MakeSeed(), entries: map[string]listEntry{}, max: max, maxBytes: maxBytes}
 }
 
-// key returns the entry key of result under gen.
+// key returns the entry key of result under gen. A long result is hashed by samples (its
+// length, both ends and 32 slices across it): a lookup compares the result in full anyway,
+// and a list that differs where no sample looks costs a comparison up to the difference,
+// where hashing it all cost a pass over every byte of every list.
 func (l *listMemo) key(gen, result string) string {
-	h := maphash.String(l.seed, result)
+	var h uint64
+	if len(result) <= 8<<10 {
+		h = maphash.String(l.seed, result)
+	} else {
+		var mh maphash.Hash
+		mh.SetSeed(l.seed)
+		mh.WriteString(result[:2048])
+		mh.WriteString(result[len(result)-2048:])
+		step := (len(result) - 64) / 32
+		for i := 0; i < 32; i++ {
+			mh.WriteString(result[i*step : i*step+64])
+		}
+		h = mh.Sum64() ^ uint64(len(result))
+	}
 	b := make([]byte, 0, len(gen)+9)
 	b = append(b, gen...)
 	b = append(b, 0)
