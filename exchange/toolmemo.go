@@ -276,21 +276,25 @@ func (m *toolMemo) store(gen, raw string, a *toolsArray, outs []toolOut, had []b
 // JSON) from the memo of decorated elements, calling the engine for the elements it has
 // not seen in this generation only. It returns nil where the full path must decide (see
 // above).
-func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *loaded, gen string, result string, al *alignment) *decoratedList {
+//
+// pre and post (nil: none) are what the message holds before and after the result: the
+// list is assembled between them, so the message needs no splice (the decorated result
+// then views that buffer, which must not be written again).
+func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *loaded, gen string, result string, al *alignment, pre, post []byte) (*decoratedList, []byte) {
 	var a toolsArray
 	if al != nil {
 		a = al.split
 	} else {
 		var ok bool
 		if a, ok = splitTools(result); !ok {
-			return nil
+			return nil, nil
 		}
 	}
 	outs := make([]toolOut, len(a.elems))
 	have := make([]bool, len(a.elems))
 	missing, mostlyNew := c.tools.lookup(gen, result, &a, al, outs, have)
 	if mostlyNew {
-		return nil // decorated whole (and memoised: memoiseDecorated)
+		return nil, nil // decorated whole (and memoised: memoiseDecorated)
 	}
 	if missing > 0 {
 		// The missing elements, as a list of their own; an element that names a member
@@ -311,7 +315,7 @@ func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *load
 		if len(batch) > 0 {
 			fresh, ok := c.decorateElems(ctx, scope, st, result, batch)
 			if !ok {
-				return nil
+				return nil, nil
 			}
 			for k, i := range batchAt {
 				outs[i] = fresh[k]
@@ -320,7 +324,7 @@ func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *load
 		for _, i := range solo {
 			fresh, ok := c.decorateElems(ctx, scope, st, result, a.elems[i:i+1])
 			if !ok {
-				return nil
+				return nil, nil
 			}
 			outs[i] = fresh[0]
 		}
@@ -329,7 +333,7 @@ func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *load
 	if al != nil {
 		c.tools.align(gen, al.cur, outs)
 	}
-	return assembleList(result, &a, outs)
+	return assembleList(result, &a, outs, pre, post)
 }
 
 // decorateElems has the engine decorate the elements sent (spans of raw) as a list of
@@ -503,12 +507,13 @@ func mapDecorated(raw string, sent []span, decorated string, names, hidden, with
 // assembleList splices the decorated elements into the result raw, as
 // decorate.Index.Append does: the bytes between elements kept, a dropped element taking
 // its leading separator with it.
-func assembleList(raw string, a *toolsArray, outs []toolOut) *decoratedList {
-	size := len(raw)
+func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (*decoratedList, []byte) {
+	size := len(raw) + len(pre) + len(post)
 	for i := range outs {
 		size += len(outs[i].out) - (a.elems[i].end - a.elems[i].start)
 	}
 	dst := make([]byte, 0, size+64)
+	dst = append(dst, pre...)
 	dst = append(dst, raw[:a.open+1]...)
 	prev, first := a.open+1, true
 	names := make([]byte, 0, 32*len(outs)+2)
@@ -532,15 +537,17 @@ func assembleList(raw string, a *toolsArray, outs []toolOut) *decoratedList {
 	}
 	dst = appendGap(dst, raw[prev:a.close], true)
 	dst = append(dst, raw[a.close:]...)
+	list := dst[len(pre):]
+	dst = append(dst, post...)
 	names = append(names, ']')
 	// dst and names are never written again: the strings view them without a copy.
-	d := &decoratedList{result: unsafe.String(unsafe.SliceData(dst), len(dst)), names: unsafe.String(unsafe.SliceData(names), len(names))}
+	d := &decoratedList{result: unsafe.String(unsafe.SliceData(list), len(list)), names: unsafe.String(unsafe.SliceData(names), len(names))}
 	for i := range outs {
 		if outs[i].withheld {
 			d.withheld++
 		}
 	}
-	return d
+	return d, dst
 }
 
 // appendGap appends the bytes between two array elements (whitespace and a comma),

@@ -51,6 +51,6 @@ func BenchmarkAssembleList(b *testing.B) {
 		outs[i] = toolOut{out: r[e.start:e.end], name: `"x"`}
 	}
 	for i := 0; i < b.N; i++ {
-		assembleList(r, &a, outs)
+		assembleList(r, &a, outs, nil, nil)
 	}
 }

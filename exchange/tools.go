@@ -58,12 +58,20 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		return append(in, '}')
 	}
 	var d *decoratedList
+	var whole []byte // the decorated message, when the list was assembled in it
 	if c.lists != nil {
 		d = c.lists.get(key, result.Raw)
 	}
 	if d == nil && c.tools != nil && !c.facts.health {
-		if d = c.decorateIncrementally(ctx, scope, st, gen, result.Raw, ex.listAlign(result.Raw)); d != nil && c.lists != nil {
+		var pre, post []byte
+		if end := result.Index + len(result.Raw); ex.version < cacheableVersion && end <= len(msg) {
+			pre, post = msg[:result.Index], msg[end:] // as splice would keep them
+		}
+		if d, whole = c.decorateIncrementally(ctx, scope, st, gen, result.Raw, ex.listAlign(result.Raw), pre, post); d != nil && c.lists != nil {
 			c.lists.put(key, result.Raw, d)
+		}
+		if pre == nil {
+			whole = nil
 		}
 	}
 	if d == nil {
@@ -113,6 +121,9 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 	c.toolsSeen(ctx, names, result)
 	if ex.version >= cacheableVersion {
 		return splice(msg, result, c.cacheHints([]byte(d.result)))
+	}
+	if whole != nil {
+		return whole
 	}
 	return splice(msg, result, d.result)
 }
