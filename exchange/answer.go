@@ -73,10 +73,18 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	// each pass over it counts).
 	s := string(body)
 	var top answerMembers
-	if err := jsonx.ValidateObject(body, maxValidateDepth, top.see(s)); err != nil && !notAnObject(err) {
+	var sub func(key string, at int) (int, error)
+	list := ex.readList(s)
+	if list != nil {
+		sub = list.sub // validates the list's result while finding its tools
+	}
+	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.see(s), sub); err != nil && !notAnObject(err) {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
 		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
 		return body, nil
+	}
+	if list != nil {
+		list.keep(ex.core)
 	}
 	root := gjson.Parse(s)
 	result, ok := top.answer(ex.upstreamID)

@@ -53,6 +53,13 @@ import (
 //	tools_list_uncached/proxy      the reverse proxy (baseline of the tools_list rows)
 //	tools_list_uncached/gateway    the gateway, decorating every list anew
 //
+// Rows (tools/list, 1000 tools, from an upstream whose list changes on every request by one
+// tool's description, the usual change of a list):
+//
+//	tools_list_one_changed/proxy   the reverse proxy (baseline)
+//	tools_list_one_changed/gateway the gateway (its memo of decorated tools decorates the
+//	                               changed tool alone)
+//
 // STATEGATE_PATHS_ROUNDS and STATEGATE_PATHS_N set the rounds (default 5) and the requests
 // per row per round (default 400); -benchtime does not change them. STATEGATE_PATHS_ROWS
 // (a regular expression) keeps the matching rows and their baselines, for profiling one
@@ -216,9 +223,12 @@ func pathRows(b *testing.B) []*pathRow {
 
 	callUp := httptest.NewServer(bigUpstream(10))
 	b.Cleanup(callUp.Close)
-	listUp := newChangingList(1000)
+	listUp := newChangingList(1000, false)
 	listSrv := httptest.NewServer(listUp)
 	b.Cleanup(listSrv.Close)
+	oneUp := newChangingList(1000, true)
+	oneSrv := httptest.NewServer(oneUp)
+	b.Cleanup(oneSrv.Close)
 
 	memURL, memGW := gw(callUp.URL+"/mcp", store.NewMemory(store.Options{}))
 	warm := []string{listBody} // the client lists the tools before it calls them
@@ -260,13 +270,22 @@ func pathRows(b *testing.B) []*pathRow {
 	rows = append(rows,
 		&pathRow{name: "tools_list_uncached/proxy", base: lb, url: proxy(listSrv.URL), body: listBody},
 		&pathRow{name: "tools_list_uncached/gateway", base: lb, url: listURL, body: listBody})
+	oneURL, _ := gw(oneSrv.URL+"/mcp", store.NewMemory(store.Options{}))
+	ob := len(rows)
+	rows = append(rows,
+		&pathRow{name: "tools_list_one_changed/proxy", base: ob, url: proxy(oneSrv.URL), body: listBody},
+		&pathRow{name: "tools_list_one_changed/gateway", base: ob, url: oneURL, body: listBody})
 	// The list rows must get a fresh list on every request, and the gateway's must be
 	// decorated (the gated tool hidden or shown by its state is in it).
-	for _, r := range rows[lb:] {
+	for i, r := range rows[lb:] {
+		up := listUp
+		if lb+i >= ob {
+			up = oneUp
+		}
 		sid := benchSession(b, r.url)
-		before := listUp.lists.Load()
+		before := up.lists.Load()
 		a, c := postBody(b, r.url, sid, listBody), postBody(b, r.url, sid, listBody)
-		if listUp.lists.Load()-before != 2 || a == c || !strings.Contains(c, fmt.Sprintf("(rev %d)", before+2)) {
+		if up.lists.Load()-before != 2 || a == c || !strings.Contains(c, fmt.Sprintf("(rev %d)", before+2)) {
 			b.Fatalf("%s: the upstream's list did not change between two requests", r.name)
 		}
 	}
@@ -293,7 +312,8 @@ func envInt(name string, def int) int {
 
 // changingList is a minimal Streamable HTTP MCP server (JSON answers) whose tools/list
 // answer changes on every request: each of its n tools' descriptions carries the list's
-// revision. It answers initialize (with a session id), notifications (202) and tools/call.
+// revision (with one, only the description of the tool in the middle of the list). It
+// answers initialize (with a session id), notifications (202) and tools/call.
 type changingList struct {
 	lists atomic.Int64
 	sids  atomic.Int64
@@ -343,7 +363,7 @@ func writeResult(w http.ResponseWriter, id, result string) {
 	io.WriteString(w, out)
 }
 
-func newChangingList(n int) *changingList {
+func newChangingList(n int, one bool) *changingList {
 	c := &changingList{}
 	var s strings.Builder
 	s.WriteString(`{"tools":[`)
@@ -351,7 +371,11 @@ func newChangingList(n int) *changingList {
 		if i > 0 {
 			s.WriteByte(',')
 		}
-		fmt.Fprintf(&s, `{"name":"records.op%d","description":"Operation %d on records. Returns the affected records. (rev @REV@)","inputSchema":{"type":"object","properties":{"id":{"type":"string","description":"record id"}},"required":["id"]}}`, i, i)
+		rev := " (rev @REV@)"
+		if one && i != n/2 {
+			rev = ""
+		}
+		fmt.Fprintf(&s, `{"name":"records.op%d","description":"Operation %d on records. Returns the affected records.%s","inputSchema":{"type":"object","properties":{"id":{"type":"string","description":"record id"}},"required":["id"]}}`, i, i, rev)
 	}
 	s.WriteString(`]}`)
 	for _, p := range strings.Split(s.String(), "@REV@") {
