@@ -46,8 +46,7 @@ type Exchange struct {
 	input     []byte // tools/call: the engine input shared by check_limits and transition
 	st        *loaded
 	moves     bool
-	release   func()
-	lease     Lease // the lease behind release, when the State is a LeaseWriter
+	lease     Lease // a moving call's lease on its workflow keys (nil: none held)
 	hold      bool  // a fault's policy is HoldLease: Close keeps the lease
 	onTimeout []byte
 	sent      bool
@@ -110,36 +109,12 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if c.facts.principal != "" {
 		ex.principal = h.Get(c.facts.principal)
 	}
-	if name := c.RepeatedHeader(h); name != "" {
-		ex.Session, ex.principal = "", "" // neither is known: nothing is keyed by them
-		return ex.reject(400, CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))
+	if ex.refuseHeaders(h) {
+		return ex
 	}
-	// The core must read exactly the request the server will read: bodies it cannot read
-	// byte for byte (compressed, another charset) are refused, not passed on ungated.
-	if ce := h.Get(hdrEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
-		return ex.reject(415, CodeInvalidRequest, "compressed request bodies ("+ce+") are not accepted by the gateway")
-	}
-	if ct := h.Get(hdrType); ct != "" {
-		if _, params, err := mime.ParseMediaType(ct); err == nil {
-			if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
-				return ex.reject(415, CodeInvalidRequest, "request charset "+strconv.Quote(cs)+" is not accepted; send UTF-8")
-			}
-		}
-	}
-	if len(body) > c.opts.MaxBodyBytes {
-		// The id, when the start of the body shows it, so the client can match the error.
-		if id := gjson.GetBytes(body[:min(len(body), 4096)], "id"); id.Type == gjson.String || id.Type == gjson.Number {
-			ex.clientID = []byte(id.Raw)
-		}
-		return ex.reject(413, CodeInvalidRequest, "request body over the gateway's limit of "+strconv.Itoa(c.opts.MaxBodyBytes)+" bytes")
-	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') || jsonx.Validate(body, maxValidateDepth) != nil {
-		return ex.reject(400, CodeParseError, "parse error: the body is not one JSON-RPC message or batch")
-	}
-	doc := gjson.ParseBytes(body)
-	if repeatsMember(doc, 0) {
-		return ex.reject(400, CodeInvalidRequest, "request repeats a member name in an object; the gateway and the server could read different values")
+	doc, ok := ex.readBody(body)
+	if !ok {
+		return ex
 	}
 	if IsGatewaySession(ex.Session) {
 		if id := doc.Get("id"); doc.IsObject() && (id.Type == gjson.String || id.Type == gjson.Number) {
@@ -153,6 +128,62 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if doc.IsArray() {
 		return ex.admitBatch(doc)
 	}
+	return ex.admitMessage(ctx, h, doc, body)
+}
+
+// refuseHeaders refuses a request whose headers the core cannot read as the server will:
+// a repeated header naming who or what it is, a compressed body, a charset not UTF-8. It
+// reports whether it refused.
+func (ex *Exchange) refuseHeaders(h Headers) bool {
+	if name := ex.core.RepeatedHeader(h); name != "" {
+		ex.Session, ex.principal = "", "" // neither is known: nothing is keyed by them
+		ex.reject(400, CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))
+		return true
+	}
+	// The core must read exactly the request the server will read: bodies it cannot read
+	// byte for byte (compressed, another charset) are refused, not passed on ungated.
+	if ce := h.Get(hdrEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
+		ex.reject(415, CodeInvalidRequest, "compressed request bodies ("+ce+") are not accepted by the gateway")
+		return true
+	}
+	if ct := h.Get(hdrType); ct != "" {
+		if _, params, err := mime.ParseMediaType(ct); err == nil {
+			if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+				ex.reject(415, CodeInvalidRequest, "request charset "+strconv.Quote(cs)+" is not accepted; send UTF-8")
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readBody parses the body as one JSON-RPC message or batch, refusing one over the size
+// limit, not JSON, or repeating a member name; false when it refused.
+func (ex *Exchange) readBody(body []byte) (gjson.Result, bool) {
+	if limit := ex.core.opts.MaxBodyBytes; len(body) > limit {
+		// The id, when the start of the body shows it, so the client can match the error.
+		if id := gjson.GetBytes(body[:min(len(body), 4096)], "id"); id.Type == gjson.String || id.Type == gjson.Number {
+			ex.clientID = []byte(id.Raw)
+		}
+		ex.reject(413, CodeInvalidRequest, "request body over the gateway's limit of "+strconv.Itoa(limit)+" bytes")
+		return gjson.Result{}, false
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') || jsonx.Validate(body, maxValidateDepth) != nil {
+		ex.reject(400, CodeParseError, "parse error: the body is not one JSON-RPC message or batch")
+		return gjson.Result{}, false
+	}
+	doc := gjson.ParseBytes(body)
+	if repeatsMember(doc, 0) {
+		ex.reject(400, CodeInvalidRequest, "request repeats a member name in an object; the gateway and the server could read different values")
+		return gjson.Result{}, false
+	}
+	return doc, true
+}
+
+// admitMessage decides on one JSON-RPC message (not a batch).
+func (ex *Exchange) admitMessage(ctx context.Context, h Headers, doc gjson.Result, body []byte) *Exchange {
+	c := ex.core
 	if v, n := caseVariant(doc); v != "" {
 		return ex.reject(400, CodeInvalidRequest, caseVariantText(v, n))
 	}
@@ -162,18 +193,8 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 		ex.clientID = []byte(id.Raw)
 	}
 	params := doc.Get("params")
-	if ex.version == "" {
-		ex.version = doc.Get(versionPath).Str
-	} else if v := doc.Get(versionPath); v.Exists() && v.Str != ex.version {
-		return ex.reject(400, CodeHeaderMismatch, "MCP-Protocol-Version header "+strconv.Quote(ex.version)+" does not match the body's _meta protocolVersion "+strconv.Quote(v.Str))
-	}
-	// 2026-07-28 requests name their method and target in headers: a disagreement with the
-	// body is refused, so a misleading header cannot steer a gate that trusts it.
-	if hm := h.Get(hdrMethod); hm != "" && hm != ex.Method {
-		return ex.reject(400, CodeHeaderMismatch, "Mcp-Method header "+strconv.Quote(hm)+" does not match the body's method "+strconv.Quote(ex.Method))
-	}
-	if hn := h.Get(hdrName); hn != "" && (ex.Method == MethodToolsCall || ex.Method == "prompts/get") && hn != params.Get("name").Str {
-		return ex.reject(400, CodeHeaderMismatch, "Mcp-Name header "+strconv.Quote(hn)+" does not match the body's name "+strconv.Quote(params.Get("name").Str))
+	if !ex.headersAgree(h, doc, params) {
+		return ex
 	}
 	if !actsOn(ex.Method) {
 		return ex // Pass: notifications, responses and every other method
@@ -200,6 +221,28 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 		ex.initVersion = params.Get("protocolVersion").Str
 	}
 	return ex
+}
+
+// headersAgree refuses a request whose headers name another protocol version, method or
+// target than its body (reporting false): a misleading header cannot steer a gate, or a
+// server, that trusts it.
+func (ex *Exchange) headersAgree(h Headers, doc, params gjson.Result) bool {
+	if ex.version == "" {
+		ex.version = doc.Get(versionPath).Str
+	} else if v := doc.Get(versionPath); v.Exists() && v.Str != ex.version {
+		ex.reject(400, CodeHeaderMismatch, "MCP-Protocol-Version header "+strconv.Quote(ex.version)+" does not match the body's _meta protocolVersion "+strconv.Quote(v.Str))
+		return false
+	}
+	// 2026-07-28 requests name their method and target in headers.
+	if hm := h.Get(hdrMethod); hm != "" && hm != ex.Method {
+		ex.reject(400, CodeHeaderMismatch, "Mcp-Method header "+strconv.Quote(hm)+" does not match the body's method "+strconv.Quote(ex.Method))
+		return false
+	}
+	if hn := h.Get(hdrName); hn != "" && (ex.Method == MethodToolsCall || ex.Method == "prompts/get") && hn != params.Get("name").Str {
+		ex.reject(400, CodeHeaderMismatch, "Mcp-Name header "+strconv.Quote(hn)+" does not match the body's name "+strconv.Quote(params.Get("name").Str))
+		return false
+	}
+	return true
 }
 
 // admitBatch applies the batch rule: batches exist only before 2025-06-18, do not nest, hold

@@ -131,7 +131,6 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 // finishCall advances the call's workflows by its outcome and decorates its result.
 func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
 	ex.upstreamDone()
-	c := ex.core
 	if ex.settle == settleNone {
 		if id := taskID(root.Get("result")); id != "" {
 			// A task was created: its result comes later (tasks/result, tasks/get), and
@@ -140,6 +139,26 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 			return msg, nil
 		}
 	}
+	before := ex.moveWorkflows(ctx, root)
+	if succeeded(root) {
+		ex.called(OutcomeSuccess)
+	} else {
+		ex.called(OutcomeError)
+	}
+	out := ex.decorateCall(ctx, msg, root)
+	if ex.cacheKey != "" {
+		if r := gjson.GetBytes(out, "result"); succeeded(gjson.ParseBytes(out)) && r.IsObject() {
+			ex.cacheStore([]byte(r.Raw))
+		}
+	}
+	return withDuration(out, ex.start), before
+}
+
+// moveWorkflows runs the call's transition (and its health outcome), releases its lease
+// and returns the notifications that go before its answer (list_changed when the visible
+// tools changed).
+func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result) [][]byte {
+	c := ex.core
 	var before [][]byte
 	outcome, code := "", ""
 	if c.facts.health && ex.healthDue.CompareAndSwap(true, false) {
@@ -163,12 +182,14 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 	if !ex.hold {
 		ex.releaseNow() // the transition is stored: the next moving call may go
 	}
-	if succeeded(root) {
-		ex.called(OutcomeSuccess)
-	} else {
-		ex.called(OutcomeError)
-	}
-	out := msg
+	return before
+}
+
+// decorateCall runs decorate_result on the call's answer and purges the cached tools a
+// successful mutation invalidates, before the answer goes out. It returns the answer to
+// send (msg itself when decorate_result failed).
+func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Result) []byte {
+	c := ex.core
 	in := make([]byte, 0, len(msg)+len(ex.Tool)+192)
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)
@@ -187,8 +208,7 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		in = append(in, `,"knownTools":`...)
 		in = append(in, known...)
 	}
-	var purge []string
-	var inv gjson.Result
+	out, purge, inv := msg, []string(nil), gjson.Result{}
 	res, err := c.decorateResult(context.WithoutCancel(ctx), in, ex.st)
 	if err != nil {
 		f := abi.FaultDecoratePlugin
@@ -198,21 +218,36 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		c.Fault(f, err, "tool", ex.Tool)
 		purge = cached // which patterns matched is unknown: purge every cached tool
 	} else {
-		ans := gjson.ParseBytes(res)
-		out = []byte(ans.Get("message").Raw)
-		if len(ans.Get("invalidated.patterns").Array()) > 0 {
-			c.count(CountInvalidations)
-		}
-		if ex.purges {
-			ans.Get("invalidated.tools").ForEach(func(_, t gjson.Result) bool {
-				if slices.Contains(cached, t.Str) && !slices.Contains(purge, t.Str) {
-					purge = append(purge, t.Str)
-				}
-				return true
-			})
-			inv = ans.Get("invalidated")
-		}
+		out, purge, inv = ex.invalidatedBy(gjson.ParseBytes(res), cached)
 	}
+	ex.purgeCached(ctx, indexErr, purge, inv)
+	return out
+}
+
+// invalidatedBy reads decorate_result's answer: the message to send, and the cached tools
+// the call invalidates (those of cached its patterns matched) with the invalidation.
+func (ex *Exchange) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []string, gjson.Result) {
+	var purge []string
+	var inv gjson.Result
+	if len(ans.Get("invalidated.patterns").Array()) > 0 {
+		ex.core.count(CountInvalidations)
+	}
+	if ex.purges {
+		ans.Get("invalidated.tools").ForEach(func(_, t gjson.Result) bool {
+			if slices.Contains(cached, t.Str) && !slices.Contains(purge, t.Str) {
+				purge = append(purge, t.Str)
+			}
+			return true
+		})
+		inv = ans.Get("invalidated")
+	}
+	return []byte(ans.Get("message").Raw), purge, inv
+}
+
+// purgeCached drops the cache entries a mutation invalidated (all of this replica's when
+// the cache index could not be read: indexErr).
+func (ex *Exchange) purgeCached(ctx context.Context, indexErr error, purge []string, inv gjson.Result) {
+	c := ex.core
 	if indexErr != nil {
 		// Which cached tools this mutation invalidates cannot be known: this replica drops
 		// its cache; other replicas cannot be told (the fault is counted and logged).
@@ -228,12 +263,6 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 			ex.invalidated(inv, purge)
 		}
 	}
-	if ex.cacheKey != "" {
-		if r := gjson.GetBytes(out, "result"); succeeded(gjson.ParseBytes(out)) && r.IsObject() {
-			ex.cacheStore([]byte(r.Raw))
-		}
-	}
-	return withDuration(out, ex.start), before
 }
 
 // decorateResult runs decorate_result with the states loaded at admission (which hold the

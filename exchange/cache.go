@@ -167,7 +167,7 @@ func (c *Core) indexedGen(ctx context.Context, tool string) (string, error) {
 	}
 	key := cacheGenPrefix + tool
 	for range c.opts.CASRetries {
-		s, err := c.state.Load(ctx, []string{key})
+		s, err := c.state.Load(ctx, []string{key}, false)
 		if err != nil {
 			return "", err
 		}
@@ -175,7 +175,7 @@ func (c *Core) indexedGen(ctx context.Context, tool string) (string, error) {
 			return string(s[0].Value), nil
 		}
 		gen := newGen()
-		switch err := c.state.Store(ctx, "", key, gen, s[0]); {
+		switch err := c.state.Store(ctx, "", key, gen, s[0], nil); {
 		case err == nil:
 			return string(gen), nil
 		case !errors.Is(err, ErrConflict):
@@ -246,7 +246,7 @@ func (ex *Exchange) finishFlight(result []byte) {
 
 // cacheGen reads a tool's generation ("" when it has none: no entry matches it).
 func (c *Core) cacheGen(ctx context.Context, tool string) (string, error) {
-	s, err := c.state.Load(ctx, []string{cacheGenPrefix + tool})
+	s, err := c.state.Load(ctx, []string{cacheGenPrefix + tool}, false)
 	if err != nil {
 		return "", err
 	}
@@ -255,7 +255,7 @@ func (c *Core) cacheGen(ctx context.Context, tool string) (string, error) {
 
 // cachedTools reads the index of tools that were ever cached.
 func (c *Core) cachedTools(ctx context.Context) ([]string, Slot, error) {
-	s, err := c.state.Load(ctx, []string{cacheIndexKey})
+	s, err := c.state.Load(ctx, []string{cacheIndexKey}, false)
 	if err != nil {
 		return nil, Slot{}, err
 	}
@@ -281,7 +281,7 @@ func (c *Core) indexTool(ctx context.Context, tool string) error {
 			return errors.New("the index of cached tools is full")
 		}
 		next := appendJSONStrings(nil, append(tools, tool))
-		switch err := c.state.Store(ctx, "", cacheIndexKey, next, slot); {
+		switch err := c.state.Store(ctx, "", cacheIndexKey, next, slot, nil); {
 		case err == nil:
 			return nil
 		case !errors.Is(err, ErrConflict):
@@ -296,11 +296,11 @@ func (c *Core) indexTool(ctx context.Context, tool string) error {
 func (c *Core) bumpGen(ctx context.Context, tool string) error {
 	key := cacheGenPrefix + tool
 	for range c.opts.CASRetries {
-		s, err := c.state.Load(ctx, []string{key})
+		s, err := c.state.Load(ctx, []string{key}, false)
 		if err != nil {
 			return err
 		}
-		switch err := c.state.Store(ctx, "", key, newGen(), s[0]); {
+		switch err := c.state.Store(ctx, "", key, newGen(), s[0], nil); {
 		case err == nil:
 			return nil
 		case !errors.Is(err, ErrConflict):

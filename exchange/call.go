@@ -22,21 +22,55 @@ const DefaultTimeout = 30 * time.Second
 // cache entry.
 func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result, h Headers) {
 	c.count(CountToolCalls)
+	if !ex.readCall(params) {
+		return
+	}
+	listed := c.upstreamListed(ex.Tool)
+	var lock func([]string) ([]Slot, error)
+	if c.facts.moves[ex.Tool] {
+		// A call that can move a workflow holds its state keys from admission to the stored
+		// transition, so racing calls are admitted one at a time, on one replica or several.
+		ex.moves = true
+		lock = func(keys []string) ([]Slot, error) { return c.leaseKeys(ctx, ex, keys) }
+	}
+	limIn := ex.input
+	if c.facts.health {
+		limIn = appendNow(limIn[:len(limIn):len(limIn)])
+	}
+	ans, st, err := c.checkLimits(ctx, ex, limIn, listed, lock)
+	if err != nil {
+		c.admitFault(ex, err)
+		return
+	}
+	ex.st = st
+	if ans.Get("allow").Type != gjson.True {
+		c.deny(ex, ans)
+		return
+	}
+	if c.caps.CanCreate != nil && !c.canRecord(ctx, ex) {
+		c.admitFault(ex, storeError{errors.New("state key bound reached")})
+		return
+	}
+	c.admitted(ctx, ex, ans, h, listed)
+}
+
+// readCall reads a tools/call's name, task and arguments into ex (the engine input
+// check_limits and transition share), or rejects the call.
+func (ex *Exchange) readCall(params gjson.Result) bool {
 	name := params.Get("name")
 	if name.Type != gjson.String || name.Str == "" {
 		ex.reject(200, CodeInvalidParams, "invalid params: params.name must be a non-empty string")
-		return
+		return false
 	}
 	tool, exact := jsonx.UnquoteExact(name.Raw)
 	if !exact {
 		// Readers decode it differently (U+FFFD, a lone code unit): the gate, the cache
 		// and the server could each take it for another tool.
 		ex.reject(200, CodeInvalidParams, "invalid params: params.name holds an unpaired UTF-16 surrogate escape or invalid UTF-8")
-		return
+		return false
 	}
 	ex.Tool = tool
 	ex.task = params.Get("task").Exists()
-	listed := c.upstreamListed(ex.Tool)
 	in := make([]byte, 0, 256)
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)
@@ -46,75 +80,38 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 		in = append(in, a.Raw...)
 	}
 	ex.input = in
-	var lock func([]string) ([]Slot, error)
-	if c.facts.moves[ex.Tool] {
-		// A call that can move a workflow holds its state keys from admission to the stored
-		// transition, so racing calls are admitted one at a time, on one replica or several.
-		ex.moves = true
-		lock = func(keys []string) ([]Slot, error) {
-			// Leases cover workflow snapshots only (not tool health, the annotation record or
-			// the cache's keys); when other keys are asked for too, the caller loads them all.
-			lockKeys := workflowKeys(keys)
-			if len(lockKeys) == 0 {
-				return nil, nil
-			}
-			partial := len(lockKeys) != len(keys)
-			wctx, cancel := withTimeout(ctx, c.opts.LeaseWait)
-			defer cancel()
-			var release func()
-			var lease Lease
-			var slots []Slot
-			var err error
-			if lw, ok := c.state.(LeaseWriter); ok {
-				if lease, slots, err = lw.LockLease(wctx, lockKeys, c.facts.leaseTTL, !partial); err == nil {
-					release = lease.Release
-				}
-			} else if ll, ok := c.state.(LockLoader); ok && !partial {
-				release, slots, err = ll.LockLoad(wctx, lockKeys, c.facts.leaseTTL)
-			} else {
-				release, err = c.state.Lock(wctx, lockKeys, c.facts.leaseTTL)
-			}
-			if err != nil {
-				if errors.Is(err, ErrBusy) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
-					return nil, errBusy{err}
-				}
-				return nil, storeError{err}
-			}
-			ex.release, ex.lease = release, lease
-			return slots, nil
-		}
+	return true
+}
+
+// leaseKeys is the lock of a call that can move a workflow: it leases the workflow keys
+// among keys (read with the lease when they are all of keys) and keeps the lease in ex.
+// Leases cover workflow snapshots only (not tool health, the annotation record or the
+// cache's keys); when other keys are asked for too, the caller loads them all (nil slots).
+func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Slot, error) {
+	lockKeys := workflowKeys(keys)
+	if len(lockKeys) == 0 {
+		return nil, nil
 	}
-	limIn := in
-	if c.facts.health {
-		limIn = appendNow(in[:len(in):len(in)])
-	}
-	var pre *loaded
-	memo := ""
-	if !c.facts.health && c.facts.bound[ex.Tool] && len(limIn) <= maxStateKeyInput {
-		// The keys check_limits asks for are a function of its input (and the
-		// configuration, this core's): asked for last time, they are read (and leased) up
-		// front and check_limits runs once. With health the input holds the time.
-		memo = string(limIn)
-		if keys := c.stateKeys.get(memo); keys != nil {
-			slots, err := c.preload(ctx, keys, lock)
-			if err != nil {
-				c.admitFault(ex, err)
-				return
-			}
-			pre = &loaded{keys: keys, slots: slots}
+	wctx, cancel := withTimeout(ctx, c.opts.LeaseWait)
+	defer cancel()
+	lease, slots, err := c.state.Lock(wctx, lockKeys, c.facts.leaseTTL, len(lockKeys) == len(keys))
+	if err != nil {
+		if errors.Is(err, ErrBusy) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+			return nil, errBusy{err}
 		}
+		return nil, storeError{err}
 	}
-	if c.facts.health && !c.facts.bound[ex.Tool] {
-		// An unbound tool needs only its unit's record, whose key depends on the name
-		// alone: the keys the engine asked for last time are loaded up front.
-		if keys := c.unitKeys.get(ex.Tool); keys != nil {
-			slots, err := c.state.Load(ctx, keys)
-			if err != nil {
-				c.admitFault(ex, storeError{err})
-				return
-			}
-			pre = &loaded{keys: keys, slots: slots}
-		}
+	ex.lease = lease
+	return slots, nil
+}
+
+// checkLimits asks check_limits about the call, with the state it needs: read up front
+// when the keys it asked for last time are remembered (preloaded), else as it asks. A
+// unit's probe is claimed before the answer is returned (settleProbe).
+func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error)) (gjson.Result, *loaded, error) {
+	pre, memo, err := c.preloaded(ctx, ex, limIn, lock)
+	if err != nil {
+		return gjson.Result{}, nil, err
 	}
 	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, limIn, pre, lock)
 	if err == nil && pre != nil && gjson.GetBytes(out, "needState").Exists() {
@@ -128,60 +125,96 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 		pre = nil
 		out, st, err = c.callWithState(ctx, abi.FuncCheckLimits, limIn, nil, lock)
 	}
-	if err == nil && pre == nil && memo != "" && len(st.keys) > 0 {
-		c.stateKeys.put(memo, st.keys)
-	}
-	if err == nil && pre == nil && c.facts.health && !c.facts.bound[ex.Tool] && len(st.keys) > 0 && listed {
-		c.unitKeys.put(ex.Tool, st.keys)
-	}
 	if err != nil {
-		c.admitFault(ex, err)
-		return
+		return gjson.Result{}, nil, err
 	}
-	ans := gjson.ParseBytes(out)
+	if pre == nil && len(st.keys) > 0 {
+		if memo != "" {
+			c.stateKeys.put(memo, st.keys)
+		} else if c.facts.health && !c.facts.bound[ex.Tool] && listed {
+			c.unitKeys.put(ex.Tool, st.keys)
+		}
+	}
+	return c.settleProbe(ctx, ex, limIn, gjson.ParseBytes(out), st)
+}
+
+// preloaded reads the state keys check_limits asked for last time, when they are
+// remembered, and returns them with the memo key they are remembered under ("" for a
+// unit's keys, or when nothing is remembered for the call).
+func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*loaded, string, error) {
+	if !c.facts.health && c.facts.bound[ex.Tool] && len(limIn) <= maxStateKeyInput {
+		// The keys check_limits asks for are a function of its input (and the
+		// configuration, this core's): asked for last time, they are read (and leased) up
+		// front and check_limits runs once. With health the input holds the time.
+		memo := string(limIn)
+		keys := c.stateKeys.get(memo)
+		if keys == nil {
+			return nil, memo, nil
+		}
+		slots, err := c.preload(ctx, keys, lock)
+		if err != nil {
+			return nil, "", err
+		}
+		return &loaded{keys: keys, slots: slots}, memo, nil
+	}
+	if c.facts.health && !c.facts.bound[ex.Tool] {
+		// An unbound tool needs only its unit's record, whose key depends on the name
+		// alone: the keys the engine asked for last time are loaded up front.
+		if keys := c.unitKeys.get(ex.Tool); keys != nil {
+			slots, err := c.state.Load(ctx, keys, false)
+			if err != nil {
+				return nil, "", storeError{err}
+			}
+			return &loaded{keys: keys, slots: slots}, "", nil
+		}
+	}
+	return nil, "", nil
+}
+
+// settleProbe claims the probe check_limits made the call (of an auto-disabled unit) once
+// its claim is stored; a lost race re-reads and asks again (another call's probe is then
+// a denial).
+func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, ans gjson.Result, st *loaded) (gjson.Result, *loaded, error) {
 	for attempt := 0; ans.Get("probe").Type == gjson.True; attempt++ {
-		// The call is the one probe of an auto-disabled unit once its claim is stored; a
-		// lost race re-reads and asks again (another call's probe is then a denial).
 		next, ok, err := c.claimProbe(ctx, ans, st)
 		if err != nil {
-			c.admitFault(ex, storeError{err})
-			return
+			return ans, nil, storeError{err}
 		}
 		if ok {
-			st, ex.probe = next, true
-			break
+			ex.probe = true
+			return ans, next, nil
 		}
 		if attempt >= 3 {
-			c.admitFault(ex, errBusy{errors.New("tool health probe contended")})
-			return
+			return ans, nil, errBusy{errors.New("tool health probe contended")}
 		}
 		var keys []string
 		ans.Get("states").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
-		fresh, err := c.state.Load(ctx, keys)
+		fresh, err := c.state.Load(ctx, keys, false)
 		if err != nil {
-			c.admitFault(ex, storeError{err})
-			return
+			return ans, nil, storeError{err}
 		}
 		st = st.with(keys, fresh)
-		if out, err = c.call(ctx, abi.FuncCheckLimits, limIn, st); err != nil {
-			c.admitFault(ex, err)
-			return
+		out, err := c.call(ctx, abi.FuncCheckLimits, limIn, st)
+		if err != nil {
+			return ans, nil, err
 		}
 		ans = gjson.ParseBytes(out)
 	}
-	ex.st = st
-	if ans.Get("allow").Type != gjson.True {
-		c.countLabel(CountDenied, DenialLabel(ans.Get("code").Str))
-		ex.releaseNow()
-		ex.answerLocal([]byte(ans.Get("result").Raw))
-		ex.called(OutcomeDenied)
-		ex.refused(ans.Get("code").Str, ans.Get("details"))
-		return
-	}
-	if b, ok := c.state.(Bounded); ok && !c.canRecord(ctx, ex, b) {
-		c.admitFault(ex, storeError{errors.New("state key bound reached")})
-		return
-	}
+	return ans, st, nil
+}
+
+// deny answers check_limits' denial locally.
+func (c *Core) deny(ex *Exchange, ans gjson.Result) {
+	c.countLabel(CountDenied, DenialLabel(ans.Get("code").Str))
+	ex.releaseNow()
+	ex.answerLocal([]byte(ans.Get("result").Raw))
+	ex.called(OutcomeDenied)
+	ex.refused(ans.Get("code").Str, ans.Get("details"))
+}
+
+// admitted readies an admitted call for the upstream: its timeout, its cache entry (which may
+// answer it at once) and its health accounting.
+func (c *Core) admitted(ctx context.Context, ex *Exchange, ans gjson.Result, h Headers, listed bool) {
 	ex.Timeout = time.Duration(ans.Get("timeoutMs").Int()) * time.Millisecond
 	ex.onTimeout = []byte(ans.Get("onTimeout").Raw)
 	if c.cache != nil {
@@ -199,7 +232,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 	}
 	// A unit whose record exists was listed where it was made (another replica's listing,
 	// or pins): its calls count here too, though this core has not seen the list yet.
-	ex.healthDue.Store(c.healthFor(ex.Tool) || c.facts.health && st.hasHealthRecord())
+	ex.healthDue.Store(c.healthFor(ex.Tool) || c.facts.health && ex.st.hasHealthRecord())
 	ex.quiet = ans.Get("quietOnSuccess").Type == gjson.True
 	c.count(CountAllowed)
 }
@@ -212,19 +245,13 @@ const maxStateKeyInput = 1024
 // and read by lock for a call that can move a workflow, read (from a near cache where the
 // State has one) for any other.
 func (c *Core) preload(ctx context.Context, keys []string, lock func([]string) ([]Slot, error)) ([]Slot, error) {
-	var slots []Slot
-	var err error
 	if lock != nil {
-		if slots, err = lock(keys); err != nil || slots != nil {
+		if slots, err := lock(keys); err != nil || slots != nil {
 			return slots, err
 		}
-	} else if nl, ok := c.state.(NearLoader); ok {
-		if slots, err = nl.LoadNear(ctx, keys); err != nil {
-			return nil, storeError{err}
-		}
-		return slots, nil
 	}
-	if slots, err = c.state.Load(ctx, keys); err != nil {
+	slots, err := c.state.Load(ctx, keys, lock == nil)
+	if err != nil {
 		return nil, storeError{err}
 	}
 	return slots, nil
@@ -281,14 +308,14 @@ func (e errBusy) Unwrap() error { return e.err }
 // canRecord reports whether a successful call could store its transition in a bounded
 // State: a call that would need a key beyond the bound is denied now rather than run with
 // its state lost.
-func (c *Core) canRecord(ctx context.Context, ex *Exchange, b Bounded) bool {
+func (c *Core) canRecord(ctx context.Context, ex *Exchange) bool {
 	missing := 0
 	for _, s := range ex.st.slots {
 		if !s.Exists {
 			missing++
 		}
 	}
-	if missing == 0 || b.CanCreate(missing) {
+	if missing == 0 || c.caps.CanCreate(missing) {
 		return true
 	}
 	out, err := c.call(ctx, abi.FuncTransition, ex.input, ex.st)
@@ -326,6 +353,41 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 	c := ex.core
 	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	in := ex.transitionInput(success, outcome, code)
+	st := ex.st
+	written, failed := map[string]bool{}, map[string]bool{}
+	visible := false
+	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
+		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
+		if err != nil {
+			ex.fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
+			return visible
+		}
+		st = next
+		ans := gjson.ParseBytes(out)
+		visible = visible || ans.Get("visibleChanged").Type == gjson.True
+		lost := ex.storeWrites(ctx, st, ex.pendingWrites(ans.Get("states"), written), written, failed)
+		if len(lost) == 0 {
+			ex.transitioned(ans, failed)
+			if h := ans.Get("health"); h.Exists() && !failedHealth(failed) {
+				ex.healthVisible = c.healthEvents(h)
+			}
+			return visible
+		}
+		c.count(CountCASConflicts)
+		fresh, err := c.state.Load(ctx, lost, false)
+		if err != nil {
+			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
+			return visible
+		}
+		st = st.with(lost, fresh)
+	}
+	ex.fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
+	return visible
+}
+
+// transitionInput is the transition's input: the call's, with its outcome.
+func (ex *Exchange) transitionInput(success bool, outcome, code string) []byte {
 	in := append(ex.input[:len(ex.input):len(ex.input)], `,"isError":`...)
 	if success {
 		in = append(in, "false"...)
@@ -348,63 +410,40 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		}
 		in = appendNow(in)
 	}
-	st := ex.st
-	written, failed := map[string]bool{}, map[string]bool{}
-	visible := false
-	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
-		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
-		if err != nil {
-			ex.fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
-			return visible
+	return in
+}
+
+// storeWrites stores writes with compare-and-set against st, marking each key written
+// (and failed, when the store failed it: given up on, the others still move), and returns
+// the keys whose write lost a race.
+func (ex *Exchange) storeWrites(ctx context.Context, st *loaded, writes []write, written, failed map[string]bool) []string {
+	c := ex.core
+	var lost []string
+	for i, w := range writes {
+		owner := ""
+		if sessionOwned(w.key) {
+			owner = ex.Session // freed with the session; handle state outlives it
 		}
-		st = next
-		ans := gjson.ParseBytes(out)
-		visible = visible || ans.Get("visibleChanged").Type == gjson.True
-		var lost []string
-		writes := ex.pendingWrites(ans.Get("states"), written)
-		for i, w := range writes {
-			owner := ""
-			if sessionOwned(w.key) {
-				owner = ex.Session // freed with the session; handle state outlives it
-			}
-			var err error
-			if lw, ok := c.state.(LeaseWriter); ok && ex.lease != nil && i == len(writes)-1 && len(lost) == 0 && len(failed) == 0 && !ex.hold {
-				// The last write of a transition where every other key is stored: it
-				// releases the call's leases in the same step. Only a successful store
-				// releases, so a conflict below still re-reads and re-applies under them.
-				err = lw.StoreReleasing(ctx, owner, w.key, w.value, st.slot(w.key), ex.lease)
-			} else {
-				err = c.state.Store(ctx, owner, w.key, w.value, st.slot(w.key))
-			}
-			switch {
-			case err == nil:
-				written[w.key] = true
-				c.count(CountTransitions)
-			case errors.Is(err, ErrConflict):
-				lost = append(lost, w.key)
-			default:
-				ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", w.key)
-				written[w.key] = true // give up on this key; the others still move
-				failed[w.key] = true
-			}
+		var lease Lease
+		if c.caps.ReleasingWrites && i == len(writes)-1 && len(lost) == 0 && len(failed) == 0 && !ex.hold {
+			// The last write of a transition where every other key is stored: it
+			// releases the call's leases in the same step. Only a successful store
+			// releases, so a conflict below still re-reads and re-applies under them.
+			lease = ex.lease
 		}
-		if len(lost) == 0 {
-			ex.transitioned(ans, failed)
-			if h := ans.Get("health"); h.Exists() && !failedHealth(failed) {
-				ex.healthVisible = c.healthEvents(h)
-			}
-			return visible
+		switch err := c.state.Store(ctx, owner, w.key, w.value, st.slot(w.key), lease); {
+		case err == nil:
+			written[w.key] = true
+			c.count(CountTransitions)
+		case errors.Is(err, ErrConflict):
+			lost = append(lost, w.key)
+		default:
+			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", w.key)
+			written[w.key] = true // give up on this key; the others still move
+			failed[w.key] = true
 		}
-		c.count(CountCASConflicts)
-		fresh, err := c.state.Load(ctx, lost)
-		if err != nil {
-			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
-			return visible
-		}
-		st = st.with(lost, fresh)
 	}
-	ex.fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
-	return visible
+	return lost
 }
 
 // write is one snapshot a transition stores.
@@ -421,7 +460,7 @@ func (ex *Exchange) pendingWrites(states gjson.Result, written map[string]bool) 
 	states.ForEach(func(k, v gjson.Result) bool {
 		if !written[k.Str] {
 			w := write{key: k.Str, value: []byte(v.Raw)}
-			if ex.lease != nil && isWorkflowKey(w.key) {
+			if ex.lease != nil && ex.core.caps.ReleasingWrites && isWorkflowKey(w.key) {
 				last = append(last, w)
 			} else {
 				first = append(first, w)
@@ -526,7 +565,7 @@ func (ex *Exchange) Close() {
 	}
 	ex.closed = true
 	ex.finishFlight(nil) // a leader that got no cacheable answer lets its waiters go
-	if ex.release == nil {
+	if ex.lease == nil {
 		return
 	}
 	if ex.sent && !ex.answered {
@@ -534,16 +573,16 @@ func (ex *Exchange) Close() {
 			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.leaseTTL.String())
 	}
 	if ex.hold {
-		ex.release = nil // lapses after the lease's ttl
+		ex.lease = nil // lapses after the lease's ttl
 		return
 	}
 	ex.releaseNow()
 }
 
 func (ex *Exchange) releaseNow() {
-	if ex.release != nil {
-		ex.release()
-		ex.release = nil
+	if ex.lease != nil {
+		ex.lease.Release()
+		ex.lease = nil
 	}
 }
 

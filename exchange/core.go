@@ -82,6 +82,7 @@ type Options struct {
 type Core struct {
 	plugin      Plugin
 	state       State
+	caps        Capabilities // state's, as it declared them (read once, here)
 	reporter    Reporter
 	publisher   Publisher
 	publishing  bool // a Publisher was given: per-call events are built at all
@@ -127,7 +128,7 @@ func New(opts Options) *Core {
 	if !publishing {
 		opts.Publisher = nopPublisher{}
 	}
-	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
+	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
 		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
 		seen: newSeenTools()}
 	c.publishing = publishing

@@ -92,7 +92,7 @@ func (c *Core) claimProbe(ctx context.Context, ans gjson.Result, st *loaded) (*l
 	lost := false
 	ans.Get("states").ForEach(func(k, v gjson.Result) bool {
 		keys = append(keys, k.Str)
-		switch e := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str)); {
+		switch e := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str), nil); {
 		case errors.Is(e, ErrConflict):
 			lost = true
 		case e != nil:
@@ -103,7 +103,7 @@ func (c *Core) claimProbe(ctx context.Context, ans gjson.Result, st *loaded) (*l
 	if err != nil || lost {
 		return st, false, err
 	}
-	fresh, err := c.state.Load(ctx, keys) // the claim is what the transition compares with
+	fresh, err := c.state.Load(ctx, keys, false) // the claim is what the transition compares with
 	if err != nil {
 		return st, false, err
 	}
@@ -123,7 +123,7 @@ func (c *Core) storeAll(ctx context.Context, fn abi.Function, in []byte, st *loa
 			if written[k.Str] {
 				return true
 			}
-			switch e := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str)); {
+			switch e := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str), nil); {
 			case e == nil:
 				written[k.Str] = true
 			case errors.Is(e, ErrConflict):
@@ -140,7 +140,7 @@ func (c *Core) storeAll(ctx context.Context, fn abi.Function, in []byte, st *loa
 			return out, true, nil
 		}
 		c.count(CountCASConflicts)
-		fresh, err := c.state.Load(ctx, lost)
+		fresh, err := c.state.Load(ctx, lost, false)
 		if err != nil {
 			return out, false, storeError{err}
 		}
@@ -225,7 +225,7 @@ func (c *Core) healthOp(ctx context.Context, in []byte) ([]byte, *loaded, error)
 		if len(keys) == 0 {
 			return nil, nil, errors.New("engine asked for state it was given")
 		}
-		slots, err := c.state.Load(ctx, keys)
+		slots, err := c.state.Load(ctx, keys, false)
 		if err != nil {
 			return nil, nil, storeError{err}
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/stategate/stategate/plugin/engine"
 )
 
-// The release of a moving call's leases in the last write of its transition (LeaseWriter),
+// The release of a moving call's leases in the last write of its transition (Capabilities.ReleasingWrites),
 // on the native engine and an in-memory State.
 
 // leaseConfig: "flip" (per session) alternates on cart.add_item and tasks.update; "task"
@@ -23,7 +23,7 @@ const leaseConfig = `{"version":1,"workflows":[
  {"id":"task","initial":"a","key":"argument:id","states":{"a":{"on":{"NEXT":"b"}},"b":{"on":{"NEXT":"a"}}},
   "tools":{"tasks.update":{"states":["a","b"],"event":"NEXT"}}}]}`
 
-// leaseState is testState with a write that releases the leases (a LeaseWriter), a record
+// leaseState is testState with a write that releases the leases (Capabilities.ReleasingWrites), a record
 // of every write, and writes of one workflow's key that fail on demand.
 type leaseState struct {
 	*testState
@@ -34,7 +34,7 @@ type leaseState struct {
 
 type leaseWrite struct {
 	workflow string
-	releases bool // StoreReleasing, not Store
+	releases bool // a Store given the lease
 	held     bool // every lease of the call was held when it ran
 }
 
@@ -54,25 +54,24 @@ func (l *testLease) Release() {
 	}
 }
 
-func (s *leaseState) LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (Lease, []Slot, error) {
-	release, err := s.Lock(ctx, keys, ttl)
+func (s *leaseState) Capabilities() Capabilities { return Capabilities{ReleasingWrites: true} }
+
+func (s *leaseState) Lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (Lease, []Slot, error) {
+	release, err := s.lock(ctx, keys, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
 	var slots []Slot
 	if load {
-		slots, _ = s.Load(ctx, keys)
+		slots, _ = s.Load(ctx, keys, false)
 	}
 	s.cur = &testLease{keys: keys, release: release}
 	return s.cur, slots, nil
 }
 
-func (s *leaseState) Store(ctx context.Context, owner, key string, value []byte, prev Slot) error {
-	return s.write(ctx, owner, key, value, prev, nil)
-}
-
-func (s *leaseState) StoreReleasing(ctx context.Context, owner, key string, value []byte, prev Slot, lease Lease) error {
-	return s.write(ctx, owner, key, value, prev, lease.(*testLease))
+func (s *leaseState) Store(ctx context.Context, owner, key string, value []byte, prev Slot, lease Lease) error {
+	l, _ := lease.(*testLease)
+	return s.write(ctx, owner, key, value, prev, l)
 }
 
 // write is Store, and releases lease (when not nil) once the value is stored.
@@ -89,7 +88,7 @@ func (s *leaseState) write(ctx context.Context, owner, key string, value []byte,
 	if w.workflow == s.fail {
 		return errors.New("store down")
 	}
-	if err := s.testState.Store(ctx, owner, key, value, prev); err != nil {
+	if err := s.testState.Store(ctx, owner, key, value, prev, nil); err != nil {
 		return err
 	}
 	if lease != nil && !lease.done {
@@ -169,7 +168,7 @@ func TestTransition_lastWriteReleases(t *testing.T) {
 			}
 			lease, ok := ex.lease.(*testLease)
 			if !ok {
-				t.Fatalf("the call's lease is %T, want the LeaseWriter's", ex.lease)
+				t.Fatalf("the call's lease is %T, want the releasing store's", ex.lease)
 			}
 			ex.FinishCall(ctx, []byte(okResult))
 			ex.Close()

@@ -115,7 +115,7 @@ func (c *Core) sessionLive(ctx context.Context, id string) bool {
 	if len(id) > len(SessionPrefix)+base64.RawURLEncoding.EncodedLen(sessionIDBytes) {
 		return false // longer than any id the gateway issues: never stored, never looked up
 	}
-	slots, err := c.state.Load(ctx, []string{sessionRecordKey(id)})
+	slots, err := c.state.Load(ctx, []string{sessionRecordKey(id)}, false)
 	if err != nil {
 		c.Fault(abi.FaultSessionStore, storeError{err}, "session", id)
 		return true
@@ -149,7 +149,7 @@ func (c *Core) issueSession(ctx context.Context) string {
 	id := SessionPrefix + base64.RawURLEncoding.EncodeToString(b)
 	rec := strconv.AppendInt([]byte(`{"issuedMs":`), time.Now().UnixMilli(), 10)
 	rec = append(rec, '}')
-	err := c.state.Store(context.WithoutCancel(ctx), id, sessionRecordKey(id), rec, Slot{})
+	err := c.state.Store(context.WithoutCancel(ctx), id, sessionRecordKey(id), rec, Slot{}, nil)
 	if errors.Is(err, ErrConflict) {
 		err = errors.New("a record under the new id exists already")
 	}

@@ -183,10 +183,10 @@ func TestGatewaySession_upstream404KeepsIt(t *testing.T) {
 // failingState fails every Load and Store.
 type failingState struct{ testState }
 
-func (*failingState) Load(context.Context, []string) ([]Slot, error) {
+func (*failingState) Load(context.Context, []string, bool) ([]Slot, error) {
 	return nil, errors.New("store down")
 }
-func (*failingState) Store(context.Context, string, string, []byte, Slot) error {
+func (*failingState) Store(context.Context, string, string, []byte, Slot, Lease) error {
 	return errors.New("store down")
 }
 

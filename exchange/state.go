@@ -12,62 +12,72 @@ import (
 )
 
 // State is where a host keeps the engine's snapshots: a store for the gateway, Envoy shared
-// data for the filter. Keys and values are the engine's; the host only keeps bytes.
+// data for the filter, any key-value map with compare-and-set for a host of the module.
+// Keys and values are the engine's; the host only keeps bytes. It is the one state
+// contract of every host: what a store can do beyond its floor is declared once, by
+// Capabilities, which the core reads when it is made (New), never probed per call.
+//
+// # Notes
+//
+//   - The floor is a read, a compare-and-set write, a lease and a forget. A store that can
+//     do more in one step (lease and read, write and release) does it inside these
+//     methods; the core's calls are the same on every store.
+//   - One lease's path: admission (leaseKeys) calls Lock; the transition's last write
+//     passes the lease to Store; Exchange.Close releases what is left.
 type State interface {
-	// Load reads keys, in order. A missing key is a Slot with Exists false.
-	Load(ctx context.Context, keys []string) ([]Slot, error)
+	// Capabilities declares what the store does beyond the floor. The core reads it once.
+	Capabilities() Capabilities
+	// Load reads keys, in order. A missing key is a Slot with Exists false. With near, the
+	// read may come from a cache of the store's own kept coherent by it (Redis client
+	// tracking), at no round trip when warm; a store without one reads as without near.
+	// Such a read may miss a write another replica made moments ago, so the core asks for
+	// it for one read only: the admission of a call that cannot move a workflow, which
+	// writes nothing and so bases no write on what it read.
+	Load(ctx context.Context, keys []string, near bool) ([]Slot, error)
 	// Store writes value under key if it still holds what prev was read as; ErrConflict
 	// when it does not (re-read and re-apply). owner is the session the key belongs to
-	// ("" for state handles, which outlive sessions).
-	Store(ctx context.Context, owner, key string, value []byte, prev Slot) error
-	// Lock leases keys for at most ttl and returns the release. It waits while another
-	// holder has one until ctx ends, then fails with an error wrapping ErrBusy. A host
-	// without leases (Envoy shared data) returns a no-op release.
-	Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error)
+	// ("" for state handles, which outlive sessions). lease, when not nil, is the call's
+	// lease (given only when Capabilities.ReleasingWrites): the store releases what it can
+	// of it in the same step, when it stores value and only then (ErrConflict releases
+	// nothing; the rest is left to lease.Release). Any other error leaves both unknown:
+	// the caller holds the lease, as for any failed write.
+	Store(ctx context.Context, owner, key string, value []byte, prev Slot, lease Lease) error
+	// Lock leases keys for at most ttl. It waits while another holder has one until ctx
+	// ends, then fails with an error wrapping ErrBusy. A host without leases (Envoy shared
+	// data) returns a lease that holds nothing. With load it also reads keys, in the same
+	// step where the store can (the gateway on Redis: one script per hash slot), after the
+	// lease where it cannot; slots are nil without load.
+	Lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (Lease, []Slot, error)
 	// Forget frees a session's state: keys are the session-keyed keys the engine names for
 	// it (a host with its own session index may use that instead).
 	Forget(ctx context.Context, session string, keys []string) error
 }
 
-// LockLoader is implemented by a State that can lease keys and read them in one step (the
-// gateway on Redis: one script per hash slot instead of a lease round trip and a read round
-// trip). The core uses it, when there, for the keys of a call that can move a workflow.
-type LockLoader interface {
-	// LockLoad is Lock followed by Load of the same keys, with their errors.
-	LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), []Slot, error)
+// Capabilities is what a State declares it does beyond the floor.
+type Capabilities struct {
+	// ReleasingWrites: Store releases the lease it is given in the same step (the gateway
+	// on Redis: the compare-and-set script deletes it, one round trip fewer per moving
+	// call). The core then writes a transition's workflow keys last and gives the last
+	// write the call's lease.
+	ReleasingWrites bool
+	// CanCreate, when set, reports whether n more keys may be created: the store can hold
+	// only so many (Envoy shared data has no delete). A call whose transition would need a
+	// key beyond the bound is denied at admission rather than run with its state lost.
+	CanCreate func(n int) bool
 }
 
-// LeaseWriter is implemented by a State whose compare-and-set can also release a call's
-// leases, in the same step (the gateway on Redis: the compare-and-set script deletes them,
-// one round trip fewer per moving call). The core uses it, when there, for the leases of a
-// call that can move a workflow and for the last write of its transition.
-type LeaseWriter interface {
-	// LockLease is Lock, returning the lease as a value StoreReleasing takes; with load it
-	// reads keys too, as LockLoader.LockLoad does (slots are nil without).
-	LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (Lease, []Slot, error)
-	// StoreReleasing is Store that, when it stores value and only then, also releases what
-	// it can of lease (the rest is left to lease.Release). ErrConflict releases nothing.
-	// Any other error leaves both unknown: the caller holds the lease, as for any failed
-	// write.
-	StoreReleasing(ctx context.Context, owner, key string, value []byte, prev Slot, lease Lease) error
-}
-
-// NearLoader is implemented by a State that can read keys from a cache of its own, kept
-// coherent by its store (the gateway on one Redis server: client tracking), at no round
-// trip when warm. Such a read may miss a write another replica made moments ago, so the
-// core uses it for one read only: the admission of a call that cannot move a workflow,
-// which writes nothing and so bases no write on what it read.
-type NearLoader interface {
-	// LoadNear is Load, possibly from the near cache.
-	LoadNear(ctx context.Context, keys []string) ([]Slot, error)
-}
-
-// Lease is the leases a LeaseWriter took for one call.
+// Lease is the leases Lock took for one call.
 type Lease interface {
 	// Release releases what is still held. It may be called more than once, and does
-	// nothing once StoreReleasing released it all.
+	// nothing once a releasing Store released it all.
 	Release()
 }
+
+// LeaseFunc is a release as a Lease, for stores whose writes cannot release.
+type LeaseFunc func()
+
+// Release implements Lease.
+func (f LeaseFunc) Release() { f() }
 
 // Slot is one key as read.
 type Slot struct {
@@ -81,13 +91,6 @@ var (
 	ErrConflict = errors.New("state: compare-and-set conflict")
 	ErrBusy     = errors.New("state: keys leased by another call")
 )
-
-// Bounded is implemented by a State that can create only so many keys (Envoy shared data
-// has no delete): a call whose transition would need a key beyond the bound is denied at
-// admission rather than run with its state lost.
-type Bounded interface {
-	CanCreate(n int) bool
-}
 
 // loaded is what was read for one call: the engine's keys, in its order, and their slots.
 type loaded struct {
@@ -230,12 +233,8 @@ func (c *Core) callWithState(ctx context.Context, fn abi.Function, input []byte,
 		}
 	}
 	if slots == nil {
-		if nl, ok := c.state.(NearLoader); ok && lock == nil && fn == abi.FuncCheckLimits {
-			slots, err = nl.LoadNear(ctx, keys) // the admission of a call that moves nothing
-		} else {
-			slots, err = c.state.Load(ctx, keys)
-		}
-		if err != nil {
+		// near: the admission of a call that moves nothing
+		if slots, err = c.state.Load(ctx, keys, lock == nil && fn == abi.FuncCheckLimits); err != nil {
 			return nil, nil, storeError{err}
 		}
 	}

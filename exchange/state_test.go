@@ -36,7 +36,9 @@ func newTestState(leases bool) *testState {
 	return s
 }
 
-func (s *testState) Load(_ context.Context, keys []string) ([]Slot, error) {
+func (s *testState) Capabilities() Capabilities { return Capabilities{} }
+
+func (s *testState) Load(_ context.Context, keys []string, _ bool) ([]Slot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Slot, len(keys))
@@ -47,7 +49,7 @@ func (s *testState) Load(_ context.Context, keys []string) ([]Slot, error) {
 	return out, nil
 }
 
-func (s *testState) Store(_ context.Context, _, key string, value []byte, prev Slot) error {
+func (s *testState) Store(_ context.Context, _, key string, value []byte, prev Slot, _ Lease) error {
 	s.mu.Lock()
 	race := s.race
 	s.race = nil
@@ -65,9 +67,22 @@ func (s *testState) Store(_ context.Context, _, key string, value []byte, prev S
 	return nil
 }
 
-// Lock records keys; with leases it waits (polling) until no key is leased, or answers
+// Lock is lock, then Load with load.
+func (s *testState) Lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (Lease, []Slot, error) {
+	release, err := s.lock(ctx, keys, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	var slots []Slot
+	if load {
+		slots, _ = s.Load(ctx, keys, false)
+	}
+	return LeaseFunc(release), slots, nil
+}
+
+// lock records keys; with leases it waits (polling) until no key is leased, or answers
 // ErrBusy when ctx ends first.
-func (s *testState) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
+func (s *testState) lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
 	s.mu.Lock()
 	s.locked = append(s.locked, keys)
 	s.mu.Unlock()

@@ -172,18 +172,18 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 	rec := taskRecord{tool: ex.Tool, input: string(ex.input) + "}", moves: ex.moves, purges: ex.purges}
 	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := c.state.Store(ctx, ex.Session, key, rec.encode(), Slot{}); err != nil {
+	if err := c.state.Store(ctx, ex.Session, key, rec.encode(), Slot{}, nil); err != nil {
 		// Without its record the task's end cannot move the workflow: the lease is held
 		// until it lapses, as for any transition that could not be stored.
 		ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "task", id)
 		return
 	}
-	if ex.release != nil && !ex.hold {
-		c.tasks.hold(key, ex.release, ex.lease, c.facts.leaseTTL, func() {
+	if ex.lease != nil && !ex.hold {
+		c.tasks.hold(key, ex.lease, c.facts.leaseTTL, func() {
 			c.Fault(abi.FaultTaskLease, errors.New("the task outlived its lease: another moving call on the same state may now be admitted before it ends"),
 				"tool", ex.Tool, "task", id, "lease", c.facts.leaseTTL.String())
 		})
-		ex.release, ex.lease = nil, nil
+		ex.lease = nil
 	}
 }
 
@@ -197,7 +197,7 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 	key := taskKey(ex.Session, ex.principal, id)
 	sctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	slots, err := c.state.Load(sctx, []string{key})
+	slots, err := c.state.Load(sctx, []string{key}, false)
 	if err != nil {
 		c.Fault(abi.FaultTransition, storeError{err}, "task", id)
 		return msg, nil
@@ -210,7 +210,7 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 	if !rec.done {
 		done := rec
 		done.done = true
-		switch err := c.state.Store(sctx, ex.Session, key, done.encode(), slots[0]); {
+		switch err := c.state.Store(sctx, ex.Session, key, done.encode(), slots[0], nil); {
 		case err == nil:
 			won = true
 		case errors.Is(err, ErrConflict): // settled by another answer first
@@ -225,7 +225,7 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 		c.count(CountTasksSettled)
 		tex.settle = settleMove
 		tex.purges = rec.purges && completed
-		tex.release, tex.lease = c.tasks.take(key)
+		tex.lease = c.tasks.take(key)
 		tex.healthDue.Store(c.healthFor(rec.tool))
 		if !completed {
 			tex.settle = settleEnded
@@ -328,14 +328,13 @@ type taskLeases struct {
 }
 
 type heldLease struct {
-	release func()
 	lease   Lease
 	timer   stopper
 	due     time.Time // when the lease lapses (swept by it where timers never fire)
 	onLapse func()
 }
 
-func (t *taskLeases) hold(key string, release func(), lease Lease, ttl time.Duration, onLapse func()) {
+func (t *taskLeases) hold(key string, lease Lease, ttl time.Duration, onLapse func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
@@ -345,11 +344,11 @@ func (t *taskLeases) hold(key string, release func(), lease Lease, ttl time.Dura
 		t.sweep(time.Now())
 	}
 	if len(t.m) >= maxTaskLeases {
-		release() // no room: the task runs unleased, reported as a lapse
+		lease.Release() // no room: the task runs unleased, reported as a lapse
 		spawn(onLapse)
 		return
 	}
-	h := &heldLease{release: release, lease: lease, due: time.Now().Add(ttl), onLapse: onLapse}
+	h := &heldLease{lease: lease, due: time.Now().Add(ttl), onLapse: onLapse}
 	h.timer = afterFunc(ttl, func() {
 		t.mu.Lock()
 		cur := t.m[key]
@@ -358,7 +357,7 @@ func (t *taskLeases) hold(key string, release func(), lease Lease, ttl time.Dura
 		}
 		t.mu.Unlock()
 		if cur == h {
-			h.release()
+			h.lease.Release()
 			onLapse()
 		}
 	})
@@ -370,21 +369,21 @@ func (t *taskLeases) sweep(now time.Time) {
 	for k, h := range t.m {
 		if now.After(h.due) {
 			delete(t.m, k)
-			h.release()
+			h.lease.Release()
 			h.onLapse()
 		}
 	}
 }
 
 // take hands over the lease held for key (nil when none is held any more).
-func (t *taskLeases) take(key string) (func(), Lease) {
+func (t *taskLeases) take(key string) Lease {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := t.m[key]
 	if h == nil {
-		return nil, nil
+		return nil
 	}
 	delete(t.m, key)
 	h.timer.Stop()
-	return h.release, h.lease
+	return h.lease
 }

@@ -27,35 +27,14 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 	if !result.IsObject() || result.Index <= 0 {
 		return msg
 	}
-	scope := ex.appendScope(make([]byte, 0, 128))
-	probe := append(scope[:len(scope):len(scope)], emptyListProbe...)
-	if c.facts.health {
-		// Tool health needs the records of the units in this list: the list itself asks.
-		scope = appendNow(scope)
-		probe = append(scope[:len(scope):len(scope)], `,"message":`+listEnvelope...)
-		probe = append(probe, result.Raw...)
-		probe = append(probe, '}')
-	}
-	_, st, err := c.callWithState(ctx, abi.FuncDecorateTools, probe, nil, nil)
-	if err != nil {
-		f := abi.FaultDecoratePlugin
-		if _, ok := err.(storeError); ok {
-			f = abi.FaultListStore
-		}
-		c.Fault(f, err, "method", MethodToolsList)
+	scope, st, ok := c.listState(ctx, ex, result)
+	if !ok {
 		return msg
 	}
 	gen := listKey(ex.version, st, "") // with health, st holds the units' records
 	var key string
 	if c.lists != nil {
 		key = c.lists.key(gen, result.Raw)
-	}
-	const head = `,"message":` + listEnvelope
-	input := func() []byte {
-		// Room for the states and the closing braces too: callOwned appends them in place.
-		in := make([]byte, 0, len(scope)+len(head)+len(result.Raw)+1+st.statesSize()+1)
-		in = append(append(append(in, scope...), head...), result.Raw...)
-		return append(in, '}')
 	}
 	var d *decoratedList
 	var whole []byte // the decorated message, when the list was assembled in it
@@ -75,40 +54,86 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		}
 	}
 	if d == nil {
-		// The answer's members, read in one pass over it.
-		out, m, err := c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states", "withheld", "hidden")
-		if err != nil {
-			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
+		if d = c.decorateWhole(ctx, ex, scope, st, gen, key, result); d == nil {
 			return msg
-		}
-		writes := c.facts.health && len(m[2].Map()) > 0
-		if writes {
-			// New pins, quarantines, the index: stored before the list goes out, and
-			// never memoised (the next list reads what was stored).
-			if out = c.listHealth(ctx, ex, input(), st, out); out == nil {
-				return msg
-			}
-			m = members(parseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
-		}
-		if !c.facts.health && m[2].IsObject() {
-			// (With tool health, listHealth stored every write of the answer, this one too.)
-			c.remember(ctx, input, out, st)
-		}
-		res := resultOf(m[0])
-		if !res.IsObject() {
-			c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
-			return msg
-		}
-		d = &decoratedList{result: res.Raw, names: m[1].Raw, withheld: len(m[3].Array())}
-		if !writes && !m[2].Exists() {
-			if c.lists != nil {
-				c.lists.put(key, result.Raw, d)
-			}
-			if c.tools != nil && !c.facts.health {
-				c.memoiseDecorated(gen, result.Raw, res.Raw, ex.listAlign(result.Raw), m[1], m[4], m[3])
-			}
 		}
 	}
+	return c.listDecorated(ctx, ex, msg, result, d, whole)
+}
+
+// listState reads the state a list's decoration needs (with tool health, the records of
+// the units in the list: the list itself asks) and returns it with the engine input's
+// scope; false when it could not be read (the list then goes undecorated).
+func (c *Core) listState(ctx context.Context, ex *Exchange, result gjson.Result) ([]byte, *loaded, bool) {
+	scope := ex.appendScope(make([]byte, 0, 128))
+	probe := append(scope[:len(scope):len(scope)], emptyListProbe...)
+	if c.facts.health {
+		scope = appendNow(scope)
+		probe = append(scope[:len(scope):len(scope)], `,"message":`+listEnvelope...)
+		probe = append(probe, result.Raw...)
+		probe = append(probe, '}')
+	}
+	_, st, err := c.callWithState(ctx, abi.FuncDecorateTools, probe, nil, nil)
+	if err != nil {
+		f := abi.FaultDecoratePlugin
+		if _, ok := err.(storeError); ok {
+			f = abi.FaultListStore
+		}
+		c.Fault(f, err, "method", MethodToolsList)
+		return nil, nil, false
+	}
+	return scope, st, true
+}
+
+// decorateWhole decorates the whole list with one engine call, stores what the answer
+// writes, and memoises the result when it writes nothing. nil: the list goes undecorated.
+func (c *Core) decorateWhole(ctx context.Context, ex *Exchange, scope []byte, st *loaded, gen, key string, result gjson.Result) *decoratedList {
+	const head = `,"message":` + listEnvelope
+	input := func() []byte {
+		// Room for the states and the closing braces too: callOwned appends them in place.
+		in := make([]byte, 0, len(scope)+len(head)+len(result.Raw)+1+st.statesSize()+1)
+		in = append(append(append(in, scope...), head...), result.Raw...)
+		return append(in, '}')
+	}
+	// The answer's members, read in one pass over it.
+	out, m, err := c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states", "withheld", "hidden")
+	if err != nil {
+		c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
+		return nil
+	}
+	writes := c.facts.health && len(m[2].Map()) > 0
+	if writes {
+		// New pins, quarantines, the index: stored before the list goes out, and
+		// never memoised (the next list reads what was stored).
+		if out = c.listHealth(ctx, ex, input(), st, out); out == nil {
+			return nil
+		}
+		m = members(parseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
+	}
+	if !c.facts.health && m[2].IsObject() {
+		// (With tool health, listHealth stored every write of the answer, this one too.)
+		c.remember(ctx, input, out, st)
+	}
+	res := resultOf(m[0])
+	if !res.IsObject() {
+		c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
+		return nil
+	}
+	d := &decoratedList{result: res.Raw, names: m[1].Raw, withheld: len(m[3].Array())}
+	if !writes && !m[2].Exists() {
+		if c.lists != nil {
+			c.lists.put(key, result.Raw, d)
+		}
+		if c.tools != nil && !c.facts.health {
+			c.memoiseDecorated(gen, result.Raw, res.Raw, ex.listAlign(result.Raw), m[1], m[4], m[3])
+		}
+	}
+	return d
+}
+
+// listDecorated counts a decorated list, records the names it lists and returns the
+// message with it (whole, when the list was assembled in the message already).
+func (c *Core) listDecorated(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result, d *decoratedList, whole []byte) []byte {
 	c.count(CountListsDecorated)
 	if d.withheld > 0 {
 		c.countN(CountToolsWithheld, d.withheld) // tool objects that repeat a member: removed from the list
@@ -154,7 +179,7 @@ func (c *Core) remember(ctx context.Context, input func() []byte, out []byte, st
 		var lost []string
 		var failed error
 		gjson.GetBytes(out, "states").ForEach(func(k, v gjson.Result) bool {
-			switch err := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str)); {
+			switch err := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str), nil); {
 			case errors.Is(err, ErrConflict):
 				lost = append(lost, k.Str)
 			case err != nil:
@@ -168,7 +193,7 @@ func (c *Core) remember(ctx context.Context, input func() []byte, out []byte, st
 		if failed == nil {
 			c.count(CountCASConflicts)
 			var fresh []Slot
-			if fresh, failed = c.state.Load(ctx, lost); failed == nil {
+			if fresh, failed = c.state.Load(ctx, lost, false); failed == nil {
 				st = st.with(lost, fresh)
 				var err error
 				if out, err = c.call(ctx, abi.FuncDecorateTools, input(), st); err != nil {

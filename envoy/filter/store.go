@@ -19,7 +19,7 @@ import (
 //   - Snapshots are stored as the engine gave them and written back with compare-and-set on
 //     the cas Envoy returned with the read.
 //   - Shared data has no delete: an empty value is a tombstone and reads as absent (null).
-//     Keys therefore never shrink; maxKeys bounds the keys this VM creates (Bounded).
+//     Keys therefore never shrink; maxKeys bounds the keys this VM creates (Capabilities.CanCreate).
 //   - Envoy ignores cas 0 ("write unconditionally") and creates an absent key whatever the
 //     cas. A key read as absent is therefore created with casCreate, a cas no live entry is
 //     expected to hold: Envoy creates the key if it is still absent and answers CasMismatch
@@ -40,8 +40,14 @@ const casCreate = 0xfffffffe
 
 var errFull = errors.New("state key bound reached (maxStateKeys)")
 
-// Load implements exchange.State.
-func (s *sharedState) Load(_ context.Context, keys []string) ([]exchange.Slot, error) {
+// Capabilities implements exchange.State: writes release nothing, and the keys this VM
+// may create are bounded.
+func (s *sharedState) Capabilities() exchange.Capabilities {
+	return exchange.Capabilities{CanCreate: s.canCreate}
+}
+
+// Load implements exchange.State (shared data has no near cache: near reads as any read).
+func (s *sharedState) Load(_ context.Context, keys []string, _ bool) ([]exchange.Slot, error) {
 	out := make([]exchange.Slot, len(keys))
 	for i, k := range keys {
 		v, cas, err := proxywasm.GetSharedData(k)
@@ -59,14 +65,14 @@ func (s *sharedState) Load(_ context.Context, keys []string) ([]exchange.Slot, e
 	return out, nil
 }
 
-// CanCreate implements exchange.Bounded.
-func (s *sharedState) CanCreate(n int) bool { return s.created+n <= s.maxKeys }
+// canCreate is Capabilities.CanCreate: n more keys stay within maxKeys.
+func (s *sharedState) canCreate(n int) bool { return s.created+n <= s.maxKeys }
 
-// Store implements exchange.State.
-func (s *sharedState) Store(_ context.Context, _, key string, value []byte, prev exchange.Slot) error {
+// Store implements exchange.State (its writes release no lease: lease is never given).
+func (s *sharedState) Store(_ context.Context, _, key string, value []byte, prev exchange.Slot, _ exchange.Lease) error {
 	cas := prev.CAS
 	if !prev.Exists {
-		if !s.CanCreate(1) {
+		if !s.canCreate(1) {
 			return errFull
 		}
 		cas = casCreate
@@ -84,10 +90,20 @@ func (s *sharedState) Store(_ context.Context, _, key string, value []byte, prev
 	return nil
 }
 
-// Lock implements exchange.State: shared data has no leases.
-func (s *sharedState) Lock(context.Context, []string, time.Duration) (func(), error) {
-	return func() {}, nil
+// Lock implements exchange.State: shared data has no leases; with load it reads keys.
+func (s *sharedState) Lock(ctx context.Context, keys []string, _ time.Duration, load bool) (exchange.Lease, []exchange.Slot, error) {
+	if !load {
+		return noLease, nil, nil
+	}
+	slots, err := s.Load(ctx, keys, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return noLease, slots, nil
 }
+
+// noLease is the lease shared data gives: it holds nothing.
+var noLease = exchange.LeaseFunc(func() {})
 
 // Forget implements exchange.State: the session's keys, as the engine names them, are
 // emptied (shared data has no delete).

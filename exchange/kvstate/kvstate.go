@@ -57,8 +57,11 @@ func (s *State) now() time.Time {
 	return time.Now()
 }
 
-// Load implements exchange.State.
-func (s *State) Load(_ context.Context, keys []string) ([]exchange.Slot, error) {
+// Capabilities implements exchange.State: compare-and-set alone, no bound.
+func (s *State) Capabilities() exchange.Capabilities { return exchange.Capabilities{} }
+
+// Load implements exchange.State (a KV has no near cache: near reads as any read).
+func (s *State) Load(_ context.Context, keys []string, _ bool) ([]exchange.Slot, error) {
 	vals, err := s.KV.Get(keys)
 	if err != nil {
 		return nil, err
@@ -86,14 +89,14 @@ func (s *State) cas(owner, key string, prev, next Value) error {
 	return nil
 }
 
-// Store implements exchange.State.
-func (s *State) Store(_ context.Context, owner, key string, value []byte, prev exchange.Slot) error {
+// Store implements exchange.State (its writes release no lease: lease is never given).
+func (s *State) Store(_ context.Context, owner, key string, value []byte, prev exchange.Slot, _ exchange.Lease) error {
 	return s.cas(owner, key, Value{B: prev.Value, Ok: prev.Exists}, Value{B: value, Ok: true})
 }
 
 // Forget implements exchange.State: the session's keys are deleted.
 func (s *State) Forget(ctx context.Context, session string, keys []string) error {
-	slots, err := s.Load(ctx, keys)
+	slots, err := s.Load(ctx, keys, false)
 	if err != nil {
 		return err
 	}
@@ -108,9 +111,26 @@ func (s *State) Forget(ctx context.Context, session string, keys []string) error
 	return nil
 }
 
-// Lock implements exchange.State: it leases every key or none. A key another holder
-// leases, until its expiry, fails it at once with exchange.ErrBusy.
-func (s *State) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
+// Lock implements exchange.State: it leases every key or none, then reads keys with load.
+// A key another holder leases, until its expiry, fails it at once with exchange.ErrBusy.
+func (s *State) Lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (exchange.Lease, []exchange.Slot, error) {
+	release, err := s.lock(ctx, keys, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !load {
+		return release, nil, nil
+	}
+	slots, err := s.Load(ctx, keys, false)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return release, slots, nil
+}
+
+// lock leases every key or none.
+func (s *State) lock(ctx context.Context, keys []string, ttl time.Duration) (exchange.LeaseFunc, error) {
 	var lkeys []string
 	seen := map[string]bool{}
 	for _, k := range keys {
@@ -119,7 +139,7 @@ func (s *State) Lock(ctx context.Context, keys []string, ttl time.Duration) (fun
 			lkeys = append(lkeys, LeasePrefix+k)
 		}
 	}
-	slots, err := s.Load(ctx, lkeys)
+	slots, err := s.Load(ctx, lkeys, false)
 	if err != nil {
 		return nil, err
 	}

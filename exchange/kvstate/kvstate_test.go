@@ -40,14 +40,14 @@ func TestLock(t *testing.T) {
 	now := time.Unix(1000, 0)
 	m := Map{}
 	s := &kvstate.State{KV: m, Now: func() time.Time { return now }}
-	release, err := s.Lock(ctx, []string{"a", "b", "a"}, time.Second)
+	release, _, err := s.Lock(ctx, []string{"a", "b", "a"}, time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(m) != 2 {
 		t.Fatalf("leases %v, want one per distinct key", m)
 	}
-	if _, err := s.Lock(ctx, []string{"c", "b"}, time.Second); !errors.Is(err, exchange.ErrBusy) || !s.TakeBusy() {
+	if _, _, err := s.Lock(ctx, []string{"c", "b"}, time.Second, false); !errors.Is(err, exchange.ErrBusy) || !s.TakeBusy() {
 		t.Fatalf("second holder: %v, want ErrBusy", err)
 	}
 	if _, ok := m[kvstate.LeasePrefix+"c"]; ok {
@@ -57,15 +57,15 @@ func TestLock(t *testing.T) {
 		t.Fatal("TakeBusy did not forget")
 	}
 	now = now.Add(2 * time.Second) // the first lease lapsed
-	release2, err := s.Lock(ctx, []string{"b"}, time.Second)
+	release2, _, err := s.Lock(ctx, []string{"b"}, time.Second, false)
 	if err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}
-	release() // the lapsed holder releases: it must not free the new holder's lease
+	release.Release() // the lapsed holder releases: it must not free the new holder's lease
 	if _, ok := m[kvstate.LeasePrefix+"b"]; !ok {
 		t.Fatal("a lapsed holder's release freed another holder's lease")
 	}
-	release2()
+	release2.Release()
 	if _, ok := m[kvstate.LeasePrefix+"b"]; ok {
 		t.Fatal("release left the lease")
 	}
@@ -74,20 +74,20 @@ func TestLock(t *testing.T) {
 func TestStore(t *testing.T) {
 	ctx := context.Background()
 	s := &kvstate.State{KV: Map{}}
-	if err := s.Store(ctx, "", "k", []byte("1"), exchange.Slot{}); err != nil {
+	if err := s.Store(ctx, "", "k", []byte("1"), exchange.Slot{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store(ctx, "", "k", []byte("2"), exchange.Slot{}); !errors.Is(err, exchange.ErrConflict) {
+	if err := s.Store(ctx, "", "k", []byte("2"), exchange.Slot{}, nil); !errors.Is(err, exchange.ErrConflict) {
 		t.Fatalf("store over a value read as absent: %v, want ErrConflict", err)
 	}
-	sl, _ := s.Load(ctx, []string{"k", "x"})
+	sl, _ := s.Load(ctx, []string{"k", "x"}, false)
 	if string(sl[0].Value) != "1" || !sl[0].Exists || sl[1].Exists {
 		t.Fatalf("load: %+v", sl)
 	}
 	if err := s.Forget(ctx, "s", []string{"k", "x"}); err != nil {
 		t.Fatal(err)
 	}
-	if sl, _ := s.Load(ctx, []string{"k"}); sl[0].Exists {
+	if sl, _ := s.Load(ctx, []string{"k"}, false); sl[0].Exists {
 		t.Fatal("forget left the key")
 	}
 }

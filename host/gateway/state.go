@@ -24,7 +24,19 @@ type getMany interface {
 	GetMany(ctx context.Context, keys []string) ([][]byte, error)
 }
 
-func (st storeState) Load(ctx context.Context, keys []string) (out []exchange.Slot, err error) {
+// Capabilities implements exchange.State: writes release leases on stores that can
+// (Redis).
+func (st storeState) Capabilities() exchange.Capabilities {
+	_, releasing := st.s.(leaseWriter)
+	return exchange.Capabilities{ReleasingWrites: releasing}
+}
+
+// Load implements exchange.State: with near, from the store's near cache when it has one
+// (loadNear).
+func (st storeState) Load(ctx context.Context, keys []string, near bool) (out []exchange.Slot, err error) {
+	if near {
+		return st.loadNear(ctx, keys)
+	}
 	if st.tr != nil {
 		var end func(error)
 		ctx, end = st.storeSpan(ctx, "load")
@@ -56,13 +68,13 @@ type nearGetter interface {
 	GetNear(ctx context.Context, keys []string) ([][]byte, error)
 }
 
-// LoadNear implements exchange.NearLoader: workflow snapshots from the store's near cache
-// when it has one; a read that names any other key (tool health, whose records are
-// compare-and-set counters) is Load.
-func (st storeState) LoadNear(ctx context.Context, keys []string) (out []exchange.Slot, err error) {
+// loadNear reads workflow snapshots from the store's near cache when it has one; a read
+// that names any other key (tool health, whose records are compare-and-set counters) is
+// Load's.
+func (st storeState) loadNear(ctx context.Context, keys []string) (out []exchange.Slot, err error) {
 	ng, ok := st.s.(nearGetter)
 	if !ok || !allWorkflowKeys(keys) {
-		return st.Load(ctx, keys)
+		return st.Load(ctx, keys, false)
 	}
 	if st.tr != nil {
 		var end func(error)
@@ -91,7 +103,12 @@ func allWorkflowKeys(keys []string) bool {
 	return true
 }
 
-func (st storeState) Store(ctx context.Context, owner, key string, value []byte, prev exchange.Slot) (err error) {
+// Store implements exchange.State: with a lease, one compare-and-set that also releases
+// it on stores that can (releasingStore).
+func (st storeState) Store(ctx context.Context, owner, key string, value []byte, prev exchange.Slot, lease exchange.Lease) (err error) {
+	if lease != nil {
+		return st.releasingStore(ctx, owner, key, value, prev, lease)
+	}
 	if st.tr != nil {
 		var end func(error)
 		ctx, end = st.storeSpan(ctx, "store")
@@ -111,7 +128,9 @@ func (st storeState) Store(ctx context.Context, owner, key string, value []byte,
 	return nil
 }
 
-func (st storeState) Lock(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
+// leaseOnly leases keys (Lock's last resort: a store that can neither release with a
+// write nor read with a lease).
+func (st storeState) leaseOnly(ctx context.Context, keys []string, ttl time.Duration) (func(), error) {
 	if st.tr != nil {
 		var end func(error)
 		ctx, end = st.storeSpan(ctx, "lock")
@@ -137,16 +156,16 @@ type lockLoader interface {
 	LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error)
 }
 
-// LockLoad implements exchange.LockLoader: one step on stores that can (Redis: one round
-// trip per hash slot), Lock then Load on the others.
-func (st storeState) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), []exchange.Slot, error) {
+// lockLoad leases keys and reads them: one step on stores that can (Redis: one round
+// trip per hash slot), a lease then a read on the others.
+func (st storeState) lockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), []exchange.Slot, error) {
 	ll, ok := st.s.(lockLoader)
 	if !ok {
-		release, err := st.Lock(ctx, keys, ttl)
+		release, err := st.leaseOnly(ctx, keys, ttl)
 		if err != nil {
 			return nil, nil, err
 		}
-		slots, err := st.Load(ctx, keys)
+		slots, err := st.Load(ctx, keys, false)
 		if err != nil {
 			release()
 			return nil, nil, err
@@ -179,24 +198,24 @@ type leaseWriter interface {
 	CompareAndSwapReleasing(ctx context.Context, session, key string, old, new []byte, lease *store.Lease) (bool, error)
 }
 
-// LockLease implements exchange.LeaseWriter: the store's lease on stores that can release
-// it with a write (Redis), LockLoad or Lock wrapped on the others, whose writes then
-// release nothing (the core's release does, as before).
-func (st storeState) LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (exchange.Lease, []exchange.Slot, error) {
+// Lock implements exchange.State: the store's lease on stores that can release it with a
+// write (Redis), lockLoad or leaseOnly wrapped on the others, whose writes then release
+// nothing (the core's release does).
+func (st storeState) Lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (exchange.Lease, []exchange.Slot, error) {
 	lw, ok := st.s.(leaseWriter)
 	if !ok {
 		var release func()
 		var slots []exchange.Slot
 		var err error
 		if load {
-			release, slots, err = st.LockLoad(ctx, keys, ttl)
+			release, slots, err = st.lockLoad(ctx, keys, ttl)
 		} else {
-			release, err = st.Lock(ctx, keys, ttl)
+			release, err = st.leaseOnly(ctx, keys, ttl)
 		}
 		if err != nil {
 			return nil, nil, err
 		}
-		return releaseFunc(release), slots, nil
+		return exchange.LeaseFunc(release), slots, nil
 	}
 	var end func(error) = func(error) {}
 	if st.tr != nil {
@@ -220,13 +239,13 @@ func (st storeState) LockLease(ctx context.Context, keys []string, ttl time.Dura
 	return lease, slots, nil
 }
 
-// StoreReleasing implements exchange.LeaseWriter: one compare-and-set that also releases
-// the lease on stores that can, Store on the others.
-func (st storeState) StoreReleasing(ctx context.Context, owner, key string, value []byte, prev exchange.Slot, lease exchange.Lease) error {
+// releasingStore is Store with the call's lease: one compare-and-set that also releases
+// it on stores that can, a plain one on the others.
+func (st storeState) releasingStore(ctx context.Context, owner, key string, value []byte, prev exchange.Slot, lease exchange.Lease) error {
 	lw, ok := st.s.(leaseWriter)
 	sl, isStore := lease.(*store.Lease)
 	if !ok || !isStore {
-		return st.Store(ctx, owner, key, value, prev)
+		return st.Store(ctx, owner, key, value, prev, nil)
 	}
 	old := prev.Value
 	if !prev.Exists {
@@ -246,11 +265,6 @@ func (st storeState) StoreReleasing(ctx context.Context, owner, key string, valu
 	}
 	return nil
 }
-
-// releaseFunc is a release as a Lease, for stores whose writes cannot release.
-type releaseFunc func()
-
-func (f releaseFunc) Release() { f() }
 
 func (st storeState) Forget(ctx context.Context, session string, _ []string) error {
 	return st.s.Forget(ctx, session) // the store keeps its own index of a session's keys
