@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -334,27 +334,25 @@ func opInput(op string, a Action, mode, reason string) []byte {
 // keyMemo remembers the state keys check_limits asked for per tool name, for tools whose
 // keys depend on the name alone (unbound tools with health); bounded, dropped whole when
 // full.
-type keyMemo struct {
-	mu  sync.Mutex
-	max int
-	m   map[string][]string
+type keyMemo struct{ lru *lru.Cache[string, []string] }
+
+func newKeyMemo(max int) *keyMemo {
+	c, _ := lru.New[string, []string](max) // max > 0: never an error
+	return &keyMemo{c}
 }
 
-func newKeyMemo(max int) *keyMemo { return &keyMemo{max: max, m: map[string][]string{}} }
-
-func (k *keyMemo) get(tool string) []string {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.m[tool]
+func (k *keyMemo) get(key string) []string {
+	keys, _ := k.lru.Get(key)
+	return keys
 }
 
-func (k *keyMemo) put(tool string, keys []string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if len(k.m) >= k.max {
-		clear(k.m)
+// put remembers keys under key; nil forgets it.
+func (k *keyMemo) put(key string, keys []string) {
+	if keys == nil {
+		k.lru.Remove(key)
+		return
 	}
-	k.m[tool] = keys
+	k.lru.Add(key, keys)
 }
 
 func msTime(ms int64) time.Time {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/stategate/stategate/abi"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -290,15 +292,14 @@ func listKey(version string, st *loaded, result string) string {
 	return string(b)
 }
 
-// listMemo memoises decorated lists, bounded in entries and bytes (FIFO). An entry is
-// found by its generation and a hash of the upstream's result, and holds that result to
-// compare: no key as long as the list is built, and one pass over it to look it up.
+// listMemo memoises decorated lists, bounded in entries and bytes (least recently used
+// first). An entry is found by its generation and a hash of the upstream's result, and
+// holds that result to compare: no key as long as the list is built, and one pass over it
+// to look it up.
 type listMemo struct {
 	mu       sync.Mutex
 	seed     maphash.Seed
-	entries  map[string]listEntry
-	order    []string
-	max      int
+	entries  *simplelru.LRU[string, listEntry]
 	maxBytes int
 	bytes    int
 }
@@ -308,8 +309,12 @@ type listEntry struct {
 	d   *decoratedList
 }
 
+func (e listEntry) size(key string) int { return len(key) + len(e.src) + e.d.size() }
+
 func newListMemo(max, maxBytes int) *listMemo {
-	return &listMemo{seed: maphash.MakeSeed(), entries: map[string]listEntry{}, max: max, maxBytes: maxBytes}
+	l := &listMemo{seed: maphash.MakeSeed(), maxBytes: maxBytes}
+	l.entries, _ = simplelru.NewLRU(max, func(key string, e listEntry) { l.bytes -= e.size(key) }) // max > 0
+	return l
 }
 
 // key returns the entry key of result under gen. A long result is hashed by samples (its
@@ -341,84 +346,62 @@ func (l *listMemo) key(gen, result string) string {
 func (l *listMemo) get(key, result string) *decoratedList {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e, ok := l.entries[key]; ok && e.src == result {
+	if e, ok := l.entries.Get(key); ok && e.src == result {
 		return e.d
 	}
 	return nil
 }
 
-// put memoises d as the decoration of result (which it keeps: it must not change).
+// put memoises d as the decoration of result (which it keeps: it must not change). A hash
+// collision keeps the newer list.
 func (l *listMemo) put(key, result string, d *decoratedList) {
-	size := len(key) + len(result) + d.size()
+	e := listEntry{result, d}
+	size := e.size(key)
 	if size > l.maxBytes/4 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e, ok := l.entries[key]; ok {
-		l.bytes += size - (len(key) + len(e.src) + e.d.size())
-		l.entries[key] = listEntry{result, d} // a hash collision: the newer list
-		return
+	l.entries.Remove(key) // the collision's older list, when there is one
+	for l.entries.Len() > 0 && l.bytes+size > l.maxBytes {
+		l.entries.RemoveOldest()
 	}
-	for len(l.order) > 0 && (len(l.order) >= l.max || l.bytes+size > l.maxBytes) {
-		old := l.order[0]
-		l.order = l.order[1:]
-		e := l.entries[old]
-		l.bytes -= len(old) + len(e.src) + e.d.size()
-		delete(l.entries, old)
-	}
-	l.entries[key] = listEntry{result, d}
-	l.order = append(l.order, key)
+	l.entries.Add(key, e) // past max entries, the oldest goes
 	l.bytes += size
 }
 
 func (d *decoratedList) size() int { return len(d.result) + len(d.names) + 32 }
 
-// knownTools remembers each session's last tool list (for invalidation events), bounded.
+// knownTools remembers each session's last tool list (for invalidation events), bounded:
+// the sessions least recently used go first.
 type knownTools struct {
-	mu    sync.Mutex
-	max   int
-	names map[string][]byte // session -> JSON array of names
-	order []string
+	lru *lru.Cache[string, []byte] // session -> JSON array of names
 }
 
 // maxKnownBytes bounds one session's remembered tool names.
 const maxKnownBytes = 256 << 10
 
 func newKnownTools(max int) *knownTools {
-	return &knownTools{max: max, names: map[string][]byte{}}
+	c, _ := lru.New[string, []byte](max) // max > 0: never an error
+	return &knownTools{c}
 }
 
 func (k *knownTools) set(session string, names []byte) {
 	if len(names) > maxKnownBytes || len(names) == 0 {
 		return
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if _, ok := k.names[session]; !ok {
-		for len(k.order) >= k.max {
-			delete(k.names, k.order[0])
-			k.order = k.order[1:]
-		}
-		k.order = append(k.order, session)
-	}
-	k.names[session] = names
+	k.lru.Add(session, names)
 }
 
 func (k *knownTools) get(session string) []byte {
 	if session == "" {
 		return nil
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.names[session]
+	names, _ := k.lru.Get(session)
+	return names
 }
 
-func (k *knownTools) forget(session string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.names, session)
-}
+func (k *knownTools) forget(session string) { k.lru.Remove(session) }
 
 // withListChanged returns an initialize answer whose result declares
 // capabilities.tools.listChanged: true, editing only that member and keeping every other
