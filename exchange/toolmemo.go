@@ -218,34 +218,11 @@ func (m *toolMemo) store(gen, raw string, a *toolsArray, outs []toolOut, had []b
 	defer m.mu.Unlock()
 	g := m.gens[gen]
 	if g == nil {
-		for len(m.order) > 0 && (len(m.order) >= m.maxGens || m.bytes+size > m.maxBytes) {
-			old := m.order[0]
-			m.order = m.order[1:]
-			m.bytes -= m.gens[old].bytes + len(old)
-			delete(m.gens, old)
-		}
-		g = &toolGen{tools: make(map[string]toolOut, len(a.elems))}
 		gen = string([]byte(gen)) // the caller's key may view a buffer it reuses
-		m.gens[gen] = g
-		m.order = append(m.order, gen)
-		m.bytes += len(gen)
+		g = m.addGen(gen, size, len(a.elems))
 	}
 	if len(g.tools) > 2*len(a.elems)+64 {
-		// Old versions of edited tools: keep this list's elements only.
-		kept := make(map[string]toolOut, len(a.elems))
-		bytes := 0
-		for _, e := range a.elems {
-			k := raw[e.start:e.end]
-			if _, dup := kept[k]; dup {
-				continue
-			}
-			if o, ok := g.tools[k]; ok {
-				kept[string([]byte(k))] = o
-				bytes += len(k) + len(o.out) + len(o.name) + 64
-			}
-		}
-		m.bytes += bytes - g.bytes
-		g.tools, g.bytes = kept, bytes
+		m.prune(g, raw, a)
 	}
 	for i, e := range a.elems {
 		if had[i] {
@@ -270,6 +247,41 @@ func (m *toolMemo) store(gen, raw string, a *toolsArray, outs []toolOut, had []b
 		m.bytes -= m.gens[old].bytes + len(old)
 		delete(m.gens, old)
 	}
+}
+
+// addGen makes room for a generation of about size bytes (the oldest go first) and adds
+// it, empty, with room for n tools (m.mu held).
+func (m *toolMemo) addGen(gen string, size, n int) *toolGen {
+	for len(m.order) > 0 && (len(m.order) >= m.maxGens || m.bytes+size > m.maxBytes) {
+		old := m.order[0]
+		m.order = m.order[1:]
+		m.bytes -= m.gens[old].bytes + len(old)
+		delete(m.gens, old)
+	}
+	g := &toolGen{tools: make(map[string]toolOut, n)}
+	m.gens[gen] = g
+	m.order = append(m.order, gen)
+	m.bytes += len(gen)
+	return g
+}
+
+// prune drops old versions of edited tools from g: it keeps the elements of this list
+// (a, in raw) only (m.mu held).
+func (m *toolMemo) prune(g *toolGen, raw string, a *toolsArray) {
+	kept := make(map[string]toolOut, len(a.elems))
+	bytes := 0
+	for _, e := range a.elems {
+		k := raw[e.start:e.end]
+		if _, dup := kept[k]; dup {
+			continue
+		}
+		if o, ok := g.tools[k]; ok {
+			kept[string([]byte(k))] = o
+			bytes += len(k) + len(o.out) + len(o.name) + 64
+		}
+	}
+	m.bytes += bytes - g.bytes
+	g.tools, g.bytes = kept, bytes
 }
 
 // decorateIncrementally decorates the result (an upstream's tools/list result, valid
@@ -437,27 +449,14 @@ func (c *Core) memoiseDecorated(gen, result, decorated string, al *alignment, na
 // withheld them, and they are left out of the mapping (their toolOut is zero); the answer
 // must have withheld as many.
 func mapDecorated(raw string, sent []span, decorated string, names, hidden, withheld gjson.Result, skip []bool) ([]toolOut, bool) {
-	skipped := 0
-	for _, s := range skip {
-		if s {
-			skipped++
-		}
-	}
-	if n := len(withheld.Array()); n != skipped || withheld.Exists() && !withheld.IsArray() {
-		return nil, false // (the member is there only when a tool was withheld)
+	if !withheldAsSkipped(withheld, skip) {
+		return nil, false
 	}
 	da, ok := splitTools(decorated)
 	if !ok || !names.IsArray() || !hidden.IsArray() {
 		return nil, false
 	}
-	var dropped map[string]bool
-	hidden.ForEach(func(_, v gjson.Result) bool {
-		if dropped == nil {
-			dropped = map[string]bool{}
-		}
-		dropped[v.Str] = true
-		return true
-	})
+	dropped := nameSet(hidden)
 	nameList := names.Array()
 	outs := make([]toolOut, len(sent))
 	j, k := 0, 0
@@ -502,6 +501,31 @@ func mapDecorated(raw string, sent []span, decorated string, names, hidden, with
 		return nil, false
 	}
 	return outs, true
+}
+
+// withheldAsSkipped reports whether the answer withheld as many tools as skip marks (the
+// member is there only when a tool was withheld).
+func withheldAsSkipped(withheld gjson.Result, skip []bool) bool {
+	skipped := 0
+	for _, s := range skip {
+		if s {
+			skipped++
+		}
+	}
+	return len(withheld.Array()) == skipped && !(withheld.Exists() && !withheld.IsArray())
+}
+
+// nameSet is the set of the strings of arr (nil when it has none).
+func nameSet(arr gjson.Result) map[string]bool {
+	var set map[string]bool
+	arr.ForEach(func(_, v gjson.Result) bool {
+		if set == nil {
+			set = map[string]bool{}
+		}
+		set[v.Str] = true
+		return true
+	})
+	return set
 }
 
 // assembleList splices the decorated elements into the result raw, as
