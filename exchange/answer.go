@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -340,9 +341,9 @@ func (ex *Exchange) Package(out []byte, before [][]byte) (contentType string, bo
 		return "application/json", out, before
 	}
 	for _, n := range before {
-		body = AppendEvent(body, n)
+		body = sse.Append(body, n)
 	}
-	return "text/event-stream", AppendEvent(body, out), nil
+	return "text/event-stream", sse.Append(body, out), nil
 }
 
 // withDuration sets result._meta["dev.stategate/durationMs"] on a JSON-RPC response to a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/sse"
 	"strconv"
 )
 
@@ -36,7 +37,7 @@ func (s *SSERewriter) Feed(chunk []byte, eos bool) []byte {
 	s.pending = append(s.pending, chunk...)
 	var out []byte
 	for {
-		ev, rest, ok := NextEvent(s.pending, eos)
+		ev, rest, ok := sse.Next(s.pending, eos)
 		if !ok {
 			break
 		}
@@ -45,7 +46,7 @@ func (s *SSERewriter) Feed(chunk []byte, eos bool) []byte {
 			out = append(out, ev...)
 			continue
 		}
-		data, has := EventData(ev)
+		data, has := sse.Data(ev)
 		if !has || !s.ex.Match(data) {
 			if has {
 				s.ex.Observe(s.ctx, data) // a task's status, for instance
@@ -56,12 +57,12 @@ func (s *SSERewriter) Feed(chunk []byte, eos bool) []byte {
 		s.matched = true
 		msg, before := s.ex.RewriteJSON(s.ctx, data)
 		for _, n := range before {
-			out = AppendEvent(out, n)
+			out = sse.Append(out, n)
 		}
 		if string(msg) == string(data) {
 			out = append(out, ev...)
 		} else {
-			out = RewriteEvent(out, ev, msg)
+			out = sse.Rewrite(out, ev, msg)
 		}
 	}
 	if len(s.pending) > s.max {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/sse"
 )
 
 // Open is a forwarded request whose answer the host feeds in (Start once, then Feed) until
@@ -168,12 +169,12 @@ func (o *Open) collapse(ctx context.Context, chunk []byte, eos bool, out *Output
 	ex := o.ex
 	o.buf = append(o.buf, chunk...)
 	for {
-		ev, rest, ok := exchange.NextEvent(o.buf, eos)
+		ev, rest, ok := sse.Next(o.buf, eos)
 		if !ok {
 			break
 		}
 		o.buf = rest
-		data, has := exchange.EventData(ev)
+		data, has := sse.Data(ev)
 		if !has {
 			continue
 		}
@@ -208,12 +209,12 @@ func (o *Open) answerJSON(status int, body []byte, out *Output) {
 func (o *Open) observeEvents(ctx context.Context, dst, chunk []byte, eos bool) []byte {
 	o.buf = append(o.buf, chunk...)
 	for {
-		ev, rest, ok := exchange.NextEvent(o.buf, eos)
+		ev, rest, ok := sse.Next(o.buf, eos)
 		if !ok {
 			break
 		}
 		o.buf = rest
-		if data, has := exchange.EventData(ev); has {
+		if data, has := sse.Data(ev); has {
 			o.f.o.Core.Observe(ctx, o.h, data)
 		}
 		dst = append(dst, ev...)
@@ -280,7 +281,7 @@ func (o *Open) Timeout() (out Output, abandon bool) {
 	case !o.started:
 		o.answerJSON(200, msg, &out)
 	case o.mode == modeSSE:
-		out.Body = exchange.AppendEvent(nil, msg)
+		out.Body = sse.Append(nil, msg)
 	}
 	if o.respHeaders == nil && out.Start {
 		out.Headers = Headers{{"Content-Type", "application/json"}, {"Content-Length", strconv.Itoa(len(out.Body))}}

@@ -12,6 +12,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -95,7 +96,7 @@ func finish(head, body []byte) int32 {
 				head = jsonx.AppendString(head, n.To)
 			}
 			head = append(head, `,"event":`...)
-			head = jsonx.AppendString(head, string(exchange.AppendEvent(nil, n.Msg)))
+			head = jsonx.AppendString(head, string(sse.Append(nil, n.Msg)))
 			head = append(head, '}')
 		}
 		head = append(head, ']')

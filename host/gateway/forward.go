@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/sse"
 	"io"
 	"net"
 	"net/http"
@@ -253,7 +254,7 @@ func (g *Gateway) collapse(ctx context.Context, w http.ResponseWriter, ex *excha
 			}
 			return
 		}
-		data, has := exchange.EventData(ev)
+		data, has := sse.Data(ev)
 		if !has {
 			continue
 		}
@@ -359,7 +360,7 @@ func (s *sink) timeout(ex *exchange.Exchange) {
 		return
 	}
 	if s.sse {
-		s.w.Write(exchange.AppendEvent(nil, msg))
+		s.w.Write(sse.Append(nil, msg))
 		flush(s.w)
 	}
 }

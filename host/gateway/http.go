@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/sse"
 )
 
 var hopHeaders = map[string]bool{
@@ -77,7 +77,7 @@ func newEventReader(r io.Reader, max int) *eventReader {
 // next returns the next event's bytes; io.EOF after the last one.
 func (e *eventReader) next() ([]byte, error) {
 	for {
-		if ev, rest, ok := exchange.NextEvent(e.buf, e.eos); ok {
+		if ev, rest, ok := sse.Next(e.buf, e.eos); ok {
 			out := append([]byte(nil), ev...)
 			e.buf = append(e.buf[:0], rest...)
 			return out, nil

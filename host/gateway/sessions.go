@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/sse"
 )
 
 // Gateway sessions (exchange/session.go): the core issues a session on the initialize
@@ -65,7 +66,7 @@ func (g *Gateway) serveOwnStream(w http.ResponseWriter, r *http.Request, sid str
 	for {
 		select {
 		case msg := <-inject:
-			if _, err := w.Write(exchange.AppendEvent(nil, msg)); err != nil {
+			if _, err := w.Write(sse.Append(nil, msg)); err != nil {
 				return
 			}
 			flush(w)

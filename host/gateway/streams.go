@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/sse"
 	"io"
 	"net/http"
 	"strings"
@@ -134,14 +134,14 @@ func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid str
 	for {
 		select {
 		case ev := <-events:
-			if data, has := exchange.EventData(ev); has {
+			if data, has := sse.Data(ev); has {
 				g.Core().Observe(r.Context(), r.Header, data) // a task's end, for instance
 			}
 			if _, err := w.Write(ev); err != nil {
 				return
 			}
 		case msg := <-inject:
-			if _, err := w.Write(exchange.AppendEvent(nil, msg)); err != nil {
+			if _, err := w.Write(sse.Append(nil, msg)); err != nil {
 				return
 			}
 		case <-done:

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/sse"
 	"github.com/tidwall/gjson"
 )
 
@@ -279,11 +280,11 @@ func eachEventData(r io.Reader, emit func([]byte)) {
 		chunk, err := rd.ReadBytes('\n')
 		buf = append(buf, chunk...)
 		for {
-			ev, rest, ok := exchange.NextEvent(buf, err != nil)
+			ev, rest, ok := sse.Next(buf, err != nil)
 			if !ok {
 				break
 			}
-			if data, has := exchange.EventData(ev); has {
+			if data, has := sse.Data(ev); has {
 				emit(data)
 			}
 			buf = append(buf[:0], rest...)
