@@ -1,0 +1,264 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// The end of a tools/call: its transition (compare-and-set, re-read on conflict, the last
+// write releasing the lease where the State can) and the lease's release or hold.
+
+// transition advances the workflows of a finished call and stores the new snapshots with
+// compare-and-set. A key whose write loses a race is re-read and the transition re-applied
+// to it alone (keys already written keep the snapshot they advanced from), so concurrent
+// calls never lose a transition and never apply one twice. It reports whether the visible
+// tool set changed.
+//
+// With tool health, outcome (when not "") is the call's outcome for its unit, and code
+// the JSON-RPC error code of an error answer (a number literal, or ""): the same
+// transition judges it, and the unit's record is written with the workflows' snapshots.
+func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code string) bool {
+	c := ex.core
+	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	in := ex.transitionInput(success, outcome, code)
+	st := ex.st
+	written, failed := map[string]bool{}, map[string]bool{}
+	visible := false
+	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
+		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
+		if err != nil {
+			ex.fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
+			return visible
+		}
+		st = next
+		ans := gjson.ParseBytes(out)
+		visible = visible || ans.Get("visibleChanged").Type == gjson.True
+		lost := ex.storeWrites(ctx, st, ex.pendingWrites(ans.Get("states"), written), written, failed)
+		if len(lost) == 0 {
+			ex.transitioned(ans, failed)
+			if h := ans.Get("health"); h.Exists() && !failedHealth(failed) {
+				ex.healthVisible = c.healthEvents(h)
+			}
+			return visible
+		}
+		c.count(CountCASConflicts)
+		fresh, err := c.state.Load(ctx, lost, false)
+		if err != nil {
+			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
+			return visible
+		}
+		st = st.with(lost, fresh)
+	}
+	ex.fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
+	return visible
+}
+
+// transitionInput is the transition's input: the call's, with its outcome.
+func (ex *Exchange) transitionInput(success bool, outcome, code string) []byte {
+	in := append(ex.input[:len(ex.input):len(ex.input)], `,"isError":`...)
+	if success {
+		in = append(in, "false"...)
+		if ex.structured != "" {
+			in = append(in, `,"result":`...)
+			in = append(in, ex.structured...)
+		}
+	} else {
+		in = append(in, "true"...)
+	}
+	if outcome != "" {
+		in = append(in, `,"outcome":`...)
+		in = jsonx.AppendString(in, outcome)
+		if code != "" {
+			in = append(in, `,"errorCode":`...)
+			in = append(in, code...)
+		}
+		if ex.probe {
+			in = append(in, `,"probe":true`...)
+		}
+		in = appendNow(in)
+	}
+	return in
+}
+
+// storeWrites stores writes with compare-and-set against st, marking each key written
+// (and failed, when the store failed it: given up on, the others still move), and returns
+// the keys whose write lost a race.
+func (ex *Exchange) storeWrites(ctx context.Context, st *loaded, writes []write, written, failed map[string]bool) []string {
+	c := ex.core
+	var lost []string
+	for i, w := range writes {
+		owner := ""
+		if sessionOwned(w.key) {
+			owner = ex.Session // freed with the session; handle state outlives it
+		}
+		var lease Lease
+		if c.caps.ReleasingWrites && i == len(writes)-1 && len(lost) == 0 && len(failed) == 0 && !ex.hold {
+			// The last write of a transition where every other key is stored: it
+			// releases the call's leases in the same step. Only a successful store
+			// releases, so a conflict below still re-reads and re-applies under them.
+			lease = ex.lease
+		}
+		switch err := c.state.Store(ctx, owner, w.key, w.value, st.slot(w.key), lease); {
+		case err == nil:
+			written[w.key] = true
+			c.count(CountTransitions)
+		case errors.Is(err, ErrConflict):
+			lost = append(lost, w.key)
+		default:
+			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", w.key)
+			written[w.key] = true // give up on this key; the others still move
+			failed[w.key] = true
+		}
+	}
+	return lost
+}
+
+// write is one snapshot a transition stores.
+type write struct {
+	key   string
+	value []byte
+}
+
+// pendingWrites lists the snapshots of states not yet written, the keys a moving call
+// leases last: the write that releases the leases is the last one, and on a cluster it
+// can release only those sharing its key's slot, which a health key never does.
+func (ex *Exchange) pendingWrites(states gjson.Result, written map[string]bool) []write {
+	var first, last []write
+	states.ForEach(func(k, v gjson.Result) bool {
+		if !written[k.Str] {
+			w := write{key: k.Str, value: []byte(v.Raw)}
+			if ex.lease != nil && ex.core.caps.ReleasingWrites && isWorkflowKey(w.key) {
+				last = append(last, w)
+			} else {
+				first = append(first, w)
+			}
+		}
+		return true
+	})
+	return append(first, last...)
+}
+
+// workflowKeys returns keys without the tool health keys.
+func workflowKeys(keys []string) []string {
+	out := keys[:0:0]
+	for _, k := range keys {
+		if isWorkflowKey(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// isWorkflowKey reports whether k is a workflow snapshot's key: not tool health
+// (compare-and-set only), not the principal's annotation record (outside stategate/v1/),
+// not the cache's keys.
+func isWorkflowKey(k string) bool {
+	return strings.HasPrefix(k, "stategate/v1/") && !abi.IsHealthKey(k) && !strings.HasPrefix(k, "stategate/v1/cache/")
+}
+
+func failedHealth(failed map[string]bool) bool {
+	for k := range failed {
+		if abi.IsHealthKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// fault reports a fault of this exchange and applies its policy: HoldLease keeps the
+// call's lease when the exchange is closed, until it lapses.
+func (ex *Exchange) fault(f abi.Fault, err error, attrs ...any) {
+	if ex.core.Fault(f, err, attrs...) == abi.HoldLease {
+		ex.hold = true
+	}
+}
+
+// hasHealthRecord reports whether a tool health record was loaded and exists.
+func (l *loaded) hasHealthRecord() bool {
+	if l == nil {
+		return false
+	}
+	for i, k := range l.keys {
+		if abi.IsHealthKey(k) && k != abi.HealthIndexKey && l.slots[i].Exists {
+			return true
+		}
+	}
+	return false
+}
+
+// with returns a copy of l with keys' slots replaced.
+func (l *loaded) with(keys []string, slots []Slot) *loaded {
+	out := &loaded{keys: l.keys, slots: append([]Slot(nil), l.slots...)}
+	for i, k := range keys {
+		for j, have := range out.keys {
+			if have == k {
+				out.slots[j] = slots[i]
+			}
+		}
+	}
+	return out
+}
+
+// sessionOwned reports whether an engine state key belongs to a session
+// (stategate/v1/<workflow>/session/...) rather than to a state handle.
+func sessionOwned(key string) bool {
+	parts := strings.SplitN(key, "/", 5)
+	return len(parts) == 5 && parts[3] == "session"
+}
+
+// MarkSent records whether the request may have reached the upstream. A moving call that
+// was sent and never answered readably keeps its lease (abi.FaultOutcomeUnknown).
+func (ex *Exchange) MarkSent(sent bool) {
+	ex.sent = sent
+	if sent && ex.Tool != "" && ex.core.publishing {
+		ex.sentAt = time.Now()
+	}
+}
+
+// upstreamDone records how long the upstream took (its answer came, or it failed), for
+// tool_called's upstreamUs: the rest of the call's duration is the gateway's own.
+func (ex *Exchange) upstreamDone() {
+	if !ex.sentAt.IsZero() && ex.upstream == 0 {
+		ex.upstream = max(time.Since(ex.sentAt), time.Nanosecond)
+	}
+}
+
+// Close ends the exchange: the lease of a moving call is released, unless the call reached
+// the upstream and its outcome is unknown, or its transition could not be stored, in which
+// case it is kept until it lapses (abi.HoldLease).
+func (ex *Exchange) Close() {
+	if ex.closed {
+		return
+	}
+	ex.closed = true
+	ex.finishFlight(nil) // a leader that got no cacheable answer lets its waiters go
+	if ex.lease == nil {
+		return
+	}
+	if ex.sent && !ex.answered {
+		ex.fault(abi.FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
+			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.leaseTTL.String())
+	}
+	if ex.hold {
+		ex.lease = nil // lapses after the lease's ttl
+		return
+	}
+	ex.releaseNow()
+}
+
+func (ex *Exchange) releaseNow() {
+	if ex.lease != nil {
+		ex.lease.Release()
+		ex.lease = nil
+	}
+}
+
+// Moves reports whether the call can move a workflow (it holds a lease on its state keys).
+func (ex *Exchange) Moves() bool { return ex.moves }
