@@ -130,18 +130,11 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 	c.flights.mu.Lock()
 	if f, ok := c.flights.m[fkey]; ok {
 		c.flights.mu.Unlock()
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-f.done:
-			if f.result != nil {
-				c.count(CountCacheCoalesced)
-				c.figures.add(ex.Tool, func(f *ToolCacheFigures) { f.Hits++ })
-				ex.answerCached(f.result, 0, true)
-				return true
-			}
-		case <-t.C:
-		case <-ctx.Done():
+		if waitFlight(ctx, f, wait) {
+			c.count(CountCacheCoalesced)
+			c.figures.add(ex.Tool, func(f *ToolCacheFigures) { f.Hits++ })
+			ex.answerCached(f.result, 0, true)
+			return true
 		}
 		ex.cacheKey = "" // go to the upstream without caching; the leader fills the entry
 		c.cacheMissed(ex)

@@ -59,7 +59,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 				return nil, nil
 			}
 			partial := len(lockKeys) != len(keys)
-			wctx, cancel := context.WithTimeout(ctx, c.opts.LeaseWait)
+			wctx, cancel := withTimeout(ctx, c.opts.LeaseWait)
 			defer cancel()
 			var release func()
 			var lease Lease
@@ -274,7 +274,7 @@ func (ex *Exchange) appendScope(dst []byte) []byte {
 // transition judges it, and the unit's record is written with the workflows' snapshots.
 func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code string) bool {
 	c := ex.core
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	in := append(ex.input[:len(ex.input):len(ex.input)], `,"isError":`...)
 	if success {

@@ -181,7 +181,7 @@ type facts struct {
 // (or one that answers no facts) gets the facts read from cfg the way the engine reads them.
 func factsOf(p Plugin, cfg []byte) facts {
 	if p != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := withTimeout(context.Background(), 10*time.Second)
 		out, err := p.Call(ctx, abi.FuncCheckConfig, nil)
 		cancel()
 		if host := gjson.GetBytes(out, "host"); err == nil && host.IsObject() {

@@ -2,7 +2,6 @@ package exchange
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"slices"
 	"sync"
@@ -260,7 +259,7 @@ func (p *Pending) InFlight(channel string) int {
 
 // tag marks a denial with a one-time token under _meta (abi.MetaDenial).
 func (p *Pending) tag(result []byte) []byte {
-	tok := rand.Text()
+	tok := randomText()
 	out, err := sjson.SetBytes(result, denialPath, tok)
 	if err != nil {
 		return result

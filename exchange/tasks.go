@@ -170,7 +170,7 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 	ex.healthDue.Store(false) // counted when the task ends
 	key := taskKey(ex.Session, ex.principal, id)
 	rec := taskRecord{tool: ex.Tool, input: string(ex.input) + "}", moves: ex.moves, purges: ex.purges}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := c.state.Store(ctx, ex.Session, key, rec.encode(), Slot{}); err != nil {
 		// Without its record the task's end cannot move the workflow: the lease is held
@@ -195,7 +195,7 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, msg []byte) ([]byte, [][]byte) {
 	c := ex.core
 	key := taskKey(ex.Session, ex.principal, id)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	sctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	slots, err := c.state.Load(sctx, []string{key})
 	if err != nil {
@@ -330,7 +330,7 @@ type taskLeases struct {
 type heldLease struct {
 	release func()
 	lease   Lease
-	timer   *time.Timer
+	timer   stopper
 }
 
 func (t *taskLeases) hold(key string, release func(), lease Lease, ttl time.Duration, onLapse func()) {
@@ -341,11 +341,11 @@ func (t *taskLeases) hold(key string, release func(), lease Lease, ttl time.Dura
 	}
 	if len(t.m) >= maxTaskLeases {
 		release() // no room: the task runs unleased, reported as a lapse
-		go onLapse()
+		spawn(onLapse)
 		return
 	}
 	h := &heldLease{release: release, lease: lease}
-	h.timer = time.AfterFunc(ttl, func() {
+	h.timer = afterFunc(ttl, func() {
 		t.mu.Lock()
 		cur := t.m[key]
 		if cur == h {

@@ -195,7 +195,7 @@ func (c *Core) checkUnknown(ctx context.Context) {
 	if !done || u.none || (u.checked && u.gen == gen) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if !u.checked {
 		// With no tool names at all, the configuration needs no check, now or later.

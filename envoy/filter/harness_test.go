@@ -16,8 +16,13 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// The artifact users deploy, built by `make build.envoy`.
-var wasmPath = filepath.Join("..", "..", "build", "stategate-envoy.wasm")
+// The artifact users deploy, built by `make build.envoy` (TinyGo), and the same filter
+// from standard Go, built by `make build.envoy.go` (the fallback, and the benchmarks'
+// baseline).
+var (
+	wasmPath   = filepath.Join("..", "..", "build", "stategate-envoy.wasm")
+	wasmGoPath = filepath.Join("..", "..", "build", "stategate-envoy-go.wasm")
+)
 
 var sampleConfig = mustRead(filepath.Join("..", "..", "abi", "testdata", "config", "sample.json"))
 
@@ -29,33 +34,39 @@ func mustRead(path string) []byte {
 	return b
 }
 
-var (
-	wasmOnce sync.Once
-	wasmVM   types.VMContext
-	wasmErr  error
-)
-
-// wasmVMContext runs the built filter on wazero through proxytest. One instance serves
-// every test: the host state (headers, bodies, shared data, metrics) lives in each
+// wasmModule is one built filter, loaded once on wazero through proxytest. One instance
+// serves every test: the host state (headers, bodies, shared data, metrics) lives in each
 // emulator, and the filter resets its own state in OnVMStart and OnPluginStart.
-func wasmVMContext(tb testing.TB) types.VMContext {
-	tb.Helper()
-	wasmOnce.Do(func() {
-		var b []byte
-		if b, wasmErr = os.ReadFile(wasmPath); wasmErr == nil {
-			wasmVM, wasmErr = proxytest.NewWasmVMContext(b)
-		}
-	})
-	if wasmErr != nil {
-		if os.IsNotExist(wasmErr) {
-			testenv.Missing(tb, fmt.Errorf("%s is missing: run `make build.envoy`", wasmPath))
-		}
-		tb.Fatalf("loading %s: %v", wasmPath, wasmErr)
-	}
-	return wasmVM
+type wasmModule struct {
+	path, make string
+	once       sync.Once
+	vm         types.VMContext
+	err        error
 }
 
-// runner is one way of running the filter: native Go, or the built .wasm.
+func (m *wasmModule) context(tb testing.TB) types.VMContext {
+	tb.Helper()
+	m.once.Do(func() {
+		var b []byte
+		if b, m.err = os.ReadFile(m.path); m.err == nil {
+			m.vm, m.err = proxytest.NewWasmVMContext(b)
+		}
+	})
+	if m.err != nil {
+		if os.IsNotExist(m.err) {
+			testenv.Missing(tb, fmt.Errorf("%s is missing: run `%s`", m.path, m.make))
+		}
+		tb.Fatalf("loading %s: %v", m.path, m.err)
+	}
+	return m.vm
+}
+
+var (
+	wasmTinyGo = &wasmModule{path: wasmPath, make: "make build.envoy"}
+	wasmGo     = &wasmModule{path: wasmGoPath, make: "make build.envoy.go"}
+)
+
+// runner is one way of running the filter: native Go, or a built .wasm.
 type runner struct {
 	name string
 	vm   func(testing.TB) types.VMContext
@@ -63,7 +74,8 @@ type runner struct {
 
 var runners = []runner{
 	{"native", func(testing.TB) types.VMContext { return NewVMContext() }},
-	{"wasm", wasmVMContext},
+	{"wasm", wasmTinyGo.context},
+	{"wasm_go", wasmGo.context},
 }
 
 // env is one Envoy worker as proxytest emulates it: a VM with the filter configured.
