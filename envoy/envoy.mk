@@ -14,7 +14,7 @@ EXTISM_NODE := examples/extism-node
 # its own, so `make -j build build.envoy` never races on build/tinygo.mod). TinyGo is
 # installed on first use (scripts/install-tinygo.sh). Size budget 1.5 MB (issue 31).
 ENVOY_WASM_GO := $(BUILD)/stategate-envoy-go.wasm
-ENVOY_TINYGO_FLAGS := $(TINYGO_FLAGS)
+ENVOY_TINYGO_FLAGS := $(subst -opt=s,-opt=2,$(TINYGO_FLAGS))
 
 build.envoy: $(ENVOY_WASM)
 
