@@ -11,16 +11,17 @@ import (
 // GC percent: it collects when no free range fits an allocation, and grows the heap
 // (doubling linear memory) only when a collection leaves less than a third of it free. With
 // a small live set the heap stays at a few MB and a collection runs every few hundred
-// calls. Growing the heap at start to at least mib MiB makes it collect once per mib MiB
-// or so of garbage, as standard Go's memory limit does (gc_wasm.go).
+// calls. Growing the heap at start makes it collect about once per heap of garbage, as
+// standard Go's memory limit does (gc_wasm.go).
 //
 // # Notes
 //
 //   - The heap is grown with the runtime's own growHeap (linear memory doubles each time)
-//     while it stays within mib MiB, so it ends between mib/2 and mib MiB. Allocating and dropping a large block instead
-//     grows it too, but the conservative collector was seen keeping such a block alive.
+//     while it stays within mib MiB, so it ends between mib/2 and mib MiB. Allocating and
+//     dropping a large block instead grows it too, but the collector was seen keeping such
+//     a block alive (a stale word on the stack read as a pointer).
 //   - growHeap is TinyGo's internal function (src/runtime/arch_tinygowasm.go, v0.42): a
-//     TinyGo upgrade must keep this linkname compiling, which the build checks.
+//     TinyGo upgrade must keep this linkname resolving, or the build fails to link.
 //   - The heap never shrinks: it is what the VM keeps. 0 keeps TinyGo's own policy.
 func setGCHeap(mib int) {
 	var ms runtime.MemStats
