@@ -9,7 +9,7 @@ TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
 # (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, host/dockermcp)
-.PHONY: build build.go build.debug build.cli tinygo docker-mcp test check.embedded browser oci bench fuzz fuzz.long check run clean node
+.PHONY: build build.exchange build.go build.debug build.cli tinygo docker-mcp test check.embedded browser oci bench fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -26,6 +26,22 @@ $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate.tinygo.wasm -o $@
 	@scripts/check-size.sh $@ 400000
 	@cmp -s $@ $(EMBEDDED) || { cp $@ $(EMBEDDED) && echo "$(EMBEDDED) updated from $@: commit it"; }
+
+# The exchange module: the engine and the exchange core (exchange/, exchange/flow) in one
+# Extism plugin, with the exchange exports (abi/ABI.md, "The exchange exports") beside the
+# engine's. A second module: the exchange costs more than the engine module's budget
+# (RATIONALE.md, "The exchange in the module").
+EXCHANGE_SRC := $(PLUGIN_SRC) $(shell find exchange host/respcache -name '*.go' -not -name '*_test.go' -not -path 'exchange/exchangetest/*')
+build.exchange: $(BUILD)/stategate-exchange.wasm
+
+$(BUILD)/stategate-exchange.wasm: $(EXCHANGE_SRC)
+	@mkdir -p $(BUILD)
+	@cp go.mod $(BUILD)/tinygo.mod && cp go.sum $(BUILD)/tinygo.sum
+	@$(GO) mod edit -modfile=$(BUILD)/tinygo.mod -replace github.com/tidwall/pretty=$(CURDIR)/plugin/internal/nopretty
+	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
+		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate-exchange.tinygo.wasm ./exchange/module
+	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-exchange.tinygo.wasm -o $@
+	@scripts/check-size.sh $@ 850000
 
 # What the binary embeds is what the source builds to: after `make build`, the committed
 # $(EMBEDDED) must be unchanged (a fresh clone builds the module and compares).
@@ -93,7 +109,7 @@ browser:
 # gofmt, vet and go.mod tidiness, then every test on the built artifacts (a missing artifact
 # fails instead of skipping), then
 # a short run of every fuzz target.
-test: check build check.embedded build.go build.envoy build.envoy.go oci node node.extism-node docker-mcp browser
+test: check build check.embedded build.exchange build.go build.envoy build.envoy.go oci node node.extism-node docker-mcp browser
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 
@@ -108,12 +124,13 @@ fuzz:
 fuzz.long:
 	scripts/fuzz.sh --keep-going $(or $(FUZZTIME),10m) '$(or $(FUZZ),.)'
 
-bench: build build.envoy build.envoy.go
+bench: build build.envoy build.envoy.go build.exchange
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./testharness/ ./host/ -run '^$$' -bench . -benchmem
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./envoy/filter/ -run '^$$' -bench . -benchmem -benchtime 1000x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench 'Gateway$$|GatewayParallel' -benchtime 2000x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench GatewayPaths -benchtime 1x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench RoundTrips -benchtime 2000x
+	STATEGATE_REQUIRE_ALL=1 $(GO) test ./examples/extism-go/ -run '^$$' -bench Exchange -benchtime 2000x
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . ; echo 'gofmt: files above need formatting'; exit 1)

@@ -45,8 +45,9 @@ $(EXTISM_NODE)/node_modules: $(EXTISM_NODE)/package.json $(EXTISM_NODE)/package-
 	@touch $@
 
 # The filter's tests in both modes (native Go and the built .wasm under proxytest), the
-# sample configurations, and the Node Extism example; a missing artifact fails.
-test.envoy: build.envoy build.envoy.go $(BUILD)/stategate.wasm node.extism-node
+# sample configurations, and the Extism examples (over the exchange module; the Node one
+# also runs the official client's field scripts, hence `node`); a missing artifact fails.
+test.envoy: build.envoy build.envoy.go $(BUILD)/stategate.wasm $(BUILD)/stategate-exchange.wasm node node.extism-node
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./envoy/... ./examples/... -count=1
 
 # Per-request cost through the TinyGo .wasm under proxytest, beside the standard-Go .wasm,

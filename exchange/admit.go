@@ -34,9 +34,10 @@ type Exchange struct {
 	Session string
 
 	core       *Core
-	structured string // the answer's structuredContent (raw JSON), for the workflows' result guards
-	clientID   []byte // the id as the client sent it (raw JSON)
-	upstreamID []byte // the id the upstream sees (the client's, or a minted one)
+	structured string      // the answer's structuredContent (raw JSON), for the workflows' result guards
+	clientID   []byte      // the id as the client sent it (raw JSON)
+	upstreamID []byte      // the id the upstream sees (the client's, or a minted one)
+	list       *listReader // tools/list: the answer's tools, as its validation found them
 	version    string
 	principal  string
 	acceptsSSE bool

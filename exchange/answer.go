@@ -73,10 +73,18 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	// each pass over it counts).
 	s := string(body)
 	var top answerMembers
-	if err := jsonx.ValidateObject(body, maxValidateDepth, top.see(s)); err != nil && !notAnObject(err) {
+	var sub func(key string, at int) (int, error)
+	list := ex.readList(s)
+	if list != nil {
+		sub = list.sub // validates the list's result while finding its tools
+	}
+	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.see(s), sub); err != nil && !notAnObject(err) {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
 		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
 		return body, nil
+	}
+	if list != nil {
+		list.keep(ex.core)
 	}
 	root := gjson.Parse(s)
 	result, ok := top.answer(ex.upstreamID)
@@ -143,7 +151,9 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 	if sc := root.Get("result.structuredContent"); sc.Exists() {
 		ex.structured = sc.Raw // what result guards read
 	}
-	if (outcome != "" || c.facts.bound[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, succeeded(root), outcome, code) {
+	// A bound tool whose success fires no event has nothing to transition (the engine
+	// would answer no writes and no events): no engine call unless health counts it.
+	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, succeeded(root), outcome, code) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
 		if ex.healthVisible {

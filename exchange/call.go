@@ -89,6 +89,21 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 		limIn = appendNow(in[:len(in):len(in)])
 	}
 	var pre *loaded
+	memo := ""
+	if !c.facts.health && c.facts.bound[ex.Tool] && len(limIn) <= maxStateKeyInput {
+		// The keys check_limits asks for are a function of its input (and the
+		// configuration, this core's): asked for last time, they are read (and leased) up
+		// front and check_limits runs once. With health the input holds the time.
+		memo = string(limIn)
+		if keys := c.stateKeys.get(memo); keys != nil {
+			slots, err := c.preload(ctx, keys, lock)
+			if err != nil {
+				c.admitFault(ex, err)
+				return
+			}
+			pre = &loaded{keys: keys, slots: slots}
+		}
+	}
 	if c.facts.health && !c.facts.bound[ex.Tool] {
 		// An unbound tool needs only its unit's record, whose key depends on the name
 		// alone: the keys the engine asked for last time are loaded up front.
@@ -103,9 +118,18 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 	}
 	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, limIn, pre, lock)
 	if err == nil && pre != nil && gjson.GetBytes(out, "needState").Exists() {
-		c.unitKeys.put(ex.Tool, nil) // the remembered keys were not the engine's: ask it
+		// The remembered keys were not the engine's: ask it.
+		if memo != "" {
+			c.stateKeys.put(memo, nil)
+			ex.releaseNow() // the lease preload took, before lock takes the engine's keys
+		} else {
+			c.unitKeys.put(ex.Tool, nil)
+		}
 		pre = nil
 		out, st, err = c.callWithState(ctx, abi.FuncCheckLimits, limIn, nil, lock)
+	}
+	if err == nil && pre == nil && memo != "" && len(st.keys) > 0 {
+		c.stateKeys.put(memo, st.keys)
 	}
 	if err == nil && pre == nil && c.facts.health && !c.facts.bound[ex.Tool] && len(st.keys) > 0 && listed {
 		c.unitKeys.put(ex.Tool, st.keys)
@@ -178,6 +202,32 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 	ex.healthDue.Store(c.healthFor(ex.Tool) || c.facts.health && st.hasHealthRecord())
 	ex.quiet = ans.Get("quietOnSuccess").Type == gjson.True
 	c.count(CountAllowed)
+}
+
+// maxStateKeyInput bounds the check_limits inputs whose state keys are remembered (the
+// memo holds at most 4,096 of them).
+const maxStateKeyInput = 1024
+
+// preload reads keys as callWithState would once check_limits asked for them: leased
+// and read by lock for a call that can move a workflow, read (from a near cache where the
+// State has one) for any other.
+func (c *Core) preload(ctx context.Context, keys []string, lock func([]string) ([]Slot, error)) ([]Slot, error) {
+	var slots []Slot
+	var err error
+	if lock != nil {
+		if slots, err = lock(keys); err != nil || slots != nil {
+			return slots, err
+		}
+	} else if nl, ok := c.state.(NearLoader); ok {
+		if slots, err = nl.LoadNear(ctx, keys); err != nil {
+			return nil, storeError{err}
+		}
+		return slots, nil
+	}
+	if slots, err = c.state.Load(ctx, keys); err != nil {
+		return nil, storeError{err}
+	}
+	return slots, nil
 }
 
 // upstreamListed reports whether the upstream listed a tool of this name (in any session,

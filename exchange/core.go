@@ -15,6 +15,7 @@ package exchange
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -67,7 +68,8 @@ type Options struct {
 	// nil for a host without standing streams.
 	Notify func(except string, msg []byte)
 	// ListMemoBytes bounds the memo of decorated tool lists (default 64 MiB; 0 keeps the
-	// default, a negative value turns the memo off).
+	// default, a negative value turns the memo off), and half of it the memo of decorated
+	// tools that lets a list that changed by a few tools be decorated by those alone.
 	ListMemoBytes int
 	// Previous is the core this one replaces when a host reloads its configuration: its
 	// counters (Stats) and the tool names the upstream listed carry over, so counters keep
@@ -86,6 +88,8 @@ type Core struct {
 	opts        Options
 	facts       facts
 	lists       *listMemo
+	tools       *toolMemo // decorated elements of tool lists (toolmemo.go)
+	last        atomic.Pointer[lastList]
 	cache       Cache // nil: no response cache
 	cacheLimits CacheLimits
 	flights     flights
@@ -93,6 +97,7 @@ type Core struct {
 	figures     toolFigures
 	known       *knownTools
 	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
+	stateKeys   *keyMemo // check_limits input -> the state keys it asked for (bound tools, no health)
 	listed      *listedTools
 	seen        *seenTools   // every name the upstream listed (shared across reloads)
 	unknown     unknownNames // this configuration's names no listed tool meets
@@ -123,7 +128,7 @@ func New(opts Options) *Core {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
+		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
 		seen: newSeenTools()}
 	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {
@@ -133,6 +138,7 @@ func New(opts Options) *Core {
 	c.opts.Previous = nil // the old core is not kept alive
 	if opts.ListMemoBytes > 0 {
 		c.lists = newListMemo(64, opts.ListMemoBytes)
+		c.tools = newToolMemo(16, opts.ListMemoBytes/2)
 	}
 	if c.facts.cache != nil && opts.NewCache != nil {
 		c.cacheLimits = *c.facts.cache

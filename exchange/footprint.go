@@ -7,6 +7,7 @@ type Footprint struct {
 	ListedNames   int // tool names kept for metric labels (at most 1,000)
 	SeenNames     int // tool names the upstream listed (at most 10,000 and 1 MiB)
 	UnitKeys      int // tools whose health keys are memoised (at most 4,096; listed tools only)
+	StateKeys     int // check_limits inputs whose state keys are memoised (at most 4,096 of at most 1 KB; bound tools only)
 	CacheFigures  int // tools with response-cache figures (at most 10,000; listed tools only)
 	KnownSessions int // sessions whose last tool list is kept (at most 10,000)
 	Flights       int // cache fetches in flight
@@ -24,6 +25,9 @@ func (c *Core) Footprint() Footprint {
 	c.unitKeys.mu.Lock()
 	f.UnitKeys = len(c.unitKeys.m)
 	c.unitKeys.mu.Unlock()
+	c.stateKeys.mu.Lock()
+	f.StateKeys = len(c.stateKeys.m)
+	c.stateKeys.mu.Unlock()
 	c.figures.mu.Lock()
 	f.CacheFigures = len(c.figures.m)
 	c.figures.mu.Unlock()

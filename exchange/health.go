@@ -278,8 +278,18 @@ func (c *Core) operate(ctx context.Context, in []byte, dryRun bool) ([]ModeChang
 func changesOf(out []byte) []ModeChange {
 	var changes []ModeChange
 	gjson.GetBytes(out, "changes").ForEach(func(_, ch gjson.Result) bool {
-		changes = append(changes, ModeChange{Name: ch.Get("name").Str, From: ch.Get("from").Str, To: ch.Get("to").Str,
-			OK: ch.Get("ok").Bool(), Error: ch.Get("error").Str})
+		mc := ModeChange{Name: ch.Get("name").Str, From: ch.Get("from").Str, To: ch.Get("to").Str,
+			OK: ch.Get("ok").Bool(), Error: ch.Get("error").Str}
+		if p := ch.Get("pending"); p.IsObject() {
+			mc.Pending = map[string]string{}
+			p.ForEach(func(k, fp gjson.Result) bool {
+				if tool, exact := jsonx.UnquoteExact(k.Raw); exact {
+					mc.Pending[tool] = fp.Str
+				}
+				return true
+			})
+		}
+		changes = append(changes, mc)
 		return true
 	})
 	return changes
@@ -304,6 +314,19 @@ func opInput(op string, a Action, mode, reason string) []byte {
 	if reason != "" {
 		in = append(in, `,"reason":`...)
 		in = jsonx.AppendString(in, reason)
+	}
+	if a.Pending != nil {
+		in = append(in, `,"pending":{`...)
+		first := true
+		for tool, fp := range a.Pending {
+			if !first {
+				in = append(in, ',')
+			}
+			first = false
+			in = append(jsonx.AppendString(in, tool), ':')
+			in = jsonx.AppendString(in, fp)
+		}
+		in = append(in, '}')
 	}
 	return appendNow(in)
 }

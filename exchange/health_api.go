@@ -43,6 +43,9 @@ type ModeChange struct {
 	To    string `json:"to"`
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"` // the rule that refused it
+	// Pending (approve) is what approving pins: tool -> definition fingerprint. A client
+	// shows it and sends it back (Action.Pending), so what is approved is what was shown.
+	Pending map[string]string `json:"pending,omitempty"`
 }
 
 // Tools lists every known tool (or server) with its health, in name order.
@@ -80,6 +83,11 @@ type Action struct {
 	Tool   string // one unit (a tool; a server with unit "server") by its exact name
 	Match  string // a glob over the known units
 	DryRun bool   // answer what would change; change nothing
+	// Pending (approve only) is what the operator was shown: a preview's ModeChange.Pending,
+	// merged over its units. A unit is approved only while every definition it has pending
+	// is the one shown (the server may list another between the preview and the approval:
+	// it must not be approved unseen); nil approves whatever is pending.
+	Pending map[string]string
 }
 
 // check refuses an action that names both a tool and a glob, or neither.
@@ -106,7 +114,8 @@ func (c *Core) SetMode(ctx context.Context, a Action, mode, reason string) ([]Mo
 }
 
 // Approve accepts the current definition of the quarantined unit a.Tool names, or of every
-// one a.Match selects: it is re-pinned and becomes active.
+// one a.Match selects: it is re-pinned and becomes active. With a.Pending, only the
+// definitions the operator was shown are approved (rule approve-as-shown refuses the rest).
 func (c *Core) Approve(ctx context.Context, a Action) ([]ModeChange, error) {
 	if err := a.check(); err != nil {
 		return nil, err

@@ -23,6 +23,9 @@ func randomText() string { return rand.Text() }
 // spawn runs f on its own goroutine.
 func spawn(f func()) { go f() }
 
+// timersFire: afterFunc's functions run when their time comes.
+const timersFire = true
+
 // stopper is a timer that can be stopped.
 type stopper interface{ Stop() bool }
 

@@ -34,6 +34,9 @@ func randomText() string {
 // spawn runs f now.
 func spawn(f func()) { f() }
 
+// timersFire: afterFunc's functions run when their time comes.
+const timersFire = false
+
 // stopper is a timer that can be stopped.
 type stopper interface{ Stop() bool }
 

@@ -52,6 +52,16 @@ type LeaseWriter interface {
 	StoreReleasing(ctx context.Context, owner, key string, value []byte, prev Slot, lease Lease) error
 }
 
+// NearLoader is implemented by a State that can read keys from a cache of its own, kept
+// coherent by its store (the gateway on one Redis server: client tracking), at no round
+// trip when warm. Such a read may miss a write another replica made moments ago, so the
+// core uses it for one read only: the admission of a call that cannot move a workflow,
+// which writes nothing and so bases no write on what it read.
+type NearLoader interface {
+	// LoadNear is Load, possibly from the near cache.
+	LoadNear(ctx context.Context, keys []string) ([]Slot, error)
+}
+
 // Lease is the leases a LeaseWriter took for one call.
 type Lease interface {
 	// Release releases what is still held. It may be called more than once, and does
@@ -220,7 +230,12 @@ func (c *Core) callWithState(ctx context.Context, fn abi.Function, input []byte,
 		}
 	}
 	if slots == nil {
-		if slots, err = c.state.Load(ctx, keys); err != nil {
+		if nl, ok := c.state.(NearLoader); ok && lock == nil && fn == abi.FuncCheckLimits {
+			slots, err = nl.LoadNear(ctx, keys) // the admission of a call that moves nothing
+		} else {
+			slots, err = c.state.Load(ctx, keys)
+		}
+		if err != nil {
 			return nil, nil, storeError{err}
 		}
 	}

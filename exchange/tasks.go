@@ -331,6 +331,8 @@ type heldLease struct {
 	release func()
 	lease   Lease
 	timer   stopper
+	due     time.Time // when the lease lapses (swept by it where timers never fire)
+	onLapse func()
 }
 
 func (t *taskLeases) hold(key string, release func(), lease Lease, ttl time.Duration, onLapse func()) {
@@ -339,12 +341,15 @@ func (t *taskLeases) hold(key string, release func(), lease Lease, ttl time.Dura
 	if t.m == nil {
 		t.m = map[string]*heldLease{}
 	}
+	if !timersFire {
+		t.sweep(time.Now())
+	}
 	if len(t.m) >= maxTaskLeases {
 		release() // no room: the task runs unleased, reported as a lapse
 		spawn(onLapse)
 		return
 	}
-	h := &heldLease{release: release, lease: lease}
+	h := &heldLease{release: release, lease: lease, due: time.Now().Add(ttl), onLapse: onLapse}
 	h.timer = afterFunc(ttl, func() {
 		t.mu.Lock()
 		cur := t.m[key]
@@ -358,6 +363,17 @@ func (t *taskLeases) hold(key string, release func(), lease Lease, ttl time.Dura
 		}
 	})
 	t.m[key] = h
+}
+
+// sweep drops the leases whose time passed, as their timers would have (t.mu held).
+func (t *taskLeases) sweep(now time.Time) {
+	for k, h := range t.m {
+		if now.After(h.due) {
+			delete(t.m, k)
+			h.release()
+			h.onLapse()
+		}
+	}
 }
 
 // take hands over the lease held for key (nil when none is held any more).

@@ -3,7 +3,9 @@ package exchange
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/maphash"
 	"strings"
 	"sync"
 
@@ -43,7 +45,11 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		c.Fault(f, err, "method", MethodToolsList)
 		return msg
 	}
-	key := listKey(ex.version, st, result.Raw) // with health, st holds the units' records
+	gen := listKey(ex.version, st, "") // with health, st holds the units' records
+	var key string
+	if c.lists != nil {
+		key = c.lists.key(gen, result.Raw)
+	}
 	const head = `,"message":` + listEnvelope
 	input := func() []byte {
 		// Room for the states and the closing braces too: callOwned appends them in place.
@@ -51,14 +57,26 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 		in = append(append(append(in, scope...), head...), result.Raw...)
 		return append(in, '}')
 	}
-	// The answer's members, read in one pass over it: message, toolNames, states, withheld.
-	var out []byte
-	var m []gjson.Result
+	var d *decoratedList
+	var whole []byte // the decorated message, when the list was assembled in it
 	if c.lists != nil {
-		out = c.lists.get(key)
+		d = c.lists.get(key, result.Raw)
 	}
-	if out == nil {
-		out, m, err = c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states", "withheld")
+	if d == nil && c.tools != nil && !c.facts.health {
+		var pre, post []byte
+		if end := result.Index + len(result.Raw); ex.version < cacheableVersion && end <= len(msg) {
+			pre, post = msg[:result.Index], msg[end:] // as splice would keep them
+		}
+		if d, whole = c.decorateIncrementally(ctx, scope, st, gen, result.Raw, ex.listAlign(result.Raw), pre, post); d != nil && c.lists != nil {
+			c.lists.put(key, result.Raw, d)
+		}
+		if pre == nil {
+			whole = nil
+		}
+	}
+	if d == nil {
+		// The answer's members, read in one pass over it.
+		out, m, err := c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states", "withheld", "hidden")
 		if err != nil {
 			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 			return msg
@@ -70,36 +88,44 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 			if out = c.listHealth(ctx, ex, input(), st, out); out == nil {
 				return msg
 			}
-			m = nil
-		} else if c.lists != nil {
-			c.lists.put(key, out)
+			m = members(parseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
+		}
+		if !c.facts.health && m[2].IsObject() {
+			// (With tool health, listHealth stored every write of the answer, this one too.)
+			c.remember(ctx, input, out, st)
+		}
+		res := resultOf(m[0])
+		if !res.IsObject() {
+			c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
+			return msg
+		}
+		d = &decoratedList{result: res.Raw, names: m[1].Raw, withheld: len(m[3].Array())}
+		if !writes && !m[2].Exists() {
+			if c.lists != nil {
+				c.lists.put(key, result.Raw, d)
+			}
+			if c.tools != nil && !c.facts.health {
+				c.memoiseDecorated(gen, result.Raw, res.Raw, ex.listAlign(result.Raw), m[1], m[4], m[3])
+			}
 		}
 	}
-	if m == nil {
-		m = members(parseOwned(out), "message", "toolNames", "states", "withheld")
-	}
-	if !c.facts.health && m[2].IsObject() {
-		// (With tool health, listHealth stored every write of the answer, this one too.)
-		c.remember(ctx, input, out, st)
-	}
 	c.count(CountListsDecorated)
-	if n := len(m[3].Array()); n > 0 {
-		c.countN(CountToolsWithheld, n) // tool objects that repeat a member: removed from the list
+	if d.withheld > 0 {
+		c.countN(CountToolsWithheld, d.withheld) // tool objects that repeat a member: removed from the list
 	}
-	m[0] = resultOf(m[0])
-	if !m[0].IsObject() {
-		c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
-		return msg
-	}
+	names := gjson.Parse(d.names)
 	if ex.Session != "" {
-		c.known.set(ex.Session, []byte(m[1].Raw))
+		c.known.set(ex.Session, []byte(d.names))
 	}
-	c.listed.add(m[1])
-	c.toolsSeen(ctx, m[1], result)
+	c.listed.add(names)
+	c.toolsSeen(ctx, names, result)
 	if ex.version >= cacheableVersion {
-		return splice(msg, result, c.cacheHints([]byte(m[0].Raw)))
+		return splice(msg, result, c.cacheHints([]byte(d.result)))
 	}
-	return splice(msg, result, m[0].Raw)
+	if whole != nil {
+		return whole
+	}
+	return splice(msg, result, d.result)
 }
 
 // listEnvelope opens the message a list is decorated in: the upstream's result, under an
@@ -239,46 +265,89 @@ func listKey(version string, st *loaded, result string) string {
 	return string(b)
 }
 
-// listMemo memoises decorate_tools answers, bounded in entries and bytes (FIFO).
+// listMemo memoises decorated lists, bounded in entries and bytes (FIFO). An entry is
+// found by its generation and a hash of the upstream's result, and holds that result to
+// compare: no key as long as the list is built, and one pass over it to look it up.
 type listMemo struct {
 	mu       sync.Mutex
-	entries  map[string][]byte
+	seed     maphash.Seed
+	entries  map[string]listEntry
 	order    []string
 	max      int
 	maxBytes int
 	bytes    int
 }
 
-func newListMemo(max, maxBytes int) *listMemo {
-	return &listMemo{entries: map[string][]byte{}, max: max, maxBytes: maxBytes}
+type listEntry struct {
+	src string // the upstream's result
+	d   *decoratedList
 }
 
-func (l *listMemo) get(key string) []byte {
+func newListMemo(max, maxBytes int) *listMemo {
+	return &listMemo{seed: maphash.MakeSeed(), entries: map[string]listEntry{}, max: max, maxBytes: maxBytes}
+}
+
+// key returns the entry key of result under gen. A long result is hashed by samples (its
+// length, both ends and 32 slices across it): a lookup compares the result in full anyway,
+// and a list that differs where no sample looks costs a comparison up to the difference,
+// where hashing it all cost a pass over every byte of every list.
+func (l *listMemo) key(gen, result string) string {
+	var h uint64
+	if len(result) <= 8<<10 {
+		h = maphash.String(l.seed, result)
+	} else {
+		var mh maphash.Hash
+		mh.SetSeed(l.seed)
+		mh.WriteString(result[:2048])
+		mh.WriteString(result[len(result)-2048:])
+		step := (len(result) - 64) / 32
+		for i := 0; i < 32; i++ {
+			mh.WriteString(result[i*step : i*step+64])
+		}
+		h = mh.Sum64() ^ uint64(len(result))
+	}
+	b := make([]byte, 0, len(gen)+9)
+	b = append(b, gen...)
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, h)
+	return string(b)
+}
+
+func (l *listMemo) get(key, result string) *decoratedList {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.entries[key]
+	if e, ok := l.entries[key]; ok && e.src == result {
+		return e.d
+	}
+	return nil
 }
 
-func (l *listMemo) put(key string, out []byte) {
-	size := len(key) + len(out)
+// put memoises d as the decoration of result (which it keeps: it must not change).
+func (l *listMemo) put(key, result string, d *decoratedList) {
+	size := len(key) + len(result) + d.size()
 	if size > l.maxBytes/4 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.entries[key]; ok {
+	if e, ok := l.entries[key]; ok {
+		l.bytes += size - (len(key) + len(e.src) + e.d.size())
+		l.entries[key] = listEntry{result, d} // a hash collision: the newer list
 		return
 	}
 	for len(l.order) > 0 && (len(l.order) >= l.max || l.bytes+size > l.maxBytes) {
 		old := l.order[0]
 		l.order = l.order[1:]
-		l.bytes -= len(old) + len(l.entries[old])
+		e := l.entries[old]
+		l.bytes -= len(old) + len(e.src) + e.d.size()
 		delete(l.entries, old)
 	}
-	l.entries[key] = out
+	l.entries[key] = listEntry{result, d}
 	l.order = append(l.order, key)
 	l.bytes += size
 }
+
+func (d *decoratedList) size() int { return len(d.result) + len(d.names) + 32 }
 
 // knownTools remembers each session's last tool list (for invalidation events), bounded.
 type knownTools struct {

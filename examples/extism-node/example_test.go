@@ -5,15 +5,12 @@ package extismnode
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/stategate/stategate/internal/testenv"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/engine"
@@ -28,9 +25,9 @@ type manifest struct {
 	TimeoutMs int `json:"timeout_ms"`
 }
 
-// TestManifest checks manifest.json: the wasm path is the plugin `make build` produces,
-// config.config holds a valid stategate configuration (the sample), and the memory and
-// timeout limits are set.
+// TestManifest checks manifest.json: the wasm path is the exchange module `make
+// build.exchange` produces, config.config holds a valid stategate configuration (the sample),
+// config.exchange is the exchange's JSON options, and the memory and timeout limits are set.
 func TestManifest(t *testing.T) {
 	raw, err := os.ReadFile("manifest.json")
 	if err != nil {
@@ -40,8 +37,14 @@ func TestManifest(t *testing.T) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("manifest.json: %v", err)
 	}
-	if len(m.Wasm) != 1 || filepath.Clean(m.Wasm[0].Path) != filepath.Join("..", "..", "build", "stategate.wasm") {
-		t.Errorf("wasm = %+v; want the one module build/stategate.wasm", m.Wasm)
+	if len(m.Wasm) != 1 || filepath.Clean(m.Wasm[0].Path) != exchangeWasm {
+		t.Errorf("wasm = %+v; want the one module %s", m.Wasm, exchangeWasm)
+	}
+	var opts struct {
+		MaxBodyBytes int `json:"maxBodyBytes"`
+	}
+	if err := json.Unmarshal([]byte(m.Config["exchange"]), &opts); err != nil || opts.MaxBodyBytes <= 0 {
+		t.Errorf("config.exchange = %q (%v); want JSON options with maxBodyBytes", m.Config["exchange"], err)
 	}
 	cfg, ok := m.Config[abi.ConfigKey]
 	if !ok {
@@ -65,25 +68,15 @@ func TestManifest(t *testing.T) {
 	}
 }
 
-// TestNodeGateway runs `node gateway.mjs`: a real MCP exchange over HTTP on 127.0.0.1 through
-// the plugin under @extism/extism, against an upstream the example starts itself.
+// TestNodeGateway runs `node gateway.mjs` with no arguments: a real MCP exchange over HTTP on
+// 127.0.0.1 through the exchange module under @extism/extism, against an upstream the
+// example starts itself, with the workflow's state in the host's Map.
 func TestNodeGateway(t *testing.T) {
-	need := func(what string, err error) {
-		if err == nil {
-			return
-		}
-		testenv.Missing(t, fmt.Errorf("%s: %w", what, err))
-	}
-	_, err := exec.LookPath("node")
-	need("node is not on PATH", err)
-	_, err = os.Stat(filepath.Join("node_modules", "@extism", "extism"))
-	need("node_modules missing: run make node.extism-node", err)
-	_, err = os.Stat(filepath.Join("..", "..", "build", "stategate.wasm"))
-	need("build/stategate.wasm missing: run make build", err)
+	needNode(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "gateway.mjs", "--manifest", testManifest(t, nil))
+	cmd := exec.CommandContext(ctx, "node", "gateway.mjs", "--manifest", testManifest(t, nil, ""))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -119,7 +112,8 @@ func TestNodeGateway(t *testing.T) {
 	if !reflect.DeepEqual(s.UpstreamCalls, []string{"cart.add_item"}) {
 		t.Errorf("upstream ran %v; the denied cart.pay must never reach it", s.UpstreamCalls)
 	}
-	if s.Stored["stategate/v1/checkout/session//demo-session"] != "has_items" {
-		t.Errorf("stored = %v", s.Stored)
+	var snap struct{ State string }
+	if err := json.Unmarshal([]byte(s.Stored["stategate/v1/checkout/session//demo-session"]), &snap); err != nil || snap.State != "has_items" {
+		t.Errorf("stored = %v; want the checkout workflow of demo-session in has_items", s.Stored)
 	}
 }

@@ -43,12 +43,22 @@ import (
 //	                               a state read and a lease, then a transition written;
 //	                               memory store
 //	tools_call/gateway_gated_redis the same on a real redis-server
+//	tools_call/gateway_gated_readonly_redis  a tool bound to the workflow's states whose
+//	                               success moves nothing (records.op3): its state read
+//	                               from the near cache, warm (0 round trips, checked)
 //
 // Rows (tools/list, 1000 tools, from an upstream whose list changes on every request, so
 // the gateway's memo of decorated lists never hits):
 //
 //	tools_list_uncached/proxy      the reverse proxy (baseline of the tools_list rows)
 //	tools_list_uncached/gateway    the gateway, decorating every list anew
+//
+// Rows (tools/list, 1000 tools, from an upstream whose list changes on every request by one
+// tool's description, the usual change of a list):
+//
+//	tools_list_one_changed/proxy   the reverse proxy (baseline)
+//	tools_list_one_changed/gateway the gateway (its memo of decorated tools decorates the
+//	                               changed tool alone)
 //
 // STATEGATE_PATHS_ROUNDS and STATEGATE_PATHS_N set the rounds (default 5) and the requests
 // per row per round (default 400); -benchtime does not change them. STATEGATE_PATHS_ROWS
@@ -141,6 +151,7 @@ type pathRow struct {
 	body  string
 	sid   string
 	warm  []string // requests sent once after initialize
+	ready func()   // called once init is done (nil: nothing)
 	check func(b *testing.B, requests int)
 }
 
@@ -150,6 +161,9 @@ func (r *pathRow) init(b *testing.B) {
 		post(b, r.url, r.sid, w)
 	}
 	post(b, r.url, r.sid, r.body)
+	if r.ready != nil {
+		r.ready()
+	}
 }
 
 func (r *pathRow) do(b *testing.B) { post(b, r.url, r.sid, r.body) }
@@ -158,11 +172,12 @@ func (r *pathRow) do(b *testing.B) { post(b, r.url, r.sid, r.body) }
 // such call reads its state, leases it, and writes a transition; records.op2 is unbound.
 var pathsConfig = []byte(`{"version":1,"workflows":[
  {"id":"flip","initial":"a","key":"session","states":{"a":{"on":{"NEXT":"b"}},"b":{"on":{"NEXT":"a"}}},
-  "tools":{"records.op1":{"states":["a","b"],"event":"NEXT"}}}]}`)
+  "tools":{"records.op1":{"states":["a","b"],"event":"NEXT"},"records.op3":{"states":["a","b"]}}}]}`)
 
 const (
-	gatedCallBody   = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op1","arguments":{"id":"r1"}}}`
-	ungatedCallBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op2","arguments":{"id":"r1"}}}`
+	gatedCallBody    = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op1","arguments":{"id":"r1"}}}`
+	ungatedCallBody  = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op2","arguments":{"id":"r1"}}}`
+	readonlyCallBody = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op3","arguments":{"id":"r1"}}}`
 )
 
 func pathRows(b *testing.B) []*pathRow {
@@ -208,9 +223,12 @@ func pathRows(b *testing.B) []*pathRow {
 
 	callUp := httptest.NewServer(bigUpstream(10))
 	b.Cleanup(callUp.Close)
-	listUp := newChangingList(1000)
+	listUp := newChangingList(1000, false)
 	listSrv := httptest.NewServer(listUp)
 	b.Cleanup(listSrv.Close)
+	oneUp := newChangingList(1000, true)
+	oneSrv := httptest.NewServer(oneUp)
+	b.Cleanup(oneSrv.Close)
 
 	memURL, memGW := gw(callUp.URL+"/mcp", store.NewMemory(store.Options{}))
 	warm := []string{listBody} // the client lists the tools before it calls them
@@ -227,6 +245,24 @@ func pathRows(b *testing.B) []*pathRow {
 		b.Cleanup(func() { st.Close() })
 		u, g := gw(callUp.URL+"/mcp", st)
 		rows = append(rows, &pathRow{name: "tools_call/gateway_gated_redis", base: 0, url: u, body: gatedCallBody, warm: warm, check: transitions(g)})
+		// The read-only row has a gateway and store of its own (the moving row's round
+		// trips would count on a shared one) and checks it made no round trip once warm:
+		// init sends the call twice (a miss fills the cache), so every timed call is a hit.
+		st2, err := store.NewRedis(ctx, redisURL+"?near_cache=on", store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st2.Close() })
+		u2, _ := gw(callUp.URL+"/mcp", st2)
+		ro := &pathRow{name: "tools_call/gateway_gated_readonly_redis", base: 0, url: u2, body: readonlyCallBody, warm: append(warm, readonlyCallBody)}
+		var trips uint64
+		ro.ready = func() { trips = st2.RoundTrips() }
+		ro.check = func(b *testing.B, requests int) {
+			if n := st2.RoundTrips() - trips; n != 0 {
+				b.Fatalf("%s: %d Redis round trips for %d warm calls, want 0", ro.name, n, requests)
+			}
+		}
+		rows = append(rows, ro)
 	}
 	rows[2].check = transitions(memGW)
 	listURL, _ := gw(listSrv.URL+"/mcp", store.NewMemory(store.Options{}))
@@ -234,13 +270,22 @@ func pathRows(b *testing.B) []*pathRow {
 	rows = append(rows,
 		&pathRow{name: "tools_list_uncached/proxy", base: lb, url: proxy(listSrv.URL), body: listBody},
 		&pathRow{name: "tools_list_uncached/gateway", base: lb, url: listURL, body: listBody})
+	oneURL, _ := gw(oneSrv.URL+"/mcp", store.NewMemory(store.Options{}))
+	ob := len(rows)
+	rows = append(rows,
+		&pathRow{name: "tools_list_one_changed/proxy", base: ob, url: proxy(oneSrv.URL), body: listBody},
+		&pathRow{name: "tools_list_one_changed/gateway", base: ob, url: oneURL, body: listBody})
 	// The list rows must get a fresh list on every request, and the gateway's must be
 	// decorated (the gated tool hidden or shown by its state is in it).
-	for _, r := range rows[lb:] {
+	for i, r := range rows[lb:] {
+		up := listUp
+		if lb+i >= ob {
+			up = oneUp
+		}
 		sid := benchSession(b, r.url)
-		before := listUp.lists.Load()
+		before := up.lists.Load()
 		a, c := postBody(b, r.url, sid, listBody), postBody(b, r.url, sid, listBody)
-		if listUp.lists.Load()-before != 2 || a == c || !strings.Contains(c, fmt.Sprintf("(rev %d)", before+2)) {
+		if up.lists.Load()-before != 2 || a == c || !strings.Contains(c, fmt.Sprintf("(rev %d)", before+2)) {
 			b.Fatalf("%s: the upstream's list did not change between two requests", r.name)
 		}
 	}
@@ -267,7 +312,8 @@ func envInt(name string, def int) int {
 
 // changingList is a minimal Streamable HTTP MCP server (JSON answers) whose tools/list
 // answer changes on every request: each of its n tools' descriptions carries the list's
-// revision. It answers initialize (with a session id), notifications (202) and tools/call.
+// revision (with one, only the description of the tool in the middle of the list). It
+// answers initialize (with a session id), notifications (202) and tools/call.
 type changingList struct {
 	lists atomic.Int64
 	sids  atomic.Int64
@@ -317,7 +363,7 @@ func writeResult(w http.ResponseWriter, id, result string) {
 	io.WriteString(w, out)
 }
 
-func newChangingList(n int) *changingList {
+func newChangingList(n int, one bool) *changingList {
 	c := &changingList{}
 	var s strings.Builder
 	s.WriteString(`{"tools":[`)
@@ -325,7 +371,11 @@ func newChangingList(n int) *changingList {
 		if i > 0 {
 			s.WriteByte(',')
 		}
-		fmt.Fprintf(&s, `{"name":"records.op%d","description":"Operation %d on records. Returns the affected records. (rev @REV@)","inputSchema":{"type":"object","properties":{"id":{"type":"string","description":"record id"}},"required":["id"]}}`, i, i)
+		rev := " (rev @REV@)"
+		if one && i != n/2 {
+			rev = ""
+		}
+		fmt.Fprintf(&s, `{"name":"records.op%d","description":"Operation %d on records. Returns the affected records.%s","inputSchema":{"type":"object","properties":{"id":{"type":"string","description":"record id"}},"required":["id"]}}`, i, i, rev)
 	}
 	s.WriteString(`]}`)
 	for _, p := range strings.Split(s.String(), "@REV@") {

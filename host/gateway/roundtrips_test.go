@@ -49,7 +49,7 @@ var deployments = []struct {
 }{
 	{name: "redis", start: func(t testing.TB) (string, []string) {
 		url := storetest.Redis(t)
-		return url, []string{strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")}
+		return url + "?near_cache=on", []string{strings.TrimSuffix(strings.TrimPrefix(url, "redis://"), "/0")}
 	}},
 	{name: "redis_cluster", start: func(t testing.TB) (string, []string) {
 		spec, masters := storetest.Cluster(t, 3)
@@ -104,21 +104,28 @@ func (e *scaleEnv) trips() uint64 {
 }
 
 // TestRoundTrips counts the Redis round trips of each tools/call kind through two replicas,
-// and holds them to the design: an ungated call costs none, a gated one reads its keys in
-// one, and a moving call leases and reads its keys in one script per hash slot, writes each
-// key it moves in one, and releases its leases in its last write. On one server (or a
-// Sentinel primary) every key is in one slot space, so a move of one key costs 2 and of
-// two keys 3. On the cluster a session's and a handle's keys are two slots: two lease
-// scripts, two writes, and the lease of the slot the last write does not share released in
-// one more (5). Through a store whose writes cannot release (releaseApart, on one server)
-// the release is a round trip of its own, as before: 3 and 4.
+// and holds them to the design: an ungated call costs none; a gated one that moves nothing
+// reads its keys from the near cache on one server (redis://: none once warm, every key
+// clean) and in one round trip elsewhere (Sentinel and the cluster have no near cache);
+// a moving call leases and reads its keys in one script per hash slot, writes each key it
+// moves in one, and releases its leases in its last write. On one server (or a Sentinel
+// primary) every key is in one slot space, so a move of one key costs 2 and of two keys 3.
+// On the cluster a session's and a handle's keys are two slots: two lease scripts, two
+// writes, and the lease of the slot the last write does not share released in one more
+// (5). Through a store whose writes cannot release (releaseApart, on one server) the
+// release is a round trip of its own, as before: 3 and 4.
+//
+// The near cache's other counts: a gated call that moves nothing right after a move of
+// the same key on the same replica reads it fresh (1: the key is dirty until a read after
+// the write), the next fills the cache (1), and the rest are warm (0); see
+// TestRoundTrips_nearAfterMove.
 func TestRoundTrips(t *testing.T) {
-	type trips struct{ server, cluster uint64 }
+	type trips struct{ server, sentinel, cluster uint64 }
 	want := map[string]trips{
-		"ungated":                 {0, 0},
-		"gated_no_transition":     {1, 1},
-		"gated_transition_1_key":  {2, 2},
-		"gated_transition_2_keys": {3, 5},
+		"ungated":                 {0, 0, 0},
+		"gated_no_transition":     {0, 1, 1},
+		"gated_transition_1_key":  {2, 2, 2},
+		"gated_transition_2_keys": {3, 3, 5},
 	}
 	apart := map[string]uint64{"gated_transition_1_key": 3, "gated_transition_2_keys": 4}
 	for _, d := range deployments {
@@ -126,11 +133,14 @@ func TestRoundTrips(t *testing.T) {
 			spec, _ := d.start(t)
 			for k, n := range countTrips(t, newScaleEnv(t, spec, tripsConfig), callKinds) {
 				w := want[k].server
-				if d.name == "redis_cluster" {
+				switch {
+				case d.name == "redis_cluster":
 					w = want[k].cluster
 					if k == "gated_transition_2_keys" && n == 3 {
 						w = 3 // the random session's slot is the handle's (1 in 16384): one group
 					}
+				case strings.HasPrefix(d.name, "redis_sentinel"):
+					w = want[k].sentinel
 				}
 				if n != float64(w) {
 					t.Errorf("%s: %.2f round trips per call, want %d", k, n, w)
@@ -149,14 +159,51 @@ func TestRoundTrips(t *testing.T) {
 	}
 }
 
-// countTrips makes 20 calls of each kind through e (after a first that creates keys and
-// loads scripts) and returns the round trips per call, by kind.
+// TestRoundTrips_nearAfterMove counts the near cache's round trips around a move, on one
+// server, through one replica: a gated call that moves nothing, after a move of the key it
+// reads, reads it past the cache (1: the key is dirty), the next one fills the cache (1),
+// the one after that reads it from the cache (0); and the move itself still costs 2 (the
+// near cache adds nothing to a moving call).
+func TestRoundTrips_nearAfterMove(t *testing.T) {
+	spec := storetest.RedisNear(t)
+	e := newScaleEnv(t, spec, tripsConfig)
+	st := e.stores[0]
+	cs := e.connectTo(t, 0)
+	read, move := callKinds[1], callKinds[2]
+	call(t, cs, move.tool, move.args)
+	call(t, cs, read.tool, read.args)
+	time.Sleep(20 * time.Millisecond)
+	trips := func(k callKind) uint64 {
+		before := st.Store.(*store.Redis).RoundTrips()
+		call(t, cs, k.tool, k.args)
+		time.Sleep(20 * time.Millisecond) // the lease's release after the answer
+		return st.Store.(*store.Redis).RoundTrips() - before
+	}
+	for i := range 5 {
+		if n := trips(move); n != 2 {
+			t.Errorf("round %d: move: %d round trips, want 2", i, n)
+		}
+		if n := trips(read); n != 1 {
+			t.Errorf("round %d: first read after the move: %d round trips, want 1", i, n)
+		}
+		if n := trips(read); n != 1 {
+			t.Errorf("round %d: second read after the move: %d round trips, want 1", i, n)
+		}
+		if n := trips(read); n != 0 {
+			t.Errorf("round %d: third read after the move: %d round trips, want 0", i, n)
+		}
+	}
+}
+
+// countTrips makes 20 calls of each kind through e (after two that create keys, load
+// scripts and warm each replica's near cache) and returns the round trips per call, by kind.
 func countTrips(t *testing.T, e *scaleEnv, kinds []callKind) map[string]float64 {
 	t.Helper()
 	cs := e.connect(t)
 	out := map[string]float64{}
 	for _, k := range kinds {
 		call(t, cs, k.tool, k.args)
+		call(t, cs, k.tool, k.args) // each replica once: both warm
 		const n = 20
 		before := e.trips()
 		for range n {

@@ -100,6 +100,13 @@ func (a *ackStore) GetMany(ctx context.Context, keys []string) ([][]byte, error)
 	}).GetMany(ctx, keys)
 }
 
+// GetNear passes through to a store with a near cache.
+func (a *ackStore) GetNear(ctx context.Context, keys []string) ([][]byte, error) {
+	return a.Store.(interface {
+		GetNear(context.Context, []string) ([][]byte, error)
+	}).GetNear(ctx, keys)
+}
+
 // LockLoad passes through to a store that leases and reads in one step.
 func (a *ackStore) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
 	return a.Store.(interface {
@@ -114,6 +121,10 @@ type releaseApart struct{ store.Store } // an *ackStore, its other methods hidde
 
 func (s releaseApart) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
 	return s.Store.(*ackStore).GetMany(ctx, keys)
+}
+
+func (s releaseApart) GetNear(ctx context.Context, keys []string) ([][]byte, error) {
+	return s.Store.(*ackStore).GetNear(ctx, keys)
 }
 
 func (s releaseApart) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
@@ -213,6 +224,20 @@ func (e *scaleEnv) connect(t testing.TB) *mcp.ClientSession {
 	t.Helper()
 	mc := mcp.NewClient(&mcp.Implementation{Name: "scale", Version: "1"}, nil)
 	cs, err := mc.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://lb/mcp", HTTPClient: &http.Client{Transport: e.lb}},
+		&mcp.ClientSessionOptions{ProtocolVersion: sessionEra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// connectTo opens a client session on replica i alone.
+func (e *scaleEnv) connectTo(t testing.TB, i int) *mcp.ClientSession {
+	t.Helper()
+	mc := mcp.NewClient(&mcp.Implementation{Name: "scale", Version: "1"}, nil)
+	lb := &alternating{targets: e.lb.targets[i : i+1]}
+	cs, err := mc.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://lb/mcp", HTTPClient: &http.Client{Transport: lb}},
 		&mcp.ClientSessionOptions{ProtocolVersion: sessionEra})
 	if err != nil {
 		t.Fatal(err)

@@ -3,9 +3,12 @@ package gateway
 import (
 	"context"
 	"errors"
-	"go.opentelemetry.io/otel/trace"
+	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/store"
 )
@@ -46,6 +49,46 @@ func (st storeState) Load(ctx context.Context, keys []string) (out []exchange.Sl
 		out[i] = exchange.Slot{Value: v, Exists: v != nil}
 	}
 	return out, nil
+}
+
+// nearGetter is implemented by stores with a near cache (Redis on one server).
+type nearGetter interface {
+	GetNear(ctx context.Context, keys []string) ([][]byte, error)
+}
+
+// LoadNear implements exchange.NearLoader: workflow snapshots from the store's near cache
+// when it has one; a read that names any other key (tool health, whose records are
+// compare-and-set counters) is Load.
+func (st storeState) LoadNear(ctx context.Context, keys []string) (out []exchange.Slot, err error) {
+	ng, ok := st.s.(nearGetter)
+	if !ok || !allWorkflowKeys(keys) {
+		return st.Load(ctx, keys)
+	}
+	if st.tr != nil {
+		var end func(error)
+		ctx, end = st.storeSpan(ctx, "load_near")
+		defer func() { end(err) }()
+	}
+	vs, err := ng.GetNear(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out = make([]exchange.Slot, len(keys))
+	for i, v := range vs {
+		out[i] = exchange.Slot{Value: v, Exists: v != nil}
+	}
+	return out, nil
+}
+
+// allWorkflowKeys reports whether every key is a workflow snapshot's (not tool health,
+// not the principal's annotation record, not the cache's keys).
+func allWorkflowKeys(keys []string) bool {
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "stategate/v1/") || abi.IsHealthKey(k) || strings.HasPrefix(k, "stategate/v1/cache/") {
+			return false
+		}
+	}
+	return true
 }
 
 func (st storeState) Store(ctx context.Context, owner, key string, value []byte, prev exchange.Slot) (err error) {

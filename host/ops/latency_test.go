@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/internal/termsafe"
 )
 
 // TestMetrics_latencyByTool: tool_called events fill
@@ -56,5 +57,40 @@ func TestMetrics_latencyByTool(t *testing.T) {
 	// 50 of the 100 calls are under 70ms; the buckets are 50ms and 100ms: interpolated.
 	if lat.Calls != 100 || lat.P50 < 0.05 || lat.P50 > 0.1 || lat.P95 < lat.P50 || lat.P95 > 0.25 {
 		t.Fatalf("latency %+v", lat)
+	}
+}
+
+// TestMetrics_labelValuesReachNoTerminal: a listed tool whose name holds an ESC sequence,
+// a bidi override and a backslash is exposed with visible escapes (no raw control byte in
+// the body, which the text parser still reads), while Latencies keeps the name as listed.
+func TestMetrics_labelValuesReachNoTerminal(t *testing.T) {
+	hostile := "evil\x1b]0;owned\x07\u202e.tool\\x"
+	m := NewMetrics(func(n string) bool { return n == hostile }, nil)
+	m.Publish(exchange.Event{Type: exchange.EventToolCalled, Tool: hostile, Data: map[string]any{"durationUs": int64(1000), "outcome": "success"}})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, r := range body {
+		if r != '\n' && termsafe.Control(r) {
+			t.Fatalf("raw control %U in the exposition:\n%s", r, body)
+		}
+	}
+	want := termsafe.String(hostile)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mt := range fams["stategate_tool_calls_total"].GetMetric() {
+		for _, l := range mt.GetLabel() {
+			found = found || (l.GetName() == "tool" && l.GetValue() == want)
+		}
+	}
+	if !found {
+		t.Fatalf("no stategate_tool_calls_total{tool=%q}:\n%s", want, body)
+	}
+	if _, ok := m.Latencies()[hostile]; !ok {
+		t.Fatalf("Latencies lost the listed name: %v", m.Latencies())
 	}
 }

@@ -14,6 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/internal/termsafe"
+	"google.golang.org/protobuf/proto"
 )
 
 // OtherTool is the tool label of calls to names the upstream never listed.
@@ -331,9 +333,49 @@ func (m *Metrics) Instrument(h http.Handler) http.Handler {
 	})
 }
 
-// Handler serves the registry in the Prometheus exposition formats.
+// Handler serves the registry in the Prometheus exposition formats, with every label value
+// rendered by termsafe (termSafeGatherer).
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+	return promhttp.HandlerFor(termSafeGatherer{m.Registry}, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// termSafeGatherer renders label values for a terminal as they are exposed. Tool names
+// come from the upstream, and the exposition format escapes only backslash, double quote
+// and line feed: an ESC in a tool's name would reach the terminal of an operator running
+// `curl /metrics` raw. termsafe's escapes are visible text (and double the backslash, so
+// two names never expose alike), and the metrics themselves keep the names as listed, so
+// the status page's lookups by name (Latencies, LastRefusals) are unchanged.
+type termSafeGatherer struct{ prometheus.Gatherer }
+
+func (g termSafeGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := g.Gatherer.Gather()
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			mt.Label = termSafeLabels(mt.Label)
+		}
+	}
+	return mfs, err
+}
+
+// termSafeLabels returns labels with each value rendered by termsafe: a new slice when one
+// changes (the metrics share theirs with every gather, so they are never written to).
+func termSafeLabels(labels []*dto.LabelPair) []*dto.LabelPair {
+	var out []*dto.LabelPair
+	for i, l := range labels {
+		v := l.GetValue()
+		safe := termsafe.String(v)
+		if safe == v {
+			continue
+		}
+		if out == nil {
+			out = append([]*dto.LabelPair(nil), labels...)
+		}
+		out[i] = &dto.LabelPair{Name: l.Name, Value: proto.String(safe)}
+	}
+	if out == nil {
+		return labels
+	}
+	return out
 }
 
 // modeCollector exports stategate_tool_mode{tool,mode} from the health feature at scrape

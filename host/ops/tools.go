@@ -164,9 +164,13 @@ func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, changesAnswer(changes, req.DryRun))
 }
 
-// approveRequest is the body of POST /admin/tools/approve.
+// approveRequest is the body of POST /admin/tools/approve. "pending" is what the operator
+// was shown (a dryRun answer's changes[].pending, merged): only those definitions are
+// approved, so a server that lists another one between the preview and the click does not
+// get it approved unseen. The status page and the CLI always send it.
 type approveRequest struct {
 	target
+	Pending map[string]string `json:"pending"`
 }
 
 func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
@@ -178,6 +182,7 @@ func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	act.Pending = req.Pending
 	changes, err := a.opts.Operator().Approve(r.Context(), act)
 	a.log.Info("operator action", "action", "approve", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)

@@ -53,6 +53,7 @@ type Redis struct {
 	ttl     time.Duration
 	name    string // the URL without its password, for errors
 	trips   atomic.Uint64
+	near    *near // the near cache of GetNear (nil: none)
 
 	orphans chan orphan   // leases to release in the background (see janitor)
 	stop    chan struct{} // closed by Close
@@ -122,8 +123,17 @@ return other
 
 // NewRedis connects to the server at url (redis://[user:password@]HOST:PORT/DB, or
 // rediss:// for TLS) and pings it, so a wrong address fails here and not on first use.
+// With near_cache=on in the URL it opens the near cache of GetNear (one more connection,
+// RESP3 with client tracking); not over TLS (rediss://), whose socket it cannot peek at.
+// It is off by default: its freshness across replicas rests on how Redis orders its
+// output and on the network delivering an invalidation before a client's next request
+// reaches another replica, proven here on one host only (RATIONALE.md, "A near cache").
 func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 	name := redactURL(url)
+	url, nearOn, err := cutNearOption(url)
+	if err != nil {
+		return nil, fmt.Errorf("store[redis] url[%s]: %w", name, err)
+	}
 	ro, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("store[redis] url[%s]: %w", name, err)
@@ -132,7 +142,41 @@ func NewRedis(ctx context.Context, url string, opts Options) (*Redis, error) {
 	// conflict for a write that committed, and the caller would apply its transition twice.
 	// A failed command surfaces as an error instead (the gate then fails closed).
 	ro.MaxRetries = -1
-	return newRedis(ctx, redis.NewClient(ro), name, false, 0, 0, opts)
+	r, err := newRedis(ctx, redis.NewClient(ro), name, false, 0, 0, opts)
+	if err != nil || !nearOn || ro.TLSConfig != nil || !nearSupported {
+		return r, err // the near cache peeks at a plain TCP socket (redis_near_conn.go)
+	}
+	if r.near, err = newNear(ctx, ro, r.ttl, &r.trips); err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("store[redis] url[%s]: near cache: %w", name, err)
+	}
+	return r, nil
+}
+
+// cutNearOption removes near_cache=on|off from a redis:// URL's query (go-redis refuses
+// options it does not know) and reports it (default off).
+func cutNearOption(raw string) (string, bool, error) {
+	base, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return raw, false, nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return raw, false, nil // go-redis reports it
+	}
+	on := false
+	switch v := q.Get("near_cache"); v {
+	case "on", "true", "1":
+		on = true
+	case "", "off", "false", "0":
+	default:
+		return "", false, fmt.Errorf("near_cache[%s]: want on or off", v)
+	}
+	q.Del("near_cache")
+	if len(q) == 0 {
+		return base, on, nil
+	}
+	return base + "?" + q.Encode(), on, nil
 }
 
 // newRedis pings client and starts the store's janitor.
@@ -290,6 +334,9 @@ func (r *Redis) CompareAndSwapReleasing(ctx context.Context, session, key string
 // swaps (lease nil: none).
 func (r *Redis) compareAndSwap(ctx context.Context, session, key string, old, new []byte, lease *Lease) (bool, error) {
 	vk := r.lay.valueKey(key)
+	if r.near != nil {
+		defer r.near.writing(vk)() // GetNear reads it fresh until a read after this write
+	}
 	keys := []string{vk}
 	inSet := "0"
 	if session != "" {
@@ -408,6 +455,13 @@ func (r *Redis) Forget(ctx context.Context, session string) error {
 		if err := forgetScript.Run(ctx, r.client, []string{key}).Err(); err != nil {
 			return fmt.Errorf("store[redis] url[%s] session[%q]: forget: %w", r.name, session, err)
 		}
+		if r.near != nil {
+			// The script's keys are not known here: a fence on the tracking connection
+			// applies their invalidations before Forget returns.
+			if err := r.near.fence(ctx); err != nil {
+				return fmt.Errorf("store[redis] url[%s] session[%q]: forget: near cache fence: %w", r.name, session, err)
+			}
+		}
 		return nil
 	}
 	prefix := key[:strings.IndexByte(key, '}')+2] // "stategate:{<tag>}:"
@@ -432,8 +486,25 @@ func (r *Redis) Forget(ctx context.Context, session string) error {
 func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	run := func(name, body string) (*redis.Cmd, *redis.IntCmd, error) {
 		cmd := redis.NewCmd(ctx, append(append([]any{name, body, len(keys)}, strs(keys)...), args...)...)
-		if r.wait == 0 {
+		if r.wait == 0 && (r.cluster || script != casScript) {
 			return cmd, nil, r.client.Process(ctx, noRetry{cmd})
+		}
+		if r.wait == 0 {
+			// A compare-and-set goes after a PING, in the same round trip: its reply queues
+			// this connection for writing before the script runs, so the invalidations the
+			// script causes are queued after it and written first (the server writes the
+			// most recently queued connection first): other replicas' near caches have them
+			// before this acknowledgement leaves (see near).
+			var err error
+			_, perr := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.Ping(ctx)
+				err = p.Process(ctx, noRetry{cmd})
+				return nil
+			})
+			if perr != nil && cmd.Err() == nil {
+				err = perr
+			}
+			return cmd, nil, errors.Join(err, cmd.Err())
 		}
 		// WAIT names no key, so a cluster would send it to any node: the pipeline goes to
 		// the primary serving the script's slot instead (a MOVED answer then fails the call,
@@ -500,6 +571,9 @@ func (r *Redis) Close() error {
 	r.once.Do(func() {
 		close(r.stop)
 		<-r.done
+		if r.near != nil {
+			r.near.close()
+		}
 	})
 	return r.client.Close()
 }

@@ -548,6 +548,9 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 		if refused == "" && op.op == "approve" && health.HasAmbiguous(rec.Pending) {
 			refused = "rule approve-unambiguous-only: the server lists a definition that repeats a member (readers disagree on it); it can be approved once the server lists it with every member once"
 		}
+		if refused == "" && op.op == "approve" && op.hasPending && !pendingAsShown(rec.Pending, op.pending) {
+			refused = "rule approve-as-shown: the server listed another definition since the one you were shown; look at it again (a preview shows what is pending now) and approve that"
+		}
 		w := health.W{B: dst}
 		w.Open("")
 		w.Str("name", u)
@@ -556,6 +559,13 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 		w.Bool("ok", refused == "")
 		if refused != "" {
 			w.Str("error", refused)
+		}
+		if op.op == "approve" {
+			w.Open("pending") // what approving pins: a client shows it, then sends it back
+			for _, p := range rec.Pending {
+				w.Str(p.Tool, p.Fingerprint)
+			}
+			w.Close()
 		}
 		w.Close()
 		dst = w.B
@@ -583,6 +593,18 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 	dst = append(dst, `},"visibleChanged":`...)
 	dst = appendBool(dst, visible)
 	return append(dst, '}'), nil
+}
+
+// pendingAsShown reports whether every definition a unit has pending is the one the
+// operator was shown (shown may hold more: the other units of a glob's preview). A unit
+// with nothing pending approves as shown.
+func pendingAsShown(pending, shown []health.Pin) bool {
+	for _, p := range pending {
+		if health.Find(shown, p.Tool) != p.Fingerprint {
+			return false
+		}
+	}
+	return true
 }
 
 // selects reports whether the operation covers unit: its exact name (byte for byte), the

@@ -5,6 +5,7 @@ import (
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/internal/decorate"
 	"github.com/stategate/stategate/plugin/internal/gate"
+	"github.com/stategate/stategate/plugin/internal/health"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -37,6 +38,10 @@ type opInput struct {
 	// name addresses one unit by its exact name, byte for byte: never a glob, never
 	// case-folded (names come from upstreams; one named "**" must not address them all).
 	name string
+	// pending, for approve: the definitions the operator was shown (tool -> fingerprint, the
+	// preview's "pending"); a unit is approved only while it is pending exactly those.
+	pending    []health.Pin
+	hasPending bool
 }
 
 // parse validates in and reads the members every export shares. needTool and needMessage
@@ -143,6 +148,24 @@ func parseIndexing(in []byte, needTool, needMessage bool, tools *decorate.Index)
 				return
 			}
 			r.op.name = name
+		case "pending":
+			if !v.IsObject() {
+				bad = "pending must be an object of tool name -> fingerprint (the preview's pending)"
+				return
+			}
+			r.op.hasPending = true
+			v.ForEach(func(k, fp gjson.Result) bool {
+				name, exact := jsonx.UnquoteExact(k.Raw)
+				if !exact || fp.Type != gjson.String {
+					bad = "pending must map tool names (Unicode text) to fingerprints (strings)"
+					return false
+				}
+				r.op.pending = health.Set(r.op.pending, name, fp.Str)
+				return true
+			})
+			if bad != "" {
+				return
+			}
 		case "op", "match", "mode", "reason":
 			if v.Type != gjson.String {
 				bad = key + " must be a string"

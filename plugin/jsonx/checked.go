@@ -12,6 +12,8 @@ package jsonx
 // literal without escapes and with only ASCII bytes: its value is then s[i+1 : end-1],
 // as it is. It never allocates (in TinyGo, a function that may allocate pays for a GC
 // frame on every call, and this runs for every string a one-pass reader meets).
+//
+//go:nobounds
 func ValidString(s string, i int) (end int, plain, ok bool) {
 	j := asciiRun(s, i+1)
 	if j < len(s) && s[j] == '"' {
@@ -49,6 +51,8 @@ type Checked struct {
 
 // CheckObject starts a checked walk of the object at s[i], which may nest depth deep (itself
 // counting one; a depth over 512 counts as 512).
+//
+//go:nobounds
 func CheckObject(s string, i, depth int) Checked {
 	depth = min(depth, inPlaceLevels)
 	c := Checked{s: s, depth: depth - 1, val: -1, end: -1, over: -1}
@@ -75,6 +79,8 @@ func (c *Checked) Done(end int) { c.end = end }
 // Next moves to the next member, validating what lies between, and returns its key and
 // the offset of its value. The key is the literal's body, a view into s: its value unless
 // Escaped. It returns ok false at the end of the object and on an error (End reports it).
+//
+//go:nobounds
 func (c *Checked) Next() (key string, val int, ok bool) {
 	if c.fault != faultNone || c.over >= 0 {
 		return "", 0, false

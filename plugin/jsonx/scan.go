@@ -10,6 +10,8 @@ import (
 // [0, len(s)] and never panic.
 
 // SkipWS returns the first offset at or after i that is not JSON whitespace.
+//
+//go:nobounds
 func SkipWS(s string, i int) int {
 	if i < len(s) && s[i] > ' ' {
 		return i
@@ -19,6 +21,8 @@ func SkipWS(s string, i int) int {
 
 // skipWSLoop is SkipWS's loop; hot callers test the first byte themselves and call
 // it only for whitespace: a call costs more than the test in the guest.
+//
+//go:nobounds
 func skipWSLoop(s string, i int) int {
 	for i < len(s) {
 		switch s[i] {

@@ -29,12 +29,15 @@ func quoteOrBackslash(x uint64) uint64 {
 func controls(x uint64) uint64 { return (x - ones*0x20) & ^x & highs }
 
 // load64 reads s[i:i+8] as a little-endian word (the compilers turn it into one load).
+//
+//go:nobounds
 func load64(s string, i int) uint64 {
 	s = s[i : i+8]
 	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
+//go:nobounds
 func load64b(b []byte, i int) uint64 {
 	b = b[i : i+8]
 	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
@@ -46,6 +49,8 @@ func firstFlagged(m uint64) int { return bits.TrailingZeros64(m) >> 3 }
 
 // plainRunBytes returns the first offset at or after i whose byte is '"', '\\' or below
 // 0x20 in a string inside a document, or len(b): the bytes before it need no attention.
+//
+//go:nobounds
 func plainRunBytes(b []byte, i int) int {
 	for i+8 <= len(b) {
 		x := load64b(b, i)
@@ -62,6 +67,8 @@ func plainRunBytes(b []byte, i int) int {
 
 // asciiRun returns the first offset at or after i whose byte is '"', '\\', below 0x20 or
 // not ASCII, or len(s): the bytes before it are copied to a JSON string as they are.
+//
+//go:nobounds
 func asciiRun(s string, i int) int {
 	for i+8 <= len(s) {
 		x := load64(s, i)
@@ -84,6 +91,8 @@ func asciiRun(s string, i int) int {
 func PlainASCII(s string, i int) int { return asciiRun(s, i) }
 
 // quoteRun returns the first offset at or after i whose byte is '"' or '\\', or len(s).
+//
+//go:nobounds
 func quoteRun(s string, i int) int {
 	for i+8 <= len(s) {
 		if m := quoteOrBackslash(load64(s, i)); m != 0 {

@@ -65,6 +65,8 @@ func ValidValue(s string, i, maxDepth int) (int, error) {
 }
 
 // validValue is ValidValue with a fault for an error: it never allocates (see faultNone).
+//
+//go:nobounds
 func validValue(s string, i, maxDepth int) (int, uint8) {
 	data := view(s)
 	if i < len(data) && data[i] != '{' && data[i] != '[' {
@@ -324,6 +326,8 @@ func keyEndAt(data []byte, i int) int {
 }
 
 // objectKey scans `"key" :` at i and returns the offset of the value that follows.
+//
+//go:nobounds
 func objectKey(data []byte, i int) (int, uint8) {
 	if i >= len(data) {
 		return i, faultEOF
@@ -352,6 +356,8 @@ func objectKey(data []byte, i int) (int, uint8) {
 
 // scalarEnd validates the string, number or literal at data[i] and returns the offset
 // past it.
+//
+//go:nobounds
 func scalarEnd(data []byte, i int) (int, uint8) {
 	switch c := data[i]; {
 	case c == '"':
@@ -369,6 +375,8 @@ func scalarEnd(data []byte, i int) (int, uint8) {
 }
 
 // hasLit compares byte by byte: TinyGo allocates for string(data[...]) == lit.
+//
+//go:nobounds
 func hasLit(data []byte, i int, lit string) bool {
 	if len(data)-i < len(lit) {
 		return false
@@ -381,6 +389,7 @@ func hasLit(data []byte, i int, lit string) bool {
 	return true
 }
 
+//go:nobounds
 func skipWS(data []byte, i int) int {
 	for i < len(data) {
 		switch data[i] {
@@ -395,6 +404,8 @@ func skipWS(data []byte, i int) int {
 
 // stringEnd scans a string from i (inside it, at a character boundary) and returns the
 // offset past its closing quote, or a fault and the offset where it is.
+//
+//go:nobounds
 func stringEnd(data []byte, i int) (int, uint8) {
 	for {
 		i = plainRunBytes(data, i)
@@ -435,6 +446,8 @@ func isHex(c byte) bool {
 }
 
 // numberEnd validates the number at data[i] and returns the offset past it.
+//
+//go:nobounds
 func numberEnd(data []byte, i int) (int, uint8) {
 	if data[i] == '-' {
 		i++

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -271,38 +272,85 @@ func changeLine(ch exchange.ModeChange) string {
 // actOnTools runs a mode or approve request: on the one tool named, or, for a glob, after
 // a confirmed preview, on each previewed tool by its exact name.
 func (c *adminClient) actOnTools(ctx context.Context, path string, sel selection, body map[string]any, conf confirmer) ([]exchange.ModeChange, error) {
-	send := func(tool string) ([]exchange.ModeChange, error) {
+	send := func(tool string, pending map[string]string) ([]exchange.ModeChange, error) {
 		b := maps.Clone(body)
 		b["tool"] = tool
+		if pending != nil {
+			b["pending"] = pending
+		}
 		var out struct{ Changes []exchange.ModeChange }
 		err := c.call(ctx, "POST", path, b, &out)
 		return out.Changes, err
 	}
-	if sel.tool != "" {
-		return send(sel.tool)
+	approve := path == "/admin/tools/approve"
+	if sel.tool != "" && !approve {
+		return send(sel.tool, nil)
 	}
+	// An approval is always previewed, by name too: it sends back the definitions the
+	// preview showed (pending), so one the server lists in between is not approved unseen.
 	preview := maps.Clone(body)
-	preview["match"], preview["dryRun"] = sel.match, true
+	if sel.tool != "" {
+		preview["tool"] = sel.tool
+	} else {
+		preview["match"] = sel.match
+	}
+	preview["dryRun"] = true
 	var prev struct{ Changes []exchange.ModeChange }
 	if err := c.call(ctx, "POST", path, preview, &prev); err != nil {
 		return nil, err
 	}
+	if sel.tool != "" {
+		return send(sel.tool, pendingOf(prev.Changes))
+	}
 	lines := make([]string, len(prev.Changes))
 	for i, ch := range prev.Changes {
-		lines[i] = changeLine(ch)
+		lines[i] = changeLine(ch) + pendingLine(ch)
 	}
 	if err := conf.confirm(sel.match, "it would change", lines); err != nil {
 		return nil, err
 	}
 	var all []exchange.ModeChange
 	for _, ch := range prev.Changes {
-		changes, err := send(ch.Name)
+		var pending map[string]string
+		if approve {
+			pending = pendingOf([]exchange.ModeChange{ch})
+		}
+		changes, err := send(ch.Name, pending)
 		if err != nil {
 			return all, err // the changes made so far are printed with the error
 		}
 		all = append(all, changes...)
 	}
 	return all, nil
+}
+
+// pendingOf merges the definitions a preview's changes would pin (tool -> fingerprint); an
+// empty map, never nil, so an approval always says what it was shown.
+func pendingOf(changes []exchange.ModeChange) map[string]string {
+	out := map[string]string{}
+	for _, ch := range changes {
+		maps.Copy(out, ch.Pending)
+	}
+	return out
+}
+
+// pendingLine is a preview line's list of the definitions approving would pin, by the
+// first 12 hex digits of their fingerprints (for the operator to compare with the
+// server's).
+func pendingLine(ch exchange.ModeChange) string {
+	if len(ch.Pending) == 0 {
+		return ""
+	}
+	tools := slices.Sorted(maps.Keys(ch.Pending))
+	parts := make([]string, len(tools))
+	for i, t := range tools {
+		fp := ch.Pending[t]
+		if len(fp) > 12 {
+			fp = fp[:12]
+		}
+		parts[i] = termsafe.String(t) + " sha256:" + termsafe.String(fp)
+	}
+	return " [pending: " + strings.Join(parts, ", ") + "]"
 }
 
 // actingFlags adds the flags every acting command shares: --tool and --yes.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -153,7 +154,7 @@ func TestAdminCLI_globAsksFirst(t *testing.T) {
 	t.Setenv(adminTokenEnv, "tok")
 
 	code, out, errOut := runCLI(t, "", "approve", "**", "--admin", srv.URL)
-	if code != 2 || out != "" || !strings.Contains(errOut, "** matches 3 tool(s); it would change:\n  ** (quarantined -> active)\n  a.* (quarantined -> active)\n  a.b (quarantined -> active)\n") ||
+	if code != 2 || out != "" || !strings.Contains(errOut, "** matches 3 tool(s); it would change:\n  ** (quarantined -> active) [pending: ** sha256:fp-of-**-012]\n  a.* (quarantined -> active) [pending: a.* sha256:fp-of-a.*-01]\n  a.b (quarantined -> active) [pending: a.b sha256:fp-of-a.b-01]\n") ||
 		!strings.Contains(errOut, "pass --yes") {
 		t.Fatalf("approve ** not at a terminal: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -185,7 +186,8 @@ func TestAdminCLI_globAsksFirst(t *testing.T) {
 	if code, out, errOut := runCLI(t, "", "approve", "a.b", "--admin", srv.URL); code != 0 || out != "a.b: quarantined -> active\n" {
 		t.Fatalf("approve a.b: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if got, want := strings.Join(op.acted()[2:], "|"), "approve tool=**|approve tool=a.b"; got != want {
+	// An approval, by name too, sends the definitions its preview showed.
+	if got, want := strings.Join(op.acted()[2:], "|"), "approve tool=** pending=map[**:fp-of-**-0123456789]|approve tool=a.b pending=map[a.b:fp-of-a.b-0123456789]"; got != want {
 		t.Fatalf("acted %q, want %q", got, want)
 	}
 	if code, _, _ := runCLI(t, "", "approve", "--tool", "**", "a.b", "--admin", srv.URL); code != 2 {
@@ -213,12 +215,20 @@ func (o *recordingOperator) changes(op string, a exchange.Action, to string) []e
 	var out []exchange.ModeChange
 	for _, name := range []string{"**", "a.*", "a.b"} {
 		if name == a.Tool || a.Match == "**" || (a.Match == "a.*" && strings.HasPrefix(name, "a.")) {
-			out = append(out, exchange.ModeChange{Name: name, From: "quarantined", To: to, OK: true})
+			mc := exchange.ModeChange{Name: name, From: "quarantined", To: to, OK: true}
+			if op == "approve" {
+				mc.Pending = map[string]string{name: "fp-of-" + name + "-0123456789"}
+			}
+			out = append(out, mc)
 		}
 	}
 	if !a.DryRun {
+		act := op + " tool=" + a.Tool + a.Match
+		if a.Pending != nil {
+			act += fmt.Sprintf(" pending=%v", a.Pending)
+		}
 		o.mu.Lock()
-		o.acts = append(o.acts, op+" tool="+a.Tool+a.Match)
+		o.acts = append(o.acts, act)
 		o.mu.Unlock()
 	}
 	return out

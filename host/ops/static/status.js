@@ -101,6 +101,19 @@ async function act(path, body) {
   refresh();
 }
 
+// approve previews the approval of one tool, shows the definitions it would pin and, when
+// confirmed, approves exactly those ("pending"): a definition the server lists in between
+// is refused (rule approve-as-shown), never approved unseen.
+async function approve(name) {
+  const r = await api("/admin/tools/approve", { method: "POST", body: { tool: name, dryRun: true } });
+  if (r.status !== 200) { say(r.body.error || "failed"); return; }
+  const pending = {};
+  for (const c of r.body.changes || []) Object.assign(pending, c.pending || {});
+  const shown = Object.entries(pending).map(([tool, fp]) => tool + " sha256:" + fp.slice(0, 12)).join(", ");
+  confirmAction("Approve " + name + "'s new definition (quarantined -> active)?" + (shown ? " Pending: " + shown + "." : ""),
+    () => act("/admin/tools/approve", { tool: name, pending }));
+}
+
 function ms(seconds) { return seconds ? (seconds * 1000).toFixed(1) + " ms" : ""; }
 
 // refreshTools lists every tool the upstream listed, with what the configuration does
@@ -122,8 +135,7 @@ async function refreshTools() {
         (reason) => act("/admin/tools/mode", { tool: t.name, mode: m, reason: reason || "status page" }));
       actions.append(button("disable", mode("disabled", "Disable")), button("enable", mode("active", "Enable")));
       if (t.mode === "quarantined") {
-        actions.append(button("approve", () => confirmAction("Approve " + t.name + "'s new definition (quarantined -> active)?",
-          () => act("/admin/tools/approve", { tool: t.name }))));
+        actions.append(button("approve", () => approve(t.name)));
       }
     }
     const refusal = t.lastRefusal ? t.lastRefusal.code + " at " + new Date(t.lastRefusal.at).toLocaleTimeString() : "";

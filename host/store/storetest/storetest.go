@@ -38,6 +38,16 @@ func Redis(t testing.TB) string {
 	return ""
 }
 
+// RedisNear is Redis with the store's near cache turned on (near_cache=on; it is off by
+// default).
+func RedisNear(t testing.TB) string {
+	t.Helper()
+	if url := Redis(t); url != "" {
+		return url + "?near_cache=on"
+	}
+	return ""
+}
+
 func startRedis(t testing.TB) (string, error) {
 	if os.Getenv(RequireAllEnv) != "1" {
 		if _, err := exec.LookPath("redis-server"); err != nil {

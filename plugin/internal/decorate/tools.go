@@ -291,11 +291,20 @@ func (x *Index) readTools(msg string, arr, depth int) (int, error) {
 		return j + 1, nil
 	}
 	for j < len(msg) {
-		t := indexed{start: int32(j), nameStart: -1, descStart: -1, class: config.ClassDestructive}
+		// The element is indexed in place: appending a local indexed copies it (in the
+		// guest, a memory.copy: a call out of the module under wazero), once per tool.
+		n := len(x.tools)
+		if n == cap(x.tools) {
+			x.tools = append(x.tools, indexed{})
+		} else {
+			x.tools = x.tools[:n+1]
+		}
+		t := &x.tools[n]
+		*t = indexed{start: int32(j), nameStart: -1, descStart: -1, class: config.ClassDestructive}
 		var end int
 		var err error
 		if msg[j] == '{' {
-			end, err = readTool(msg, j, depth-1, &t)
+			end, err = readTool(msg, j, depth-1, t)
 		} else {
 			end, err = jsonx.ValidValue(msg, j, depth-1) // not a tool we can name: untouched
 		}
@@ -306,7 +315,6 @@ func (x *Index) readTools(msg string, arr, depth int) (int, error) {
 		if t.flags&repeats != 0 {
 			x.nRepeats++
 		}
-		x.tools = append(x.tools, t)
 		j = jsonx.SkipWS(msg, end)
 		if j < len(msg) && msg[j] == ',' {
 			j = jsonx.SkipWS(msg, j+1)
@@ -435,18 +443,47 @@ func seenMembers(msg string, i, n int) *jsonx.Keys {
 // repeatsIn validates the object at msg[i] and reports whether it names a member twice at
 // its top level.
 func repeatsIn(msg string, i, depth int) (end int, dup bool, err error) {
-	var keys jsonx.Keys
+	var filter uint64
+	maybe := false
 	it := jsonx.CheckObject(msg, i, depth)
 	for key, _, ok := it.Next(); ok; key, _, ok = it.Next() {
 		if it.Escaped() {
 			key = it.Key()
 		}
-		if !dup && keys.Repeats(key) {
-			dup = true
-		}
+		maybe, filter = mayRepeat(filter, key, maybe)
 	}
 	end, err = it.End()
-	return end, dup, err
+	return end, err == nil && maybe && objectRepeats(msg, i), err
+}
+
+// mayRepeat adds key to filter, a 64-bit filter on member names' lengths and first bytes
+// (readTool's), and reports whether a name seen before may be key again. A small object
+// is checked for repeats by this filter and, on a hit only, exactly (objectRepeats): a
+// jsonx.Keys set is 136 bytes that the guest zeroes (a memory.fill, a call out of the
+// module under wazero) wherever one is declared, once per tool's annotations.
+func mayRepeat(filter uint64, key string, maybe bool) (bool, uint64) {
+	if maybe {
+		return true, filter
+	}
+	bit := uint64(1) << (uint(len(key)) & 63)
+	if len(key) > 0 {
+		bit = uint64(1) << ((uint(len(key)) + 7*uint(key[0])) & 63)
+	}
+	return filter&bit != 0, filter | bit
+}
+
+// objectRepeats reports whether the object at msg[i] (validated) names a member twice.
+//
+//go:noinline
+func objectRepeats(msg string, i int) bool {
+	var keys jsonx.Keys
+	it := jsonx.Object(msg, i)
+	for key, _, ok := it.Next(); ok; key, _, ok = it.Next() {
+		if keys.Repeats(key) {
+			return true
+		}
+	}
+	return false
 }
 
 // errString reports a string literal that is not valid: the caller re-validates for the
@@ -463,16 +500,14 @@ func annotationsClass(msg string, i, depth int) (config.Class, int, bool, error)
 		return config.ClassDestructive, end, false, err
 	}
 	readOnly, destructive := int8(-1), int8(-1)
-	repeats := false
-	var keys jsonx.Keys
+	var filter uint64
+	maybe := false
 	it := jsonx.CheckObject(msg, i, depth)
 	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
 		if it.Escaped() {
 			key = it.Key()
 		}
-		if !repeats && keys.Repeats(key) {
-			repeats = true
-		}
+		maybe, filter = mayRepeat(filter, key, maybe)
 		switch key {
 		case "readOnlyHint":
 			readOnly = boolHint(msg, val)
@@ -481,8 +516,11 @@ func annotationsClass(msg string, i, depth int) (config.Class, int, bool, error)
 		}
 	}
 	end, err := it.End()
-	if err != nil || repeats {
-		return config.ClassDestructive, end, repeats, err
+	if err != nil {
+		return config.ClassDestructive, end, false, err
+	}
+	if maybe && objectRepeats(msg, i) {
+		return config.ClassDestructive, end, true, nil
 	}
 	return config.ClassOf(readOnly, destructive), end, false, nil
 }

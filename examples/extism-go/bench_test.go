@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/exchangetest"
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/internal/testenv"
+)
+
+// BenchmarkExchange measures one request through this host (the exchange module on the
+// Extism Go SDK) and, as the baseline of the same run, through the Go gateway
+// (host/gateway: the exchange natively, the engine module on the project's wazero host).
+// Only the benchmark uses host/gateway; the host itself shares no code with it.
+//
+//	go test ./examples/extism-go -run '^$' -bench Exchange -benchtime 2000x
+func BenchmarkExchange(b *testing.B) {
+	module := loadModule(b)
+	cfg := exchangetest.Config("sample.json")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		id := strings.SplitN(strings.SplitN(string(body), `"id":`, 2)[1], ",", 2)[0]
+		io.WriteString(w, `{"jsonrpc":"2.0","id":`+id+`,"result":{"content":[{"type":"text","text":"ok"}]}}`)
+	}))
+	defer up.Close()
+	hosts := map[string]http.Handler{}
+	h, err := New(context.Background(), Options{Module: module, Config: cfg, Upstream: up.URL + "/mcp"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	hosts["extism-go"] = h
+	engine := "../../build/stategate.wasm"
+	testenv.NeedFile(b, engine, "run `make build`")
+	if wasm, err := readFile(engine); err == nil {
+		rt, err := host.New(context.Background(), wasm, host.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool, err := host.NewPool(context.Background(), rt, cfg, host.PoolOptions{Size: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		u, _ := url.Parse(up.URL + "/mcp")
+		gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{}),
+			Origins: exchange.OriginPolicy{Loopback: true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hosts["gateway"] = gw
+	}
+	requests := map[string]string{
+		"tools_call":        `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tasks.update","arguments":{"id":"T1"}}}`,
+		"moving_tools_call": `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"cart.add_item","arguments":{"sku":"A"}}}`,
+	}
+	for _, name := range []string{"tools_call", "moving_tools_call"} {
+		for _, hn := range []string{"gateway", "extism-go"} {
+			srv := httptest.NewServer(hosts[hn])
+			b.Run(name+"/"+hn, func(b *testing.B) {
+				for b.Loop() {
+					req, _ := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(requests[name]))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+					req.Header.Set("Mcp-Session-Id", "s1")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 || !strings.Contains(string(body), `"ok"`) {
+						b.Fatalf("%d %s", resp.StatusCode, body)
+					}
+				}
+			})
+			srv.Close()
+		}
+	}
+}
+
+func readFile(p string) ([]byte, error) { return os.ReadFile(p) }

@@ -1,0 +1,433 @@
+// Command extism-go is a whole stategate gateway as a host of the exchange module
+// (build/stategate-exchange.wasm) on the official Extism Go SDK: an HTTP listener, an HTTP
+// client, a map with compare-and-set, and a loop of calls (abi/ABI.md, "The exchange
+// exports"). It shares no code with host/gateway: every MCP rule is the module's.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+)
+
+// Host serves clients through the module, sending what it decides to upstream.
+type Host struct {
+	upstream *url.URL
+	client   *http.Client
+	maxBody  int64
+
+	mu     sync.Mutex // one plugin instance; calls are serialised
+	plugin *extism.Plugin
+
+	state   sync.Mutex
+	store   map[string]string
+	streams sync.Map // session -> *stream
+}
+
+// Options configure a Host.
+type Options struct {
+	Module   []byte // build/stategate-exchange.wasm
+	Config   []byte // the stategate configuration
+	Upstream string // the MCP server's URL
+	// Cache keeps the module's compiled code across hosts (nil: compiled for this one).
+	Cache wazero.CompilationCache
+}
+
+// New loads the module with the stategate configuration.
+func New(ctx context.Context, o Options) (*Host, error) {
+	u, err := url.Parse(o.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{upstream: u, client: &http.Client{}, maxBody: 16 << 20, store: map[string]string{}}
+	get := extism.NewHostFunctionWithStack("state_get", func(_ context.Context, p *extism.CurrentPlugin, stack []uint64) {
+		in, _ := p.ReadBytes(stack[0])
+		stack[0], _ = p.WriteBytes(h.get(in))
+	}, []extism.ValueType{extism.ValueTypePTR}, []extism.ValueType{extism.ValueTypePTR})
+	cas := extism.NewHostFunctionWithStack("state_cas", func(_ context.Context, p *extism.CurrentPlugin, stack []uint64) {
+		in, _ := p.ReadBytes(stack[0])
+		stack[0], _ = p.WriteBytes(h.cas(in))
+	}, []extism.ValueType{extism.ValueTypePTR}, []extism.ValueType{extism.ValueTypePTR})
+	manifest := extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: o.Module}},
+		Config: map[string]string{"config": string(o.Config), "exchange": `{"loopback":true}`}}
+	rc := wazero.NewRuntimeConfig()
+	if o.Cache != nil {
+		rc = rc.WithCompilationCache(o.Cache)
+	}
+	// The module reads a real clock (lease expiry) and real randomness (session ids).
+	mc := wazero.NewModuleConfig().WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader)
+	h.plugin, err = extism.NewPlugin(ctx, manifest, extism.PluginConfig{EnableWasi: true, ModuleConfig: mc, RuntimeConfig: rc},
+		[]extism.HostFunction{get, cas})
+	return h, err
+}
+
+// Close frees the plugin.
+func (h *Host) Close(ctx context.Context) error { return h.plugin.Close(ctx) }
+
+// get answers state_get: ["k1", ...] -> [value-or-null, ...].
+func (h *Host) get(in []byte) []byte {
+	var keys []string
+	if json.Unmarshal(in, &keys) != nil {
+		return []byte(`{"error":"bad input"}`)
+	}
+	h.state.Lock()
+	out := make([]*string, len(keys))
+	for i, k := range keys {
+		if v, ok := h.store[k]; ok {
+			out[i] = &v
+		}
+	}
+	h.state.Unlock()
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// cas answers state_cas: set key to next only if it holds prev (null: absent).
+func (h *Host) cas(in []byte) []byte {
+	var r struct {
+		Key        string
+		Prev, Next *string
+	}
+	if json.Unmarshal(in, &r) != nil {
+		return []byte(`{"error":"bad input"}`)
+	}
+	h.state.Lock()
+	defer h.state.Unlock()
+	cur, ok := h.store[r.Key]
+	if ok != (r.Prev != nil) || ok && cur != *r.Prev {
+		return []byte("false")
+	}
+	if r.Next == nil {
+		delete(h.store, r.Key)
+	} else {
+		h.store[r.Key] = *r.Next
+	}
+	return []byte("true")
+}
+
+// call runs an export on head and body, and splits its output the same way.
+func (h *Host) call(fn string, head any, body []byte) (map[string]json.RawMessage, []byte, error) {
+	hb, _ := json.Marshal(head)
+	in := append(append(hb, '\n'), body...)
+	h.mu.Lock()
+	_, out, err := h.plugin.Call(fn, in)
+	out = bytes.Clone(out)
+	h.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	line, rest, _ := bytes.Cut(out, []byte("\n"))
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, nil, err
+	}
+	h.notify(m)
+	return m, rest, nil
+}
+
+func str(m map[string]json.RawMessage, k string) string {
+	var s string
+	json.Unmarshal(m[k], &s)
+	return s
+}
+
+func num(m map[string]json.RawMessage, k string) int {
+	var n int
+	json.Unmarshal(m[k], &n)
+	return n
+}
+
+func pairs(m map[string]json.RawMessage, k string) [][2]string {
+	var p [][2]string
+	json.Unmarshal(m[k], &p)
+	return p
+}
+
+func ServeHTTPError(w http.ResponseWriter, err error) {
+	http.Error(w, "stategate module: "+err.Error(), http.StatusInternalServerError)
+}
+
+// ServeHTTP is the loop: http_request, then answer, wait, stream or forward.
+func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, h.maxBody+1))
+	hdr := [][2]string{{"Host", r.Host}}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			hdr = append(hdr, [2]string{k, v})
+		}
+	}
+	req := map[string]any{"method": r.Method, "path": r.URL.RequestURI(), "headers": hdr, "waitedMs": 0}
+	for {
+		d, out, err := h.call("http_request", req, body)
+		if err != nil {
+			ServeHTTPError(w, err)
+			return
+		}
+		switch str(d, "do") {
+		case "answer":
+			write(w, num(d, "status"), pairs(d, "headers"), out)
+		case "wait":
+			time.Sleep(time.Duration(num(d, "afterMs")) * time.Millisecond)
+			req["waitedMs"] = req["waitedMs"].(int) + num(d, "afterMs")
+			continue
+		case "stream":
+			h.stream(w, r, str(d, "session"))
+		case "forward":
+			h.forward(w, r, d, out)
+		}
+		return
+	}
+}
+
+func write(w http.ResponseWriter, status int, hdr [][2]string, body []byte) {
+	for _, p := range hdr {
+		w.Header().Add(p[0], p[1])
+	}
+	if status != 0 {
+		w.WriteHeader(status)
+	}
+	w.Write(body)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// chunk is one read of the upstream's answer.
+type chunk struct {
+	resp *http.Response
+	b    []byte
+	err  error
+}
+
+// forward sends the module's request upstream; with an exchange, feeds it the answer.
+func (h *Host) forward(w http.ResponseWriter, r *http.Request, d map[string]json.RawMessage, body []byte) {
+	u := *h.upstream
+	if p, err := url.Parse(str(d, "path")); err == nil {
+		if u.Path == "" || u.Path == "/" {
+			u.Path = p.Path
+		}
+		u.RawQuery = p.RawQuery
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	req, _ := http.NewRequestWithContext(ctx, str(d, "method"), u.String(), bytes.NewReader(body))
+	for _, p := range pairs(d, "headers") {
+		if !strings.EqualFold(p[0], "Host") && !strings.EqualFold(p[0], "Content-Length") {
+			req.Header.Add(p[0], p[1])
+		}
+	}
+	if len(body) == 0 {
+		req.Body = nil
+	}
+	id, rewrite := num(d, "exchange"), string(d["rewrite"]) == "true"
+	chunks := make(chan chunk, 4)
+	go func() { // the upstream's answer, read by chunks
+		defer close(chunks)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			chunks <- chunk{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		chunks <- chunk{resp: resp}
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := resp.Body.Read(buf)
+			if n > 0 || err != nil {
+				chunks <- chunk{b: buf[:n], err: err}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var timeout <-chan time.Time
+	if ms := num(d, "timeoutMs"); ms > 0 && rewrite {
+		t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var resp *http.Response
+	var inject chan []byte // the session's notifications, once its standing stream is open
+	for {
+		select {
+		case ev := <-inject:
+			write(w, 0, nil, ev)
+		case c, ok := <-chunks:
+			if !ok {
+				cancel()
+				return
+			}
+			if c.resp != nil {
+				resp = c.resp
+				if !rewrite {
+					hdr := w.Header()
+					for k, vs := range resp.Header {
+						if k != "Connection" && k != "Transfer-Encoding" && k != "Keep-Alive" {
+							hdr[k] = vs
+						}
+					}
+					w.WriteHeader(resp.StatusCode)
+				}
+				continue
+			}
+			if !rewrite {
+				if c.err == nil {
+					write(w, 0, nil, c.b)
+				} else {
+					w.Write(c.b)
+				}
+				continue
+			}
+			out, more := h.answer(w, id, resp, c)
+			if sid := str(d, "stream"); sid != "" && inject == nil && num(out, "status") == 200 {
+				ch, leave := h.subscribe(sid)
+				defer leave()
+				inject = ch
+			}
+			if !more {
+				go h.drain(cancel, id, resp, chunks)
+				return
+			}
+		case <-timeout:
+			d, out, err := h.call("http_timeout", map[string]any{"exchange": id}, nil)
+			if err == nil {
+				write(w, num(d, "status"), pairs(d, "headers"), out)
+			}
+			if err != nil || string(d["abandon"]) == "true" {
+				cancel()
+				return
+			}
+			go h.drain(cancel, id, resp, chunks) // the module records what the upstream did
+			return
+		case <-r.Context().Done():
+			if rewrite {
+				d, _, err := h.call("http_answer", map[string]any{"exchange": id, "error": "cancelled"}, nil)
+				if err == nil && string(d["abandon"]) == "false" {
+					go h.drain(cancel, id, resp, chunks) // a moving call's outcome is still recorded
+					return
+				}
+			}
+			cancel()
+			go h.drain(func() {}, 0, resp, chunks)
+			return
+		}
+	}
+}
+
+// answer feeds one chunk to http_answer and writes its output; more is false once it ended.
+func (h *Host) answer(w http.ResponseWriter, id int, resp *http.Response, c chunk) (out map[string]json.RawMessage, more bool) {
+	head := map[string]any{"exchange": id}
+	switch {
+	case resp == nil:
+		head["error"] = "broken"
+		var op *net.OpError
+		if errors.As(c.err, &op) && op.Op == "dial" {
+			head["error"] = "unreachable"
+		}
+	case c.err != nil && c.err != io.EOF:
+		head["error"] = "broken"
+	default:
+		var hdr [][2]string
+		for k, vs := range resp.Header {
+			for _, v := range vs {
+				hdr = append(hdr, [2]string{k, v})
+			}
+		}
+		head["status"], head["headers"], head["more"] = resp.StatusCode, hdr, c.err == nil
+	}
+	d, body, err := h.call("http_answer", head, c.b)
+	if err != nil {
+		return nil, false
+	}
+	if w != nil {
+		write(w, num(d, "status"), pairs(d, "headers"), body)
+	}
+	return d, string(d["end"]) != "true"
+}
+
+// drain feeds the rest of an answer nobody waits for any more (outputs go nowhere).
+func (h *Host) drain(cancel func(), id int, resp *http.Response, chunks chan chunk) {
+	defer cancel()
+	for c := range chunks {
+		if c.resp != nil {
+			resp = c.resp
+			continue
+		}
+		if id != 0 {
+			if _, more := h.answer(nil, id, resp, c); !more {
+				id = 0
+			}
+		}
+	}
+}
+
+// A standing stream of a gateway session: events the module addresses to it.
+type stream struct {
+	mu   sync.Mutex
+	subs map[chan []byte]bool
+}
+
+// subscribe registers a standing stream of session: notifications come on ch until leave.
+func (h *Host) subscribe(session string) (ch chan []byte, leave func()) {
+	v, _ := h.streams.LoadOrStore(session, &stream{subs: map[chan []byte]bool{}})
+	s := v.(*stream)
+	ch = make(chan []byte, 64)
+	s.mu.Lock()
+	s.subs[ch] = true
+	s.mu.Unlock()
+	return ch, func() { s.mu.Lock(); delete(s.subs, ch); s.mu.Unlock() }
+}
+
+func (h *Host) stream(w http.ResponseWriter, r *http.Request, session string) {
+	ch, leave := h.subscribe(session)
+	defer leave()
+	write(w, 200, [][2]string{{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}}, nil)
+	for {
+		select {
+		case ev := <-ch:
+			write(w, 0, nil, ev)
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// notify writes the events of an output's "notify" on the streams they address.
+func (h *Host) notify(m map[string]json.RawMessage) {
+	var ns []struct {
+		To, Except *string
+		Event      string
+	}
+	if json.Unmarshal(m["notify"], &ns) != nil {
+		return
+	}
+	for _, n := range ns {
+		h.streams.Range(func(k, v any) bool {
+			if n.To != nil && k != *n.To || n.Except != nil && k == *n.Except {
+				return true
+			}
+			s := v.(*stream)
+			s.mu.Lock()
+			for ch := range s.subs {
+				select {
+				case ch <- []byte(n.Event):
+				default:
+				}
+			}
+			s.mu.Unlock()
+			return true
+		})
+	}
+}

@@ -1,0 +1,327 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange"
+)
+
+// Open is a forwarded request whose answer the host feeds in (Start once, then Feed) until
+// an Output ends it.
+type Open struct {
+	f  *Flow
+	ex *exchange.Exchange // nil for a request passed through (pass)
+
+	pass       bool    // the answer passes unchanged
+	endSession bool    // a DELETE: a 2xx answer ends the session's state
+	observe    bool    // a GET stream: its messages are read for task ends
+	h          Headers // the request's headers (pass)
+
+	kind        exchange.AnswerKind
+	mode        int // how the answer is handled (modeJSON, ...)
+	status      int
+	started     bool // the client's answer has begun
+	ended       bool
+	timedOut    bool // the client got its timeout answer: outputs are empty from then on
+	buf         []byte
+	respHeaders Headers
+	sse         *exchange.SSERewriter
+}
+
+const (
+	modePass = iota
+	modeJSON
+	modeSSE
+	modeCollapse
+)
+
+// Output is what to write to the client after one step of the answer.
+type Output struct {
+	Start   bool // Status and Headers start the client's answer
+	Status  int
+	Headers Headers
+	Body    []byte
+	End     bool // the answer is complete; the Open is done
+}
+
+// Exchange is the core's exchange behind o (nil for a passed-through request).
+func (o *Open) Exchange() *exchange.Exchange { return o.ex }
+
+// Ended reports whether o is done.
+func (o *Open) Ended() bool { return o.ended }
+
+// Answer takes the next part of the upstream's answer: status and headers (read on the
+// first call only) and a chunk of the body; more is false on the last chunk.
+func (o *Open) Answer(status int, headers Headers, chunk []byte, more bool) Output {
+	if o.ended {
+		return Output{End: true}
+	}
+	var out Output
+	if o.status == 0 {
+		o.begin(status, headers, &out)
+	}
+	ctx := context.Background()
+	switch o.mode {
+	case modePass:
+		if o.observe {
+			out.Body = o.observeEvents(ctx, out.Body, chunk, !more)
+		} else {
+			out.Body = append(out.Body, chunk...)
+		}
+	case modeJSON:
+		o.buf = append(o.buf, chunk...)
+		if len(o.buf) > o.f.o.MaxBodyBytes {
+			o.f.o.Core.Fault(abi.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", o.ex.Method)
+			o.mode = modePass
+			o.started = true
+			out.Start, out.Status, out.Headers = true, o.status, o.respHeaders
+			out.Body, o.buf = o.buf, nil
+		} else if !more {
+			o.json(ctx, &out)
+		}
+	case modeSSE:
+		if b := o.sse.Feed(chunk, !more); len(b) > 0 {
+			out.Body = append(out.Body, b...)
+		}
+	case modeCollapse:
+		o.collapse(ctx, chunk, !more, &out)
+	}
+	if !more || o.ended {
+		o.finish(&out)
+	}
+	if o.timedOut {
+		out = Output{End: out.End}
+	}
+	return out
+}
+
+// begin reads the answer's status and headers and decides how to handle it.
+func (o *Open) begin(status int, headers Headers, out *Output) {
+	if status < 100 || status > 999 {
+		status = 502
+	}
+	o.status = status
+	h := EndToEnd(headers)
+	if o.ex == nil {
+		if o.observe && (status != 200 || !strings.HasPrefix(strings.ToLower(headers.Get("Content-Type")), "text/event-stream")) {
+			o.observe = false // not a stream: passed as it comes
+		}
+		if o.endSession && status/100 == 2 {
+			o.f.o.Core.EndSessionFor(context.Background(), o.h)
+		}
+		o.started = true
+		*out = Output{Start: true, Status: status, Headers: h}
+		return
+	}
+	ctx := context.Background()
+	ex := o.ex
+	o.kind = ex.Classify(ctx, status, headers.Get("Content-Type"), headers.Get("Content-Encoding"))
+	if sid := ex.AnswerSession(ctx, status, headers.Get("Mcp-Session-Id")); sid != "" {
+		h = h.Set("Mcp-Session-Id", sid) // the upstream issues none: the gateway's own
+	}
+	o.respHeaders = h
+	switch {
+	case o.kind == exchange.AnswerJSON:
+		o.mode = modeJSON
+	case o.kind == exchange.AnswerSSE && !ex.AcceptsSSE():
+		o.mode = modeCollapse
+	case o.kind == exchange.AnswerSSE:
+		o.mode = modeSSE
+		o.sse = ex.SSE(ctx, o.f.o.MaxBodyBytes)
+		o.started = true
+		*out = Output{Start: true, Status: status, Headers: h}
+	default:
+		o.mode = modePass
+		o.started = true
+		*out = Output{Start: true, Status: status, Headers: h}
+	}
+}
+
+func (o *Open) json(ctx context.Context, out *Output) {
+	ex := o.ex
+	msg, before := ex.RewriteJSON(ctx, o.buf)
+	o.buf = nil
+	ct, body, leftover := ex.Package(msg, before)
+	if len(leftover) > 0 {
+		o.toSession(leftover) // no SSE on this answer: the standing stream
+	}
+	h := o.respHeaders.Set("Content-Type", ct)
+	if ct == "text/event-stream" {
+		h = h.Set("Cache-Control", "no-cache")
+	} else {
+		h = h.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	o.started = true
+	*out = Output{Start: true, Status: o.status, Headers: h, Body: body}
+}
+
+// collapse answers a client that takes only JSON from an event stream: the answer to the
+// request becomes the JSON body; every other message goes to the session's standing stream.
+func (o *Open) collapse(ctx context.Context, chunk []byte, eos bool, out *Output) {
+	if o.started {
+		return // answered: the rest of the stream is dropped
+	}
+	ex := o.ex
+	o.buf = append(o.buf, chunk...)
+	for {
+		ev, rest, ok := exchange.NextEvent(o.buf, eos)
+		if !ok {
+			break
+		}
+		o.buf = rest
+		data, has := exchange.EventData(ev)
+		if !has {
+			continue
+		}
+		if !ex.Match(data) {
+			ex.Observe(ctx, data)
+			o.toSession([][]byte{data})
+			continue
+		}
+		msg, before := ex.RewriteJSON(ctx, data)
+		if len(before) > 0 {
+			o.toSession(before)
+		}
+		o.buf = nil
+		o.answerJSON(o.status, msg, out)
+		return
+	}
+	if len(o.buf) > o.f.o.MaxBodyBytes || eos {
+		o.buf = nil
+		o.answerJSON(502, ex.UpstreamError(errStream), out)
+	}
+}
+
+func (o *Open) answerJSON(status int, body []byte, out *Output) {
+	h := o.respHeaders.Set("Content-Type", "application/json").Set("Content-Length", strconv.Itoa(len(body)))
+	o.started = true
+	*out = Output{Start: true, Status: status, Headers: h, Body: body}
+}
+
+// observeEvents passes a standing stream's whole events on (appended to dst), so that a
+// host can write notifications between them, and reads their messages for what the core
+// learns (a task's end).
+func (o *Open) observeEvents(ctx context.Context, dst, chunk []byte, eos bool) []byte {
+	o.buf = append(o.buf, chunk...)
+	for {
+		ev, rest, ok := exchange.NextEvent(o.buf, eos)
+		if !ok {
+			break
+		}
+		o.buf = rest
+		if data, has := exchange.EventData(ev); has {
+			o.f.o.Core.Observe(ctx, o.h, data)
+		}
+		dst = append(dst, ev...)
+	}
+	if len(o.buf) > o.f.o.MaxBodyBytes || eos {
+		// An event too long to read (the rest passes unread), or the stream's end.
+		dst, o.buf, o.observe = append(dst, o.buf...), nil, false
+	}
+	return dst
+}
+
+// Fail ends the exchange on a failure of the upstream: "unreachable" (the request never
+// left) or "broken" (sent, no complete answer came back); the client leaving is Cancel.
+func (o *Open) Fail(kind string) Output {
+	if o.ended {
+		return Output{End: true}
+	}
+	var out Output
+	if o.ex != nil {
+		if kind == "unreachable" {
+			o.ex.MarkSent(false)
+		}
+		switch {
+		case kind == "cancelled" || o.timedOut:
+		case !o.started:
+			o.answerJSON(502, o.ex.UpstreamError(errors.New("upstream "+kind)), &out)
+			if o.respHeaders == nil {
+				out.Headers = Headers{{"Content-Type", "application/json"}, {"Content-Length", strconv.Itoa(len(out.Body))}}
+			}
+		case o.mode == modeSSE && !o.sse.Answered():
+			o.ex.UpstreamError(errors.New("upstream " + kind)) // counted; the stream is under way
+		}
+	} else if !o.started && kind != "cancelled" {
+		body := []byte("Bad Gateway\n")
+		out = Output{Start: true, Status: 502, Headers: Headers{{"Content-Type", "text/plain; charset=utf-8"}}, Body: body}
+	}
+	o.finish(&out)
+	if o.timedOut {
+		out = Output{End: true}
+	}
+	return out
+}
+
+// Timeout answers the client when the exchange's timeout passed before its answer ended:
+// the engine's TOOL_TIMEOUT result (as JSON, or as the next event of a stream under way).
+// abandon: the host stops the upstream request; otherwise (a call that can move a
+// workflow) it keeps feeding the answer, whose outputs are then empty.
+func (o *Open) Timeout() (out Output, abandon bool) {
+	if o.ended || o.timedOut {
+		return Output{}, false
+	}
+	o.timedOut = true
+	if o.ex == nil {
+		o.finish(&out)
+		return Output{End: true}, true
+	}
+	msg := o.ex.TimeoutAnswer()
+	switch {
+	case msg == nil:
+		msg = o.ex.UpstreamError(errors.New("the upstream did not answer in time"))
+		if !o.started {
+			o.answerJSON(504, msg, &out)
+		}
+	case !o.started:
+		o.answerJSON(200, msg, &out)
+	case o.mode == modeSSE:
+		out.Body = exchange.AppendEvent(nil, msg)
+	}
+	if o.respHeaders == nil && out.Start {
+		out.Headers = Headers{{"Content-Type", "application/json"}, {"Content-Length", strconv.Itoa(len(out.Body))}}
+	}
+	out.End = true
+	if !o.ex.Moves() {
+		o.finish(&Output{})
+		return out, true
+	}
+	return out, false
+}
+
+// Cancel is the client leaving before its answer ended. abandon: the host aborts the
+// upstream request (and calls nothing more). Otherwise (a call that can move a workflow,
+// as after its timeout) it keeps feeding the answer, whose outputs are then empty, so the
+// workflow records what the upstream did and the lease is held until it has.
+func (o *Open) Cancel() (abandon bool) {
+	if o.ended {
+		return true
+	}
+	if o.ex != nil && o.ex.Moves() {
+		o.timedOut = true // the client is gone: outputs go nowhere
+		return false
+	}
+	o.timedOut = true
+	o.finish(&Output{})
+	return true
+}
+
+// finish ends the exchange.
+func (o *Open) finish(out *Output) {
+	o.ended = true
+	out.End = true
+	if o.ex != nil {
+		o.ex.Close()
+	}
+}
+
+// toSession sends messages to the exchange's session's standing stream.
+func (o *Open) toSession(msgs [][]byte) {
+	for _, m := range msgs {
+		o.f.o.Notify(Notice{To: o.ex.Session, Msg: m})
+	}
+}

@@ -1,0 +1,211 @@
+// Package flow is the HTTP level of the MCP exchange, written once and free of any
+// transport: what a gateway does with a client's request (the Origin and Host check,
+// gateway sessions, admission) and with the upstream's answer (JSON and SSE rewriting,
+// collapsing SSE for JSON-only clients, oversized answers, the upstream's failures, the
+// timeout), as values a host carries out. The Wasm module's exchange exports
+// (exchange/module) are a thin framing over it; a Go host could call it directly.
+//
+// # Notes
+//
+//   - The flow does no I/O and keeps no clock of its own: timeouts are the host's (it calls
+//     Open.Timeout), and a lease another call holds is a Wait decision, not a wait.
+//   - It never panics on input: every value a host hands in is checked.
+package flow
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stategate/stategate/exchange"
+)
+
+// What a host does with a request (Decision.Do).
+const (
+	DoAnswer  = "answer"  // answer Status, Headers, Body now
+	DoForward = "forward" // send Method, Path, Headers, Body upstream
+	DoWait    = "wait"    // ask again with the same request after AfterMs, Waited increased
+	DoStream  = "stream"  // open the standing SSE stream of gateway session Session
+)
+
+// Options configures a Flow.
+type Options struct {
+	Core    *exchange.Core
+	Origins exchange.OriginPolicy
+	// MaxBodyBytes caps a request body and a buffered answer (as the core's).
+	MaxBodyBytes int
+	// LeaseWait bounds the Wait decisions of one request: past it the call is denied busy.
+	LeaseWait time.Duration
+	// Busy reports, and forgets, whether the State refused a lease since the last call
+	// (another call holds it); nil: never.
+	Busy func() bool
+	// Notify delivers messages for standing streams (to a session, or to every session
+	// but except): the core's list_changed, messages a JSON answer cannot carry.
+	Notify func(n Notice)
+}
+
+// Notice is a message for standing streams: To names one session; otherwise every
+// session but Except.
+type Notice struct {
+	To, Except string
+	Msg        []byte
+	Broadcast  bool
+}
+
+// Flow is the HTTP level over one Core.
+type Flow struct{ o Options }
+
+// New returns a Flow.
+func New(o Options) *Flow {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 16 << 20
+	}
+	if o.LeaseWait <= 0 {
+		o.LeaseWait = 5 * time.Second
+	}
+	if o.Busy == nil {
+		o.Busy = func() bool { return false }
+	}
+	if o.Notify == nil {
+		o.Notify = func(Notice) {}
+	}
+	return &Flow{o: o}
+}
+
+// Request is a client's request as the host read it (Body: at most MaxBodyBytes+1 bytes).
+type Request struct {
+	Method, Path string
+	Headers      Headers
+	Body         []byte
+	Waited       time.Duration // how long this request has waited (Wait decisions) so far
+}
+
+// Decision is what the host does with a request.
+type Decision struct {
+	Do      string
+	Status  int     // answer
+	Headers Headers // answer: the client's; forward: the upstream's
+	Body    []byte  // answer, forward
+	Method  string  // forward
+	Path    string  // forward
+	Timeout time.Duration
+	// Open is the forwarded exchange whose answer the host feeds in (forward; nil: pipe the
+	// answer to the client unchanged).
+	Open    *Open
+	AfterMs int // wait
+	// Session: stream, the gateway session whose standing stream to open; forward, the
+	// session whose standing stream the answer is when it is 200 text/event-stream (the
+	// host writes the notifications addressed to it between the answer's outputs).
+	Session string
+}
+
+// WaitStep is how long a Wait decision asks the host to wait.
+const WaitStep = 20 * time.Millisecond
+
+// Request decides on one request.
+func (f *Flow) Request(ctx context.Context, r Request) Decision {
+	c := f.o.Core
+	if err := f.o.Origins.Check(r.Headers.Get("Origin"), r.Headers.Get("Host")); err != nil {
+		return plainError(403, "Forbidden: "+err.Error())
+	}
+	method := strings.ToUpper(r.Method)
+	if method != "POST" && (exchange.IsGatewaySession(r.Headers.Get("Mcp-Session-Id")) || c.RepeatedHeader(r.Headers) != "") {
+		return f.ownSession(ctx, method, r)
+	}
+	switch method {
+	case "POST":
+		return f.post(ctx, r)
+	case "DELETE":
+		return f.forward(r, r.Headers, r.Body, &Open{f: f, pass: true, endSession: true, h: r.Headers})
+	case "GET":
+		if sid := r.Headers.Get("Mcp-Session-Id"); sid != "" && acceptsSSE(r.Headers) {
+			// The session's standing stream: passed event by event (the host writes the
+			// notifications addressed to the session between events), read for task ends,
+			// and plain (events are merged in).
+			d := f.forward(r, r.Headers.Del("Accept-Encoding"), nil, &Open{f: f, pass: true, observe: true, h: r.Headers})
+			d.Session = sid
+			return d
+		}
+	}
+	return f.forward(r, r.Headers, r.Body, nil)
+}
+
+func (f *Flow) ownSession(ctx context.Context, method string, r Request) Decision {
+	chk := f.o.Core.CheckSession(ctx, method, r.Headers)
+	switch chk.Action {
+	case exchange.SessionReply:
+		if chk.Body == nil {
+			return Decision{Do: DoAnswer, Status: chk.Status}
+		}
+		return jsonAnswer(chk.Status, chk.Body)
+	case exchange.SessionStream:
+		if !acceptsSSE(r.Headers) {
+			return jsonAnswer(406, exchange.AppendError(nil, nil, exchange.CodeInvalidRequest,
+				"not acceptable: the standing stream is text/event-stream; send Accept: text/event-stream"))
+		}
+		return Decision{Do: DoStream, Session: chk.ID}
+	}
+	return f.forward(r, r.Headers.Del("Mcp-Session-Id"), r.Body, nil)
+}
+
+func (f *Flow) post(ctx context.Context, r Request) Decision {
+	c := f.o.Core
+	f.o.Busy() // forget an earlier refusal
+	ex := c.Admit(ctx, r.Headers, r.Body)
+	if f.o.Busy() && r.Waited < f.o.LeaseWait && ex.Verdict == exchange.Reply {
+		ex.Close()
+		return Decision{Do: DoWait, AfterMs: int(WaitStep / time.Millisecond)}
+	}
+	h := r.Headers
+	if ex.OwnSession() {
+		h = h.Del("Mcp-Session-Id") // the gateway's own session: never sent upstream
+	}
+	switch ex.Verdict {
+	case exchange.Reply:
+		ex.Close()
+		return jsonAnswer(ex.Status, ex.Body)
+	case exchange.Pass:
+		ex.Close()
+		return f.forward(r, h, r.Body, nil)
+	}
+	h = EndToEnd(h).Del("Accept-Encoding") // the core reads this answer: uncompressed
+	if !ex.AcceptsSSE() {
+		// A client that takes only JSON still gets an answer from servers that insist on
+		// both: an SSE answer is collapsed to its response.
+		h = h.Set("Accept", "application/json, text/event-stream")
+	}
+	h = h.Set("Content-Length", strconv.Itoa(len(ex.Body)))
+	d := Decision{Do: DoForward, Method: "POST", Path: r.Path, Headers: h, Body: ex.Body, Open: &Open{f: f, ex: ex}}
+	if ex.Method == exchange.MethodToolsCall {
+		d.Timeout = ex.Timeout
+		if d.Timeout <= 0 {
+			d.Timeout = exchange.DefaultTimeout
+		}
+	}
+	ex.MarkSent(true)
+	return d
+}
+
+func (f *Flow) forward(r Request, h Headers, body []byte, o *Open) Decision {
+	return Decision{Do: DoForward, Method: r.Method, Path: r.Path, Headers: EndToEnd(h), Body: body, Open: o}
+}
+
+func acceptsSSE(h Headers) bool {
+	return strings.Contains(strings.ToLower(h.Get("Accept")), "text/event-stream")
+}
+
+func jsonAnswer(status int, body []byte) Decision {
+	return Decision{Do: DoAnswer, Status: status, Body: body,
+		Headers: Headers{{"Content-Type", "application/json"}, {"Content-Length", strconv.Itoa(len(body))}}}
+}
+
+// plainError is net/http's http.Error answer.
+func plainError(status int, msg string) Decision {
+	return Decision{Do: DoAnswer, Status: status, Body: []byte(msg + "\n"),
+		Headers: Headers{{"Content-Type", "text/plain; charset=utf-8"}, {"X-Content-Type-Options", "nosniff"}}}
+}
+
+// errStream: the upstream's event stream ended without the answer.
+var errStream = errors.New("the event stream ended without the answer")

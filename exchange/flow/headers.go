@@ -1,0 +1,97 @@
+package flow
+
+import "strings"
+
+// Headers are header fields in order, as [name, value] pairs: a header sent twice is two
+// pairs. They satisfy exchange.Headers (names compare case-insensitively).
+type Headers [][2]string
+
+// Get returns the first value of name ("" when absent).
+func (h Headers) Get(name string) string {
+	for _, f := range h {
+		if strings.EqualFold(f[0], name) {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// Values returns every value of name, in order.
+func (h Headers) Values(name string) []string {
+	var out []string
+	for _, f := range h {
+		if strings.EqualFold(f[0], name) {
+			out = append(out, f[1])
+		}
+	}
+	return out
+}
+
+// Has reports whether name is present.
+func (h Headers) Has(name string) bool {
+	for _, f := range h {
+		if strings.EqualFold(f[0], name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Del returns h without name.
+func (h Headers) Del(name string) Headers {
+	out := h[:0:0]
+	for _, f := range h {
+		if !strings.EqualFold(f[0], name) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Set returns h with name set to the one value v (replacing the first, dropping others).
+func (h Headers) Set(name, v string) Headers {
+	out := h[:0:0]
+	set := false
+	for _, f := range h {
+		if !strings.EqualFold(f[0], name) {
+			out = append(out, f)
+		} else if !set {
+			out, set = append(out, [2]string{f[0], v}), true
+		}
+	}
+	if !set {
+		out = append(out, [2]string{name, v})
+	}
+	return out
+}
+
+// hop are the hop-by-hop headers a proxy never passes on (RFC 9110 7.6.1), and
+// Content-Length, which the side that writes the body sets.
+var hop = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Content-Length", "Proxy-Connection"}
+
+// EndToEnd returns h without hop-by-hop headers, those named in Connection included.
+func EndToEnd(h Headers) Headers {
+	named := map[string]bool{}
+	for _, v := range h.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				named[strings.ToLower(f)] = true
+			}
+		}
+	}
+	out := make(Headers, 0, len(h))
+next:
+	for _, f := range h {
+		if named[strings.ToLower(f[0])] {
+			continue
+		}
+		for _, n := range hop {
+			if strings.EqualFold(f[0], n) {
+				continue next
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}

@@ -1,0 +1,345 @@
+//go:build wasip1
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/extism/go-pdk"
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// Framing of every exchange export's input and output: one line of compact JSON (the
+// head), "\n", then the raw body bytes.
+
+// split reads a framed input; ok is false when the head is not a JSON object.
+func split(in []byte) (head gjson.Result, body []byte, ok bool) {
+	i := bytes.IndexByte(in, '\n')
+	if i < 0 {
+		i = len(in)
+	}
+	h := in[:i]
+	if i < len(in) {
+		body = in[i+1:]
+	}
+	if !gjson.ValidBytes(h) {
+		return gjson.Result{}, nil, false
+	}
+	head = gjson.ParseBytes(h)
+	return head, body, head.IsObject()
+}
+
+// headers reads [[name, value], ...]; ok is false for anything else.
+func headers(v gjson.Result) (flow.Headers, bool) {
+	if !v.Exists() {
+		return nil, true
+	}
+	if !v.IsArray() {
+		return nil, false
+	}
+	var h flow.Headers
+	ok := true
+	v.ForEach(func(_, p gjson.Result) bool {
+		a := p.Array()
+		if !p.IsArray() || len(a) != 2 || a[0].Type != gjson.String || a[1].Type != gjson.String {
+			ok = false
+			return false
+		}
+		h = append(h, [2]string{a[0].Str, a[1].Str})
+		return true
+	})
+	return h, ok
+}
+
+func appendHeaders(dst []byte, h flow.Headers) []byte {
+	dst = append(dst, '[')
+	for i, f := range h {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		dst = jsonx.AppendString(dst, f[0])
+		dst = append(dst, ',')
+		dst = jsonx.AppendString(dst, f[1])
+		dst = append(dst, ']')
+	}
+	return append(dst, ']')
+}
+
+// What one call collected for the host: events for standing streams and log entries.
+var (
+	notices []flow.Notice
+	logs    [][]byte
+)
+
+// finish closes the head with the notices and logs collected, and writes the output.
+func finish(head, body []byte) int32 {
+	if len(notices) > 0 {
+		head = append(head, `,"notify":[`...)
+		for i, n := range notices {
+			if i > 0 {
+				head = append(head, ',')
+			}
+			if n.Broadcast {
+				head = append(head, `{"except":`...)
+				head = jsonx.AppendString(head, n.Except)
+			} else {
+				head = append(head, `{"to":`...)
+				head = jsonx.AppendString(head, n.To)
+			}
+			head = append(head, `,"event":`...)
+			head = jsonx.AppendString(head, string(exchange.AppendEvent(nil, n.Msg)))
+			head = append(head, '}')
+		}
+		head = append(head, ']')
+	}
+	if len(logs) > 0 {
+		head = append(head, `,"log":[`...)
+		head = append(head, bytes.Join(logs, []byte{','})...)
+		head = append(head, ']')
+	}
+	notices, logs = notices[:0], logs[:0]
+	head = append(head, "}\n"...)
+	pdk.Output(append(head, body...))
+	return 0
+}
+
+func answerHead(status int, h flow.Headers) []byte {
+	head := append([]byte(`{"do":"answer","status":`), strconv.Itoa(status)...)
+	head = append(head, `,"headers":`...)
+	return appendHeaders(head, h)
+}
+
+func badRequest(msg string) int32 {
+	return finish(answerHead(400, flow.Headers{{"Content-Type", "text/plain; charset=utf-8"}}), []byte(msg+"\n"))
+}
+
+//go:wasmexport http_request
+func httpRequest() int32 {
+	load()
+	if core == nil {
+		return finish(answerHead(500, flow.Headers{{"Content-Type", "application/json"}}), engErr)
+	}
+	head, body, ok := split(pdk.Input())
+	if !ok {
+		return badRequest("http_request: the input's head is not a JSON object")
+	}
+	h, ok := headers(head.Get("headers"))
+	method, path := head.Get("method"), head.Get("path")
+	if !ok || method.Type != gjson.String || path.Type != gjson.String {
+		return badRequest("http_request: method and path must be strings, headers [[name, value], ...]")
+	}
+	waited := head.Get("waitedMs").Int()
+	if waited < 0 {
+		waited = 0
+	}
+	d := flw.Request(context.Background(), flow.Request{Method: method.Str, Path: path.Str, Headers: h, Body: body,
+		Waited: time.Duration(min(waited, 1<<30)) * time.Millisecond})
+	switch d.Do {
+	case flow.DoWait:
+		logs = logs[:0] // the refusal is not final: nothing to report yet
+		return finish(append([]byte(`{"do":"wait","afterMs":`), strconv.Itoa(d.AfterMs)...), nil)
+	case flow.DoStream:
+		return finish(jsonx.AppendString([]byte(`{"do":"stream","session":`), d.Session), nil)
+	case flow.DoForward:
+		out := []byte(`{"do":"forward"`)
+		if d.Open != nil {
+			out = append(out, `,"exchange":`...)
+			out = strconv.AppendInt(out, opened(d.Open), 10)
+		}
+		out = append(out, `,"method":`...)
+		out = jsonx.AppendString(out, d.Method)
+		out = append(out, `,"path":`...)
+		out = jsonx.AppendString(out, d.Path)
+		out = append(out, `,"headers":`...)
+		out = appendHeaders(out, d.Headers)
+		if d.Session != "" {
+			out = append(out, `,"stream":`...)
+			out = jsonx.AppendString(out, d.Session)
+		}
+		if d.Timeout > 0 {
+			out = append(out, `,"timeoutMs":`...)
+			out = strconv.AppendInt(out, d.Timeout.Milliseconds(), 10)
+		}
+		if d.Open != nil {
+			out = append(out, `,"rewrite":true`...)
+		} else {
+			out = append(out, `,"rewrite":false`...)
+		}
+		return finish(out, d.Body)
+	}
+	return finish(answerHead(d.Status, d.Headers), d.Body)
+}
+
+//go:wasmexport http_answer
+func httpAnswer() int32 {
+	load()
+	head, body, ok := split(pdk.Input())
+	if !ok {
+		return finish([]byte(`{"end":true,"error":"http_answer: the input's head is not a JSON object"`), nil)
+	}
+	id := head.Get("exchange").Int()
+	o := opens[id]
+	if o == nil {
+		return finish([]byte(`{"end":true,"error":"http_answer: no open exchange of that id"`), nil)
+	}
+	var out flow.Output
+	if e := head.Get("error"); e.Str == "cancelled" {
+		// The client left: abandon says whether the host aborts the upstream request.
+		if o.Cancel() {
+			closed(id)
+			return finish([]byte(`{"end":true,"abandon":true`), nil)
+		}
+		return finish([]byte(`{"abandon":false`), nil)
+	} else if e.Exists() {
+		out = o.Fail(e.String())
+	} else {
+		h, ok := headers(head.Get("headers"))
+		if !ok {
+			out = o.Fail("broken")
+		} else {
+			out = o.Answer(int(head.Get("status").Int()), h, body, head.Get("more").Bool())
+		}
+	}
+	if out.End {
+		closed(id)
+	}
+	return finish(outputHead(out), out.Body)
+}
+
+//go:wasmexport http_timeout
+func httpTimeout() int32 {
+	load()
+	head, _, ok := split(pdk.Input())
+	if !ok {
+		return finish([]byte(`{"end":true,"abandon":true,"error":"http_timeout: the input's head is not a JSON object"`), nil)
+	}
+	id := head.Get("exchange").Int()
+	o := opens[id]
+	if o == nil {
+		return finish([]byte(`{"end":true,"abandon":true,"error":"http_timeout: no open exchange of that id"`), nil)
+	}
+	out, abandon := o.Timeout()
+	if abandon {
+		closed(id)
+	}
+	h := outputHead(out)
+	if abandon {
+		h = append(h, `,"abandon":true`...)
+	} else {
+		h = append(h, `,"abandon":false`...)
+	}
+	return finish(h, out.Body)
+}
+
+// outputHead is the head of an answer step: status and headers when it starts the
+// client's answer, end when it is the last.
+func outputHead(out flow.Output) []byte {
+	h := []byte{'{'}
+	if out.Start {
+		h = append(h, `"status":`...)
+		h = strconv.AppendInt(h, int64(out.Status), 10)
+		h = append(h, `,"headers":`...)
+		h = appendHeaders(h, out.Headers)
+	}
+	if out.End {
+		if len(h) > 1 {
+			h = append(h, ',')
+		}
+		h = append(h, `"end":true`...)
+	}
+	if len(h) == 1 {
+		h = append(h, `"more":true`...)
+	}
+	return h
+}
+
+// The open exchanges, by id. The table is bounded: when full, the oldest is dropped
+// (never closed: a lease it holds lapses by its expiry).
+var (
+	opens  = map[int64]*flow.Open{}
+	order  []int64
+	nextID int64
+)
+
+const maxOpen = 1024
+
+func opened(o *flow.Open) int64 {
+	for len(opens) >= maxOpen && len(order) > 0 {
+		oldest := order[0]
+		order = order[1:]
+		if _, ok := opens[oldest]; ok {
+			delete(opens, oldest)
+			core.Fault(abi.FaultOutcomeUnknown, errOpenDropped, "exchange", strconv.FormatInt(oldest, 10))
+		}
+	}
+	nextID++
+	opens[nextID] = o
+	order = append(order, nextID)
+	if len(order) > 4*maxOpen {
+		live := order[:0]
+		for _, id := range order {
+			if _, ok := opens[id]; ok {
+				live = append(live, id)
+			}
+		}
+		order = live
+	}
+	return nextID
+}
+
+func closed(id int64) { delete(opens, id) }
+
+type moduleError string
+
+func (e moduleError) Error() string { return string(e) }
+
+const errOpenDropped = moduleError("too many open exchanges: the oldest was dropped (its lease lapses by expiry)")
+
+// reporter collects the core's faults for the output's "log".
+type reporter struct{}
+
+func (reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
+	e := append([]byte(`{"fault":`), jsonx.AppendString(nil, f.String())...)
+	e = append(e, `,"policy":`...)
+	e = jsonx.AppendString(e, p.String())
+	if err != nil {
+		e = append(e, `,"err":`...)
+		e = jsonx.AppendString(e, err.Error())
+	}
+	for i := 0; i+1 < len(attrs); i += 2 {
+		k, ok := attrs[i].(string)
+		if !ok {
+			continue
+		}
+		var v string
+		switch x := attrs[i+1].(type) {
+		case string:
+			v = x
+		case int:
+			v = strconv.Itoa(x)
+		case int64:
+			v = strconv.FormatInt(x, 10)
+		case interface{ String() string }:
+			v = x.String()
+		default:
+			continue
+		}
+		e = append(e, ',')
+		e = jsonx.AppendString(e, k)
+		e = append(e, ':')
+		e = jsonx.AppendString(e, v)
+	}
+	if len(logs) < 64 {
+		logs = append(logs, append(e, '}'))
+	}
+}
+
+func (reporter) Count(exchange.Counter) {}

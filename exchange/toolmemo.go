@@ -1,0 +1,575 @@
+package exchange
+
+import (
+	"context"
+	"sync"
+	"unsafe"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// Incremental decoration of tools/list answers.
+//
+// A list usually changes by a tool or two between two answers (a description edited, a
+// tool added), and the whole-list memo (listMemo) then misses: decorating a thousand tools
+// in the module costs about a millisecond. decorate_tools decorates each element of the
+// tools array on its own: what it writes for an element depends on the element's bytes,
+// the protocol version and the loaded states (the configuration is the Core's own), never
+// on the other elements. So the core keeps, per generation (version and loaded states:
+// listKey's recipe without the list), each element it saw decorated, keyed by the
+// element's bytes; a new list is decorated by sending only the elements not seen before to
+// the engine, as a list of their own, and splicing every element's decoration into the
+// upstream's bytes exactly as the engine splices (decorate.Index.Append: the original
+// whitespace between elements, a dropped element taking its leading separator with it).
+// TestDecorateIncremental holds the result byte-identical to a full decoration.
+//
+// What a list answer says beyond its elements, the core falls back to the full path for:
+// a result naming a member twice (the engine refuses it as ambiguous), an element the
+// engine withholds (it repeats a member), an answer with "states" (the annotation record
+// changes: it is written as before) and any engine error. With tool health the engine's
+// answer carries the units' records of the whole list, so lists are decorated whole.
+
+// decoratedList is what a list's decoration gives the core: the decorated result, the
+// names of the tools it lists (decorate_tools' toolNames) and how many tools the engine
+// withheld.
+type decoratedList struct {
+	result   string // the decorated result object
+	names    string // JSON array
+	withheld int
+}
+
+// toolOut is the decoration of one element of a tools array.
+type toolOut struct {
+	out  string // the decorated element ("" when dropped)
+	name string // its toolNames entry, as the engine wrote it ("" for an element without a string name)
+	drop bool
+	// withheld: the element repeats a member, and the engine withheld it from the list
+	// (dropped, and in no toolNames).
+	withheld bool
+}
+
+// toolGen holds the decorated elements of one generation.
+type toolGen struct {
+	tools  map[string]toolOut // element bytes -> decoration
+	bytes  int
+	streak int // lists in a row of which most elements were new
+	// alignedTo is the last list decorated whole in this generation, and alignedOuts its
+	// elements' decorations: an element the validator's pass found equal to element m of
+	// that list (listReader.match) is decorated as alignedOuts[m], without a lookup.
+	alignedTo   *lastList
+	alignedOuts []toolOut
+}
+
+// toolMemo memoises decorated elements per generation, bounded in generations (FIFO) and
+// bytes. A generation whose map has grown past twice the list just decorated (old
+// versions of edited tools) is pruned to that list's elements.
+type toolMemo struct {
+	mu       sync.Mutex
+	gens     map[string]*toolGen
+	order    []string
+	maxGens  int
+	maxBytes int
+	bytes    int
+}
+
+func newToolMemo(maxGens, maxBytes int) *toolMemo {
+	return &toolMemo{gens: map[string]*toolGen{}, maxGens: maxGens, maxBytes: maxBytes}
+}
+
+// span is an element of a tools array: raw[start:end].
+type span struct{ start, end int }
+
+// toolsArray is where a result's tools array and its elements are.
+type toolsArray struct {
+	open, close int // offsets of '[' and ']' in the result
+	elems       []span
+}
+
+// splitTools finds the tools array of the result raw (valid JSON, an object) and its
+// elements. ok is false when raw names a member twice (the engine refuses it) or has no
+// tools array.
+func splitTools(raw string) (a toolsArray, ok bool) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return a, false
+	}
+	var keys jsonx.Keys
+	found := false
+	it := jsonx.Object(raw, 0)
+	for key, val, more := it.Next(); more; key, val, more = it.Next() {
+		if keys.Repeats(key) {
+			return a, false
+		}
+		if key != "tools" || val >= len(raw) || raw[val] != '[' {
+			continue
+		}
+		found = true
+		a.open = val
+		j := jsonx.SkipWS(raw, val+1)
+		if j < len(raw) && raw[j] == ']' {
+			a.close = j
+			it.Skip(j + 1)
+			continue
+		}
+		for j < len(raw) {
+			end := jsonx.SkipValue(raw, j)
+			a.elems = append(a.elems, span{j, end})
+			j = jsonx.SkipWS(raw, end)
+			if j < len(raw) && raw[j] == ',' {
+				j = jsonx.SkipWS(raw, j+1)
+				continue
+			}
+			break
+		}
+		if j >= len(raw) || raw[j] != ']' {
+			return a, false
+		}
+		a.close = j
+		it.Skip(j + 1)
+	}
+	return a, found && a.close > a.open
+}
+
+// lookup returns the memoised decoration of each element of a in raw under gen (ok false
+// where none is), and how many are missing. A list of which most elements are new
+// (sampled first: a list whose every element changes, every time, should pay little for
+// the memo) is not looked up further: mostlyNew is then set, and missing is
+// meaningless.
+func (m *toolMemo) lookup(gen, raw string, a *toolsArray, al *alignment, outs []toolOut, have []bool) (missing int, mostlyNew bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gens[gen]
+	if g == nil {
+		return len(a.elems), true
+	}
+	aligned := al != nil && al.prev != nil && g.alignedTo == al.prev && len(al.match) == len(a.elems)
+	if n := len(a.elems); n >= 64 && !aligned {
+		misses := 0
+		for i := 0; i < n; i += n / 16 {
+			e := a.elems[i]
+			if _, ok := g.tools[raw[e.start:e.end]]; !ok {
+				misses++
+			}
+		}
+		if misses > 8 {
+			g.streak++
+			return n, true
+		}
+	}
+	for i, e := range a.elems {
+		if aligned {
+			if k := al.match[i]; k >= 0 && int(k) < len(g.alignedOuts) {
+				outs[i], have[i] = g.alignedOuts[k], true
+				continue
+			}
+		}
+		if o, ok := g.tools[raw[e.start:e.end]]; ok {
+			outs[i], have[i] = o, true
+			continue
+		}
+		missing++
+	}
+	if mostlyNew = missing*2 > len(a.elems) && len(a.elems) >= 8; mostlyNew {
+		g.streak++
+	} else {
+		g.streak = 0
+	}
+	return missing, mostlyNew
+}
+
+// worthStoring reports whether a list decorated whole should be memoised under gen: when
+// the generation is new, when its last list was mostly memoised, and now and then in a
+// run of lists whose every element is new (so that a memo of a list that changed wholly
+// recovers; each such list costs the memoising).
+func (m *toolMemo) worthStoring(gen string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gens[gen]
+	return g == nil || g.streak <= 1 || g.streak%8 == 0
+}
+
+// align makes outs, the decorations of the elements of list (the list just decorated in
+// generation gen, every element), the ones the next list's elements are aligned with.
+func (m *toolMemo) align(gen string, list *lastList, outs []toolOut) {
+	if list == nil || len(list.elems) != len(outs) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.gens[gen]; g != nil {
+		g.alignedTo, g.alignedOuts = list, outs
+	}
+}
+
+// store memoises the decorations of the elements of a that were missing (not had), under gen, and
+// prunes the generation to a's elements when it has grown past twice their number.
+func (m *toolMemo) store(gen, raw string, a *toolsArray, outs []toolOut, had []bool) {
+	size := 0
+	for i, e := range a.elems {
+		if !had[i] {
+			size += e.end - e.start + len(outs[i].out) + len(outs[i].name) + 64
+		}
+	}
+	if size > m.maxBytes/4 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gens[gen]
+	if g == nil {
+		for len(m.order) > 0 && (len(m.order) >= m.maxGens || m.bytes+size > m.maxBytes) {
+			old := m.order[0]
+			m.order = m.order[1:]
+			m.bytes -= m.gens[old].bytes + len(old)
+			delete(m.gens, old)
+		}
+		g = &toolGen{tools: make(map[string]toolOut, len(a.elems))}
+		gen = string([]byte(gen)) // the caller's key may view a buffer it reuses
+		m.gens[gen] = g
+		m.order = append(m.order, gen)
+		m.bytes += len(gen)
+	}
+	if len(g.tools) > 2*len(a.elems)+64 {
+		// Old versions of edited tools: keep this list's elements only.
+		kept := make(map[string]toolOut, len(a.elems))
+		bytes := 0
+		for _, e := range a.elems {
+			k := raw[e.start:e.end]
+			if _, dup := kept[k]; dup {
+				continue
+			}
+			if o, ok := g.tools[k]; ok {
+				kept[string([]byte(k))] = o
+				bytes += len(k) + len(o.out) + len(o.name) + 64
+			}
+		}
+		m.bytes += bytes - g.bytes
+		g.tools, g.bytes = kept, bytes
+	}
+	for i, e := range a.elems {
+		if had[i] {
+			continue
+		}
+		k := raw[e.start:e.end]
+		if _, dup := g.tools[k]; dup {
+			continue
+		}
+		o := outs[i]
+		g.tools[string([]byte(k))] = toolOut{out: string([]byte(o.out)), name: string([]byte(o.name)), drop: o.drop, withheld: o.withheld}
+		n := len(k) + len(o.out) + len(o.name) + 64
+		g.bytes += n
+		m.bytes += n
+	}
+	for len(m.order) > 1 && m.bytes > m.maxBytes {
+		old := m.order[0]
+		if old == gen {
+			break
+		}
+		m.order = m.order[1:]
+		m.bytes -= m.gens[old].bytes + len(old)
+		delete(m.gens, old)
+	}
+}
+
+// decorateIncrementally decorates the result (an upstream's tools/list result, valid
+// JSON) from the memo of decorated elements, calling the engine for the elements it has
+// not seen in this generation only. It returns nil where the full path must decide (see
+// above).
+//
+// pre and post (nil: none) are what the message holds before and after the result: the
+// list is assembled between them, so the message needs no splice (the decorated result
+// then views that buffer, which must not be written again).
+func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *loaded, gen string, result string, al *alignment, pre, post []byte) (*decoratedList, []byte) {
+	var a toolsArray
+	if al != nil {
+		a = al.split
+	} else {
+		var ok bool
+		if a, ok = splitTools(result); !ok {
+			return nil, nil
+		}
+	}
+	outs := make([]toolOut, len(a.elems))
+	have := make([]bool, len(a.elems))
+	missing, mostlyNew := c.tools.lookup(gen, result, &a, al, outs, have)
+	if mostlyNew {
+		return nil, nil // decorated whole (and memoised: memoiseDecorated)
+	}
+	if missing > 0 {
+		// The missing elements, as a list of their own; an element that names a member
+		// twice (the engine withholds it, and its answer then does not say which element
+		// it withheld) as a list of its own.
+		var batch []span
+		var batchAt, solo []int
+		for i, e := range a.elems {
+			switch {
+			case have[i]:
+			case toolRepeats(result[e.start:e.end]):
+				solo = append(solo, i)
+			default:
+				batch = append(batch, e)
+				batchAt = append(batchAt, i)
+			}
+		}
+		if len(batch) > 0 {
+			fresh, ok := c.decorateElems(ctx, scope, st, result, batch)
+			if !ok {
+				return nil, nil
+			}
+			for k, i := range batchAt {
+				outs[i] = fresh[k]
+			}
+		}
+		for _, i := range solo {
+			fresh, ok := c.decorateElems(ctx, scope, st, result, a.elems[i:i+1])
+			if !ok {
+				return nil, nil
+			}
+			outs[i] = fresh[0]
+		}
+		c.tools.store(gen, result, &a, outs, have)
+	}
+	if al != nil {
+		c.tools.align(gen, al.cur, outs)
+	}
+	return assembleList(result, &a, outs, pre, post)
+}
+
+// decorateElems has the engine decorate the elements sent (spans of raw) as a list of
+// their own, and maps its answer onto them. ok is false when the full path must decide.
+func (c *Core) decorateElems(ctx context.Context, scope []byte, st *loaded, raw string, sent []span) ([]toolOut, bool) {
+	const head = `,"message":` + listEnvelope + `{"tools":[`
+	n := len(scope) + len(head) + 8 + st.statesSize()
+	for _, e := range sent {
+		n += e.end - e.start + 1
+	}
+	in := append(append(make([]byte, 0, n), scope...), head...)
+	for i, e := range sent {
+		if i > 0 {
+			in = append(in, ',')
+		}
+		in = append(in, raw[e.start:e.end]...)
+	}
+	in = append(in, "]}}"...)
+	_, m, err := c.callOwned(ctx, abi.FuncDecorateTools, in, st, "message", "toolNames", "hidden", "withheld", "states")
+	if err != nil || m[4].Exists() {
+		return nil, false // the full path reports the fault, or writes the record
+	}
+	decorated := resultOf(m[0]).Raw
+	if len(sent) == 1 && len(m[3].Array()) == 1 {
+		// The one element, withheld: it is in no other member.
+		if da, ok := splitTools(decorated); !ok || len(da.elems) > 0 || len(m[1].Array()) > 0 {
+			return nil, false
+		}
+		return []toolOut{{drop: true, withheld: true}}, true
+	}
+	return mapDecorated(raw, sent, decorated, m[1], m[2], m[3], nil)
+}
+
+// toolRepeats reports whether the element elem is an object that names a member twice
+// at its top level or inside its annotations or execution (the engine withholds such a
+// tool: decorate.Index.Repeats).
+func toolRepeats(elem string) bool {
+	if len(elem) == 0 || elem[0] != '{' {
+		return false
+	}
+	var keys jsonx.Keys
+	it := jsonx.Object(elem, 0)
+	for key, val, ok := it.Next(); ok; key, val, ok = it.Next() {
+		if keys.Repeats(key) {
+			return true
+		}
+		if (key == "annotations" || key == "execution") && val < len(elem) && elem[val] == '{' {
+			var inner jsonx.Keys
+			in := jsonx.Object(elem, val)
+			for k, _, more := in.Next(); more; k, _, more = in.Next() {
+				if inner.Repeats(k) {
+					return true
+				}
+			}
+			it.Skip(in.End())
+		}
+	}
+	return false
+}
+
+// memoiseDecorated memoises the elements of a list the engine decorated whole (result the
+// upstream's, decorated the engine's result), when the answer maps onto them.
+func (c *Core) memoiseDecorated(gen, result, decorated string, al *alignment, names, hidden, withheld gjson.Result) {
+	var a toolsArray
+	if al != nil {
+		a = al.split
+	} else {
+		var ok bool
+		if a, ok = splitTools(result); !ok {
+			return
+		}
+	}
+	if !c.tools.worthStoring(gen) {
+		return
+	}
+	// The elements the engine withheld are not memoised (a later list has the engine
+	// decorate each of them on its own, which says exactly what it does with it).
+	skip := make([]bool, len(a.elems))
+	skipped := false
+	for i, e := range a.elems {
+		skip[i] = toolRepeats(result[e.start:e.end])
+		skipped = skipped || skip[i]
+	}
+	outs, ok := mapDecorated(result, a.elems, decorated, names, hidden, withheld, skip)
+	if !ok {
+		return
+	}
+	c.tools.store(gen, result, &a, outs, skip)
+	if al != nil && !skipped {
+		c.tools.align(gen, al.cur, outs)
+	}
+}
+
+// mapDecorated maps a decorated list onto the elements sent (spans of raw), in order: the
+// engine drops every element whose name it lists in hidden, writes every other element,
+// and lists the names of all of them (dropped or not) in toolNames; an element without a
+// string name passes unchanged. ok is false when the answer withheld an element or does
+// not map one to one.
+//
+// skip (nil: none) marks the elements that name a member twice (toolRepeats): the engine
+// withheld them, and they are left out of the mapping (their toolOut is zero); the answer
+// must have withheld as many.
+func mapDecorated(raw string, sent []span, decorated string, names, hidden, withheld gjson.Result, skip []bool) ([]toolOut, bool) {
+	skipped := 0
+	for _, s := range skip {
+		if s {
+			skipped++
+		}
+	}
+	if n := len(withheld.Array()); n != skipped || withheld.Exists() && !withheld.IsArray() {
+		return nil, false // (the member is there only when a tool was withheld)
+	}
+	da, ok := splitTools(decorated)
+	if !ok || !names.IsArray() || !hidden.IsArray() {
+		return nil, false
+	}
+	var dropped map[string]bool
+	hidden.ForEach(func(_, v gjson.Result) bool {
+		if dropped == nil {
+			dropped = map[string]bool{}
+		}
+		dropped[v.Str] = true
+		return true
+	})
+	nameList := names.Array()
+	outs := make([]toolOut, len(sent))
+	j, k := 0, 0
+	for i, e := range sent {
+		if skip != nil && skip[i] {
+			continue
+		}
+		elem := raw[e.start:e.end]
+		var name gjson.Result
+		if elem[0] == '{' {
+			name = gjson.Get(elem, "name")
+		}
+		if name.Type != gjson.String {
+			// Not a tool the engine can name: passed unchanged.
+			if j >= len(da.elems) || decorated[da.elems[j].start:da.elems[j].end] != elem {
+				return nil, false
+			}
+			outs[i] = toolOut{out: elem}
+			j++
+			continue
+		}
+		if k >= len(nameList) || nameList[k].Str != name.Str {
+			return nil, false
+		}
+		outs[i].name = nameList[k].Raw
+		k++
+		if dropped[name.Str] {
+			outs[i].drop = true
+			continue
+		}
+		if j >= len(da.elems) {
+			return nil, false
+		}
+		d := decorated[da.elems[j].start:da.elems[j].end]
+		if gjson.Get(d, "name").Str != name.Str {
+			return nil, false
+		}
+		outs[i].out = d
+		j++
+	}
+	if j != len(da.elems) || k != len(nameList) {
+		return nil, false
+	}
+	return outs, true
+}
+
+// assembleList splices the decorated elements into the result raw, as
+// decorate.Index.Append does: the bytes between elements kept, a dropped element taking
+// its leading separator with it.
+func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (*decoratedList, []byte) {
+	size := len(raw) + len(pre) + len(post)
+	for i := range outs {
+		size += len(outs[i].out) - (a.elems[i].end - a.elems[i].start)
+	}
+	dst := make([]byte, 0, size+64)
+	dst = append(dst, pre...)
+	dst = append(dst, raw[:a.open+1]...)
+	prev, first := a.open+1, true
+	names := make([]byte, 0, 32*len(outs)+2)
+	names = append(names, '[')
+	for i, e := range a.elems {
+		o := &outs[i]
+		if o.name != "" {
+			if len(names) > 1 {
+				names = append(names, ',')
+			}
+			names = append(names, o.name...)
+		}
+		if o.drop {
+			prev = e.end
+			continue
+		}
+		dst = appendGap(dst, raw[prev:e.start], first)
+		first = false
+		dst = append(dst, o.out...)
+		prev = e.end
+	}
+	dst = appendGap(dst, raw[prev:a.close], true)
+	dst = append(dst, raw[a.close:]...)
+	list := dst[len(pre):]
+	dst = append(dst, post...)
+	names = append(names, ']')
+	// dst and names are never written again: the strings view them without a copy.
+	d := &decoratedList{result: unsafe.String(unsafe.SliceData(list), len(list)), names: unsafe.String(unsafe.SliceData(names), len(names))}
+	for i := range outs {
+		if outs[i].withheld {
+			d.withheld++
+		}
+	}
+	return d, dst
+}
+
+// appendGap appends the bytes between two array elements (whitespace and a comma),
+// without the comma when the element that follows is the first one written
+// (decorate.appendGap).
+func appendGap(dst []byte, gap string, first bool) []byte {
+	i := -1
+	for j := 0; j < len(gap); j++ {
+		if gap[j] == ',' {
+			i = j
+			break
+		}
+	}
+	switch {
+	case i < 0 && first:
+		return append(dst, gap...)
+	case i < 0:
+		dst = append(dst, ',')
+		return append(dst, gap...)
+	case first:
+		dst = append(dst, gap[:i]...)
+		return append(dst, gap[i+1:]...)
+	}
+	return append(dst, gap...)
+}
