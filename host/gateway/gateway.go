@@ -351,4 +351,3 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.WriteHeader(status)
 	w.Write(body)
 }
-
