@@ -73,7 +73,7 @@ func (o *Open) Answer(status int, headers Headers, chunk []byte, more bool) Outp
 			out.Body = append(out.Body, chunk...)
 		}
 	case modeJSON:
-		o.buf = append(o.buf, chunk...)
+		o.buf = grow(o.buf, chunk)
 		if len(o.buf) > o.f.o.MaxBodyBytes {
 			o.f.o.Core.Fault(abi.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", o.ex.Method)
 			o.mode = modePass
@@ -311,6 +311,17 @@ func (o *Open) Cancel() (abandon bool) {
 	o.timedOut = true
 	o.finish(&Output{})
 	return true
+}
+
+// grow appends chunk to buf, doubling buf's capacity when it must grow: an answer read
+// whole in chunks of unknown number is copied about once over, not once per chunk.
+func grow(buf, chunk []byte) []byte {
+	if n := len(buf) + len(chunk); n > cap(buf) {
+		nb := make([]byte, len(buf), max(n, 2*cap(buf), 512))
+		copy(nb, buf)
+		buf = nb
+	}
+	return append(buf, chunk...)
 }
 
 // finish ends the exchange.
