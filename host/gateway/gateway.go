@@ -1,7 +1,7 @@
 // Package gateway is the standalone stategate gateway: a Streamable HTTP reverse proxy in
-// front of one MCP server. It is the net/http transport around the shared exchange core
-// (package exchange), which decides every MCP matter: admission, the gate, state, the
-// failure policy and answer rewriting.
+// front of one MCP server. It is the net/http transport around the exchange's HTTP level
+// (package exchange/flow, over the shared exchange core), which decides every MCP matter:
+// admission, the gate, state, sessions, the failure policy and answer rewriting.
 package gateway
 
 import (
@@ -251,7 +251,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, h flow.Heade
 		h = flowHeaders(r.Header, r.Host) // with the gateway's trace context
 	}
 	d := gen.flow.Request(r.Context(), flow.Request{Method: r.Method, Path: r.URL.RequestURI(), Headers: h, Body: body})
-	if span != nil {
+	if span != nil && d.Exchange != nil {
 		describeRequest(span, d.Exchange)
 	}
 	if d.Open != nil && d.Timeout > 0 { // a tools/call
