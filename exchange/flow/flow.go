@@ -3,7 +3,7 @@
 // gateway sessions, admission) and with the upstream's answer (JSON and SSE rewriting,
 // collapsing SSE for JSON-only clients, oversized answers, the upstream's failures, the
 // timeout), as values a host carries out. The Wasm module's exchange exports
-// (exchange/module) are a thin framing over it; a Go host could call it directly.
+// (exchange/module) are a thin framing over it; host/gateway calls it directly.
 //
 // # Notes
 //
