@@ -109,7 +109,7 @@ browser:
 # gofmt, vet and go.mod tidiness, then every test on the built artifacts (a missing artifact
 # fails instead of skipping), then
 # a short run of every fuzz target.
-test: check build check.embedded build.exchange build.go build.envoy oci node node.extism-node docker-mcp browser
+test: check build check.embedded build.exchange build.go build.envoy build.envoy.go oci node node.extism-node docker-mcp browser
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 
@@ -124,7 +124,7 @@ fuzz:
 fuzz.long:
 	scripts/fuzz.sh --keep-going $(or $(FUZZTIME),10m) '$(or $(FUZZ),.)'
 
-bench: build build.envoy build.exchange
+bench: build build.envoy build.envoy.go build.exchange
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./testharness/ ./host/ -run '^$$' -bench . -benchmem
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./envoy/filter/ -run '^$$' -bench . -benchmem -benchtime 1000x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench 'Gateway$$|GatewayParallel' -benchtime 2000x

@@ -6,12 +6,35 @@ ENVOY_WASM := $(BUILD)/stategate-envoy.wasm
 ENVOY_SRC = $(shell find envoy exchange plugin abi internal/termsafe -name '*.go' -not -name '*_test.go') go.mod go.sum
 EXTISM_NODE := examples/extism-node
 
-.PHONY: build.envoy test.envoy bench.envoy e2e.envoy node.extism-node
+.PHONY: build.envoy build.envoy.go test.envoy bench.envoy e2e.envoy node.extism-node
 
-# The filter, from standard Go (the proxy-wasm Go SDK targets Go >= 1.24, not TinyGo).
+# The filter, from TinyGo (the proxy-wasm Go SDK builds with it: //go:wasmexport, and the
+# exchange core's TinyGo seams in exchange/runtime_tinygo.go), with the engine module's
+# flags and build/tinygo-envoy.mod (go.mod with the engine's nopretty replacement; a file of
+# its own, so `make -j build build.envoy` never races on build/tinygo.mod), except -opt=2
+# (faster; the filter's budget allows it) and -gc=precise (the collector skips the buffered
+# bodies and the list memo instead of scanning them word by word: tools/list twice as fast).
+# TinyGo is installed on first use (scripts/install-tinygo.sh). Size budget 1.5 MB (issue 31).
+ENVOY_WASM_GO := $(BUILD)/stategate-envoy-go.wasm
+ENVOY_TINYGO_FLAGS := $(subst -gc=conservative,-gc=precise,$(subst -opt=s,-opt=2,$(TINYGO_FLAGS)))
+
 build.envoy: $(ENVOY_WASM)
 
 $(ENVOY_WASM): $(ENVOY_SRC)
+	@mkdir -p $(BUILD)
+	@cp go.mod $(BUILD)/tinygo-envoy.mod && cp go.sum $(BUILD)/tinygo-envoy.sum
+	@$(GO) mod edit -modfile=$(BUILD)/tinygo-envoy.mod -replace github.com/tidwall/pretty=$(CURDIR)/plugin/internal/nopretty
+	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
+		GOFLAGS=-modfile=$(BUILD)/tinygo-envoy.mod $$TINYGO build $(ENVOY_TINYGO_FLAGS) -o $(BUILD)/stategate-envoy.tinygo.wasm ./envoy
+	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-envoy.tinygo.wasm -o $@
+	@scripts/check-size.sh $@ 1500000
+
+# The same filter from standard Go (GOOS=wasip1): the fallback where TinyGo cannot be had
+# (about 6 MB, 2-3x slower), and the baseline the filter's tests and benchmarks run beside
+# the TinyGo module (runner wasm_go).
+build.envoy.go: $(ENVOY_WASM_GO)
+
+$(ENVOY_WASM_GO): $(ENVOY_SRC)
 	@mkdir -p $(BUILD)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-s -o $@ ./envoy
 
@@ -24,11 +47,12 @@ $(EXTISM_NODE)/node_modules: $(EXTISM_NODE)/package.json $(EXTISM_NODE)/package-
 # The filter's tests in both modes (native Go and the built .wasm under proxytest), the
 # sample configurations, and the Extism examples (over the exchange module; the Node one
 # also runs the official client's field scripts, hence `node`); a missing artifact fails.
-test.envoy: build.envoy $(BUILD)/stategate.wasm $(BUILD)/stategate-exchange.wasm node node.extism-node
+test.envoy: build.envoy build.envoy.go $(BUILD)/stategate.wasm $(BUILD)/stategate-exchange.wasm node node.extism-node
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./envoy/... ./examples/... -count=1
 
-# Per-request cost through the .wasm under proxytest, beside native Go and the engine alone.
-bench.envoy: build.envoy
+# Per-request cost through the TinyGo .wasm under proxytest, beside the standard-Go .wasm,
+# native Go and the engine alone.
+bench.envoy: build.envoy build.envoy.go
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./envoy/filter/ -run '^$$' -bench . -benchmem
 
 # Real Envoy against the demo upstream; skips with a message where no envoy binary exists.

@@ -30,7 +30,7 @@ type filterHost struct{ e *env }
 func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	h := f.e.host
 	id := h.InitializeHttpContext()
-	defer h.CompleteHttpContext(id)
+	defer completeStream(h, f.e.vm, id)
 	method := s.Method
 	if method == "" {
 		method = "POST"

@@ -425,7 +425,7 @@ var filterCases = []filterCase{
 		resp := func(c uint32, id int) {
 			h.CallOnResponseHeaders(c, jsonResp, false)
 			h.CallOnResponseBody(c, []byte(okResult(id, "ok")), true)
-			h.CompleteHttpContext(c)
+			completeStream(h, e.vm, c)
 		}
 		// Both create the key: the second create must not overwrite the first.
 		a, b := req(1, "cart.add_item"), req(2, "cart.add_item")

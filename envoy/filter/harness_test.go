@@ -1,23 +1,33 @@
 package filter
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/stategate/stategate/internal/testenv"
 
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tidwall/gjson"
 )
 
-// The artifact users deploy, built by `make build.envoy`.
-var wasmPath = filepath.Join("..", "..", "build", "stategate-envoy.wasm")
+// The artifact users deploy, built by `make build.envoy` (TinyGo), and the same filter
+// from standard Go, built by `make build.envoy.go` (the fallback, and the benchmarks'
+// baseline).
+var (
+	wasmPath   = filepath.Join("..", "..", "build", "stategate-envoy.wasm")
+	wasmGoPath = filepath.Join("..", "..", "build", "stategate-envoy-go.wasm")
+)
 
 var sampleConfig = mustRead(filepath.Join("..", "..", "abi", "testdata", "config", "sample.json"))
 
@@ -29,33 +39,108 @@ func mustRead(path string) []byte {
 	return b
 }
 
-var (
-	wasmOnce sync.Once
-	wasmVM   types.VMContext
-	wasmErr  error
-)
-
-// wasmVMContext runs the built filter on wazero through proxytest. One instance serves
-// every test: the host state (headers, bodies, shared data, metrics) lives in each
+// wasmModule is one built filter, loaded once on wazero through proxytest. One instance
+// serves every test: the host state (headers, bodies, shared data, metrics) lives in each
 // emulator, and the filter resets its own state in OnVMStart and OnPluginStart.
-func wasmVMContext(tb testing.TB) types.VMContext {
-	tb.Helper()
-	wasmOnce.Do(func() {
-		var b []byte
-		if b, wasmErr = os.ReadFile(wasmPath); wasmErr == nil {
-			wasmVM, wasmErr = proxytest.NewWasmVMContext(b)
-		}
-	})
-	if wasmErr != nil {
-		if os.IsNotExist(wasmErr) {
-			testenv.Missing(tb, fmt.Errorf("%s is missing: run `make build.envoy`", wasmPath))
-		}
-		tb.Fatalf("loading %s: %v", wasmPath, wasmErr)
-	}
-	return wasmVM
+type wasmModule struct {
+	path, make string
+	once       sync.Once
+	vm         types.VMContext
+	err        error
 }
 
-// runner is one way of running the filter: native Go, or the built .wasm.
+func (m *wasmModule) context(tb testing.TB) types.VMContext {
+	tb.Helper()
+	m.once.Do(func() {
+		var b []byte
+		if b, m.err = os.ReadFile(m.path); m.err != nil {
+			return
+		}
+		if m.vm, m.err = proxytest.NewWasmVMContext(withModuleName(b, guestName)); m.err == nil {
+			m.err = registerOnDelete(m.vm)
+		}
+	})
+	if m.err != nil {
+		if os.IsNotExist(m.err) {
+			testenv.Missing(tb, fmt.Errorf("%s is missing: run `%s`", m.path, m.make))
+		}
+		tb.Fatalf("loading %s: %v", m.path, m.err)
+	}
+	return m.vm
+}
+
+// Envoy ends every stream with proxy_on_log, proxy_on_done and proxy_on_delete, and the
+// guest SDK drops the stream's context on proxy_on_delete. proxytest's wasm wrapper calls
+// only proxy_on_log, so under it the guest keeps every stream's context for the life of
+// the instance: about 2 KB a request, which over a benchmark's thousands of requests makes
+// each collection scan a heap Envoy never has. The harness calls proxy_on_delete itself,
+// as Envoy does, through the wazero module proxytest instantiated; the module is found by
+// name, which the harness gives it (the built modules have none).
+const guestName = "stategate-envoy"
+
+// onDelete maps a wasm VM context to its module's proxy_on_delete.
+var onDelete sync.Map // types.VMContext -> api.Function
+
+// withModuleName returns wasm with a name section naming the module name.
+func withModuleName(wasm []byte, name string) []byte {
+	sub := append(uleb(nil, len(name)), name...)
+	payload := append(append([]byte{4}, "name"...), 0) // section name, then subsection 0: module name
+	payload = append(uleb(payload, len(sub)), sub...)
+	out := append(append([]byte(nil), wasm...), 0) // custom section
+	out = uleb(out, len(payload))
+	return append(out, payload...)
+}
+
+func uleb(dst []byte, n int) []byte {
+	for {
+		b := byte(n & 0x7f)
+		if n >>= 7; n == 0 {
+			return append(dst, b)
+		}
+		dst = append(dst, b|0x80)
+	}
+}
+
+// registerOnDelete finds the guest module behind vm (proxytest keeps its wazero runtime
+// unexported) and records its proxy_on_delete.
+func registerOnDelete(vm types.VMContext) error {
+	f := reflect.ValueOf(vm).Elem().FieldByName("runtime")
+	if !f.IsValid() {
+		return fmt.Errorf("proxytest's wasm VM context has no runtime field: update registerOnDelete")
+	}
+	rt, ok := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(wazero.Runtime)
+	if !ok {
+		return fmt.Errorf("proxytest's runtime field is a %s, not a wazero.Runtime", f.Type())
+	}
+	mod := rt.Module(guestName)
+	if mod == nil {
+		return fmt.Errorf("module %q not found in proxytest's runtime", guestName)
+	}
+	del := mod.ExportedFunction("proxy_on_delete")
+	if del == nil {
+		return fmt.Errorf("module exports no proxy_on_delete")
+	}
+	onDelete.Store(vm, del)
+	return nil
+}
+
+// completeStream ends stream id as Envoy does: proxy_on_log (proxytest), then
+// proxy_on_delete (the guest drops its context).
+func completeStream(host proxytest.HostEmulator, vm types.VMContext, id uint32) {
+	host.CompleteHttpContext(id)
+	if del, ok := onDelete.Load(vm); ok {
+		if _, err := del.(api.Function).Call(context.Background(), uint64(id)); err != nil {
+			panic(fmt.Sprintf("proxy_on_delete(%d): %v", id, err))
+		}
+	}
+}
+
+var (
+	wasmTinyGo = &wasmModule{path: wasmPath, make: "make build.envoy"}
+	wasmGo     = &wasmModule{path: wasmGoPath, make: "make build.envoy.go"}
+)
+
+// runner is one way of running the filter: native Go, or a built .wasm.
 type runner struct {
 	name string
 	vm   func(testing.TB) types.VMContext
@@ -63,12 +148,14 @@ type runner struct {
 
 var runners = []runner{
 	{"native", func(testing.TB) types.VMContext { return NewVMContext() }},
-	{"wasm", wasmVMContext},
+	{"wasm", wasmTinyGo.context},
+	{"wasm_go", wasmGo.context},
 }
 
 // env is one Envoy worker as proxytest emulates it: a VM with the filter configured.
 type env struct {
 	t    testing.TB
+	vm   types.VMContext
 	host proxytest.HostEmulator
 }
 
@@ -86,7 +173,7 @@ func newEnv(t testing.TB, vm types.VMContext, config, vmConfig []byte) *env {
 	if host.StartPlugin() != types.OnPluginStartStatusOK {
 		t.Fatalf("StartPlugin failed: %v", host.GetCriticalLogs())
 	}
-	return &env{t: t, host: host}
+	return &env{t: t, vm: vm, host: host}
 }
 
 // roundTrip is one HTTP request through the filter and, when the upstream is called, its
@@ -116,7 +203,7 @@ func (e *env) do(x roundTrip) outcome {
 	e.t.Helper()
 	h := e.host
 	id := h.InitializeHttpContext()
-	defer h.CompleteHttpContext(id)
+	defer completeStream(h, e.vm, id)
 	method := x.method
 	if method == "" {
 		method = "POST"

@@ -164,13 +164,16 @@ func (h *httpContext) send(status int, body []byte) types.Action {
 // the upstream accepted frees the session's state.
 func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) (act types.Action) {
 	defer h.recoverTo(&act)
-	status, _ := strconv.Atoi(responseHeader(":status"))
+	// One host call for the whole map: the filter reads up to four of its values.
+	pairs, _ := proxywasm.GetHttpResponseHeaders()
+	resp := headerMap(pairs)
+	status, _ := strconv.Atoi(resp.Get(":status"))
 	h.status = status
 	if h.method == "DELETE" && status/100 == 2 && h.phase != reqAnswered {
 		h.p.core.EndSessionFor(bg, h.headers)
 	}
 	if h.p.oauth.Public != "" {
-		h.rewriteChallenges()
+		h.rewriteChallenges(pairs)
 		if h.phase == reqDiscovery {
 			if status == 200 {
 				h.resp = respMetadata
@@ -182,7 +185,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) (act types.Action) 
 	if h.phase != reqForwarded {
 		return types.ActionContinue
 	}
-	if sid := h.ex.AnswerSession(bg, status, responseHeader("mcp-session-id")); sid != "" {
+	if sid := h.ex.AnswerSession(bg, status, resp.Get("mcp-session-id")); sid != "" {
 		_ = proxywasm.ReplaceHttpResponseHeader("mcp-session-id", sid) // the upstream issues none
 	}
 	if status == 504 && h.ex.Method == exchange.MethodToolsCall {
@@ -197,7 +200,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) (act types.Action) 
 			return types.ActionContinue
 		}
 	}
-	switch h.ex.Classify(bg, status, responseHeader("content-type"), responseHeader("content-encoding")) {
+	switch h.ex.Classify(bg, status, resp.Get("content-type"), resp.Get("content-encoding")) {
 	case exchange.AnswerJSON:
 		h.resp = respJSON
 	case exchange.AnswerSSE:
@@ -275,14 +278,6 @@ func (h *httpContext) OnHttpStreamDone() {
 	if h.ex != nil {
 		h.ex.Close()
 	}
-}
-
-func responseHeader(name string) string {
-	v, err := proxywasm.GetHttpResponseHeader(name)
-	if err != nil {
-		return ""
-	}
-	return v
 }
 
 // recoverTo turns a panic in a callback into a fault: before a request was admitted it is

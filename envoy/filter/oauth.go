@@ -28,14 +28,10 @@ func (h *httpContext) discovery() bool {
 	return true
 }
 
-// rewriteChallenges rewrites every www-authenticate header of the answer to name the
-// metadata at the public URL, for the path the client used; a value that cannot be read
-// passes unchanged (a fault).
-func (h *httpContext) rewriteChallenges() {
-	hdrs, err := proxywasm.GetHttpResponseHeaders()
-	if err != nil {
-		return
-	}
+// rewriteChallenges rewrites every www-authenticate header of the answer (hdrs, the
+// response headers as read) to name the metadata at the public URL, for the path the client
+// used; a value that cannot be read passes unchanged (a fault).
+func (h *httpContext) rewriteChallenges(hdrs [][2]string) {
 	changed := false
 	for i, kv := range hdrs {
 		if !strings.EqualFold(kv[0], "www-authenticate") {

@@ -45,8 +45,10 @@ type Settings struct {
 	// filter answers to.
 	AllowedHosts []string
 	// GCHeapMiB is the heap size, in MiB, at which the filter's Go runtime collects
-	// garbage (runtime/debug.SetMemoryLimit with proportional collection off); 0 keeps Go's
-	// default of collecting whenever the heap doubles. In a wasm VM that default collects on
+	// garbage: in the TinyGo module the heap is grown to it at VM start (gc_tinygo.go); in
+	// the standard-Go module it is runtime/debug.SetMemoryLimit with proportional
+	// collection off (gc_wasm.go). 0 keeps each runtime's default; standard Go's is
+	// collecting whenever the heap doubles. In a wasm VM that default collects on
 	// nearly every buffered tools/list (the live heap is small, so it doubles after a few
 	// MB), and a collection there costs milliseconds: README "Performance" has the figures.
 	// Set it above the largest working set one VM (one Envoy worker) holds at once: its

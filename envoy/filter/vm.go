@@ -10,7 +10,9 @@
 //     compare-and-set (store.go). Shared data has no delete: DELETE writes empty tombstones.
 //   - What happens on a fault is decided by policyFor alone (failure.go).
 //   - Every callback recovers from panics and applies the failure policy, so a bug answers
-//     like a fault instead of trapping the VM.
+//     like a fault instead of trapping the VM: in the standard-Go module. TinyGo has no
+//     recover() on wasm, so in the TinyGo module (make build.envoy) a panic traps the VM and
+//     Envoy's failure_policy decides (the samples' FAIL_CLOSED: 503).
 package filter
 
 import (

@@ -74,7 +74,7 @@ func (o *Open) Answer(status int, headers Headers, chunk []byte, more bool) Outp
 			out.Body = append(out.Body, chunk...)
 		}
 	case modeJSON:
-		o.buf = append(o.buf, chunk...)
+		o.buf = grow(o.buf, chunk)
 		if len(o.buf) > o.f.o.MaxBodyBytes {
 			o.f.o.Core.Fault(abi.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", o.ex.Method)
 			o.mode = modePass
@@ -91,8 +91,8 @@ func (o *Open) Answer(status int, headers Headers, chunk []byte, more bool) Outp
 	case modeCollapse:
 		o.collapse(ctx, chunk, !more, &out)
 	}
-	if !more || o.ended {
-		o.finish(&out)
+	if !more || o.ended || o.mode == modeCollapse && o.started {
+		o.finish(&out) // a collapsed answer ends at its message: the rest is not read
 	}
 	if o.timedOut {
 		out = Output{End: out.End}
@@ -128,6 +128,9 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	switch {
 	case o.kind == exchange.AnswerJSON:
 		o.mode = modeJSON
+		if n, err := strconv.Atoi(headers.Get("Content-Length")); err == nil && n > 0 && n <= o.f.o.MaxBodyBytes {
+			o.buf = make([]byte, 0, n) // read whole: sized once, not grown chunk by chunk
+		}
 	case o.kind == exchange.AnswerSSE && !ex.AcceptsSSE():
 		o.mode = modeCollapse
 	case o.kind == exchange.AnswerSSE:
@@ -283,7 +286,7 @@ func (o *Open) Timeout() (out Output, abandon bool) {
 	case o.mode == modeSSE:
 		out.Body = sse.Append(nil, msg)
 	}
-	if o.respHeaders == nil && out.Start {
+	if out.Start { // the gateway's own answer: none of the upstream's headers
 		out.Headers = Headers{{"Content-Type", "application/json"}, {"Content-Length", strconv.Itoa(len(out.Body))}}
 	}
 	out.End = true
@@ -309,6 +312,17 @@ func (o *Open) Cancel() (abandon bool) {
 	o.timedOut = true
 	o.finish(&Output{})
 	return true
+}
+
+// grow appends chunk to buf, doubling buf's capacity when it must grow: an answer read
+// whole in chunks of unknown number is copied about once over, not once per chunk.
+func grow(buf, chunk []byte) []byte {
+	if n := len(buf) + len(chunk); n > cap(buf) {
+		nb := make([]byte, len(buf), max(n, 2*cap(buf), 512))
+		copy(nb, buf)
+		buf = nb
+	}
+	return append(buf, chunk...)
 }
 
 // finish ends the exchange.

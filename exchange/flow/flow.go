@@ -3,7 +3,7 @@
 // gateway sessions, admission) and with the upstream's answer (JSON and SSE rewriting,
 // collapsing SSE for JSON-only clients, oversized answers, the upstream's failures, the
 // timeout), as values a host carries out. The Wasm module's exchange exports
-// (exchange/module) are a thin framing over it; a Go host could call it directly.
+// (exchange/module) are a thin framing over it; host/gateway calls it directly.
 //
 // # Notes
 //
@@ -97,8 +97,12 @@ type Decision struct {
 	AfterMs int // wait
 	// Session: stream, the gateway session whose standing stream to open; forward, the
 	// session whose standing stream the answer is when it is 200 text/event-stream (the
-	// host writes the notifications addressed to it between the answer's outputs).
+	// host writes the notifications addressed to it between the answer's outputs); answer,
+	// a gateway session that a DELETE ended (the host closes its standing streams).
 	Session string
+	// Exchange is the core's exchange of an admitted POST (nil otherwise), for what a host
+	// records about it (tracing): Open's, or already closed when there is no Open.
+	Exchange *exchange.Exchange
 }
 
 // WaitStep is how long a Wait decision asks the host to wait.
@@ -107,8 +111,8 @@ const WaitStep = 20 * time.Millisecond
 // Request decides on one request.
 func (f *Flow) Request(ctx context.Context, r Request) Decision {
 	c := f.o.Core
-	if err := f.o.Origins.Check(r.Headers.Get("Origin"), r.Headers.Get("Host")); err != nil {
-		return plainError(403, "Forbidden: "+err.Error())
+	if d, refused := f.Check(r.Headers); refused {
+		return d
 	}
 	method := strings.ToUpper(r.Method)
 	if method != "POST" && (exchange.IsGatewaySession(r.Headers.Get("Mcp-Session-Id")) || c.RepeatedHeader(r.Headers) != "") {
@@ -132,14 +136,27 @@ func (f *Flow) Request(ctx context.Context, r Request) Decision {
 	return f.forward(r, r.Headers, r.Body, nil)
 }
 
+// Check is Request's first rule on its own, for the routes a host serves itself (OAuth
+// discovery): a request whose Origin or Host the policy refuses gets 403 and reaches nothing.
+func (f *Flow) Check(h Headers) (d Decision, refused bool) {
+	if err := f.o.Origins.Check(h.Get("Origin"), h.Get("Host")); err != nil {
+		return plainError(403, "Forbidden: "+err.Error()), true
+	}
+	return Decision{}, false
+}
+
 func (f *Flow) ownSession(ctx context.Context, method string, r Request) Decision {
 	chk := f.o.Core.CheckSession(ctx, method, r.Headers)
 	switch chk.Action {
 	case exchange.SessionReply:
-		if chk.Body == nil {
-			return Decision{Do: DoAnswer, Status: chk.Status}
+		d := Decision{Do: DoAnswer, Status: chk.Status}
+		if chk.Body != nil {
+			d = jsonAnswer(chk.Status, chk.Body)
 		}
-		return jsonAnswer(chk.Status, chk.Body)
+		if method == "DELETE" && chk.Status/100 == 2 {
+			d.Session = chk.ID // ended: its standing streams close
+		}
+		return d
 	case exchange.SessionStream:
 		if !acceptsSSE(r.Headers) {
 			return jsonAnswer(406, exchange.AppendError(nil, nil, exchange.CodeInvalidRequest,
@@ -165,10 +182,14 @@ func (f *Flow) post(ctx context.Context, r Request) Decision {
 	switch ex.Verdict {
 	case exchange.Reply:
 		ex.Close()
-		return jsonAnswer(ex.Status, ex.Body)
+		d := jsonAnswer(ex.Status, ex.Body)
+		d.Exchange = ex
+		return d
 	case exchange.Pass:
 		ex.Close()
-		return f.forward(r, h, r.Body, nil)
+		d := f.forward(r, h, r.Body, nil)
+		d.Exchange = ex
+		return d
 	}
 	h = EndToEnd(h).Del("Accept-Encoding") // the core reads this answer: uncompressed
 	if !ex.AcceptsSSE() {
@@ -177,7 +198,7 @@ func (f *Flow) post(ctx context.Context, r Request) Decision {
 		h = h.Set("Accept", "application/json, text/event-stream")
 	}
 	h = h.Set("Content-Length", strconv.Itoa(len(ex.Body)))
-	d := Decision{Do: DoForward, Method: "POST", Path: r.Path, Headers: h, Body: ex.Body, Open: &Open{f: f, ex: ex}}
+	d := Decision{Do: DoForward, Method: "POST", Path: r.Path, Headers: h, Body: ex.Body, Open: &Open{f: f, ex: ex}, Exchange: ex}
 	if ex.Method == exchange.MethodToolsCall {
 		d.Timeout = ex.Timeout
 		if d.Timeout <= 0 {

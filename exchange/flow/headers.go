@@ -39,7 +39,10 @@ func (h Headers) Has(name string) bool {
 
 // Del returns h without name.
 func (h Headers) Del(name string) Headers {
-	out := h[:0:0]
+	if !h.Has(name) {
+		return h // nothing to drop: Headers are never changed in place
+	}
+	out := make(Headers, 0, len(h)-1)
 	for _, f := range h {
 		if !strings.EqualFold(f[0], name) {
 			out = append(out, f)
@@ -50,7 +53,7 @@ func (h Headers) Del(name string) Headers {
 
 // Set returns h with name set to the one value v (replacing the first, dropping others).
 func (h Headers) Set(name, v string) Headers {
-	out := h[:0:0]
+	out := make(Headers, 0, len(h)+1)
 	set := false
 	for _, f := range h {
 		if !strings.EqualFold(f[0], name) {
@@ -72,19 +75,26 @@ var hop = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Auth
 
 // EndToEnd returns h without hop-by-hop headers, those named in Connection included.
 func EndToEnd(h Headers) Headers {
-	named := map[string]bool{}
-	for _, v := range h.Values("Connection") {
-		for _, f := range strings.Split(v, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				named[strings.ToLower(f)] = true
+	var named []string // the names Connection lists
+	for _, f := range h {
+		if !strings.EqualFold(f[0], "Connection") {
+			continue
+		}
+		for v := f[1]; v != ""; {
+			var n string
+			n, v, _ = strings.Cut(v, ",")
+			if n = strings.TrimSpace(n); n != "" {
+				named = append(named, n)
 			}
 		}
 	}
 	out := make(Headers, 0, len(h))
 next:
 	for _, f := range h {
-		if named[strings.ToLower(f[0])] {
-			continue
+		for _, n := range named {
+			if strings.EqualFold(f[0], n) {
+				continue next
+			}
 		}
 		for _, n := range hop {
 			if strings.EqualFold(f[0], n) {

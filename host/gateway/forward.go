@@ -4,60 +4,60 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange/sse"
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/sse"
 	"go.opentelemetry.io/otel/trace"
 )
 
+// The MCP exchange's HTTP level is exchange/flow: a decision for each request, and for each
+// part of the upstream's answer the bytes to write (the answer rewritten as JSON or SSE
+// event by event, collapsed for JSON-only clients, oversized, failed or timed out). Here is
+// the I/O around it: the upstream request, the answer read chunk by chunk as it streams,
+// each output written, the timer, and the worker a tools/call runs on.
+
 // serveCall forwards an admitted tools/call under its timeout. The upstream exchange runs
-// in its own goroutine, writing to the client through a sink: when the timeout passes
-// first, the client gets the engine's TOOL_TIMEOUT result and the handler returns. A call
-// that can move a workflow keeps running to the end (within its lease) even then, or when
-// the client leaves, so the workflow records what the upstream did and its lease is held
-// until it has; any other call is cancelled.
+// on a worker, writing to the client through a sink: when the timeout passes first, the
+// client gets the flow's timeout answer and the handler returns. A call that can move a
+// workflow keeps running to the end (within its lease) even then, or when the client
+// leaves, so the workflow records what the upstream did and its lease is held until it
+// has (the flow says so: abandon is false); any other call is cancelled.
 // The call holds gen (its configuration's generation) until it is done, so a reload
 // drains it before closing its plugin pool.
-func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, ex *exchange.Exchange, gen *generation, span trace.Span) {
+func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, d flow.Decision, gen *generation, span trace.Span) {
 	ctx, cancel := context.WithCancel(r.Context())
-	if ex.Moves() {
+	if d.Exchange.Moves() {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
 	}
-	sink := &sink{w: w}
+	s := g.newSink(w, r, d.Open)
 	done := make(chan struct{})
 	g.workers.run(func() {
 		defer gen.release()
 		if span != nil {
-			defer endRequest(span, ex) // the call's span ends when the upstream call really does
+			defer endRequest(span, d.Exchange) // the call's span ends when the upstream call really does
 		}
 		defer close(done)
 		defer cancel()
-		defer ex.Close()
-		g.exchange(ctx, sink, r, ex)
+		g.exchange(ctx, s, r, d)
 	})
-	timeout := ex.Timeout
-	if timeout <= 0 {
-		timeout = exchange.DefaultTimeout
-	}
-	timer := time.NewTimer(timeout)
+	timer := time.NewTimer(d.Timeout)
 	defer timer.Stop()
+	var abandon bool
 	select {
 	case <-done:
 		return
 	case <-timer.C:
-		sink.timeout(ex)
+		abandon = s.timeout()
 	case <-r.Context().Done():
-		sink.detach()
+		abandon = s.cancel()
 	}
-	if !ex.Moves() {
+	if abandon {
 		cancel()
 		<-done
 	}
@@ -95,272 +95,155 @@ func (ws *workers) loop(f func()) {
 	}
 }
 
-// exchange sends ex upstream and answers the client through w: the answer to the request
-// rewritten by the core (JSON, or SSE event by event), everything else as it comes.
-func (g *Gateway) exchange(ctx context.Context, w http.ResponseWriter, r *http.Request, ex *exchange.Exchange) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.target(r.URL).String(), nil)
+// exchange sends the decision's request upstream and feeds the answer to its Open through
+// s, until the Open ends.
+func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow.Decision) {
+	req, err := http.NewRequestWithContext(ctx, d.Method, g.target(r.URL).String(), nil)
 	if err != nil {
-		writeJSON(w, http.StatusBadGateway, ex.UpstreamError(err))
+		s.fail("unreachable")
 		return
 	}
-	copyHeaders(req.Header, r.Header)
-	body := ex.Body
+	setHeaders(req.Header, d.Headers)
+	req.Header.Del("Content-Length") // req.ContentLength's, as the body may change (tracing)
+	body := d.Body
 	if g.opts.Tracer != nil {
 		var span trace.Span
-		ctx, span, body = g.startUpstream(ctx, req, ex, body)
+		ctx, span, body = g.startUpstream(ctx, req, d.Exchange, body)
 		req = req.WithContext(ctx)
 		defer span.End()
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	// The core rewrites this answer, so it must see it uncompressed: Go's transport then
-	// negotiates gzip itself and decompresses.
-	req.Header.Del("Accept-Encoding")
-	if !ex.AcceptsSSE() {
-		// A client that takes only JSON still gets an answer from servers that insist on
-		// both: an SSE answer is collapsed to its response (see collapse).
-		req.Header.Set("Accept", "application/json, text/event-stream")
-	}
 	req.ContentLength = int64(len(body))
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		req.Header.Set("X-Forwarded-For", host)
 	}
-	ex.MarkSent(true)
 	resp, err := g.client.Do(req)
 	if err != nil {
-		var op *net.OpError
-		var ns interface{ NotSent() bool } // an upstream transport's (host/gateway/upstream)
-		if (errors.As(err, &op) && op.Op == "dial") || (errors.As(err, &ns) && ns.NotSent()) {
-			ex.MarkSent(false) // never reached the upstream
-		}
-		if ctx.Err() == nil {
-			writeJSON(w, http.StatusBadGateway, ex.UpstreamError(err))
-		}
+		s.fail(failure(ctx, err))
 		return
 	}
 	defer resp.Body.Close()
-	kind := ex.Classify(ctx, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"))
-	h := w.Header()
-	copyHeaders(h, resp.Header)
-	if sid := ex.AnswerSession(ctx, resp.StatusCode, resp.Header.Get("Mcp-Session-Id")); sid != "" {
-		h.Set("Mcp-Session-Id", sid) // the upstream issues none: the gateway's own
-	}
-	g.rewriteChallenges(h, r.URL.Path)
-	switch {
-	case kind == exchange.AnswerJSON:
-		g.answerJSON(ctx, w, ex, resp)
-	case kind == exchange.AnswerSSE && !ex.AcceptsSSE():
-		g.collapse(ctx, w, ex, resp)
-	case kind == exchange.AnswerSSE:
-		g.answerSSE(ctx, w, ex, resp)
-	default:
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
-	}
-}
-
-func (g *Gateway) answerJSON(ctx context.Context, w http.ResponseWriter, ex *exchange.Exchange, resp *http.Response) {
-	h := w.Header()
-	h.Del("Content-Length")
-	body, err := readAll(resp.Body, resp.ContentLength, int64(g.opts.MaxBodyBytes)+1)
-	if err != nil {
-		if ctx.Err() == nil {
-			writeJSON(w, http.StatusBadGateway, ex.UpstreamError(err))
-		}
+	h := flowHeaders(resp.Header, "")
+	if !s.answer(resp.StatusCode, h, nil, true) { // the head: an event stream starts now
 		return
 	}
-	if len(body) > g.opts.MaxBodyBytes {
-		g.Core().Fault(abi.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", ex.Method)
-		w.WriteHeader(resp.StatusCode)
-		w.Write(body)
-		io.Copy(w, resp.Body)
-		return
-	}
-	out, before := ex.RewriteJSON(ctx, body)
-	ct, out, leftover := ex.Package(out, before)
-	if len(leftover) > 0 {
-		g.streams.send(ex.Session, leftover) // no SSE on this answer: the standing stream
-	}
-	h.Set("Content-Type", ct)
-	if ct == "text/event-stream" {
-		h.Set("Cache-Control", "no-cache")
-	} else {
-		h.Set("Content-Length", strconv.Itoa(len(out)))
-	}
-	w.WriteHeader(resp.StatusCode)
-	w.Write(out)
-}
-
-// readAll is io.ReadAll of at most limit bytes of r, into a buffer sized for the size the
-// answer announced (Content-Length; -1 unknown): a large answer is not copied over and
-// over as the buffer grows.
-func readAll(r io.Reader, size, limit int64) ([]byte, error) {
-	r = io.LimitReader(r, limit)
-	if size <= 0 || size >= limit {
-		return io.ReadAll(r)
-	}
-	b := make([]byte, 0, size+1) // +1: the end is seen without growing
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
 	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) { // longer than announced
-			b = append(b, 0)[:len(b)]
-		}
-	}
-}
-
-// answerSSE streams the upstream's event stream through the core's rewriter.
-func (g *Gateway) answerSSE(ctx context.Context, w http.ResponseWriter, ex *exchange.Exchange, resp *http.Response) {
-	w.Header().Del("Content-Length")
-	w.WriteHeader(resp.StatusCode)
-	flush(w)
-	rw := ex.SSE(ctx, g.opts.MaxBodyBytes)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		eos := err != nil
-		if out := rw.Feed(buf[:n], eos && (err == io.EOF || rw.Answered())); len(out) > 0 {
-			w.Write(out)
-			flush(w)
-		}
-		if !eos {
-			continue
-		}
-		if err != io.EOF && !rw.Answered() && ctx.Err() == nil {
-			ex.UpstreamError(err) // counted; the stream is already under way
-		}
-		return
-	}
-}
-
-// collapse answers a client that takes only JSON from an event stream: the answer to the
-// request becomes the JSON body; every other message goes to the session's standing stream.
-func (g *Gateway) collapse(ctx context.Context, w http.ResponseWriter, ex *exchange.Exchange, resp *http.Response) {
-	h := w.Header()
-	h.Del("Content-Length")
-	h.Set("Content-Type", "application/json")
-	rd := newEventReader(resp.Body, g.opts.MaxBodyBytes)
-	for {
-		ev, err := rd.next()
-		if err != nil {
-			if ctx.Err() == nil {
-				writeJSON(w, http.StatusBadGateway, ex.UpstreamError(errors.New("the event stream ended without the answer")))
-			}
+		// The end is fed on its own, even when it came with the last bytes: an event stream
+		// starts flushed, as it would have had the end come later.
+		n, err := resp.Body.Read(*bp)
+		if n > 0 && !s.answer(resp.StatusCode, h, (*bp)[:n], true) {
 			return
 		}
-		data, has := sse.Data(ev)
-		if !has {
-			continue
+		switch {
+		case err == io.EOF:
+			s.answer(resp.StatusCode, h, nil, false)
+			return
+		case err != nil:
+			s.fail(failure(ctx, err))
+			return
 		}
-		if !ex.Match(data) {
-			ex.Observe(ctx, data)
-			if !g.streams.send(ex.Session, [][]byte{data}) {
-				g.log.Info("dropped", "reason", "a message for a JSON-only client has no standing stream to go on", "session", ex.Session)
-			}
-			continue
-		}
-		out, before := ex.RewriteJSON(ctx, data)
-		if len(before) > 0 {
-			g.streams.send(ex.Session, before)
-		}
-		writeJSON(w, resp.StatusCode, out)
-		return
 	}
 }
 
-// sink is the client's side of a tools/call: the exchange goroutine writes to it until the
-// handler gives up on it (timeout, client gone); after that, writes go nowhere.
+// readBufs are the buffers the upstream's answers are read into, a chunk at a time.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// failure names a failed upstream request for Open.Fail: cancelled (the client left, or the
+// call was abandoned), unreachable (it never reached the upstream), or broken.
+func failure(ctx context.Context, err error) string {
+	var op *net.OpError
+	var ns interface{ NotSent() bool } // an upstream transport's (host/gateway/upstream)
+	switch {
+	case ctx.Err() != nil:
+		return "cancelled"
+	case errors.As(err, &op) && op.Op == "dial", errors.As(err, &ns) && ns.NotSent():
+		return "unreachable"
+	}
+	return "broken"
+}
+
+// sink is the client's side of an exchange: the Open's outputs are written to w until the
+// handler gives up on it (timeout, client gone); after that, nothing is. The Open is called
+// under mu only: a worker feeds it the answer while the handler may time it out.
 type sink struct {
+	g        *Gateway
 	w        http.ResponseWriter
-	h        http.Header // the exchange's headers, copied to w's when the answer starts
+	path     string // the path the client used (challenges)
+	o        *flow.Open
 	mu       sync.Mutex
 	detached bool
-	started  bool
 	sse      bool
 }
 
-// Header is the sink's own header map: the exchange goroutine may still set headers after
-// the handler returned, and must not touch the server's map then.
-func (s *sink) Header() http.Header {
-	if s.h == nil {
-		s.h = http.Header{}
-	}
-	return s.h
+func (g *Gateway) newSink(w http.ResponseWriter, r *http.Request, o *flow.Open) *sink {
+	return &sink{g: g, w: w, path: r.URL.Path, o: o}
 }
 
-func (s *sink) WriteHeader(code int) {
+// answer feeds the next part of the upstream's answer; false once the Open ended.
+func (s *sink) answer(status int, h flow.Headers, chunk []byte, more bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.start(code)
+	s.write(s.o.Answer(status, h, chunk, more))
+	return !s.o.Ended()
 }
 
-// start sends the headers (once, while attached); s.mu is held.
-func (s *sink) start(code int) {
-	if s.detached || s.started {
-		return
-	}
-	s.started = true
-	dst := s.w.Header()
-	for k, v := range s.h {
-		dst[k] = v
-	}
-	s.sse = strings.HasPrefix(dst.Get("Content-Type"), "text/event-stream")
-	s.w.WriteHeader(code)
+func (s *sink) fail(kind string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.write(s.o.Fail(kind))
 }
 
-func (s *sink) Write(b []byte) (int, error) {
+// timeout writes the flow's timeout answer and detaches; abandon: stop the upstream call.
+func (s *sink) timeout() (abandon bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out, abandon := s.o.Timeout()
+	s.write(out)
+	s.detached = true
+	return abandon
+}
+
+// cancel detaches (the client left); abandon: stop the upstream call.
+func (s *sink) cancel() (abandon bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.detached = true
+	return s.o.Cancel()
+}
+
+// event writes a notification of the session's standing stream between the answer's
+// outputs.
+func (s *sink) event(msg []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.detached {
-		return len(b), nil
+		return nil
 	}
-	s.start(http.StatusOK)
-	return s.w.Write(b)
+	_, err := s.w.Write(sse.Append(nil, msg))
+	flush(s.w)
+	return err
 }
 
-func (s *sink) Flush() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.detached {
-		flush(s.w)
-	}
-}
-
-func (s *sink) detach() {
-	s.mu.Lock()
-	s.detached = true
-	s.mu.Unlock()
-}
-
-// timeout answers the engine's TOOL_TIMEOUT result, as JSON or as the next event of a
-// stream already under way, and detaches.
-func (s *sink) timeout(ex *exchange.Exchange) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// write writes one output; s.mu is held. An event stream goes out as it comes (flushed);
+// an answer written whole in one output is not (net/http then gives it a Content-Length).
+func (s *sink) write(out flow.Output) {
 	if s.detached {
 		return
 	}
-	s.detached = true
-	msg := ex.TimeoutAnswer()
-	if msg == nil {
-		msg = ex.UpstreamError(errors.New("the upstream did not answer in time"))
-		if !s.started {
-			writeJSON(s.w, http.StatusGatewayTimeout, msg)
-		}
-		return
+	if out.Start {
+		h := s.w.Header()
+		setHeaders(h, out.Headers)
+		s.g.rewriteChallenges(h, s.path)
+		s.sse = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
+		s.w.WriteHeader(out.Status)
 	}
-	if !s.started {
-		writeJSON(s.w, http.StatusOK, msg)
-		return
+	if len(out.Body) > 0 {
+		s.w.Write(out.Body)
 	}
-	if s.sse {
-		s.w.Write(sse.Append(nil, msg))
+	if s.sse && !(out.Start && out.End) && (out.Start || len(out.Body) > 0) {
 		flush(s.w)
 	}
 }

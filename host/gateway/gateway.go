@@ -1,10 +1,11 @@
 // Package gateway is the standalone stategate gateway: a Streamable HTTP reverse proxy in
-// front of one MCP server. It is the net/http transport around the shared exchange core
-// (package exchange), which decides every MCP matter: admission, the gate, state, the
-// failure policy and answer rewriting.
+// front of one MCP server. It is the net/http transport around the exchange's HTTP level
+// (package exchange/flow, over the shared exchange core), which decides every MCP matter:
+// admission, the gate, state, sessions, the failure policy and answer rewriting.
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"github.com/stategate/stategate/abi"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/host/store"
@@ -121,7 +123,7 @@ func New(opts Options) (*Gateway, error) {
 		g.opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
 	}
 	core := g.newCore(opts.Plugin, opts.Config, nil)
-	g.gen.Store(newGeneration(core, opts.Plugin, opts.Config))
+	g.gen.Store(g.newGeneration(core, opts.Plugin, opts.Config))
 	g.Stats = core.Stats
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -179,11 +181,13 @@ func (g *Gateway) target(in *url.URL) *url.URL {
 	return &u
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler: the flow decides (exchange/flow), the gateway carries
+// the decision out.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := g.opts.Origins.Check(r.Header.Get("Origin"), r.Host); err != nil {
-		g.log.Warn("refused", "reason", err.Error(), "remote", r.RemoteAddr)
-		http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
+	h := flowHeaders(r.Header, r.Host)
+	if d, refused := g.current().flow.Check(h); refused {
+		g.log.Warn("refused", "reason", strings.TrimPrefix(strings.TrimSpace(string(d.Body)), "Forbidden: "), "remote", r.RemoteAddr)
+		writeDecision(w, d)
 		return
 	}
 	if g.draining.Load() && r.Method != http.MethodGet {
@@ -194,39 +198,36 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveDiscovery(w, r, d)
 		return
 	}
-	if r.Method != http.MethodPost && (exchange.IsGatewaySession(r.Header.Get("Mcp-Session-Id")) || g.Core().RepeatedHeader(r.Header) != "") {
-		// GET, DELETE and the rest, of a session the gateway issued, or repeating an
-		// identity header (refused, 400: exchange.Core.RepeatedHeader)
-		g.serveOwnSession(w, r)
+	if r.Method == http.MethodPost {
+		g.servePost(w, r, h)
 		return
 	}
-	switch r.Method {
-	case http.MethodPost:
-		g.servePost(w, r)
-	case http.MethodDelete:
-		gen := g.acquire()
-		if gen == nil {
+	// A GET holds no generation: a standing stream would hold off a reload's drain.
+	gen := g.current()
+	if r.Method != http.MethodGet {
+		if gen = g.acquire(); gen == nil {
 			unavailable(w)
 			return
 		}
 		defer gen.release()
-		rec := &statusRecorder{ResponseWriter: w}
-		g.proxy.ServeHTTP(rec, r)
-		if rec.status/100 == 2 {
-			gen.core.EndSessionFor(r.Context(), r.Header)
-		}
-	case http.MethodGet:
-		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && acceptsSSE(r) {
-			g.serveGetStream(w, r, sid)
-			return
-		}
-		g.proxy.ServeHTTP(w, r)
+	}
+	d := gen.flow.Request(r.Context(), flow.Request{Method: r.Method, Path: r.URL.RequestURI(), Headers: h})
+	switch {
+	case d.Do == flow.DoStream:
+		g.serveOwnStream(w, r, d.Session)
+	case d.Do == flow.DoForward && d.Session != "":
+		g.serveGetStream(w, r, d)
+	case d.Do == flow.DoForward:
+		g.pass(w, r, d)
 	default:
-		g.proxy.ServeHTTP(w, r)
+		if d.Session != "" {
+			g.streams.end(d.Session) // a DELETE ended it: its standing streams close
+		}
+		writeDecision(w, d)
 	}
 }
 
-func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, h flow.Headers) {
 	// A body must arrive within BodyTimeout: slow-body connections do not pile up.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(g.opts.BodyTimeout))
@@ -247,34 +248,48 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request) {
 	var span trace.Span
 	if g.opts.Tracer != nil {
 		r, span = g.startRequest(r, body)
+		h = flowHeaders(r.Header, r.Host) // with the gateway's trace context
 	}
-	ex := gen.core.Admit(r.Context(), r.Header, body)
-	if span != nil {
-		describeRequest(span, ex)
+	d := gen.flow.Request(r.Context(), flow.Request{Method: r.Method, Path: r.URL.RequestURI(), Headers: h, Body: body})
+	if span != nil && d.Exchange != nil {
+		describeRequest(span, d.Exchange)
 	}
-	if ex.OwnSession() {
-		r.Header.Del("Mcp-Session-Id") // the gateway's own session: never sent upstream
-	}
-	if ex.Verdict == exchange.Forward && ex.Method == exchange.MethodToolsCall {
-		g.serveCall(w, r, ex, gen, span) // releases gen when the call is done, maybe after returning
+	if d.Open != nil && d.Timeout > 0 { // a tools/call
+		g.serveCall(w, r, d, gen, span) // releases gen when the call is done, maybe after returning
 		return
 	}
 	if span != nil {
-		defer endRequest(span, ex)
+		defer endRequest(span, d.Exchange)
 	}
 	defer gen.release()
-	switch ex.Verdict {
-	case exchange.Reply:
-		writeJSON(w, ex.Status, ex.Body)
-	case exchange.Pass:
-		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
-		r.Body = io.NopCloser(bytesReader(body))
-		r.ContentLength = int64(len(body))
-		g.proxy.ServeHTTP(w, r)
-	case exchange.Forward:
-		defer ex.Close()
-		g.exchange(r.Context(), w, r, ex)
+	switch {
+	case d.Do != flow.DoForward:
+		writeDecision(w, d)
+	case d.Open == nil:
+		g.pass(w, r, d)
+	default:
+		g.exchange(r.Context(), g.newSink(w, r, d.Open), r, d)
 	}
+}
+
+// pass proxies a request the flow forwards unchanged, its answer too (the reverse proxy:
+// X-Forwarded-*, trailers, its own answer when the upstream fails). The flow learns the
+// answer's status (a DELETE's 2xx ends the session's state).
+func (g *Gateway) pass(w http.ResponseWriter, r *http.Request, d flow.Decision) {
+	r.Header = http.Header{}
+	setHeaders(r.Header, d.Headers)
+	if r.Method == http.MethodPost {
+		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, d.Body))
+		r.Body = io.NopCloser(bytes.NewReader(d.Body))
+		r.ContentLength = int64(len(d.Body))
+	}
+	if d.Open == nil {
+		g.proxy.ServeHTTP(w, r)
+		return
+	}
+	rec := &statusRecorder{ResponseWriter: w}
+	g.proxy.ServeHTTP(rec, r)
+	d.Open.Answer(rec.status, nil, nil, false)
 }
 
 // reporter logs the core's faults and hands faults and counters on to next (metrics).
@@ -335,8 +350,4 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)
-}
-
-func acceptsSSE(r *http.Request) bool {
-	return containsFold(r.Header.Get("Accept"), "text/event-stream")
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/host"
 )
 
@@ -13,6 +14,7 @@ import (
 // end and is then drained: its pool can be closed.
 type generation struct {
 	core   *exchange.Core
+	flow   *flow.Flow // the HTTP level over core
 	plugin *host.Pool
 	config []byte
 
@@ -22,8 +24,9 @@ type generation struct {
 	idle    chan struct{}
 }
 
-func newGeneration(core *exchange.Core, plugin *host.Pool, config []byte) *generation {
-	return &generation{core: core, plugin: plugin, config: config, idle: make(chan struct{})}
+func (g *Gateway) newGeneration(core *exchange.Core, plugin *host.Pool, config []byte) *generation {
+	f := flow.New(flow.Options{Core: core, Origins: g.opts.Origins, MaxBodyBytes: g.opts.MaxBodyBytes, Notify: g.notify})
+	return &generation{core: core, flow: f, plugin: plugin, config: config, idle: make(chan struct{})}
 }
 
 // acquire returns the current generation, counted as in use until release. A request
@@ -89,7 +92,7 @@ func (g *Gateway) Swap(plugin *host.Pool, config []byte) (old *host.Pool, draine
 	g.swapMu.Lock()
 	defer g.swapMu.Unlock()
 	prev := g.gen.Load()
-	next := newGeneration(g.newCore(plugin, config, prev.core), plugin, config)
+	next := g.newGeneration(g.newCore(plugin, config, prev.core), plugin, config)
 	g.gen.Store(next)
 	prev.retire()
 	return prev.plugin, prev.idle

@@ -1,38 +1,50 @@
 package gateway
 
 import (
-	"bytes"
 	"io"
 	"net/http"
-	"strings"
 
-	"github.com/stategate/stategate/exchange/sse"
+	"github.com/stategate/stategate/exchange/flow"
 )
 
-var hopHeaders = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
-	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
+// flowHeaders are h as the flow reads them (names as net/http keeps them), with the
+// request's Host first when host is not empty.
+func flowHeaders(h http.Header, host string) flow.Headers {
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
+	}
+	out := make(flow.Headers, 0, n+1)
+	if host != "" {
+		out = append(out, [2]string{"Host", host})
+	}
+	for k, vs := range h {
+		for _, v := range vs {
+			out = append(out, [2]string{k, v})
+		}
+	}
+	return out
 }
 
-func copyHeaders(dst, src http.Header) {
-	// Headers named in Connection are hop-by-hop too (RFC 9110 7.6.1).
-	var named map[string]bool
-	for _, v := range src["Connection"] {
-		for _, f := range strings.Split(v, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				if named == nil {
-					named = map[string]bool{}
-				}
-				named[http.CanonicalHeaderKey(f)] = true
-			}
-		}
-	}
-	for k, v := range src {
-		if hopHeaders[k] || named[k] || k == "Proxy-Connection" {
+// setHeaders adds the flow's headers to dst, except Host (net/http's own: the request's
+// Host field).
+func setHeaders(dst http.Header, src flow.Headers) {
+	for _, p := range src {
+		k := http.CanonicalHeaderKey(p[0])
+		if k == "Host" {
 			continue
 		}
-		dst[k] = append(dst[k][:0:0], v...)
+		dst[k] = append(dst[k], p[1])
 	}
+}
+
+// writeDecision writes an answer the flow decided.
+func writeDecision(w http.ResponseWriter, d flow.Decision) {
+	setHeaders(w.Header(), d.Headers)
+	if d.Status != 0 {
+		w.WriteHeader(d.Status)
+	}
+	w.Write(d.Body)
 }
 
 type statusRecorder struct {
@@ -54,52 +66,26 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 
 func (s *statusRecorder) Flush() { flush(s.ResponseWriter) }
 
-func containsFold(s, sub string) bool {
-	return strings.Contains(strings.ToLower(s), sub)
-}
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
-
-// eventReader reads whole SSE events (every line ending the SSE spec allows) off a stream,
-// for the gateway's standing GET stream and JSON-only clients.
-type eventReader struct {
-	r    io.Reader
-	buf  []byte
-	max  int
-	read []byte
-	eos  bool
-}
-
-func newEventReader(r io.Reader, max int) *eventReader {
-	return &eventReader{r: r, max: max, read: make([]byte, 32<<10)}
-}
-
-// next returns the next event's bytes; io.EOF after the last one.
-func (e *eventReader) next() ([]byte, error) {
+// readAll is io.ReadAll of at most limit bytes of r, into a buffer sized for the size the
+// answer announced (Content-Length; -1 unknown): a large answer is not copied over and
+// over as the buffer grows.
+func readAll(r io.Reader, size, limit int64) ([]byte, error) {
+	r = io.LimitReader(r, limit)
+	if size <= 0 || size >= limit {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: the end is seen without growing
 	for {
-		if ev, rest, ok := sse.Next(e.buf, e.eos); ok {
-			out := append([]byte(nil), ev...)
-			e.buf = append(e.buf[:0], rest...)
-			return out, nil
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
 		}
-		if e.eos {
-			return nil, io.EOF
-		}
-		if len(e.buf) > e.max {
-			return nil, errEventTooLong
-		}
-		n, err := e.r.Read(e.read)
-		e.buf = append(e.buf, e.read[:n]...)
-		if err == io.EOF {
-			e.eos = true
-		} else if err != nil {
-			return nil, err
+		if len(b) == cap(b) { // longer than announced
+			b = append(b, 0)[:len(b)]
 		}
 	}
 }
-
-type gwError string
-
-func (e gwError) Error() string { return string(e) }
-
-const errEventTooLong = gwError("sse: event too long")

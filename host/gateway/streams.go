@@ -1,12 +1,14 @@
 package gateway
 
 import (
-	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange/sse"
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/flow"
 )
 
 // streams tracks open GET SSE streams per session, so the gateway can deliver a
@@ -78,79 +80,92 @@ func (s *streams) broadcast(except string, msg []byte) {
 	}
 }
 
-// serveGetStream proxies the session's GET SSE stream unbuffered, and merges in the
-// notifications the gateway has to deliver on it between upstream events.
-func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, sid string) {
+// notify delivers a message the flow addresses to a session's standing stream (a message
+// a JSON answer cannot carry), or to every session's.
+func (g *Gateway) notify(n flow.Notice) {
+	if n.Broadcast {
+		g.streams.broadcast(n.Except, n.Msg)
+	} else if !g.streams.send(n.To, [][]byte{n.Msg}) {
+		g.log.Info("dropped", "reason", "a message for a JSON-only client has no standing stream to go on", "session", n.To)
+	}
+}
+
+// serveGetStream proxies the session's GET SSE stream (the flow's Open passes it event by
+// event, reading it for task ends), and writes the notifications the gateway has to deliver
+// on it between the upstream's events.
+func (g *Gateway) serveGetStream(w http.ResponseWriter, r *http.Request, d flow.Decision) {
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, g.target(r.URL).String(), nil)
-	if err != nil {
+	if err == nil {
+		setHeaders(req.Header, d.Headers)
+		var resp *http.Response
+		if resp, err = g.client.Do(req); err == nil {
+			defer resp.Body.Close()
+			g.feedStream(w, r, d, resp)
+			return
+		}
+	}
+	d.Open.Fail("cancelled") // the gateway answers for a stream it could not open
+	if r.Context().Err() == nil {
+		g.Core().Fault(abi.FaultUpstream, err, "method", "GET")
 		w.WriteHeader(http.StatusBadGateway)
-		return
 	}
-	copyHeaders(req.Header, r.Header)
-	req.Header.Del("Accept-Encoding") // events are merged in: the stream must be plain
-	resp, err := g.client.Do(req)
-	if err != nil {
-		if r.Context().Err() == nil {
-			g.Core().Fault(abi.FaultUpstream, err, "method", "GET")
-			w.WriteHeader(http.StatusBadGateway)
-		}
-		return
+}
+
+// feedStream feeds the upstream's stream to the Open as it comes. The session's stream is
+// registered before the client can see it open, so a notification sent right after the
+// client saw it is not lost.
+func (g *Gateway) feedStream(w http.ResponseWriter, r *http.Request, d flow.Decision, resp *http.Response) {
+	s := g.newSink(w, r, d.Open)
+	defer s.cancel()
+	var inject chan []byte
+	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		inject = g.streams.add(d.Session)
+		defer g.streams.remove(d.Session, inject)
 	}
-	defer resp.Body.Close()
-	copyHeaders(w.Header(), resp.Header)
-	g.rewriteChallenges(w.Header(), r.URL.Path)
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
-		return
-	}
-	// Registered before the client can see the stream open, so a notification sent right
-	// after the client saw it is not lost.
-	inject := g.streams.add(sid)
-	defer g.streams.remove(sid, inject)
-	w.WriteHeader(resp.StatusCode)
-	flusher, _ := w.(http.Flusher)
-	if flusher != nil {
-		flusher.Flush()
-	}
-	events := make(chan []byte)
+	chunks := make(chan []byte)
 	done := make(chan error, 1)
-	go func() {
-		rd := newEventReader(resp.Body, 64<<20)
-		for {
-			ev, err := rd.next()
-			if err != nil {
-				done <- err
-				return
-			}
-			select {
-			case events <- ev:
-			case <-r.Context().Done():
-				done <- r.Context().Err()
-				return
-			}
-		}
-	}()
+	go readChunks(r.Context(), resp.Body, chunks, done)
+	h := flowHeaders(resp.Header, "")
+	if !s.answer(resp.StatusCode, h, nil, true) { // the head: the stream is open
+		return
+	}
 	for {
 		select {
-		case ev := <-events:
-			if data, has := sse.Data(ev); has {
-				g.Core().Observe(r.Context(), r.Header, data) // a task's end, for instance
-			}
-			if _, err := w.Write(ev); err != nil {
+		case c := <-chunks:
+			if !s.answer(resp.StatusCode, h, c, true) {
 				return
 			}
 		case msg := <-inject:
-			if _, err := w.Write(sse.Append(nil, msg)); err != nil {
+			if s.event(msg) != nil {
 				return
 			}
-		case <-done:
+		case err := <-done:
+			if err == io.EOF {
+				s.answer(resp.StatusCode, h, nil, false)
+			}
 			return
 		case <-r.Context().Done():
 			return
 		}
-		if flusher != nil {
-			flusher.Flush()
+	}
+}
+
+// readChunks sends what it reads off body on chunks until an error, which goes on done.
+func readChunks(ctx context.Context, body io.Reader, chunks chan<- []byte, done chan<- error) {
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := body.Read(buf)
+		if n > 0 {
+			select {
+			case chunks <- buf[:n]:
+			case <-ctx.Done():
+				done <- ctx.Err()
+				return
+			}
+		}
+		if err != nil {
+			done <- err
+			return
 		}
 	}
 }

@@ -76,6 +76,10 @@ func describeRequest(span trace.Span, ex *exchange.Exchange) {
 
 // endRequest records the refusal the gateway answered with, if any, and ends the span.
 func endRequest(span trace.Span, ex *exchange.Exchange) {
+	if ex == nil {
+		span.End()
+		return
+	}
 	if code := ex.Refusal(); code != "" {
 		span.SetAttributes(attribute.String(attrErrorType, code))
 		span.SetStatus(codes.Error, code)

@@ -1,0 +1,69 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/store"
+)
+
+// TestForward_collapsedAnswerEndsAtItsMessage: a client that takes only JSON gets the
+// answer an upstream sent as an event stream as soon as its message came, not when the
+// stream ends (here it never does while the client waits).
+func TestForward_collapsedAnswerEndsAtItsMessage(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	accept := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		accept <- r.Header.Get("Accept")
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n")
+		io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[]}}\n\n")
+		w.(http.Flusher).Flush()
+		select { // the stream stays open
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	ctx := context.Background()
+	cfg := counterConfig(1)
+	pool, err := host.NewPool(ctx, pluginRuntime(t), cfg, host.PoolOptions{Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close(ctx)
+	u, _ := url.Parse(up.URL + "/mcp")
+	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{}),
+		Origins: exchange.OriginPolicy{Loopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", "application/json")
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(string(body), `"tools":[]`) {
+		t.Fatalf("got %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if a := <-accept; a != "application/json, text/event-stream" {
+		t.Fatalf("the upstream was sent Accept %q", a)
+	}
+}
