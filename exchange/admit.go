@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -137,19 +138,19 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 func (ex *Exchange) refuseHeaders(h Headers) bool {
 	if name := ex.core.RepeatedHeader(h); name != "" {
 		ex.Session, ex.principal = "", "" // neither is known: nothing is keyed by them
-		ex.reject(400, CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))
+		ex.reject(400, jsonrpc.CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))
 		return true
 	}
 	// The core must read exactly the request the server will read: bodies it cannot read
 	// byte for byte (compressed, another charset) are refused, not passed on ungated.
 	if ce := h.Get(hdrEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
-		ex.reject(415, CodeInvalidRequest, "compressed request bodies ("+ce+") are not accepted by the gateway")
+		ex.reject(415, jsonrpc.CodeInvalidRequest, "compressed request bodies ("+ce+") are not accepted by the gateway")
 		return true
 	}
 	if ct := h.Get(hdrType); ct != "" {
 		if _, params, err := mime.ParseMediaType(ct); err == nil {
 			if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
-				ex.reject(415, CodeInvalidRequest, "request charset "+strconv.Quote(cs)+" is not accepted; send UTF-8")
+				ex.reject(415, jsonrpc.CodeInvalidRequest, "request charset "+strconv.Quote(cs)+" is not accepted; send UTF-8")
 				return true
 			}
 		}
@@ -165,17 +166,17 @@ func (ex *Exchange) readBody(body []byte) (gjson.Result, bool) {
 		if id := gjson.GetBytes(body[:min(len(body), 4096)], "id"); id.Type == gjson.String || id.Type == gjson.Number {
 			ex.clientID = []byte(id.Raw)
 		}
-		ex.reject(413, CodeInvalidRequest, "request body over the gateway's limit of "+strconv.Itoa(limit)+" bytes")
+		ex.reject(413, jsonrpc.CodeInvalidRequest, "request body over the gateway's limit of "+strconv.Itoa(limit)+" bytes")
 		return gjson.Result{}, false
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') || jsonx.Validate(body, maxValidateDepth) != nil {
-		ex.reject(400, CodeParseError, "parse error: the body is not one JSON-RPC message or batch")
+		ex.reject(400, jsonrpc.CodeParseError, "parse error: the body is not one JSON-RPC message or batch")
 		return gjson.Result{}, false
 	}
 	doc := gjson.ParseBytes(body)
-	if repeatsMember(doc, 0) {
-		ex.reject(400, CodeInvalidRequest, "request repeats a member name in an object; the gateway and the server could read different values")
+	if jsonrpc.RepeatsMember(doc, 0) {
+		ex.reject(400, jsonrpc.CodeInvalidRequest, "request repeats a member name in an object; the gateway and the server could read different values")
 		return gjson.Result{}, false
 	}
 	return doc, true
@@ -184,8 +185,8 @@ func (ex *Exchange) readBody(body []byte) (gjson.Result, bool) {
 // admitMessage decides on one JSON-RPC message (not a batch).
 func (ex *Exchange) admitMessage(ctx context.Context, h Headers, doc gjson.Result, body []byte) *Exchange {
 	c := ex.core
-	if v, n := caseVariant(doc); v != "" {
-		return ex.reject(400, CodeInvalidRequest, caseVariantText(v, n))
+	if v, n := jsonrpc.CaseVariant(doc); v != "" {
+		return ex.reject(400, jsonrpc.CodeInvalidRequest, jsonrpc.CaseVariantText(v, n))
 	}
 	ex.Method = doc.Get("method").Str
 	id := doc.Get("id")
@@ -200,14 +201,14 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, doc gjson.Resul
 		return ex // Pass: notifications, responses and every other method
 	}
 	if ex.clientID == nil {
-		return ex.reject(400, CodeInvalidRequest, "invalid request: "+ex.Method+" needs an id (a string or a number)")
+		return ex.reject(400, jsonrpc.CodeInvalidRequest, "invalid request: "+ex.Method+" needs an id (a string or a number)")
 	}
 	ex.Verdict, ex.Body, ex.upstreamID = Forward, body, ex.clientID
-	if !echoSafe(id) {
+	if !jsonrpc.EchoSafe(id) {
 		// The answer must be matched to this request whatever the upstream does to the id:
 		// send one it echoes faithfully, and give the client its own back.
-		ex.upstreamID = mintID(len(id.Raw))
-		ex.Body = splice(body, id, ex.upstreamID)
+		ex.upstreamID = jsonrpc.MintID(len(id.Raw))
+		ex.Body = jsonrpc.Splice(body, id, ex.upstreamID)
 		c.count(CountIDsRemapped)
 	}
 	switch ex.Method {
@@ -251,7 +252,7 @@ func (ex *Exchange) headersAgree(h Headers, doc, params gjson.Result) bool {
 // cannot split it). Other batches pass as they are.
 func (ex *Exchange) admitBatch(doc gjson.Result) *Exchange {
 	if ex.version >= batchVersion {
-		return ex.reject(400, CodeInvalidRequest, "JSON-RPC batches are not part of protocol version "+ex.version)
+		return ex.reject(400, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not part of protocol version "+ex.version)
 	}
 	n := 0
 	var refuse string
@@ -260,7 +261,7 @@ func (ex *Exchange) admitBatch(doc gjson.Result) *Exchange {
 		switch {
 		case !m.IsObject():
 			refuse = "a batch element must be a JSON-RPC message object"
-		case caseVariantIn(m, &refuse):
+		case jsonrpc.CaseVariantIn(m, &refuse):
 		case actsOn(m.Get("method").Str):
 			refuse = "batches holding " + m.Get("method").Str + " are not accepted by the gateway; send it as a request of its own"
 		case n > maxBatch:
@@ -272,7 +273,7 @@ func (ex *Exchange) admitBatch(doc gjson.Result) *Exchange {
 		refuse = "empty batch"
 	}
 	if refuse != "" {
-		return ex.reject(400, CodeInvalidRequest, refuse)
+		return ex.reject(400, jsonrpc.CodeInvalidRequest, refuse)
 	}
 	return ex
 }
@@ -280,7 +281,7 @@ func (ex *Exchange) admitBatch(doc gjson.Result) *Exchange {
 // reject answers a JSON-RPC error locally.
 func (ex *Exchange) reject(status, code int, msg string) *Exchange {
 	ex.core.count(CountRejected)
-	ex.Verdict, ex.Status, ex.Body = Reply, status, AppendError(nil, ex.clientID, code, msg)
+	ex.Verdict, ex.Status, ex.Body = Reply, status, jsonrpc.AppendError(nil, ex.clientID, code, msg)
 	return ex
 }
 
@@ -297,7 +298,7 @@ func (ex *Exchange) answerLocal(result []byte) {
 
 // resultMessage wraps result as the JSON-RPC response to the client, with its duration.
 func (ex *Exchange) resultMessage(result []byte) []byte {
-	return withDuration(AppendResult(nil, ex.clientID, result), ex.start)
+	return withDuration(jsonrpc.AppendResult(nil, ex.clientID, result), ex.start)
 }
 
 // AcceptsSSE reports whether the client takes text/event-stream answers.

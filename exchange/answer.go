@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -73,13 +74,13 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	// One pass validates the answer and finds its members (a tools/list answer is large:
 	// each pass over it counts).
 	s := string(body)
-	var top answerMembers
+	var top jsonrpc.AnswerMembers
 	var sub func(key string, at int) (int, error)
 	list := ex.readList(s)
 	if list != nil {
 		sub = list.sub // validates the list's result while finding its tools
 	}
-	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.see(s), sub); err != nil && !notAnObject(err) {
+	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && !jsonrpc.NotAnObject(err) {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
 		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
 		return body, nil
@@ -88,7 +89,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 		list.keep(ex.core)
 	}
 	root := gjson.Parse(s)
-	result, ok := top.answer(ex.upstreamID)
+	result, ok := top.Answer(ex.upstreamID)
 	if !ok {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
 		ex.reportHealth(ctx, healthError)
@@ -99,7 +100,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 
 // Match reports whether msg (an SSE event's data) is the answer to this request.
 func (ex *Exchange) Match(msg []byte) bool {
-	return gjson.ValidBytes(msg) && isAnswer(gjson.ParseBytes(msg), ex.upstreamID)
+	return gjson.ValidBytes(msg) && jsonrpc.IsAnswer(gjson.ParseBytes(msg), ex.upstreamID)
 }
 
 // rewrite turns the answer to this request (root, whose result member is result) into what
@@ -107,7 +108,7 @@ func (ex *Exchange) Match(msg []byte) bool {
 func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.Result) ([]byte, [][]byte) {
 	ex.answered = true
 	if string(ex.upstreamID) != string(ex.clientID) {
-		msg = splice(msg, root.Get("id"), ex.clientID)
+		msg = jsonrpc.Splice(msg, root.Get("id"), ex.clientID)
 		root = gjson.ParseBytes(msg)
 		result = root.Get("result")
 	}
@@ -141,14 +142,14 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		}
 	}
 	before := ex.moveWorkflows(ctx, root)
-	if succeeded(root) {
+	if jsonrpc.Succeeded(root) {
 		ex.called(OutcomeSuccess)
 	} else {
 		ex.called(OutcomeError)
 	}
 	out := ex.decorateCall(ctx, msg, root)
 	if ex.cacheKey != "" {
-		if r := gjson.GetBytes(out, "result"); succeeded(gjson.ParseBytes(out)) && r.IsObject() {
+		if r := gjson.GetBytes(out, "result"); jsonrpc.Succeeded(gjson.ParseBytes(out)) && r.IsObject() {
 			ex.cacheStore([]byte(r.Raw))
 		}
 	}
@@ -173,7 +174,7 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result) [][]by
 	}
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
-	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, succeeded(root), outcome, code) {
+	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, jsonrpc.Succeeded(root), outcome, code) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
 		if ex.healthVisible {
@@ -200,7 +201,7 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 	known := c.known.get(ex.Session)
 	var cached []string // tools in the cache index, when this call may purge them
 	var indexErr error
-	if ex.purges && succeeded(root) {
+	if ex.purges && jsonrpc.Succeeded(root) {
 		if cached, _, indexErr = c.cachedTools(ctx); indexErr == nil && len(cached) > 0 {
 			known = unionTools(known, cached)
 		}
@@ -321,7 +322,7 @@ func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.called(OutcomeFailed)
 	ex.refused(abi.DenyUpstreamUnavailable, gjson.Result{})
 	ex.reportHealth(context.Background(), healthUnreachable)
-	msg := AppendError(nil, ex.clientID, CodeInternal, "the gateway could not get an answer from the MCP server")
+	msg := jsonrpc.AppendError(nil, ex.clientID, jsonrpc.CodeInternal, "the gateway could not get an answer from the MCP server")
 	data := `{"` + abi.MetaError + `":{"code":"` + abi.DenyUpstreamUnavailable + `","retryable":` + strconv.FormatBool(abi.Retryable(abi.DenyUpstreamUnavailable)) + `}}`
 	if out, err := sjson.SetRawBytes(msg, "error.data", []byte(data)); err == nil {
 		msg = out

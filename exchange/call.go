@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -58,14 +59,14 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 func (ex *Exchange) readCall(params gjson.Result) bool {
 	name := params.Get("name")
 	if name.Type != gjson.String || name.Str == "" {
-		ex.reject(200, CodeInvalidParams, "invalid params: params.name must be a non-empty string")
+		ex.reject(200, jsonrpc.CodeInvalidParams, "invalid params: params.name must be a non-empty string")
 		return false
 	}
 	tool, exact := jsonx.UnquoteExact(name.Raw)
 	if !exact {
 		// Readers decode it differently (U+FFFD, a lone code unit): the gate, the cache
 		// and the server could each take it for another tool.
-		ex.reject(200, CodeInvalidParams, "invalid params: params.name holds an unpaired UTF-16 surrogate escape or invalid UTF-8")
+		ex.reject(200, jsonrpc.CodeInvalidParams, "invalid params: params.name holds an unpaired UTF-16 surrogate escape or invalid UTF-8")
 		return false
 	}
 	ex.Tool = tool
@@ -272,7 +273,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	ex.releaseNow()
 	var pe *PluginError
 	if errors.As(err, &pe) && pe.causedByRequest() {
-		ex.reject(200, CodeInvalidParams, "invalid params: "+pe.Message)
+		ex.reject(200, jsonrpc.CodeInvalidParams, "invalid params: "+pe.Message)
 		ex.refused(RefusedInvalidParams, gjson.Result{})
 		return
 	}

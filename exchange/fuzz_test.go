@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
@@ -61,7 +62,7 @@ func FuzzAdmit(f *testing.F) {
 				t.Fatalf("reply is not JSON: %s", ex.Body)
 			}
 		case Forward:
-			if !json.Valid(ex.Body) || !actsOn(ex.Method) || !echoSafe(gjson.GetBytes(ex.Body, "id")) {
+			if !json.Valid(ex.Body) || !actsOn(ex.Method) || !jsonrpc.EchoSafe(gjson.GetBytes(ex.Body, "id")) {
 				t.Fatalf("forwarded %s (method %q)", ex.Body, ex.Method)
 			}
 			ex.Close()

@@ -8,6 +8,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -33,13 +34,13 @@ func appendNow(dst []byte) []byte {
 // a readable JSON-RPC error, "" otherwise: the engine decides which codes are the tool's
 // failures, the core only reports what it saw.
 func healthOutcomeOf(root gjson.Result) (outcome, code string) {
-	if succeeded(root) {
+	if jsonrpc.Succeeded(root) {
 		return healthSuccess, ""
 	}
 	if res := root.Get("result"); res.IsObject() && !root.Get("error").Exists() {
 		return healthIsError, ""
 	}
-	if c := root.Get("error.code"); c.Type == gjson.Number && !root.Get("result").Exists() && !repeatsMember(root, 0) {
+	if c := root.Get("error.code"); c.Type == gjson.Number && !root.Get("result").Exists() && !jsonrpc.RepeatsMember(root, 0) {
 		if n, err := strconv.ParseInt(c.Raw, 10, 64); err == nil && n >= -(1<<53) && n <= 1<<53 {
 			return healthError, c.Raw
 		}

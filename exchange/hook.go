@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -29,13 +30,13 @@ func (c *Core) AdmitCall(ctx context.Context, session string, params []byte) *Ex
 		clientID: []byte("0"), upstreamID: []byte("0")}
 	switch {
 	case len(params) > c.opts.MaxBodyBytes:
-		return ex.reject(413, CodeInvalidRequest, "tools/call params over the gateway's limit of "+strconv.Itoa(c.opts.MaxBodyBytes)+" bytes")
+		return ex.reject(413, jsonrpc.CodeInvalidRequest, "tools/call params over the gateway's limit of "+strconv.Itoa(c.opts.MaxBodyBytes)+" bytes")
 	case jsonx.Validate(params, maxValidateDepth) != nil || !gjson.ParseBytes(params).IsObject():
-		return ex.reject(400, CodeParseError, "parse error: tools/call params are not one JSON object")
+		return ex.reject(400, jsonrpc.CodeParseError, "parse error: tools/call params are not one JSON object")
 	}
 	doc := gjson.ParseBytes(params)
-	if repeatsMember(doc, 0) {
-		return ex.reject(400, CodeInvalidRequest, "tools/call params repeat a member name in an object; the gateway and the server could read different values")
+	if jsonrpc.RepeatsMember(doc, 0) {
+		return ex.reject(400, jsonrpc.CodeInvalidRequest, "tools/call params repeat a member name in an object; the gateway and the server could read different values")
 	}
 	ex.Verdict = Forward
 	c.admitCall(ctx, ex, doc, nil)
@@ -92,7 +93,7 @@ func (ex *Exchange) FinishCall(ctx context.Context, result []byte) []byte {
 		ex.called(OutcomeFailed)
 		return nil
 	}
-	msg := AppendResult(nil, ex.upstreamID, r)
+	msg := jsonrpc.AppendResult(nil, ex.upstreamID, r)
 	root := gjson.ParseBytes(msg)
 	out, _ := ex.rewrite(ctx, msg, root, root.Get("result"))
 	res := gjson.GetBytes(out, "result")

@@ -5,7 +5,7 @@ import "strconv"
 // Identity headers: the headers that say who sends a request or what it is, which the core
 // reads with Get (the first value) and the upstream, or an authenticating proxy in front,
 // may read otherwise (the last value, or all joined). A request that repeats one of them is
-// refused, 400 with CodeInvalidRequest, before anything else and on every method (Admit for
+// refused, 400 with jsonrpc.CodeInvalidRequest, before anything else and on every method (Admit for
 // a POST, CheckSession for the rest): the gateway must read exactly what the server reads
 // (issue 25, finding 7).
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 )
 
 // Gateway sessions: a server that issues no Mcp-Session-Id (a stateless server: the
@@ -87,7 +88,7 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) Sessi
 	if name := c.RepeatedHeader(h); name != "" {
 		c.count(CountRejected)
 		return SessionCheck{Action: SessionReply, Status: 400,
-			Body: AppendError(nil, nil, CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))}
+			Body: jsonrpc.AppendError(nil, nil, jsonrpc.CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))}
 	}
 	id := h.Get(hdrSession)
 	if !IsGatewaySession(id) {
@@ -95,7 +96,7 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) Sessi
 	}
 	if !c.sessionLive(ctx, id) {
 		c.count(CountRejected)
-		return SessionCheck{Action: SessionReply, ID: id, Status: 404, Body: AppendError(nil, nil, CodeSessionNotFound, SessionNotFoundText)}
+		return SessionCheck{Action: SessionReply, ID: id, Status: 404, Body: jsonrpc.AppendError(nil, nil, CodeSessionNotFound, SessionNotFoundText)}
 	}
 	switch method {
 	case "DELETE":

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -201,7 +202,7 @@ func (c *Core) callOwned(ctx context.Context, fn abi.Function, input []byte, st 
 	if err != nil {
 		return out, nil, err
 	}
-	m := members(parseOwned(out), append(names[:len(names):len(names)], "error")...)
+	m := jsonrpc.Members(parseOwned(out), append(names[:len(names):len(names)], "error")...)
 	if e := m[len(names)]; e.Exists() {
 		return out, nil, &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -115,7 +116,7 @@ func (ex *Exchange) taskRefusal(result []byte) []byte {
 	if msg == "" {
 		msg = "the gateway refused this call"
 	}
-	out := AppendError(nil, ex.clientID, CodeToolRefused, msg)
+	out := jsonrpc.AppendError(nil, ex.clientID, CodeToolRefused, msg)
 	if e := res.Get("_meta." + gjson.Escape(abi.MetaError)); e.IsObject() {
 		data := jsonx.AppendString([]byte{'{'}, abi.MetaError)
 		data = append(data, ':')
@@ -265,7 +266,7 @@ func (ex *Exchange) rewriteTask(ctx context.Context, msg []byte, result gjson.Re
 	}
 	if ex.Method == MethodTasksResult {
 		// 2025-11-25: the answer is the call's result (terminal: tasks/result blocks).
-		return ex.settleTask(ctx, ex.taskID, succeeded(gjson.ParseBytes(msg)), msg)
+		return ex.settleTask(ctx, ex.taskID, jsonrpc.Succeeded(gjson.ParseBytes(msg)), msg)
 	}
 	ended, completed := taskTerminal(result.Get("status").Str)
 	if !ended {
@@ -282,10 +283,10 @@ func (ex *Exchange) rewriteTask(ctx context.Context, msg []byte, result gjson.Re
 	}
 	// 2026-07-28: a completed task's tasks/get carries the call's result: decorated in place.
 	wrapped := append(append([]byte(`{"jsonrpc":"2.0","id":0,"result":`), inner.Raw...), '}')
-	ok := completed && succeeded(gjson.ParseBytes(wrapped))
+	ok := completed && jsonrpc.Succeeded(gjson.ParseBytes(wrapped))
 	out, before := ex.settleTask(ctx, ex.taskID, ok, wrapped)
 	if r := gjson.GetBytes(out, "result"); r.IsObject() && string(out) != string(wrapped) {
-		return splice(msg, inner, r.Raw), before
+		return jsonrpc.Splice(msg, inner, r.Raw), before
 	}
 	return msg, before
 }

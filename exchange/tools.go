@@ -12,6 +12,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -46,7 +47,7 @@ func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, resu
 	if d == nil && c.tools != nil && !c.facts.health {
 		var pre, post []byte
 		if end := result.Index + len(result.Raw); ex.version < cacheableVersion && end <= len(msg) {
-			pre, post = msg[:result.Index], msg[end:] // as splice would keep them
+			pre, post = msg[:result.Index], msg[end:] // as jsonrpc.Splice would keep them
 		}
 		if d, whole = c.decorateIncrementally(ctx, scope, st, gen, result.Raw, ex.listAlign(result.Raw), pre, post); d != nil && c.lists != nil {
 			c.lists.put(key, result.Raw, d)
@@ -110,7 +111,7 @@ func (c *Core) decorateWhole(ctx context.Context, ex *Exchange, scope []byte, st
 		if out = c.listHealth(ctx, ex, input(), st, out); out == nil {
 			return nil
 		}
-		m = members(parseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
+		m = jsonrpc.Members(parseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
 	}
 	if !c.facts.health && m[2].IsObject() {
 		// (With tool health, listHealth stored every write of the answer, this one too.)
@@ -147,12 +148,12 @@ func (c *Core) listDecorated(ctx context.Context, ex *Exchange, msg []byte, resu
 	c.listed.add(names)
 	c.toolsSeen(ctx, names, result)
 	if ex.version >= cacheableVersion {
-		return splice(msg, result, c.cacheHints([]byte(d.result)))
+		return jsonrpc.Splice(msg, result, c.cacheHints([]byte(d.result)))
 	}
 	if whole != nil {
 		return whole
 	}
-	return splice(msg, result, d.result)
+	return jsonrpc.Splice(msg, result, d.result)
 }
 
 // listEnvelope opens the message a list is decorated in: the upstream's result, under an
@@ -414,17 +415,17 @@ func withListChanged(msg []byte) (out []byte, ok bool) {
 		if lc.Type == gjson.True {
 			return nil, false
 		}
-		return splice(msg, lc, []byte("true")), true
+		return jsonrpc.Splice(msg, lc, []byte("true")), true
 	}
 	if tools := gjson.GetBytes(msg, "result.capabilities.tools"); tools.Exists() {
 		if !tools.IsObject() {
-			return splice(msg, tools, []byte(`{"listChanged":true}`)), true
+			return jsonrpc.Splice(msg, tools, []byte(`{"listChanged":true}`)), true
 		}
 		return insertMember(msg, tools, `"listChanged":true`)
 	}
 	if caps := gjson.GetBytes(msg, "result.capabilities"); caps.Exists() {
 		if !caps.IsObject() {
-			return splice(msg, caps, []byte(`{"tools":{"listChanged":true}}`)), true
+			return jsonrpc.Splice(msg, caps, []byte(`{"tools":{"listChanged":true}}`)), true
 		}
 		return insertMember(msg, caps, `"tools":{"listChanged":true}`)
 	}

@@ -3,6 +3,7 @@ package filter
 import (
 	"context"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"strconv"
 	"strings"
 
@@ -298,7 +299,7 @@ func (h *httpContext) recoverTo(act *types.Action) {
 		h.p.fault(abi.FaultGatePlugin, detail)
 		h.phase = reqAnswered
 		_ = proxywasm.SendHttpResponse(503, [][2]string{{"content-type", "application/json"}},
-			exchange.AppendError(nil, nil, exchange.CodeInternal, abi.GateUnavailableText), -1)
+			jsonrpc.AppendError(nil, nil, jsonrpc.CodeInternal, abi.GateUnavailableText), -1)
 		*act = types.ActionPause
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 )
 
 // Gateway sessions (exchange/session.go): the core issues a session on the initialize answer
@@ -41,7 +42,7 @@ func (h *httpContext) ownSession() bool {
 	case exchange.SessionStream:
 		h.phase = reqAnswered
 		h.sendLocal(405, [][2]string{{"content-type", "application/json"}, {"allow", "POST, DELETE"}},
-			exchange.AppendError(nil, nil, exchange.CodeInvalidRequest, "method not allowed: the gateway keeps no standing stream here; notifications come on the answers to POST requests"))
+			jsonrpc.AppendError(nil, nil, jsonrpc.CodeInvalidRequest, "method not allowed: the gateway keeps no standing stream here; notifications come on the answers to POST requests"))
 	default:
 		return false
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 )
 
 // What a host does with a request (Decision.Do).
@@ -159,7 +160,7 @@ func (f *Flow) ownSession(ctx context.Context, method string, r Request) Decisio
 		return d
 	case exchange.SessionStream:
 		if !acceptsSSE(r.Headers) {
-			return jsonAnswer(406, exchange.AppendError(nil, nil, exchange.CodeInvalidRequest,
+			return jsonAnswer(406, jsonrpc.AppendError(nil, nil, jsonrpc.CodeInvalidRequest,
 				"not acceptable: the standing stream is text/event-stream; send Accept: text/event-stream"))
 		}
 		return Decision{Do: DoStream, Session: chk.ID}

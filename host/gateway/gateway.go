@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"io"
 	"log/slog"
 	"net"
@@ -145,7 +146,7 @@ func New(opts Options) (*Gateway, error) {
 					id = []byte(v.Raw)
 				}
 			}
-			writeJSON(w, http.StatusBadGateway, exchange.AppendError(nil, id, exchange.CodeInternal, "the gateway could not get an answer from the MCP server"))
+			writeJSON(w, http.StatusBadGateway, jsonrpc.AppendError(nil, id, jsonrpc.CodeInternal, "the gateway could not get an answer from the MCP server"))
 		},
 	}
 	g.discovery = g.newDiscoveryProxy()
@@ -236,7 +237,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, h flow.Heade
 		// The deadline stays: the server gives up on the rest of the body and closes.
 		g.log.Warn("request body not read", "err", err, "remote", r.RemoteAddr)
 		w.Header().Set("Connection", "close")
-		writeJSON(w, http.StatusBadRequest, exchange.AppendError(nil, nil, exchange.CodeInvalidRequest, "the request body could not be read in time"))
+		writeJSON(w, http.StatusBadRequest, jsonrpc.AppendError(nil, nil, jsonrpc.CodeInvalidRequest, "the request body could not be read in time"))
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 )
@@ -258,7 +259,7 @@ func TestSecurity_upstreamDownIsAJSONRPCError(t *testing.T) {
 		out, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		id := gjson.Get(body, "id").Raw
-		if resp.StatusCode != http.StatusBadGateway || gjson.GetBytes(out, "error.code").Int() != exchange.CodeInternal || gjson.GetBytes(out, "id").Raw != id {
+		if resp.StatusCode != http.StatusBadGateway || gjson.GetBytes(out, "error.code").Int() != jsonrpc.CodeInternal || gjson.GetBytes(out, "id").Raw != id {
 			t.Errorf("%s with the upstream down: %d %s; want 502 and a JSON-RPC error for id %s", body, resp.StatusCode, out, id)
 		}
 		if strings.Contains(string(out), addr) {

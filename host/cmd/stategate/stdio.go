@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
 	"github.com/tidwall/gjson"
 )
@@ -213,7 +213,7 @@ func (b *stdioBridge) post(ctx context.Context, line []byte) {
 	fail := func(msg string) {
 		b.log.Warn("stdio: message not answered by the gateway", "err", msg)
 		if isRequest {
-			b.write(exchange.AppendError(nil, []byte(id.Raw), exchange.CodeInternal, msg))
+			b.write(jsonrpc.AppendError(nil, []byte(id.Raw), jsonrpc.CodeInternal, msg))
 		}
 	}
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, b.url, bytes.NewReader(line))

@@ -1,4 +1,8 @@
-package exchange
+// Package jsonrpc reads and writes JSON-RPC 2.0 messages as the exchange core needs them:
+// answers and errors written byte for byte, answers matched to requests by id value, ids a
+// server may not echo faithfully, and the reading rules that keep the gate and the server on
+// the same message (repeated members, members that differ only in case).
+package jsonrpc
 
 import (
 	"strconv"
@@ -10,31 +14,12 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// MCP methods the core acts on.
-const (
-	MethodInitialize = "initialize"
-	MethodToolsList  = "tools/list"
-	MethodToolsCall  = "tools/call"
-)
-
-// actsOn reports whether the core rewrites or gates requests of method.
-func actsOn(method string) bool {
-	switch method {
-	case MethodToolsCall, MethodToolsList, MethodInitialize, MethodTasksGet, MethodTasksResult, MethodTasksCancel:
-		return true
-	}
-	return false
-}
-
 // JSON-RPC error codes the core answers with.
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
 	CodeInvalidParams  = -32602
 	CodeInternal       = -32603
-	// CodeHeaderMismatch is the 2026-07-28 error for Mcp-Method / Mcp-Name headers that
-	// disagree with the body.
-	CodeHeaderMismatch = -32020
 )
 
 // AppendError appends a JSON-RPC error response. id is raw JSON ("" for null).
@@ -64,9 +49,9 @@ func appendID(dst, id []byte) []byte {
 	return append(dst, id...)
 }
 
-// sameID reports whether got (an answer's id) is the id whose raw JSON is want: ids compare
+// SameID reports whether got (an answer's id) is the id whose raw JSON is want: ids compare
 // by value (1.0 and 1, "\u0061" and "a" are the same id).
-func sameID(got gjson.Result, want []byte) bool {
+func SameID(got gjson.Result, want []byte) bool {
 	w := gjson.ParseBytes(want)
 	switch {
 	case got.Type == gjson.String && w.Type == gjson.String:
@@ -77,26 +62,26 @@ func sameID(got gjson.Result, want []byte) bool {
 	return false
 }
 
-// isAnswer reports whether msg is a JSON-RPC response (result or error, no method) to the
+// IsAnswer reports whether msg is a JSON-RPC response (result or error, no method) to the
 // request whose raw id is id.
-func isAnswer(msg gjson.Result, id []byte) bool {
-	_, ok := answerOf(msg, id)
+func IsAnswer(msg gjson.Result, id []byte) bool {
+	_, ok := AnswerOf(msg, id)
 	return ok
 }
 
-// answerOf is isAnswer that also returns msg's result member, reading msg once.
-func answerOf(msg gjson.Result, id []byte) (result gjson.Result, ok bool) {
-	m := members(msg, "method", "id", "result", "error")
-	return (&answerMembers{m[0], m[1], m[2], m[3]}).answer(id)
+// AnswerOf is IsAnswer that also returns msg's result member, reading msg once.
+func AnswerOf(msg gjson.Result, id []byte) (result gjson.Result, ok bool) {
+	m := Members(msg, "method", "id", "result", "error")
+	return (&AnswerMembers{m[0], m[1], m[2], m[3]}).Answer(id)
 }
 
-// answerMembers are the members that make a message the answer to a request (the first of
-// repeated ones), read by members (answerOf) or by the validator's pass over an answer
+// AnswerMembers are the Members that make a message the answer to a request (the first of
+// repeated ones), read by Members (AnswerOf) or by the validator's pass over an answer
 // (RewriteJSON).
-type answerMembers struct{ method, id, result, error gjson.Result }
+type AnswerMembers struct{ method, id, result, error gjson.Result }
 
-// see returns the validator's callback that fills m from s, the answer as a string.
-func (m *answerMembers) see(s string) func(key string, start, end int) {
+// See returns the validator's callback that fills m from s, the answer as a string.
+func (m *AnswerMembers) See(s string) func(key string, start, end int) {
 	return func(key string, start, end int) {
 		var slot *gjson.Result
 		switch key {
@@ -118,25 +103,25 @@ func (m *answerMembers) see(s string) func(key string, start, end int) {
 	}
 }
 
-// answer reports whether the members are those of an answer to the request whose raw id
+// Answer reports whether the Members are those of an answer to the request whose raw id
 // is id, and returns its result.
-func (m *answerMembers) answer(id []byte) (result gjson.Result, ok bool) {
-	if m.method.Exists() || !sameID(m.id, id) {
+func (m *AnswerMembers) Answer(id []byte) (result gjson.Result, ok bool) {
+	if m.method.Exists() || !SameID(m.id, id) {
 		return m.result, false
 	}
 	return m.result, m.result.Exists() || m.error.Exists()
 }
 
-// notAnObject reports the validator's error for a valid document that is not an object.
-func notAnObject(err error) bool {
+// NotAnObject reports the validator's error for a valid document that is not an object.
+func NotAnObject(err error) bool {
 	se, ok := err.(*jsonx.SyntaxError)
 	return ok && se.Msg == "not an object"
 }
 
-// members returns the named members of the object obj (the first of repeated ones, as
+// Members returns the named Members of the object obj (the first of repeated ones, as
 // gjson's Get does), in one pass over it: each Get is a pass over every member before the
 // one it finds (or all of them), which counts on a list of a thousand tools.
-func members(obj gjson.Result, names ...string) []gjson.Result {
+func Members(obj gjson.Result, names ...string) []gjson.Result {
 	out := make([]gjson.Result, len(names))
 	if !obj.IsObject() {
 		return out
@@ -152,12 +137,12 @@ func members(obj gjson.Result, names ...string) []gjson.Result {
 	return out
 }
 
-// echoSafe reports whether servers echo id so that it still compares equal by value: an
+// EchoSafe reports whether servers echo id so that it still compares equal by value: an
 // integer of at most 15 digits, or a string of valid UTF-8 with no escapes and no control
 // characters. Others (fractions, exponents, huge integers, escapes, invalid UTF-8) are not
 // echoed faithfully by common SDKs (the Go SDK turns 1.5 into 1 and invalid UTF-8 into
 // U+FFFD), so the core sends its own id upstream in their place.
-func echoSafe(id gjson.Result) bool {
+func EchoSafe(id gjson.Result) bool {
 	raw := id.Raw
 	switch id.Type {
 	case gjson.Number:
@@ -190,10 +175,10 @@ func echoSafe(id gjson.Result) bool {
 
 var idCounter atomic.Uint64
 
-// mintID returns a string id of exactly n bytes of JSON (n >= 3), unique enough within one
+// MintID returns a string id of exactly n bytes of JSON (n >= 3), unique enough within one
 // session: the upstream sees it in place of an id it would not echo faithfully. Keeping the
 // length lets a host that already sent Content-Length (the Envoy filter) swap the body.
-func mintID(n int) []byte {
+func MintID(n int) []byte {
 	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
 	out := make([]byte, n)
 	out[0], out[n-1] = '"', '"'
@@ -205,9 +190,9 @@ func mintID(n int) []byte {
 	return out
 }
 
-// splice returns msg with the bytes of v (at v.Index) replaced by raw; msg unchanged when
+// Splice returns msg with the bytes of v (at v.Index) replaced by raw; msg unchanged when
 // v's position is not known.
-func splice[T ~string | ~[]byte](msg []byte, v gjson.Result, raw T) []byte {
+func Splice[T ~string | ~[]byte](msg []byte, v gjson.Result, raw T) []byte {
 	if v.Index <= 0 || v.Index+len(v.Raw) > len(msg) {
 		return msg
 	}
@@ -221,11 +206,11 @@ func splice[T ~string | ~[]byte](msg []byte, v gjson.Result, raw T) []byte {
 // and deeper request documents are refused before the walk).
 const maxKeyDepth = 256
 
-// repeatsMember reports whether any object in v repeats a member name. gjson reads the first
-// of repeated members while common servers (encoding/json, JSON.parse) read the last, so a
+// RepeatsMember reports whether any object in v repeats a member name. gjson reads the first
+// of repeated Members while common servers (encoding/json, JSON.parse) read the last, so a
 // request like {"name":"tasks.list","name":"cart.pay"} would pass the gate as one tool and
 // run as another: the core refuses such requests and does not trust such answers.
-func repeatsMember(v gjson.Result, depth int) bool {
+func RepeatsMember(v gjson.Result, depth int) bool {
 	if depth > maxKeyDepth {
 		return false // deeper arguments are refused by the engine's own depth check
 	}
@@ -258,7 +243,7 @@ func repeatsMember(v gjson.Result, depth int) bool {
 					}
 				}
 			}
-			if repeatsMember(val, depth+1) {
+			if RepeatsMember(val, depth+1) {
 				dup = true
 				return false
 			}
@@ -268,7 +253,7 @@ func repeatsMember(v gjson.Result, depth int) bool {
 	case v.IsArray():
 		dup := false
 		v.ForEach(func(_, val gjson.Result) bool {
-			dup = repeatsMember(val, depth+1)
+			dup = RepeatsMember(val, depth+1)
 			return !dup
 		})
 		return dup
@@ -276,11 +261,11 @@ func repeatsMember(v gjson.Result, depth int) bool {
 	return false
 }
 
-// succeeded reports whether a tools/call answer is a success: a result object whose isError
+// Succeeded reports whether a tools/call answer is a success: a result object whose isError
 // is absent or exactly false, in a message that repeats no member. Anything else (a JSON-RPC
 // error, isError true or not a boolean, a result that is not an object) is a failure: the
 // workflow does not move on it.
-func succeeded(msg gjson.Result) bool {
+func Succeeded(msg gjson.Result) bool {
 	res := msg.Get("result")
 	if msg.Get("error").Exists() || !res.IsObject() {
 		return false
@@ -288,7 +273,7 @@ func succeeded(msg gjson.Result) bool {
 	if e := res.Get("isError"); e.Exists() && e.Type != gjson.False {
 		return false
 	}
-	return !repeatsMember(msg, 0)
+	return !RepeatsMember(msg, 0)
 }
 
 // envelopeMembers and paramsMembers are the member names the core reads; a member that
@@ -301,9 +286,9 @@ var (
 	paramsMembers   = []string{"name", "arguments", "_meta"}
 )
 
-// caseVariant returns the first member of a message (or of its params) that differs from
+// CaseVariant returns the first member of a message (or of its params) that differs from
 // a member the core reads only in case, and that member's name.
-func caseVariant(msg gjson.Result) (variant, name string) {
+func CaseVariant(msg gjson.Result) (variant, name string) {
 	check := func(obj gjson.Result, names []string) {
 		obj.ForEach(func(k, _ gjson.Result) bool {
 			for _, n := range names {
@@ -324,7 +309,7 @@ func caseVariant(msg gjson.Result) (variant, name string) {
 	return variant, name
 }
 
-func caseVariantText(variant, name string) string {
+func CaseVariantText(variant, name string) string {
 	if variant == "" {
 		return ""
 	}
@@ -332,9 +317,9 @@ func caseVariantText(variant, name string) string {
 		" only in case; servers that match names case-insensitively could read it as " + strconv.Quote(name)
 }
 
-// caseVariantIn sets *refuse when msg has a case variant of a member the core reads.
-func caseVariantIn(msg gjson.Result, refuse *string) bool {
-	v, n := caseVariant(msg)
-	*refuse = caseVariantText(v, n)
+// CaseVariantIn sets *refuse when msg has a case variant of a member the core reads.
+func CaseVariantIn(msg gjson.Result, refuse *string) bool {
+	v, n := CaseVariant(msg)
+	*refuse = CaseVariantText(v, n)
 	return v != ""
 }
