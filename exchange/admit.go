@@ -44,37 +44,54 @@ type Exchange struct {
 	acceptsSSE bool
 	start      time.Time
 
-	input     []byte // tools/call: the engine input shared by check_limits and transition
-	st        *loaded
-	moves     bool
-	lease     Lease // a moving call's lease on its workflow keys (nil: none held)
-	hold      bool  // a fault's policy is HoldLease: Close keeps the lease
-	onTimeout []byte
-	sent      bool
-	answered  bool
-	closed    bool
-	reported  bool                   // tool_called was published
-	sentAt    time.Time              // when it went upstream (only while publishing: latency figures)
-	upstream  time.Duration          // how long the upstream took, once it answered or failed
-	refusal   atomic.Pointer[string] // the refusal code answered (Refusal); set from the timer's goroutine too
+	call     callState // tools/call: the state loop (call.go, transition.go)
+	sent     bool
+	answered bool
+	closed   bool
+	reported bool                   // tool_called was published
+	sentAt   time.Time              // when it went upstream (only while publishing: latency figures)
+	upstream time.Duration          // how long the upstream took, once it answered or failed
+	refusal  atomic.Pointer[string] // the refusal code answered (Refusal); set from the timer's goroutine too
 
 	task   bool   // tools/call: task-augmented (params.task): a refusal is a JSON-RPC error
 	taskID string // tasks/get, tasks/result: the task asked about
 	settle int    // how a tools/call exchange that settles a task finishes (settleMove, ...)
 
-	cacheKey      string        // a cacheable call's key ("" when it is not cached)
-	cacheTTL      time.Duration // how long its entry lives
-	cacheGen      string        // its tool's generation before the upstream call
-	flight        *flight       // set while it is the leader of its key's flight
-	flightKey     string        // its flight's key: the cache key and the generation
-	purges        bool          // its success invalidates something: purge what it matches
-	healthDue     atomic.Bool   // the call's outcome is still to be reported to tool health
-	probe         bool          // the call is the probe of an auto-disabled unit
-	quiet         bool          // a success changes nothing in the unit's health (check_limits said)
-	healthVisible bool          // the last transition changed a unit's visibility
+	cached cacheState  // a cacheable call's entry and flight (cache.go)
+	health healthState // its tool health accounting (health.go)
 
 	own         bool   // Session is a live gateway session: never sent upstream
 	initVersion string // initialize: the params.protocolVersion it asks for (its era)
+}
+
+// callState is a tools/call's part in the state loop: the engine input check_limits and
+// transition share, the state loaded for it, and the lease of a call that can move a
+// workflow.
+type callState struct {
+	input     []byte // the engine input shared by check_limits and transition
+	st        *loaded
+	moves     bool
+	lease     Lease // a moving call's lease on its workflow keys (nil: none held)
+	hold      bool  // a fault's policy is HoldLease: Close keeps the lease
+	onTimeout []byte
+}
+
+// cacheState is a cacheable call's part in the response cache.
+type cacheState struct {
+	key       string        // the call's cache key ("" when it is not cached)
+	ttl       time.Duration // how long its entry lives
+	gen       string        // its tool's generation before the upstream call
+	flight    *flight       // set while it is the leader of its key's flight
+	flightKey string        // its flight's key: the cache key and the generation
+	purges    bool          // its success invalidates something: purge what it matches
+}
+
+// healthState is a call's part in tool health.
+type healthState struct {
+	due     atomic.Bool // the call's outcome is still to be reported to tool health
+	probe   bool        // the call is the probe of an auto-disabled unit
+	quiet   bool        // a success changes nothing in the unit's health (check_limits said)
+	visible bool        // the last transition changed a unit's visibility
 }
 
 // Headers the core reads.

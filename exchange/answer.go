@@ -148,7 +148,7 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		ex.called(OutcomeError)
 	}
 	out := ex.decorateCall(ctx, msg, root)
-	if ex.cacheKey != "" {
+	if ex.cached.key != "" {
 		if r := gjson.GetBytes(out, "result"); jsonrpc.Succeeded(gjson.ParseBytes(out)) && r.IsObject() {
 			ex.cacheStore([]byte(r.Raw))
 		}
@@ -163,8 +163,8 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result) [][]by
 	c := ex.core
 	var before [][]byte
 	outcome, code := "", ""
-	if c.facts.health && ex.healthDue.CompareAndSwap(true, false) {
-		if outcome, code = healthOutcomeOf(root); outcome == healthSuccess && ex.quiet {
+	if c.facts.health && ex.health.due.CompareAndSwap(true, false) {
+		if outcome, code = healthOutcomeOf(root); outcome == healthSuccess && ex.health.quiet {
 			outcome = "" // nothing to count: no engine call, no store round trip
 		}
 	}
@@ -174,14 +174,14 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result) [][]by
 	}
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
-	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.st != nil || settles)) && ex.transition(ctx, jsonrpc.Succeeded(root), outcome, code) {
+	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, jsonrpc.Succeeded(root), outcome, code) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
-		if ex.healthVisible {
+		if ex.health.visible {
 			c.notify(ex.Session, ListChanged) // server-wide: every other client too
 		}
 	}
-	if !ex.hold {
+	if !ex.call.hold {
 		ex.releaseNow() // the transition is stored: the next moving call may go
 	}
 	return before
@@ -201,7 +201,7 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 	known := c.known.get(ex.Session)
 	var cached []string // tools in the cache index, when this call may purge them
 	var indexErr error
-	if ex.purges && jsonrpc.Succeeded(root) {
+	if ex.cached.purges && jsonrpc.Succeeded(root) {
 		if cached, _, indexErr = c.cachedTools(ctx); indexErr == nil && len(cached) > 0 {
 			known = unionTools(known, cached)
 		}
@@ -211,7 +211,7 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 		in = append(in, known...)
 	}
 	out, purge, inv := msg, []string(nil), gjson.Result{}
-	res, err := c.decorateResult(context.WithoutCancel(ctx), in, ex.st)
+	res, err := c.decorateResult(context.WithoutCancel(ctx), in, ex.call.st)
 	if err != nil {
 		f := abi.FaultDecoratePlugin
 		if errors.As(err, new(storeError)) {
@@ -234,7 +234,7 @@ func (ex *Exchange) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []
 	if len(ans.Get("invalidated.patterns").Array()) > 0 {
 		ex.core.count(CountInvalidations)
 	}
-	if ex.purges {
+	if ex.cached.purges {
 		ans.Get("invalidated.tools").ForEach(func(_, t gjson.Result) bool {
 			if slices.Contains(cached, t.Str) && !slices.Contains(purge, t.Str) {
 				purge = append(purge, t.Str)
@@ -286,7 +286,7 @@ func (c *Core) decorateResult(ctx context.Context, in []byte, st *loaded) ([]byt
 // (the call went on with the default timeout), the same result built for that timeout.
 // It is nil for anything but a tools/call.
 func (ex *Exchange) TimeoutAnswer() []byte {
-	res := ex.onTimeout
+	res := ex.call.onTimeout
 	if len(res) == 0 {
 		if ex.Tool == "" {
 			return nil

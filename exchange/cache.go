@@ -104,12 +104,12 @@ type flights struct {
 // mutation whose answer came before the call bumped the generation before that answer, so
 // the call never joins a fetch that began before it (issue 25, finding 5).
 func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration) bool {
-	if e, ok := c.cache.Get(ex.cacheKey); ok {
+	if e, ok := c.cache.Get(ex.cached.key); ok {
 		gen, err := c.cacheGen(ctx, e.Tool)
 		switch {
 		case err != nil:
 			c.Fault(abi.FaultCache, err, "tool", ex.Tool)
-			ex.cacheKey = ""
+			ex.cached.key = ""
 			return false
 		case gen == e.Gen:
 			c.count(CountCacheHits)
@@ -117,16 +117,16 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 			ex.answerCached(e.Result, time.Since(e.Stored), false)
 			return true
 		}
-		c.cache.Delete(ex.cacheKey)
+		c.cache.Delete(ex.cached.key)
 	}
 	gen, err := c.indexedGen(ctx, ex.Tool)
 	if err != nil {
 		c.cacheMissed(ex)
 		c.Fault(abi.FaultCache, err, "tool", ex.Tool)
-		ex.cacheKey = ""
+		ex.cached.key = ""
 		return false
 	}
-	fkey := ex.cacheKey + "\x00" + gen
+	fkey := ex.cached.key + "\x00" + gen
 	c.flights.mu.Lock()
 	if f, ok := c.flights.m[fkey]; ok {
 		c.flights.mu.Unlock()
@@ -136,14 +136,14 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 			ex.answerCached(f.result, 0, true)
 			return true
 		}
-		ex.cacheKey = "" // go to the upstream without caching; the leader fills the entry
+		ex.cached.key = "" // go to the upstream without caching; the leader fills the entry
 		c.cacheMissed(ex)
 		return false
 	}
 	f := &flight{done: make(chan struct{})}
 	c.flights.m[fkey] = f
 	c.flights.mu.Unlock()
-	ex.flight, ex.flightKey, ex.cacheGen = f, fkey, gen
+	ex.cached.flight, ex.cached.flightKey, ex.cached.gen = f, fkey, gen
 	c.cacheMissed(ex)
 	return false
 }
@@ -211,7 +211,7 @@ func (ex *Exchange) answerCached(result []byte, age time.Duration, coalesced boo
 // waiting for it. result is the answer's result object.
 func (ex *Exchange) cacheStore(result []byte) {
 	c := ex.core
-	if ex.cacheKey == "" || ex.flight == nil {
+	if ex.cached.key == "" || ex.cached.flight == nil {
 		return
 	}
 	if len(result) > c.cacheLimits.MaxEntryBytes {
@@ -220,7 +220,7 @@ func (ex *Exchange) cacheStore(result []byte) {
 	}
 	result = append([]byte(nil), result...)
 	now := time.Now()
-	if c.cache.Put(ex.cacheKey, CacheEntry{Tool: ex.Tool, Result: result, Gen: ex.cacheGen, Stored: now, Expires: now.Add(ex.cacheTTL)}) {
+	if c.cache.Put(ex.cached.key, CacheEntry{Tool: ex.Tool, Result: result, Gen: ex.cached.gen, Stored: now, Expires: now.Add(ex.cached.ttl)}) {
 		c.count(CountCacheStored)
 	}
 	ex.finishFlight(result)
@@ -229,15 +229,15 @@ func (ex *Exchange) cacheStore(result []byte) {
 // finishFlight ends the call's flight: waiting calls get result, or go to the upstream
 // themselves when it is nil.
 func (ex *Exchange) finishFlight(result []byte) {
-	f := ex.flight
+	f := ex.cached.flight
 	if f == nil {
 		return
 	}
-	ex.flight = nil
+	ex.cached.flight = nil
 	c := ex.core
 	c.flights.mu.Lock()
-	if c.flights.m[ex.flightKey] == f {
-		delete(c.flights.m, ex.flightKey)
+	if c.flights.m[ex.cached.flightKey] == f {
+		delete(c.flights.m, ex.cached.flightKey)
 	}
 	c.flights.mu.Unlock()
 	f.result = result

@@ -30,10 +30,10 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 	if c.facts.moves[ex.Tool] {
 		// A call that can move a workflow holds its state keys from admission to the stored
 		// transition, so racing calls are admitted one at a time, on one replica or several.
-		ex.moves = true
+		ex.call.moves = true
 		lock = func(keys []string) ([]Slot, error) { return c.leaseKeys(ctx, ex, keys) }
 	}
-	limIn := ex.input
+	limIn := ex.call.input
 	if c.facts.health {
 		limIn = appendNow(limIn[:len(limIn):len(limIn)])
 	}
@@ -42,7 +42,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 		c.admitFault(ex, err)
 		return
 	}
-	ex.st = st
+	ex.call.st = st
 	if ans.Get("allow").Type != gjson.True {
 		c.deny(ex, ans)
 		return
@@ -79,7 +79,7 @@ func (ex *Exchange) readCall(params gjson.Result) bool {
 		in = append(in, `,"arguments":`...)
 		in = append(in, a.Raw...)
 	}
-	ex.input = in
+	ex.call.input = in
 	return true
 }
 
@@ -101,7 +101,7 @@ func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Sl
 		}
 		return nil, storeError{err}
 	}
-	ex.lease = lease
+	ex.call.lease = lease
 	return slots, nil
 }
 
@@ -181,7 +181,7 @@ func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, ans 
 			return ans, nil, storeError{err}
 		}
 		if ok {
-			ex.probe = true
+			ex.health.probe = true
 			return ans, next, nil
 		}
 		if attempt >= 3 {
@@ -216,15 +216,15 @@ func (c *Core) deny(ex *Exchange, ans gjson.Result) {
 // answer it at once) and its health accounting.
 func (c *Core) admitted(ctx context.Context, ex *Exchange, ans gjson.Result, h Headers, listed bool) {
 	ex.Timeout = time.Duration(ans.Get("timeoutMs").Int()) * time.Millisecond
-	ex.onTimeout = []byte(ans.Get("onTimeout").Raw)
+	ex.call.onTimeout = []byte(ans.Get("onTimeout").Raw)
 	if c.cache != nil {
-		ex.purges = ans.Get("purges").Type == gjson.True
+		ex.cached.purges = ans.Get("purges").Type == gjson.True
 		// A task-augmented call is owed a CreateTaskResult: never answered from the cache.
 		// Only a listed tool gets an index entry, a generation and figures: names a client
 		// makes up leave no record (upstreamListed).
 		if k := ans.Get("cache.key"); k.Str != "" && !ex.task && listed {
-			ex.cacheKey = c.callers.key(k.Str, h) // never shared across credentials
-			ex.cacheTTL = time.Duration(ans.Get("cache.ttlMs").Int()) * time.Millisecond
+			ex.cached.key = c.callers.key(k.Str, h) // never shared across credentials
+			ex.cached.ttl = time.Duration(ans.Get("cache.ttlMs").Int()) * time.Millisecond
 			if c.cacheLookup(ctx, ex, ex.Timeout) {
 				return // answered from the cache (or by an identical call's answer)
 			}
@@ -232,8 +232,8 @@ func (c *Core) admitted(ctx context.Context, ex *Exchange, ans gjson.Result, h H
 	}
 	// A unit whose record exists was listed where it was made (another replica's listing,
 	// or pins): its calls count here too, though this core has not seen the list yet.
-	ex.healthDue.Store(c.healthFor(ex.Tool) || c.facts.health && ex.st.hasHealthRecord())
-	ex.quiet = ans.Get("quietOnSuccess").Type == gjson.True
+	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.health && ex.call.st.hasHealthRecord())
+	ex.health.quiet = ans.Get("quietOnSuccess").Type == gjson.True
 	c.count(CountAllowed)
 }
 
@@ -288,8 +288,8 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 		f = abi.FaultGatePlugin
 	}
 	if c.Fault(f, err, "tool", ex.Tool, "session", ex.Session) != abi.FailClosed {
-		ex.Timeout, ex.st = DefaultTimeout, nil // forwarded ungated, with the default timeout
-		ex.healthDue.Store(c.healthFor(ex.Tool))
+		ex.Timeout, ex.call.st = DefaultTimeout, nil // forwarded ungated, with the default timeout
+		ex.health.due.Store(c.healthFor(ex.Tool))
 		return
 	}
 	c.countLabel(CountDenied, abi.DenyGateUnavailable)
@@ -310,7 +310,7 @@ func (e errBusy) Unwrap() error { return e.err }
 // its state lost.
 func (c *Core) canRecord(ctx context.Context, ex *Exchange) bool {
 	missing := 0
-	for _, s := range ex.st.slots {
+	for _, s := range ex.call.st.slots {
 		if !s.Exists {
 			missing++
 		}
@@ -318,13 +318,13 @@ func (c *Core) canRecord(ctx context.Context, ex *Exchange) bool {
 	if missing == 0 || c.caps.CanCreate(missing) {
 		return true
 	}
-	out, err := c.call(ctx, abi.FuncTransition, ex.input, ex.st)
+	out, err := c.call(ctx, abi.FuncTransition, ex.call.input, ex.call.st)
 	if err != nil {
 		return false
 	}
 	create := false
 	gjson.GetBytes(out, "states").ForEach(func(k, _ gjson.Result) bool {
-		create = !ex.st.slot(k.Str).Exists
+		create = !ex.call.st.slot(k.Str).Exists
 		return !create
 	})
 	return !create

@@ -52,10 +52,10 @@ func healthOutcomeOf(root gjson.Result) (outcome, code string) {
 // configured and the upstream was called: the first outcome known wins (a timeout
 // answered to the client counts, whatever comes later).
 func (ex *Exchange) reportHealth(ctx context.Context, outcome string) {
-	if !ex.core.facts.health || ex.Tool == "" || ex.Verdict != Forward || !ex.healthDue.CompareAndSwap(true, false) {
+	if !ex.core.facts.health || ex.Tool == "" || ex.Verdict != Forward || !ex.health.due.CompareAndSwap(true, false) {
 		return
 	}
-	if ex.transition(ctx, outcome == healthSuccess, outcome, "") && ex.healthVisible {
+	if ex.transition(ctx, outcome == healthSuccess, outcome, "") && ex.health.visible {
 		ex.core.notify("", ListChanged)
 	}
 }

@@ -166,9 +166,9 @@ func TestTransition_lastWriteReleases(t *testing.T) {
 			if ex.Verdict != Forward {
 				t.Fatalf("not admitted: %s", ex.Body)
 			}
-			lease, ok := ex.lease.(*testLease)
+			lease, ok := ex.call.lease.(*testLease)
 			if !ok {
-				t.Fatalf("the call's lease is %T, want the releasing store's", ex.lease)
+				t.Fatalf("the call's lease is %T, want the releasing store's", ex.call.lease)
 			}
 			ex.FinishCall(ctx, []byte(okResult))
 			ex.Close()

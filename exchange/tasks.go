@@ -168,9 +168,9 @@ func (r taskRecord) encode() []byte {
 func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 	c := ex.core
 	c.count(CountTasksCreated)
-	ex.healthDue.Store(false) // counted when the task ends
+	ex.health.due.Store(false) // counted when the task ends
 	key := taskKey(ex.Session, ex.principal, id)
-	rec := taskRecord{tool: ex.Tool, input: string(ex.input) + "}", moves: ex.moves, purges: ex.purges}
+	rec := taskRecord{tool: ex.Tool, input: string(ex.call.input) + "}", moves: ex.call.moves, purges: ex.cached.purges}
 	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := c.state.Store(ctx, ex.Session, key, rec.encode(), Slot{}, nil); err != nil {
@@ -179,12 +179,12 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 		ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "task", id)
 		return
 	}
-	if ex.lease != nil && !ex.hold {
-		c.tasks.hold(key, ex.lease, c.facts.leaseTTL, func() {
+	if ex.call.lease != nil && !ex.call.hold {
+		c.tasks.hold(key, ex.call.lease, c.facts.leaseTTL, func() {
 			c.Fault(abi.FaultTaskLease, errors.New("the task outlived its lease: another moving call on the same state may now be admitted before it ends"),
 				"tool", ex.Tool, "task", id, "lease", c.facts.leaseTTL.String())
 		})
-		ex.lease = nil
+		ex.call.lease = nil
 	}
 }
 
@@ -221,13 +221,14 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 	}
 	tex := &Exchange{core: c, Verdict: Forward, Method: MethodToolsCall, Tool: rec.tool, Session: ex.Session,
 		principal: ex.principal, version: ex.version, start: ex.start, clientID: ex.clientID, upstreamID: ex.clientID,
-		input: []byte(strings.TrimSuffix(rec.input, "}")), moves: rec.moves, task: true, answered: true}
+		task: true, answered: true,
+		call: callState{input: []byte(strings.TrimSuffix(rec.input, "}")), moves: rec.moves}}
 	if won {
 		c.count(CountTasksSettled)
 		tex.settle = settleMove
-		tex.purges = rec.purges && completed
-		tex.lease = c.tasks.take(key)
-		tex.healthDue.Store(c.healthFor(rec.tool))
+		tex.cached.purges = rec.purges && completed
+		tex.call.lease = c.tasks.take(key)
+		tex.health.due.Store(c.healthFor(rec.tool))
 		if !completed {
 			tex.settle = settleEnded
 		}

@@ -28,7 +28,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	in := ex.transitionInput(success, outcome, code)
-	st := ex.st
+	st := ex.call.st
 	written, failed := map[string]bool{}, map[string]bool{}
 	visible := false
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
@@ -44,7 +44,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		if len(lost) == 0 {
 			ex.transitioned(ans, failed)
 			if h := ans.Get("health"); h.Exists() && !failedHealth(failed) {
-				ex.healthVisible = c.healthEvents(h)
+				ex.health.visible = c.healthEvents(h)
 			}
 			return visible
 		}
@@ -62,7 +62,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 
 // transitionInput is the transition's input: the call's, with its outcome.
 func (ex *Exchange) transitionInput(success bool, outcome, code string) []byte {
-	in := append(ex.input[:len(ex.input):len(ex.input)], `,"isError":`...)
+	in := append(ex.call.input[:len(ex.call.input):len(ex.call.input)], `,"isError":`...)
 	if success {
 		in = append(in, "false"...)
 		if ex.structured != "" {
@@ -79,7 +79,7 @@ func (ex *Exchange) transitionInput(success bool, outcome, code string) []byte {
 			in = append(in, `,"errorCode":`...)
 			in = append(in, code...)
 		}
-		if ex.probe {
+		if ex.health.probe {
 			in = append(in, `,"probe":true`...)
 		}
 		in = appendNow(in)
@@ -99,11 +99,11 @@ func (ex *Exchange) storeWrites(ctx context.Context, st *loaded, writes []write,
 			owner = ex.Session // freed with the session; handle state outlives it
 		}
 		var lease Lease
-		if c.caps.ReleasingWrites && i == len(writes)-1 && len(lost) == 0 && len(failed) == 0 && !ex.hold {
+		if c.caps.ReleasingWrites && i == len(writes)-1 && len(lost) == 0 && len(failed) == 0 && !ex.call.hold {
 			// The last write of a transition where every other key is stored: it
 			// releases the call's leases in the same step. Only a successful store
 			// releases, so a conflict below still re-reads and re-applies under them.
-			lease = ex.lease
+			lease = ex.call.lease
 		}
 		switch err := c.state.Store(ctx, owner, w.key, w.value, st.slot(w.key), lease); {
 		case err == nil:
@@ -134,7 +134,7 @@ func (ex *Exchange) pendingWrites(states gjson.Result, written map[string]bool) 
 	states.ForEach(func(k, v gjson.Result) bool {
 		if !written[k.Str] {
 			w := write{key: k.Str, value: []byte(v.Raw)}
-			if ex.lease != nil && ex.core.caps.ReleasingWrites && isWorkflowKey(w.key) {
+			if ex.call.lease != nil && ex.core.caps.ReleasingWrites && isWorkflowKey(w.key) {
 				last = append(last, w)
 			} else {
 				first = append(first, w)
@@ -176,7 +176,7 @@ func failedHealth(failed map[string]bool) bool {
 // call's lease when the exchange is closed, until it lapses.
 func (ex *Exchange) fault(f abi.Fault, err error, attrs ...any) {
 	if ex.core.Fault(f, err, attrs...) == abi.HoldLease {
-		ex.hold = true
+		ex.call.hold = true
 	}
 }
 
@@ -239,26 +239,26 @@ func (ex *Exchange) Close() {
 	}
 	ex.closed = true
 	ex.finishFlight(nil) // a leader that got no cacheable answer lets its waiters go
-	if ex.lease == nil {
+	if ex.call.lease == nil {
 		return
 	}
 	if ex.sent && !ex.answered {
 		ex.fault(abi.FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
 			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.leaseTTL.String())
 	}
-	if ex.hold {
-		ex.lease = nil // lapses after the lease's ttl
+	if ex.call.hold {
+		ex.call.lease = nil // lapses after the lease's ttl
 		return
 	}
 	ex.releaseNow()
 }
 
 func (ex *Exchange) releaseNow() {
-	if ex.lease != nil {
-		ex.lease.Release()
-		ex.lease = nil
+	if ex.call.lease != nil {
+		ex.call.lease.Release()
+		ex.call.lease = nil
 	}
 }
 
 // Moves reports whether the call can move a workflow (it holds a lease on its state keys).
-func (ex *Exchange) Moves() bool { return ex.moves }
+func (ex *Exchange) Moves() bool { return ex.call.moves }
