@@ -84,25 +84,10 @@ const (
 	maxCacheTools  = 10000 // tools the index lists at most; beyond, calls are not cached
 )
 
-// flight is one upstream call that identical concurrent misses of one generation wait for.
-type flight struct {
-	done   chan struct{}
-	result []byte // the cacheable result, nil when there is none
-}
-
-type flights struct {
-	mu sync.Mutex
-	m  map[string]*flight
-}
-
 // cacheLookup answers an admitted cacheable call from the cache when it can, else makes
 // it the leader of its flight or waits for the leader. It reports whether the call was
-// answered. A cache that fails never fails the call: it goes to the upstream.
-//
-// A flight belongs to the generation its leader read before calling the upstream, and a
-// call joins only the flight of the generation it reads itself, after it arrived: a
-// mutation whose answer came before the call bumped the generation before that answer, so
-// the call never joins a fetch that began before it (issue 25, finding 5).
+// answered. A cache that fails never fails the call: it goes to the upstream. A miss
+// joins the flight of the generation it reads (joinFlight, flight.go).
 func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration) bool {
 	if e, ok := c.cache.Get(ex.cached.key); ok {
 		gen, err := c.cacheGen(ctx, e.Tool)
@@ -126,26 +111,7 @@ func (c *Core) cacheLookup(ctx context.Context, ex *Exchange, wait time.Duration
 		ex.cached.key = ""
 		return false
 	}
-	fkey := ex.cached.key + "\x00" + gen
-	c.flights.mu.Lock()
-	if f, ok := c.flights.m[fkey]; ok {
-		c.flights.mu.Unlock()
-		if waitFlight(ctx, f, wait) {
-			c.count(CountCacheCoalesced)
-			c.figures.add(ex.Tool, func(f *ToolCacheFigures) { f.Hits++ })
-			ex.answerCached(f.result, 0, true)
-			return true
-		}
-		ex.cached.key = "" // go to the upstream without caching; the leader fills the entry
-		c.cacheMissed(ex)
-		return false
-	}
-	f := &flight{done: make(chan struct{})}
-	c.flights.m[fkey] = f
-	c.flights.mu.Unlock()
-	ex.cached.flight, ex.cached.flightKey, ex.cached.gen = f, fkey, gen
-	c.cacheMissed(ex)
-	return false
+	return c.joinFlight(ctx, ex, gen, wait)
 }
 
 func (c *Core) cacheMissed(ex *Exchange) {
@@ -224,24 +190,6 @@ func (ex *Exchange) cacheStore(result []byte) {
 		c.count(CountCacheStored)
 	}
 	ex.finishFlight(result)
-}
-
-// finishFlight ends the call's flight: waiting calls get result, or go to the upstream
-// themselves when it is nil.
-func (ex *Exchange) finishFlight(result []byte) {
-	f := ex.cached.flight
-	if f == nil {
-		return
-	}
-	ex.cached.flight = nil
-	c := ex.core
-	c.flights.mu.Lock()
-	if c.flights.m[ex.cached.flightKey] == f {
-		delete(c.flights.m, ex.cached.flightKey)
-	}
-	c.flights.mu.Unlock()
-	f.result = result
-	close(f.done)
 }
 
 // cacheGen reads a tool's generation ("" when it has none: no entry matches it).
