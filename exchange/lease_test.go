@@ -56,16 +56,13 @@ func (l *testLease) Release() {
 
 func (s *leaseState) Capabilities() Capabilities { return Capabilities{ReleasingWrites: true} }
 
+// Lock is testState's, with the lease a testLease that a write can release.
 func (s *leaseState) Lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (Lease, []Slot, error) {
-	release, err := s.lock(ctx, keys, ttl)
+	lease, slots, err := s.testState.Lock(ctx, keys, ttl, load)
 	if err != nil {
 		return nil, nil, err
 	}
-	var slots []Slot
-	if load {
-		slots, _ = s.Load(ctx, keys, false)
-	}
-	s.cur = &testLease{keys: keys, release: release}
+	s.cur = &testLease{keys: keys, release: lease.Release}
 	return s.cur, slots, nil
 }
 
