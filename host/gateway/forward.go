@@ -98,11 +98,15 @@ func (ws *workers) loop(f func()) {
 // exchange sends the decision's request upstream and feeds the answer to its Open through
 // s, until the Open ends.
 func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow.Decision) {
-	req, err := http.NewRequestWithContext(ctx, d.Method, g.target(r.URL).String(), nil)
+	// The request is built on the target URL itself: no round trip through its text.
+	req, err := http.NewRequestWithContext(ctx, d.Method, "", nil)
 	if err != nil {
 		s.fail("unreachable")
 		return
 	}
+	req.URL = g.target(r.URL)
+	req.Host = req.URL.Host
+	req.Header = make(http.Header, len(d.Headers)+1)
 	setHeaders(req.Header, d.Headers)
 	req.Header.Del("Content-Length") // req.ContentLength's, as the body may change (tracing)
 	body := d.Body
@@ -118,7 +122,7 @@ func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		req.Header.Set("X-Forwarded-For", host)
 	}
-	resp, err := g.client.Do(req)
+	resp, err := g.roundTrip(req)
 	if err != nil {
 		s.fail(failure(ctx, err))
 		return
@@ -146,6 +150,17 @@ func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow
 			return
 		}
 	}
+}
+
+// roundTrip sends req upstream: through the transport itself, which is all the client
+// would do for it (the gateway follows no redirect and keeps no cookies), without the
+// client's copy of the headers for redirects; through the client when the upstream URL
+// carries credentials (the client turns them into an Authorization header).
+func (g *Gateway) roundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.User != nil {
+		return g.client.Do(req)
+	}
+	return g.opts.Transport.RoundTrip(req)
 }
 
 // readBufs are the buffers the upstream's answers are read into, a chunk at a time.
