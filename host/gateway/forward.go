@@ -30,12 +30,19 @@ import (
 // has (the flow says so: abandon is false); any other call is cancelled.
 // The call holds gen (its configuration's generation) until it is done, so a reload
 // drains it before closing its plugin pool.
+//
+// # Notes
+//
+//   - Only a call that can move a workflow needs the worker: the handler answers its
+//     timeout and returns while it runs on. Any other call runs on the handler's own
+//     goroutine (serveCallHere), which saves two goroutine wake-ups per call.
 func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, d flow.Decision, gen *generation, span trace.Span) {
-	ctx, cancel := context.WithCancel(r.Context())
-	if d.Exchange.Moves() {
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
-	}
 	s := g.newSink(w, r, d.Open)
+	if !d.Exchange.Moves() {
+		g.serveCallHere(s, r, d, gen, span)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
 	done := make(chan struct{})
 	g.workers.run(func() {
 		defer gen.release()
@@ -61,6 +68,34 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, d flow.Decis
 		cancel()
 		<-done
 	}
+}
+
+// serveCallHere runs a call that cannot move a workflow on the handler's goroutine. The
+// flow abandons such a call on its timeout and when the client leaves, so the handler never
+// has to return before the exchange does: the timer and the client's leaving are callbacks
+// that write the timeout answer (or detach) and cancel the upstream request, and the
+// exchange then ends at once.
+func (g *Gateway) serveCallHere(s *sink, r *http.Request, d flow.Decision, gen *generation, span trace.Span) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer gen.release()
+	if span != nil {
+		defer endRequest(span, d.Exchange)
+	}
+	timer := time.AfterFunc(d.Timeout, func() {
+		if s.timeout() {
+			cancel()
+		}
+	})
+	stop := context.AfterFunc(r.Context(), func() {
+		if s.cancel() {
+			cancel()
+		}
+	})
+	g.exchange(ctx, s, r, d)
+	timer.Stop()
+	stop()
+	s.detach() // a callback running late writes nothing once the handler has returned
 }
 
 // workers run the exchanges of tools/call requests on goroutines they keep. An exchange
@@ -227,6 +262,13 @@ func (s *sink) cancel() (abandon bool) {
 	defer s.mu.Unlock()
 	s.detached = true
 	return s.o.Cancel()
+}
+
+// detach stops every later write to the client.
+func (s *sink) detach() {
+	s.mu.Lock()
+	s.detached = true
+	s.mu.Unlock()
 }
 
 // event writes a notification of the session's standing stream between the answer's
