@@ -191,11 +191,25 @@ func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow
 // would do for it (the gateway follows no redirect and keeps no cookies), without the
 // client's copy of the headers for redirects; through the client when the upstream URL
 // carries credentials (the client turns them into an Authorization header).
+//
+// # Notes
+//
+//   - What the client guarantees of any transport is kept: a response comes with a body,
+//     and a transport answering neither a response nor an error is an error.
 func (g *Gateway) roundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.User != nil {
 		return g.client.Do(req)
 	}
-	return g.opts.Transport.RoundTrip(req)
+	resp, err := g.opts.Transport.RoundTrip(req)
+	switch {
+	case err != nil:
+		return nil, err
+	case resp == nil:
+		return nil, errors.New("gateway: the upstream transport answered no response and no error")
+	case resp.Body == nil:
+		resp.Body = http.NoBody
+	}
+	return resp, nil
 }
 
 // readBufs are the buffers the upstream's answers are read into, a chunk at a time.
