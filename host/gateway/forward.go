@@ -30,12 +30,19 @@ import (
 // has (the flow says so: abandon is false); any other call is cancelled.
 // The call holds gen (its configuration's generation) until it is done, so a reload
 // drains it before closing its plugin pool.
+//
+// # Notes
+//
+//   - Only a call that can move a workflow needs the worker: the handler answers its
+//     timeout and returns while it runs on. Any other call runs on the handler's own
+//     goroutine (serveCallHere), which saves two goroutine wake-ups per call.
 func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, d flow.Decision, gen *generation, span trace.Span) {
-	ctx, cancel := context.WithCancel(r.Context())
-	if d.Exchange.Moves() {
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
-	}
 	s := g.newSink(w, r, d.Open)
+	if !d.Exchange.Moves() {
+		g.serveCallHere(s, r, d, gen, span)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
 	done := make(chan struct{})
 	g.workers.run(func() {
 		defer gen.release()
@@ -61,6 +68,34 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, d flow.Decis
 		cancel()
 		<-done
 	}
+}
+
+// serveCallHere runs a call that cannot move a workflow on the handler's goroutine. The
+// flow abandons such a call on its timeout and when the client leaves, so the handler never
+// has to return before the exchange does: the timer and the client's leaving are callbacks
+// that write the timeout answer (or detach) and cancel the upstream request, and the
+// exchange then ends at once.
+func (g *Gateway) serveCallHere(s *sink, r *http.Request, d flow.Decision, gen *generation, span trace.Span) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer gen.release()
+	if span != nil {
+		defer endRequest(span, d.Exchange)
+	}
+	timer := time.AfterFunc(d.Timeout, func() {
+		if s.timeout() {
+			cancel()
+		}
+	})
+	stop := context.AfterFunc(r.Context(), func() {
+		if s.cancel() {
+			cancel()
+		}
+	})
+	g.exchange(ctx, s, r, d)
+	timer.Stop()
+	stop()
+	s.detach() // a callback running late writes nothing once the handler has returned
 }
 
 // workers run the exchanges of tools/call requests on goroutines they keep. An exchange
@@ -98,11 +133,15 @@ func (ws *workers) loop(f func()) {
 // exchange sends the decision's request upstream and feeds the answer to its Open through
 // s, until the Open ends.
 func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow.Decision) {
-	req, err := http.NewRequestWithContext(ctx, d.Method, g.target(r.URL).String(), nil)
+	// The request is built on the target URL itself: no round trip through its text.
+	req, err := http.NewRequestWithContext(ctx, d.Method, "", nil)
 	if err != nil {
 		s.fail("unreachable")
 		return
 	}
+	req.URL = g.target(r.URL)
+	req.Host = req.URL.Host
+	req.Header = make(http.Header, len(d.Headers)+1)
 	setHeaders(req.Header, d.Headers)
 	req.Header.Del("Content-Length") // req.ContentLength's, as the body may change (tracing)
 	body := d.Body
@@ -118,7 +157,7 @@ func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		req.Header.Set("X-Forwarded-For", host)
 	}
-	resp, err := g.client.Do(req)
+	resp, err := g.roundTrip(req)
 	if err != nil {
 		s.fail(failure(ctx, err))
 		return
@@ -146,6 +185,31 @@ func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow
 			return
 		}
 	}
+}
+
+// roundTrip sends req upstream: through the transport itself, which is all the client
+// would do for it (the gateway follows no redirect and keeps no cookies), without the
+// client's copy of the headers for redirects; through the client when the upstream URL
+// carries credentials (the client turns them into an Authorization header).
+//
+// # Notes
+//
+//   - What the client guarantees of any transport is kept: a response comes with a body,
+//     and a transport answering neither a response nor an error is an error.
+func (g *Gateway) roundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.User != nil {
+		return g.client.Do(req)
+	}
+	resp, err := g.opts.Transport.RoundTrip(req)
+	switch {
+	case err != nil:
+		return nil, err
+	case resp == nil:
+		return nil, errors.New("gateway: the upstream transport answered no response and no error")
+	case resp.Body == nil:
+		resp.Body = http.NoBody
+	}
+	return resp, nil
 }
 
 // readBufs are the buffers the upstream's answers are read into, a chunk at a time.
@@ -212,6 +276,13 @@ func (s *sink) cancel() (abandon bool) {
 	defer s.mu.Unlock()
 	s.detached = true
 	return s.o.Cancel()
+}
+
+// detach stops every later write to the client.
+func (s *sink) detach() {
+	s.mu.Lock()
+	s.detached = true
+	s.mu.Unlock()
 }
 
 // event writes a notification of the session's standing stream between the answer's

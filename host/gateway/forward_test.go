@@ -67,3 +67,111 @@ func TestForward_collapsedAnswerEndsAtItsMessage(t *testing.T) {
 		t.Fatalf("the upstream was sent Accept %q", a)
 	}
 }
+
+// TestForward_clientLeavingCancelsCallThatMovesNothing: a tools/call that cannot move a
+// workflow runs on the handler's goroutine; when its client leaves, the upstream request
+// is cancelled at once and the handler returns.
+func TestForward_clientLeavingCancelsCallThatMovesNothing(t *testing.T) {
+	arrived, cancelled := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body) // the server watches the connection once the body is read
+		close(arrived)
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer up.Close()
+	ctx := context.Background()
+	pool, err := host.NewPool(ctx, pluginRuntime(t), pathsConfig, host.PoolOptions{Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close(ctx)
+	u, _ := url.Parse(up.URL + "/mcp")
+	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: pathsConfig, Store: store.NewMemory(store.Options{}),
+		Origins: exchange.OriginPolicy{Loopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	returned := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gw.ServeHTTP(w, r)
+		close(returned)
+	}))
+	defer srv.Close()
+	cctx, leave := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(cctx, http.MethodPost, srv.URL+"/mcp", strings.NewReader(ungatedCallBody))
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	go func() {
+		<-arrived
+		leave()
+	}()
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the call answered; want the client's request cancelled")
+	}
+	for name, ch := range map[string]chan struct{}{"the upstream request cancelled": cancelled, "the handler returned": returned} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("client left: %s: not within 5s", name)
+		}
+	}
+}
+
+// TestForward_timeoutOfCallThatMovesNothing: a tools/call that cannot move a workflow and
+// outlasts its timeout is answered TOOL_TIMEOUT at the timeout, its upstream request is
+// cancelled, and the handler returns.
+func TestForward_timeoutOfCallThatMovesNothing(t *testing.T) {
+	cancelled := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body) // the server watches the connection once the body is read
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer up.Close()
+	cfg := []byte(strings.Replace(string(pathsConfig), `"workflows"`, `"limits":{"tools":{"records.op2":{"timeoutMs":200}}},"workflows"`, 1))
+	ctx := context.Background()
+	pool, err := host.NewPool(ctx, pluginRuntime(t), cfg, host.PoolOptions{Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close(ctx)
+	u, _ := url.Parse(up.URL + "/mcp")
+	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{}),
+		Origins: exchange.OriginPolicy{Loopback: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	returned := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gw.ServeHTTP(w, r)
+		close(returned)
+	}))
+	defer srv.Close()
+	start := time.Now()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(ungatedCallBody))
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `TOOL_TIMEOUT`) || time.Since(start) > 5*time.Second {
+		t.Fatalf("after %s: %d %s", time.Since(start), resp.StatusCode, body)
+	}
+	for name, ch := range map[string]chan struct{}{"the upstream request cancelled": cancelled, "the handler returned": returned} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("timeout: %s: not within 5s", name)
+		}
+	}
+}

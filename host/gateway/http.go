@@ -28,13 +28,27 @@ func flowHeaders(h http.Header, host string) flow.Headers {
 
 // setHeaders adds the flow's headers to dst, except Host (net/http's own: the request's
 // Host field).
+//
+// # Notes
+//
+//   - A name new to dst gets its value in one shared array for all (a slice of capacity
+//     one: a later append to it copies), not an array of its own.
 func setHeaders(dst http.Header, src flow.Headers) {
+	var vals []string
 	for _, p := range src {
 		k := http.CanonicalHeaderKey(p[0])
 		if k == "Host" {
 			continue
 		}
-		dst[k] = append(dst[k], p[1])
+		if vs, ok := dst[k]; ok {
+			dst[k] = append(vs, p[1])
+			continue
+		}
+		if len(vals) == cap(vals) {
+			vals = make([]string, 0, len(src))
+		}
+		vals = append(vals, p[1])
+		dst[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 }
 

@@ -1,0 +1,77 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/store"
+)
+
+// BenchmarkGatewayCall measures the gateway's own work for one tools/call, without
+// sockets: the request goes to ServeHTTP directly and the upstream is a handler behind a
+// RoundTripper (the MCP server of BenchmarkGatewayPaths' list rows, answering in process).
+// What is left is what the gateway adds to a proxy: the flow, the engine calls, the store,
+// the header conversions, the worker; its allocations are exact (run with -benchmem), its
+// time far steadier than the socket rows' on a busy machine.
+//
+//	go test ./host/gateway -run '^$' -bench GatewayCall -benchmem
+func BenchmarkGatewayCall(b *testing.B) {
+	for _, row := range []struct{ name, body string }{
+		{"ungated", ungatedCallBody},
+		{"gated_memory", gatedCallBody},
+	} {
+		b.Run(row.name, func(b *testing.B) {
+			ctx := context.Background()
+			pool, err := host.NewPool(ctx, pluginRuntime(b), pathsConfig, host.PoolOptions{Size: 4})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { pool.Close(ctx) })
+			up, _ := url.Parse("http://upstream.test/mcp")
+			g, err := gateway.New(gateway.Options{Upstream: up, Plugin: pool, Config: pathsConfig,
+				Store: store.NewMemory(store.Options{}), Transport: handlerTransport{newChangingList(10, true)}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			send := func(sid, body string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest(http.MethodPost, "http://gateway.test/mcp", strings.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Accept", "application/json, text/event-stream")
+				if sid != "" {
+					r.Header.Set("Mcp-Session-Id", sid)
+				}
+				w := httptest.NewRecorder()
+				g.ServeHTTP(w, r)
+				return w
+			}
+			sid := send("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`).Header().Get("Mcp-Session-Id")
+			send(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			send(sid, listBody)
+			if w := send(sid, row.body); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"ok"`) {
+				b.Fatalf("%s: %d %s", row.name, w.Code, w.Body)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				send(sid, row.body)
+			}
+		})
+	}
+}
+
+// handlerTransport answers every request with its handler, in process.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	w := httptest.NewRecorder()
+	t.h.ServeHTTP(w, r)
+	resp := w.Result()
+	resp.Request = r
+	return resp, nil
+}
