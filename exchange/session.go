@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 )
 
@@ -87,8 +88,8 @@ type SessionCheck struct {
 func (c *Core) CheckSession(ctx context.Context, method string, h Headers) SessionCheck {
 	if name := c.RepeatedHeader(h); name != "" {
 		c.count(CountRejected)
-		return SessionCheck{Action: SessionReply, Status: 400,
-			Body: jsonrpc.AppendError(nil, nil, jsonrpc.CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))}
+		r := admission.RefuseRepeated(h, name)
+		return SessionCheck{Action: SessionReply, Status: r.Status, Body: jsonrpc.AppendError(nil, nil, r.Code, r.Text)}
 	}
 	id := h.Get(hdrSession)
 	if !IsGatewaySession(id) {
