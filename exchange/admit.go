@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/tidwall/gjson"
 )
@@ -252,7 +253,7 @@ func (ex *Exchange) answerLocal(result []byte) {
 
 // resultMessage wraps result as the JSON-RPC response to the client, with its duration.
 func (ex *Exchange) resultMessage(result []byte) []byte {
-	return withDuration(jsonrpc.AppendResult(nil, ex.clientID, result), ex.start)
+	return answer.WithDuration(jsonrpc.AppendResult(nil, ex.clientID, result), ex.start)
 }
 
 // AcceptsSSE reports whether the client takes text/event-stream answers.

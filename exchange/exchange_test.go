@@ -34,20 +34,3 @@ func TestSessionOwned(t *testing.T) {
 		}
 	}
 }
-
-func TestWithListChanged(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"id":1,"result":{"capabilities":{"tools":{}}}}`:                    `{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}}}}`,
-		`{"id":1,"result":{"capabilities":{"tools":{"listChanged":false}}}}`: `{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}}}}`,
-		`{"id":1,"result":{"capabilities":{}}}`:                              `{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}}}}`,
-		`{"id":1,"result":{"x":1}}`:                                          `{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}},"x":1}}`,
-	} {
-		out, ok := withListChanged([]byte(in))
-		if !ok || string(out) != want {
-			t.Errorf("withListChanged(%s) = %s %v; want %s", in, out, ok, want)
-		}
-	}
-	if _, ok := withListChanged([]byte(`{"id":1,"result":{"capabilities":{"tools":{"listChanged":true}}}}`)); ok {
-		t.Error("changed an answer that already declares listChanged")
-	}
-}
