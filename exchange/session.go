@@ -77,6 +77,12 @@ type SessionCheck struct {
 	Body   []byte // SessionReply: a JSON-RPC error; nil for none (a DELETE's 200)
 }
 
+// RepeatedHeader returns the name of an identity header that h repeats ("" for none):
+// admission.RepeatedHeader with this Core's principal header.
+func (c *Core) RepeatedHeader(h Headers) string {
+	return admission.RepeatedHeader(h, c.facts.principal)
+}
+
 // CheckSession decides on a request by its Mcp-Session-Id header alone, before anything
 // else, for requests that are not admitted with Admit (GET, DELETE and other methods; Admit
 // makes the same check for a POST, with the request's id in a 404). method is the HTTP
