@@ -1,16 +1,14 @@
 package exchange
 
 import (
-	"bytes"
 	"context"
-	"mime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
-	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
@@ -96,21 +94,13 @@ type healthState struct {
 
 // Headers the core reads.
 const (
-	hdrSession   = "Mcp-Session-Id"
-	hdrVersion   = "MCP-Protocol-Version"
-	hdrMethod    = "Mcp-Method"
-	hdrName      = "Mcp-Name"
-	hdrAccept    = "Accept"
-	hdrEncoding  = "Content-Encoding"
-	hdrType      = "Content-Type"
-	batchVersion = "2025-06-18" // batches were removed in this version
-	maxBatch     = 100
-	// maxValidateDepth bounds nesting at admission; arguments deeper than the engine's
-	// limit are its own denial (ARGUMENTS_TOO_DEEP).
-	maxValidateDepth = 4096
+	hdrSession = admission.HeaderSession
+	hdrVersion = admission.HeaderVersion
+	hdrAccept  = "Accept"
+	// maxValidateDepth bounds nesting wherever the core reads a request's or an answer's
+	// JSON.
+	maxValidateDepth = admission.MaxDepth
 )
-
-var versionPath = "params._meta." + gjson.Escape("io.modelcontextprotocol/protocolVersion")
 
 // Admit decides on one POST: body is what the host read of it (at most MaxBodyBytes+1
 // bytes). ctx bounds the engine and state calls of admission; a tools/call that can move a
@@ -149,51 +139,28 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	return ex.admitMessage(ctx, h, doc, body)
 }
 
-// refuseHeaders refuses a request whose headers the core cannot read as the server will:
-// a repeated header naming who or what it is, a compressed body, a charset not UTF-8. It
-// reports whether it refused.
+// refuseHeaders refuses a request whose headers the core cannot read as the server will
+// (admission.RepeatedHeader, admission.Encoding). It reports whether it refused.
 func (ex *Exchange) refuseHeaders(h Headers) bool {
 	if name := ex.core.RepeatedHeader(h); name != "" {
 		ex.Session, ex.principal = "", "" // neither is known: nothing is keyed by them
-		ex.reject(400, jsonrpc.CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))
+		ex.refuse(admission.RefuseRepeated(h, name))
 		return true
 	}
-	// The core must read exactly the request the server will read: bodies it cannot read
-	// byte for byte (compressed, another charset) are refused, not passed on ungated.
-	if ce := h.Get(hdrEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
-		ex.reject(415, jsonrpc.CodeInvalidRequest, "compressed request bodies ("+ce+") are not accepted by the gateway")
+	if r := admission.Encoding(h); r != nil {
+		ex.refuse(r)
 		return true
-	}
-	if ct := h.Get(hdrType); ct != "" {
-		if _, params, err := mime.ParseMediaType(ct); err == nil {
-			if cs := params["charset"]; cs != "" && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
-				ex.reject(415, jsonrpc.CodeInvalidRequest, "request charset "+strconv.Quote(cs)+" is not accepted; send UTF-8")
-				return true
-			}
-		}
 	}
 	return false
 }
 
-// readBody parses the body as one JSON-RPC message or batch, refusing one over the size
-// limit, not JSON, or repeating a member name; false when it refused.
+// readBody parses the body as one JSON-RPC message or batch (admission.Body); false when
+// it refused.
 func (ex *Exchange) readBody(body []byte) (gjson.Result, bool) {
-	if limit := ex.core.opts.MaxBodyBytes; len(body) > limit {
-		// The id, when the start of the body shows it, so the client can match the error.
-		if id := gjson.GetBytes(body[:min(len(body), 4096)], "id"); id.Type == gjson.String || id.Type == gjson.Number {
-			ex.clientID = []byte(id.Raw)
-		}
-		ex.reject(413, jsonrpc.CodeInvalidRequest, "request body over the gateway's limit of "+strconv.Itoa(limit)+" bytes")
-		return gjson.Result{}, false
-	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') || jsonx.Validate(body, maxValidateDepth) != nil {
-		ex.reject(400, jsonrpc.CodeParseError, "parse error: the body is not one JSON-RPC message or batch")
-		return gjson.Result{}, false
-	}
-	doc := gjson.ParseBytes(body)
-	if jsonrpc.RepeatsMember(doc, 0) {
-		ex.reject(400, jsonrpc.CodeInvalidRequest, "request repeats a member name in an object; the gateway and the server could read different values")
+	doc, id, r := admission.Body(body, ex.core.opts.MaxBodyBytes)
+	if r != nil {
+		ex.clientID = id
+		ex.refuse(r)
 		return gjson.Result{}, false
 	}
 	return doc, true
@@ -242,57 +209,28 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, doc gjson.Resul
 }
 
 // headersAgree refuses a request whose headers name another protocol version, method or
-// target than its body (reporting false): a misleading header cannot steer a gate, or a
-// server, that trusts it.
+// target than its body (admission.Agree), reporting false.
 func (ex *Exchange) headersAgree(h Headers, doc, params gjson.Result) bool {
-	if ex.version == "" {
-		ex.version = doc.Get(versionPath).Str
-	} else if v := doc.Get(versionPath); v.Exists() && v.Str != ex.version {
-		ex.reject(400, CodeHeaderMismatch, "MCP-Protocol-Version header "+strconv.Quote(ex.version)+" does not match the body's _meta protocolVersion "+strconv.Quote(v.Str))
-		return false
-	}
-	// 2026-07-28 requests name their method and target in headers.
-	if hm := h.Get(hdrMethod); hm != "" && hm != ex.Method {
-		ex.reject(400, CodeHeaderMismatch, "Mcp-Method header "+strconv.Quote(hm)+" does not match the body's method "+strconv.Quote(ex.Method))
-		return false
-	}
-	if hn := h.Get(hdrName); hn != "" && (ex.Method == MethodToolsCall || ex.Method == "prompts/get") && hn != params.Get("name").Str {
-		ex.reject(400, CodeHeaderMismatch, "Mcp-Name header "+strconv.Quote(hn)+" does not match the body's name "+strconv.Quote(params.Get("name").Str))
+	v, r := admission.Agree(h, doc, params, ex.version, ex.Method)
+	ex.version = v
+	if r != nil {
+		ex.refuse(r)
 		return false
 	}
 	return true
 }
 
-// admitBatch applies the batch rule: batches exist only before 2025-06-18, do not nest, hold
-// at most maxBatch messages, and never carry a method the core acts on (one JSON-RPC
-// request could otherwise fan out past the gate, or slip a tools/call past a host that
-// cannot split it). Other batches pass as they are.
+// admitBatch applies the batch rule (admission.Batch) with the methods the core acts on.
 func (ex *Exchange) admitBatch(doc gjson.Result) *Exchange {
-	if ex.version >= batchVersion {
-		return ex.reject(400, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not part of protocol version "+ex.version)
-	}
-	n := 0
-	var refuse string
-	doc.ForEach(func(_, m gjson.Result) bool {
-		n++
-		switch {
-		case !m.IsObject():
-			refuse = "a batch element must be a JSON-RPC message object"
-		case jsonrpc.CaseVariantIn(m, &refuse):
-		case actsOn(m.Get("method").Str):
-			refuse = "batches holding " + m.Get("method").Str + " are not accepted by the gateway; send it as a request of its own"
-		case n > maxBatch:
-			refuse = "a batch holds at most " + strconv.Itoa(maxBatch) + " messages"
-		}
-		return refuse == ""
-	})
-	if n == 0 {
-		refuse = "empty batch"
-	}
-	if refuse != "" {
-		return ex.reject(400, jsonrpc.CodeInvalidRequest, refuse)
+	if r := admission.Batch(doc, ex.version, actsOn); r != nil {
+		return ex.refuse(r)
 	}
 	return ex
+}
+
+// refuse answers an admission refusal.
+func (ex *Exchange) refuse(r *admission.Refusal) *Exchange {
+	return ex.reject(r.Status, r.Code, r.Text)
 }
 
 // reject answers a JSON-RPC error locally.
@@ -315,7 +253,7 @@ func (ex *Exchange) answerLocal(result []byte) {
 
 // resultMessage wraps result as the JSON-RPC response to the client, with its duration.
 func (ex *Exchange) resultMessage(result []byte) []byte {
-	return withDuration(jsonrpc.AppendResult(nil, ex.clientID, result), ex.start)
+	return answer.WithDuration(jsonrpc.AppendResult(nil, ex.clientID, result), ex.start)
 }
 
 // AcceptsSSE reports whether the client takes text/event-stream answers.

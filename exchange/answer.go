@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/plugin/engine"
@@ -115,7 +116,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 	switch ex.Method {
 	case MethodInitialize:
 		if ex.core.facts.listChanged {
-			if out, ok := withListChanged(msg); ok {
+			if out, ok := answer.WithListChanged(msg); ok {
 				return out, nil
 			}
 		}
@@ -153,7 +154,7 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 			ex.cacheStore([]byte(r.Raw))
 		}
 	}
-	return withDuration(out, ex.start), before
+	return answer.WithDuration(out, ex.start), before
 }
 
 // moveWorkflows runs the call's transition (and its health outcome), releases its lease
@@ -328,7 +329,7 @@ func (ex *Exchange) UpstreamError(err error) []byte {
 		msg = out
 	}
 	if ex.Method == MethodToolsCall {
-		msg = withDuration(msg, ex.start)
+		msg = answer.WithDuration(msg, ex.start)
 	}
 	return msg
 }
@@ -346,28 +347,3 @@ func (ex *Exchange) Package(out []byte, before [][]byte) (contentType string, bo
 	}
 	return "text/event-stream", sse.Append(body, out), nil
 }
-
-// withDuration sets result._meta["dev.stategate/durationMs"] on a JSON-RPC response to a
-// tools/call, or error.data["dev.stategate/durationMs"] on an error answer whose data is
-// absent or an object (other data is the server's and stays as it is).
-func withDuration(msg []byte, start time.Time) []byte {
-	path := durationPath
-	if !gjson.GetBytes(msg, "result").IsObject() {
-		e := gjson.GetBytes(msg, "error")
-		if d := e.Get("data"); !e.IsObject() || (d.Exists() && !d.IsObject()) {
-			return msg
-		}
-		path = errorDurationPath
-	}
-	ms := float64(time.Since(start).Microseconds()) / 1000
-	out, err := sjson.SetBytes(msg, path, ms)
-	if err != nil {
-		return msg
-	}
-	return out
-}
-
-var (
-	durationPath      = "result._meta." + strings.ReplaceAll(abi.MetaDuration, ".", `\.`)
-	errorDurationPath = "error.data." + strings.ReplaceAll(abi.MetaDuration, ".", `\.`)
-)

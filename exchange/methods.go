@@ -15,7 +15,3 @@ func actsOn(method string) bool {
 	}
 	return false
 }
-
-// CodeHeaderMismatch is the 2026-07-28 error for Mcp-Method / Mcp-Name headers that
-// disagree with the body.
-const CodeHeaderMismatch = -32020

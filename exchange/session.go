@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 )
 
@@ -76,6 +77,12 @@ type SessionCheck struct {
 	Body   []byte // SessionReply: a JSON-RPC error; nil for none (a DELETE's 200)
 }
 
+// RepeatedHeader returns the name of an identity header that h repeats ("" for none):
+// admission.RepeatedHeader with this Core's principal header.
+func (c *Core) RepeatedHeader(h Headers) string {
+	return admission.RepeatedHeader(h, c.facts.principal)
+}
+
 // CheckSession decides on a request by its Mcp-Session-Id header alone, before anything
 // else, for requests that are not admitted with Admit (GET, DELETE and other methods; Admit
 // makes the same check for a POST, with the request's id in a 404). method is the HTTP
@@ -87,8 +94,8 @@ type SessionCheck struct {
 func (c *Core) CheckSession(ctx context.Context, method string, h Headers) SessionCheck {
 	if name := c.RepeatedHeader(h); name != "" {
 		c.count(CountRejected)
-		return SessionCheck{Action: SessionReply, Status: 400,
-			Body: jsonrpc.AppendError(nil, nil, jsonrpc.CodeInvalidRequest, repeatedHeaderText(name, len(h.Values(name))))}
+		r := admission.RefuseRepeated(h, name)
+		return SessionCheck{Action: SessionReply, Status: r.Status, Body: jsonrpc.AppendError(nil, nil, r.Code, r.Text)}
 	}
 	id := h.Get(hdrSession)
 	if !IsGatewaySession(id) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -126,7 +127,7 @@ func (ex *Exchange) taskRefusal(result []byte) []byte {
 			out = o
 		}
 	}
-	return withDuration(out, ex.start)
+	return answer.WithDuration(out, ex.start)
 }
 
 // taskRecord is what settling a task needs, as stored.

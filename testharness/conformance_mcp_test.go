@@ -58,7 +58,7 @@ var confExpectedDiffs = []confDiff{{
 	upstream: "everything", scenario: "dns-rebinding-protection", check: "localhost-host-rebinding-rejected",
 	direct: "FAILURE", gateway: "SUCCESS",
 	reason: "server-everything does not validate Host/Origin (it answers 200 to Host: evil.example.com); " +
-		"the gateway does (exchange.OriginPolicy) and answers 403 before the upstream is reached",
+		"the gateway does (admission.OriginPolicy) and answers 403 before the upstream is reached",
 }}
 
 // confTraceChecks are the ids of the suite's trace entries (the requests and events it

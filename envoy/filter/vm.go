@@ -22,6 +22,7 @@ import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/internal/termsafe"
@@ -70,7 +71,7 @@ type pluginContext struct {
 	vm       *vmContext
 	settings Settings
 	core     *exchange.Core
-	origins  exchange.OriginPolicy
+	origins  admission.OriginPolicy
 	oauth    exchange.OAuthMap // Public empty: discovery documents and challenges pass unchanged
 
 	metrics  bool
@@ -111,7 +112,7 @@ func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 		CASRetries:    p.settings.CASRetries,
 		ListMemoBytes: 8 << 20,
 	})
-	p.origins = exchange.OriginPolicy{AllowedOrigins: p.settings.AllowedOrigins, AllowedHosts: p.settings.AllowedHosts}
+	p.origins = admission.OriginPolicy{AllowedOrigins: p.settings.AllowedOrigins, AllowedHosts: p.settings.AllowedHosts}
 	// Envoy's route, not the filter, picks the upstream path: the client's path is kept.
 	p.oauth = exchange.OAuthMap{Public: p.settings.PublicURL}
 	p.defineMetrics()

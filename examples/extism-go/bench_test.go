@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
@@ -54,7 +54,7 @@ func BenchmarkExchange(b *testing.B) {
 		}
 		u, _ := url.Parse(up.URL + "/mcp")
 		gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{}),
-			Origins: exchange.OriginPolicy{Loopback: true}})
+			Origins: admission.OriginPolicy{Loopback: true}})
 		if err != nil {
 			b.Fatal(err)
 		}

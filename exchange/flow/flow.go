@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 )
 
@@ -34,7 +35,7 @@ const (
 // Options configures a Flow.
 type Options struct {
 	Core    *exchange.Core
-	Origins exchange.OriginPolicy
+	Origins admission.OriginPolicy
 	// MaxBodyBytes caps a request body and a buffered answer (as the core's).
 	MaxBodyBytes int
 	// LeaseWait bounds the Wait decisions of one request: past it the call is denied busy.

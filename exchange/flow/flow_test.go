@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
@@ -58,7 +59,7 @@ func TestExchangeSuite(t *testing.T) {
 		st := &kvstate.State{KV: kv{}}
 		core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg,
 			NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
-		return &host{f: flow.New(flow.Options{Core: core, Busy: st.TakeBusy, Origins: exchange.OriginPolicy{Loopback: true}})}
+		return &host{f: flow.New(flow.Options{Core: core, Busy: st.TakeBusy, Origins: admission.OriginPolicy{Loopback: true}})}
 	})
 }
 

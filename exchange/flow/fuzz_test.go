@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
@@ -43,7 +44,7 @@ func FuzzFlow(f *testing.F) {
 		st := &kvstate.State{KV: kv{}}
 		core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg, MaxBodyBytes: 1 << 16,
 			NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
-		fl := flow.New(flow.Options{Core: core, Busy: st.TakeBusy, MaxBodyBytes: 1 << 16, Origins: exchange.OriginPolicy{Loopback: true}})
+		fl := flow.New(flow.Options{Core: core, Busy: st.TakeBusy, MaxBodyBytes: 1 << 16, Origins: admission.OriginPolicy{Loopback: true}})
 		h := flow.Headers{{"Host", "127.0.0.1"}}
 		for _, line := range strings.Split(headers, "\n") {
 			if k, v, ok := strings.Cut(line, ": "); ok {

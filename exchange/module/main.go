@@ -14,6 +14,7 @@ import (
 	"github.com/extism/go-pdk"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
 	"github.com/stategate/stategate/host/respcache"
@@ -87,7 +88,7 @@ func load() {
 			notices = append(notices, flow.Notice{Except: except, Msg: msg, Broadcast: true})
 		}})
 	flw = flow.New(flow.Options{Core: core, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
-		Origins: exchange.OriginPolicy{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts, Loopback: opts.Loopback},
+		Origins: admission.OriginPolicy{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts, Loopback: opts.Loopback},
 		Busy:    state.TakeBusy,
 		Notify:  func(n flow.Notice) { notices = append(notices, n) }})
 }

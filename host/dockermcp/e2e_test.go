@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/demo"
@@ -211,7 +212,7 @@ func TestFronting(t *testing.T) {
 	up := startUpstream(t)
 	upURL, _ := url.Parse(up.URL + "/mcp")
 	gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool(t, cfg), Config: cfg, Store: store.NewMemory(store.Options{}),
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestIntercepting(t *testing.T) {
 	cfg := readYAML(t, sampleConfig)
 	up := startUpstream(t)
 	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestIntercepting_afterHookFirst(t *testing.T) {
 	cfg := readYAML(t, sampleConfig)
 	up := startUpstream(t)
 	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestIntercepting_concurrentCalls(t *testing.T) {
 	cfg := readYAML(t, sampleConfig)
 	up := startUpstream(t)
 	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +391,7 @@ func TestIntercepting_streamingTransport(t *testing.T) {
 	cfg := readYAML(t, sampleConfig)
 	up := startUpstream(t)
 	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +464,7 @@ func TestFronting_sessionKeyedToolsNeverOffered(t *testing.T) {
 	up := startUpstream(t)
 	upURL, _ := url.Parse(up.URL + "/mcp")
 	gw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: pool(t, cfg), Config: cfg, Store: store.NewMemory(store.Options{}),
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

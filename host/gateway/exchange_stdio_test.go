@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
@@ -45,7 +45,7 @@ func TestExchangeSuite_stdio(t *testing.T) {
 		t.Cleanup(func() { sessions.Close() })
 		u, _ := url.Parse("http://stdio.invalid/mcp")
 		gw, err := gateway.New(gateway.Options{Upstream: u, Transport: sessions, Plugin: pool, Config: cfg,
-			Store: store.NewMemory(store.Options{}), Origins: exchange.OriginPolicy{Loopback: true}})
+			Store: store.NewMemory(store.Options{}), Origins: admission.OriginPolicy{Loopback: true}})
 		if err != nil {
 			t.Fatal(err)
 		}

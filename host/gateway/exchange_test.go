@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
@@ -34,7 +34,7 @@ func TestExchangeSuite(t *testing.T) {
 		t.Cleanup(func() { pool.Close(ctx) })
 		u, _ := url.Parse(up.URL + "/mcp")
 		gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{}),
-			Origins: exchange.OriginPolicy{Loopback: true}})
+			Origins: admission.OriginPolicy{Loopback: true}})
 		if err != nil {
 			t.Fatal(err)
 		}

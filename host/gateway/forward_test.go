@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
@@ -44,7 +44,7 @@ func TestForward_collapsedAnswerEndsAtItsMessage(t *testing.T) {
 	defer pool.Close(ctx)
 	u, _ := url.Parse(up.URL + "/mcp")
 	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{}),
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

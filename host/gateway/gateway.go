@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/respcache"
@@ -40,7 +41,7 @@ type Options struct {
 	Logger   *slog.Logger
 	// Origins guards against DNS rebinding (Origin and Host validation); requests it
 	// refuses get 403 and reach nothing.
-	Origins      exchange.OriginPolicy
+	Origins      admission.OriginPolicy
 	MaxBodyBytes int               // request and buffered response cap (default 16 MiB)
 	BodyTimeout  time.Duration     // how long a request body may take to arrive (default 30 s)
 	LeaseWait    time.Duration     // how long a moving call waits for another's lease (default 5 s)

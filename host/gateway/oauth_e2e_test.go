@@ -17,7 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
@@ -98,7 +98,7 @@ func oauthGateway(t *testing.T, up *oauthUpstream) (*gateway.Gateway, string) {
 	upstream, _ := url.Parse(up.srv.URL + "/mcp")
 	gw, err = gateway.New(gateway.Options{Upstream: upstream, Plugin: pool, Config: demo.Config(),
 		Store: store.NewMemory(store.Options{}), PublicURL: srv.URL,
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
@@ -79,7 +79,7 @@ func postJSON(t *testing.T, url, sid, body string) string {
 // reaches nothing. Before the fix the gateway accepted any Host and Origin and rewrote Host
 // to the upstream's, so the upstream's own check always passed.
 func TestSecurity_dnsRebinding(t *testing.T) {
-	e := newEnv(t, envOptions{gateway: gateway.Options{Origins: exchange.OriginPolicy{Loopback: true}}})
+	e := newEnv(t, envOptions{gateway: gateway.Options{Origins: admission.OriginPolicy{Loopback: true}}})
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks.list","arguments":{}}}`
 	for _, tc := range []struct {
 		name, host, origin string

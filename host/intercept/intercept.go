@@ -28,6 +28,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/tidwall/gjson"
 )
 
@@ -38,7 +39,7 @@ type Options struct {
 	State  exchange.State
 	Logger *slog.Logger
 	// Origins guards against DNS rebinding: a browser page must not reach the hooks.
-	Origins      exchange.OriginPolicy
+	Origins      admission.OriginPolicy
 	MaxBodyBytes int           // a hook body's cap (default 16 MiB)
 	LeaseWait    time.Duration // how long a call waits for its channel or its lease (default 5 s)
 	Publisher    exchange.Publisher

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/intercept"
@@ -35,7 +35,7 @@ func newHooks(t *testing.T) (*intercept.Handler, *httptest.Server) {
 		t.Fatal(err)
 	}
 	h, err := intercept.New(intercept.Options{Plugin: enginePlugin{e}, Config: cfg,
-		State: gateway.State(store.NewMemory(store.Options{})), Origins: exchange.OriginPolicy{Loopback: true}})
+		State: gateway.State(store.NewMemory(store.Options{})), Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

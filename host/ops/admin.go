@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/host/store"
 )
 
@@ -149,7 +150,7 @@ func isLoopbackHost(host string) bool {
 func (a *Admin) auth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.opts.Token == "" {
-			p := exchange.OriginPolicy{Loopback: true}
+			p := admission.OriginPolicy{Loopback: true}
 			if err := p.Check(r.Header.Get("Origin"), r.Host); err != nil {
 				a.fail(w, http.StatusForbidden, "forbidden", err.Error())
 				return

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/plugin/draw"
 	"go.opentelemetry.io/otel/trace"
 	"io"
@@ -389,8 +390,8 @@ func (o serveOptions) publicURLFor(addr net.Addr, logger *slog.Logger) string {
 }
 
 // originPolicy is the DNS-rebinding guard for a listener on addr.
-func (o serveOptions) originPolicy(addr net.Addr) exchange.OriginPolicy {
-	p := exchange.OriginPolicy{AllowedOrigins: splitList(o.origins), AllowedHosts: splitList(o.hosts)}
+func (o serveOptions) originPolicy(addr net.Addr) admission.OriginPolicy {
+	p := admission.OriginPolicy{AllowedOrigins: splitList(o.origins), AllowedHosts: splitList(o.hosts)}
 	if tcp, ok := addr.(*net.TCPAddr); ok {
 		p.Loopback = tcp.IP.IsLoopback()
 	}
