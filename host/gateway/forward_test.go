@@ -91,7 +91,7 @@ func TestForward_clientLeavingCancelsCallThatMovesNothing(t *testing.T) {
 	defer pool.Close(ctx)
 	u, _ := url.Parse(up.URL + "/mcp")
 	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: pathsConfig, Store: store.NewMemory(store.Options{}),
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestForward_timeoutOfCallThatMovesNothing(t *testing.T) {
 	defer pool.Close(ctx)
 	u, _ := url.Parse(up.URL + "/mcp")
 	gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{}),
-		Origins: exchange.OriginPolicy{Loopback: true}})
+		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
