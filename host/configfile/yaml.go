@@ -42,6 +42,11 @@ const (
 //   - Anchors and aliases work; an alias inside the node it names is refused, and the
 //     output is bounded (MaxNodes, MaxJSONBytes, MaxDepth).
 func YAMLToJSON(src []byte) ([]byte, error) {
+	if i := bytes.Index(src, nel); i >= 0 {
+		// YAML readers disagree on it (a line break in YAML 1.1, folded into a space in a
+		// quoted scalar; text in YAML 1.2 and JSON): refused rather than read one way.
+		return nil, fmt.Errorf("line %d: a raw U+0085 (NEL): YAML readers disagree on it; write it as \\u0085 or \\N in a double-quoted string", 1+bytes.Count(src[:i], []byte("\n")))
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -156,7 +161,7 @@ func (c *converter) mapping(n *yaml.Node, depth int) error {
 		if i > 0 {
 			c.out = append(c.out, ',')
 		}
-		c.out = jsonx.AppendString(c.out, k.Value)
+		c.out = appendString(c.out, k.Value)
 		c.out = append(c.out, ':')
 		if err := c.value(v, depth+1); err != nil {
 			return err
@@ -244,10 +249,32 @@ func (c *converter) scalar(n *yaml.Node) error {
 		}
 		c.out = appendFloat(c.out, n.Value)
 	default:
-		c.out = jsonx.AppendString(c.out, n.Value)
+		c.out = appendString(c.out, n.Value)
 	}
 	return nil
 }
+
+// appendString writes s as a JSON string whose text is also YAML for the same string: the
+// line breaks of YAML 1.1 that JSON leaves raw (U+0085 NEL, U+2028, U+2029) are escaped,
+// since a YAML reader may fold them into a space, and the output must read back unchanged.
+func appendString(dst []byte, s string) []byte {
+	start := len(dst)
+	dst = jsonx.AppendString(dst, s)
+	if !bytes.Contains(dst[start:], nel) && !bytes.Contains(dst[start:], lineSep[:2]) {
+		return dst
+	}
+	out := append([]byte(nil), dst[start:]...)
+	out = bytes.ReplaceAll(out, nel, []byte(`\u0085`))
+	out = bytes.ReplaceAll(out, lineSep, []byte(`\u2028`))
+	out = bytes.ReplaceAll(out, paraSep, []byte(`\u2029`))
+	return append(dst[:start], out...)
+}
+
+var (
+	nel     = []byte("\u0085")
+	lineSep = []byte("\u2028")
+	paraSep = []byte("\u2029")
+)
 
 // appendInt writes a core-schema integer in decimal, exactly.
 func appendInt(dst []byte, s string) []byte {

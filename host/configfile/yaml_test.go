@@ -1,6 +1,7 @@
 package configfile
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -191,5 +192,25 @@ func TestLoad_yaml11BooleanInABooleanPosition(t *testing.T) {
 	var ee *engine.Error
 	if err == nil || !errors.As(err, &ee) || !strings.Contains(strings.Join(ee.Details, "\n"), "stateSync.fromAnnotations") {
 		t.Fatalf("engine: %v", err)
+	}
+}
+
+// TestYAMLToJSON_nel: U+0085 (NEL) is a line break to YAML 1.1 readers and text to JSON,
+// so a raw one is refused (naming its line), and an escaped one (\N, \u0085) is written
+// escaped, so the output reads back as the same string (FuzzYAMLToJSON found both).
+func TestYAMLToJSON_nel(t *testing.T) {
+	for _, src := range []string{"\"\u0085\"", "a: 1\nb: \"x\u0085y\"\n"} {
+		if out, err := YAMLToJSON([]byte(src)); err == nil || !strings.Contains(err.Error(), "U+0085") {
+			t.Errorf("YAMLToJSON(%q) = %q, %v; want the raw NEL refused", src, out, err)
+		}
+	}
+	for _, src := range []string{`"\N"`, `a: "\u0085"`, `"\u2028\u2029"`} {
+		out, err := YAMLToJSON([]byte(src))
+		if err != nil || bytes.Contains(out, []byte("\u0085")) || bytes.Contains(out, []byte("\u2028")) {
+			t.Fatalf("YAMLToJSON(%q) = %q, %v; want it escaped", src, out, err)
+		}
+		if again, err := YAMLToJSON(out); err != nil || !bytes.Equal(again, out) {
+			t.Errorf("%q read back as %q, %v", out, again, err)
+		}
 	}
 }
