@@ -54,8 +54,9 @@ type Output struct {
 // Forward) and sent upstream, for a host whose request side cannot follow Request's
 // decisions (Envoy: a POST's headers may be upstream before its body is read).
 // keepHead: the host sends the answer's status and headers as the upstream gave them (it
-// cannot hold them until the body is read), so a JSON answer stays JSON (messages it cannot
-// carry go to Notify) and an event stream is rewritten, never collapsed.
+// cannot hold them until the body is read): the head is the first Answer's output, a JSON
+// answer stays JSON (messages it cannot carry go to Notify) and an event stream is
+// rewritten, never collapsed.
 func (f *Flow) Forwarded(ex *exchange.Exchange, keepHead bool) *Open {
 	return &Open{f: f, ex: ex, keepHead: keepHead}
 }
