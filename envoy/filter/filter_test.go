@@ -221,6 +221,31 @@ var filterCases = []filterCase{
 			t.Errorf("answer not rewritten:\n%s", o.respBody)
 		}
 	}},
+	{name: "sse_answer_to_a_json_only_client_is_collapsed_when_held", vmConfig: holdHeaders, run: func(t *testing.T, e *env) {
+		progress := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n"
+		stream := progress + "data: " + toolsListResult + "\n\n"
+		o := e.do(roundTrip{headers: jsonOnly(session("s1")), body: []string{rpc(1, "tools/list", "")}, respHeaders: sseResp,
+			respBody: []string{stream[:len(progress)+20], stream[len(progress)+20:]}})
+		if o.respActions[0] != types.ActionPause {
+			t.Errorf("response headers = %v; held until the answer is read", o.respActions[0])
+		}
+		if ct, _ := header(o.respHeaders, "content-type"); ct != "application/json" {
+			t.Errorf("content-type = %q", ct)
+		}
+		if names := strings.Join(toolNames(o.respBody), ","); names != "cart.view,cart.add_item,countries.list" {
+			t.Errorf("answer not collapsed and rewritten:\n%s", o.respBody)
+		}
+	}},
+	{name: "sse_answer_to_a_json_only_client_streams_without_held_headers", run: func(t *testing.T, e *env) {
+		stream := "data: " + toolsListResult + "\n\n"
+		o := e.do(roundTrip{headers: jsonOnly(session("s1")), body: []string{rpc(1, "tools/list", "")}, respHeaders: sseResp, respBody: []string{stream}})
+		if ct, _ := header(o.respHeaders, "content-type"); ct != "text/event-stream" || o.respActions[0] != types.ActionContinue {
+			t.Errorf("content-type = %q, headers %v; the head went as the upstream gave it", ct, o.respActions[0])
+		}
+		if msgs := sseMessages(t, o.respBody); len(msgs) != 1 || len(toolNames(msgs[0])) != 3 {
+			t.Errorf("stream not rewritten:\n%s", o.respBody)
+		}
+	}},
 	{name: "chunked_json_response_is_buffered", run: func(t *testing.T, e *env) {
 		r := toolsListResult
 		o := e.do(roundTrip{headers: session("s1"), body: []string{rpc(1, "tools/list", "")}, respHeaders: jsonResp,

@@ -231,7 +231,6 @@ func (e *env) do(x roundTrip) outcome {
 	}
 	act = h.CallOnResponseHeaders(id, x.respHeaders, len(x.respBody) == 0)
 	o.respActions = append(o.respActions, act)
-	o.respHeaders = h.GetCurrentResponseHeaders(id)
 	for i, c := range x.respBody {
 		act = h.CallOnResponseBody(id, []byte(c), i == len(x.respBody)-1)
 		o.respActions = append(o.respActions, act)
@@ -239,6 +238,7 @@ func (e *env) do(x roundTrip) outcome {
 			o.respBody += string(h.GetCurrentResponseBody(id))
 		}
 	}
+	o.respHeaders = h.GetCurrentResponseHeaders(id) // held headers may change with the body
 	return o
 }
 
@@ -347,6 +347,18 @@ func sseMessages(t *testing.T, body string) []string {
 			}
 		}
 		out = append(out, strings.Join(data, "\n"))
+	}
+	return out
+}
+
+// jsonOnly returns h with an accept header that takes only JSON.
+func jsonOnly(h [][2]string) [][2]string {
+	out := make([][2]string, len(h))
+	for i, kv := range h {
+		if kv[0] == "accept" {
+			kv[1] = "application/json"
+		}
+		out[i] = kv
 	}
 	return out
 }

@@ -29,8 +29,8 @@ type respMode uint8
 
 const (
 	respNone     respMode = iota // pass untouched
-	respJSON                     // application/json: buffer, rewrite at the end
-	respSSE                      // text/event-stream: stream, rewrite the matching event only
+	respFlow                     // an admitted request's answer: fed to its flow.Open (answer.go)
+	respDrop                     // the flow ended the answer early (a collapsed stream): the rest goes
 	respTimeout                  // a 504 for an admitted tools/call: answer the TOOL_TIMEOUT result
 	respMetadata                 // protected-resource metadata: buffer, rewrite its resource at the end
 )
@@ -50,12 +50,10 @@ type httpContext struct {
 	headers headerMap
 	ex      *exchange.Exchange
 	resp    respMode
-	sse     *exchange.SSERewriter
 	status  int
+	ans     answer             // the answer leg of a forwarded request (answer.go)
 	path    string             // the request's path without the query (kept when publicUrl is set)
 	disc    exchange.Discovery // the document a reqDiscovery request reads
-	// timeoutMsg is the TOOL_TIMEOUT answer that replaces Envoy's 504.
-	timeoutMsg []byte
 }
 
 // headerMap is a request's headers for the core (names compared case-insensitively): the
@@ -161,8 +159,8 @@ func (h *httpContext) send(status int, body []byte) types.Action {
 	return types.ActionPause
 }
 
-// OnHttpResponseHeaders picks how the answer is handled (the core classifies it); a DELETE
-// the upstream accepted frees the session's state.
+// OnHttpResponseHeaders starts the answer leg (answer.go); a DELETE the upstream accepted
+// frees the session's state.
 func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) (act types.Action) {
 	defer h.recoverTo(&act)
 	// One host call for the whole map: the filter reads up to four of its values.
@@ -186,80 +184,19 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) (act types.Action) 
 	if h.phase != reqForwarded {
 		return types.ActionContinue
 	}
-	if sid := h.ex.AnswerSession(bg, status, resp.Get("mcp-session-id")); sid != "" {
-		_ = proxywasm.ReplaceHttpResponseHeader("mcp-session-id", sid) // the upstream issues none
-	}
-	if status == 504 && h.ex.Method == exchange.MethodToolsCall {
-		if msg := h.ex.TimeoutAnswer(); msg != nil {
-			h.resp, h.timeoutMsg = respTimeout, msg
-			_ = proxywasm.ReplaceHttpResponseHeader(":status", "200")
-			_ = proxywasm.ReplaceHttpResponseHeader("content-type", "application/json")
-			_ = proxywasm.RemoveHttpResponseHeader("content-length")
-			if eos {
-				_ = proxywasm.ReplaceHttpResponseBody(msg)
-			}
-			return types.ActionContinue
-		}
-	}
-	switch h.ex.Classify(bg, status, resp.Get("content-type"), resp.Get("content-encoding")) {
-	case exchange.AnswerJSON:
-		h.resp = respJSON
-	case exchange.AnswerSSE:
-		h.resp = respSSE
-		h.sse = h.ex.SSE(bg, h.p.settings.MaxResponseBodyBytes)
-	default:
-		return types.ActionContinue
-	}
-	_ = proxywasm.RemoveHttpResponseHeader("content-length")
-	if h.resp == respJSON && h.p.settings.HoldRequestHeaders {
-		// Held until the body is read, so a JSON answer that must carry a notification can
-		// still become an event stream.
-		return types.ActionPause
-	}
-	return types.ActionContinue
+	return h.answerHead(resp, status, eos)
 }
 
-// OnHttpResponseBody rewrites the answer through the core: a JSON body whole, an event
-// stream event by event (incomplete events are held back until they end).
+// OnHttpResponseBody feeds the answer to the flow (answer.go), or rewrites protected-resource
+// metadata, or answers the timeout result.
 func (h *httpContext) OnHttpResponseBody(size int, eos bool) (act types.Action) {
 	defer h.recoverTo(&act)
 	limit := h.p.settings.MaxResponseBodyBytes
 	switch h.resp {
-	case respJSON:
-		if size > limit {
-			h.resp = respNone
-			h.p.fault(abi.FaultResponseTooLarge, "JSON answer over "+strconv.Itoa(limit)+" bytes (maxResponseBodyBytes)")
-			return types.ActionContinue
-		}
-		if !eos {
-			return types.ActionPause
-		}
-		h.resp = respNone
-		body, _ := proxywasm.GetHttpResponseBody(0, size)
-		out, leftover := h.ex.RewriteJSON(bg, body)
-		if h.p.settings.HoldRequestHeaders {
-			// The headers were held: an answer that carries a notification can still
-			// become an event stream, as the gateway answers it.
-			var ct string
-			if ct, out, leftover = h.ex.Package(out, leftover); ct != "application/json" {
-				_ = proxywasm.ReplaceHttpResponseHeader("content-type", ct)
-				_ = proxywasm.ReplaceHttpResponseHeader("cache-control", "no-cache")
-			}
-		}
-		if len(leftover) > 0 {
-			proxywasm.LogDebug("stategate: visible tools changed on a JSON answer; clients see it on their next tools/list")
-		}
-		if string(out) != string(body) {
-			_ = proxywasm.ReplaceHttpResponseBody(out)
-		}
-	case respSSE:
-		var chunk []byte
-		if size > 0 {
-			chunk, _ = proxywasm.GetHttpResponseBody(0, size)
-		}
-		if out := h.sse.Feed(chunk, eos); string(out) != string(chunk) {
-			_ = proxywasm.ReplaceHttpResponseBody(out)
-		}
+	case respFlow:
+		return h.answerBody(size, eos)
+	case respDrop:
+		_ = proxywasm.ReplaceHttpResponseBody(nil)
 	case respMetadata:
 		return h.rewriteMetadata(size, eos, limit)
 	case respTimeout:
@@ -268,7 +205,7 @@ func (h *httpContext) OnHttpResponseBody(size int, eos bool) (act types.Action) 
 			return types.ActionContinue
 		}
 		h.resp = respNone
-		_ = proxywasm.ReplaceHttpResponseBody(h.timeoutMsg)
+		_ = proxywasm.ReplaceHttpResponseBody(h.ans.body)
 	}
 	return types.ActionContinue
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/flow"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/internal/termsafe"
@@ -71,6 +72,7 @@ type pluginContext struct {
 	vm       *vmContext
 	settings Settings
 	core     *exchange.Core
+	flow     *flow.Flow // the answer leg (answer.go)
 	origins  admission.OriginPolicy
 	oauth    exchange.OAuthMap // Public empty: discovery documents and challenges pass unchanged
 
@@ -112,6 +114,10 @@ func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 		CASRetries:    p.settings.CASRetries,
 		ListMemoBytes: 8 << 20,
 	})
+	p.flow = flow.New(flow.Options{Core: p.core, MaxBodyBytes: p.settings.MaxResponseBodyBytes, Notify: func(flow.Notice) {
+		// Envoy has no standing stream to carry it: the client sees the change on its next list.
+		proxywasm.LogDebug("stategate: a message the answer cannot carry is dropped (visible tools changed on a JSON answer; clients see it on their next tools/list)")
+	}})
 	p.origins = admission.OriginPolicy{AllowedOrigins: p.settings.AllowedOrigins, AllowedHosts: p.settings.AllowedHosts}
 	// Envoy's route, not the filter, picks the upstream path: the client's path is kept.
 	p.oauth = exchange.OAuthMap{Public: p.settings.PublicURL}

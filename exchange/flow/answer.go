@@ -18,6 +18,7 @@ type Open struct {
 	ex *exchange.Exchange // nil for a request passed through (pass)
 
 	pass       bool    // the answer passes unchanged
+	keepHead   bool    // the host sends the answer's head as the upstream gave it (Forwarded)
 	endSession bool    // a DELETE: a 2xx answer ends the session's state
 	observe    bool    // a GET stream: its messages are read for task ends
 	h          Headers // the request's headers (pass)
@@ -49,6 +50,25 @@ type Output struct {
 	End     bool // the answer is complete; the Open is done
 }
 
+// Forwarded returns the Open of an exchange the host admitted itself (Core.Admit, verdict
+// Forward) and sent upstream, for a host whose request side cannot follow Request's
+// decisions (Envoy: a POST's headers may be upstream before its body is read).
+// keepHead: the host sends the answer's status and headers as the upstream gave them (it
+// cannot hold them until the body is read): the head is the first Answer's output, a JSON
+// answer stays JSON (messages it cannot carry go to Notify) and an event stream is
+// rewritten, never collapsed.
+func (f *Flow) Forwarded(ex *exchange.Exchange, keepHead bool) *Open {
+	return &Open{f: f, ex: ex, keepHead: keepHead}
+}
+
+// Rewrites reports whether the answer is read by the core rather than passed unchanged,
+// and Buffers whether it is read whole (a JSON answer, a collapsed stream) before any of its
+// body is written: known after the first Answer.
+func (o *Open) Rewrites() bool { return o.mode != modePass }
+
+// Buffers: see Rewrites.
+func (o *Open) Buffers() bool { return o.mode == modeJSON || o.mode == modeCollapse }
+
 // Exchange is the core's exchange behind o (nil for a passed-through request).
 func (o *Open) Exchange() *exchange.Exchange { return o.ex }
 
@@ -78,8 +98,10 @@ func (o *Open) Answer(status int, headers Headers, chunk []byte, more bool) Outp
 		if len(o.buf) > o.f.o.MaxBodyBytes {
 			o.f.o.Core.Fault(abi.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", o.ex.Method)
 			o.mode = modePass
+			if !o.started {
+				out.Start, out.Status, out.Headers = true, o.status, o.respHeaders
+			}
 			o.started = true
-			out.Start, out.Status, out.Headers = true, o.status, o.respHeaders
 			out.Body, o.buf = o.buf, nil
 		} else if !more {
 			o.json(ctx, &out)
@@ -131,7 +153,11 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 		if n, err := strconv.Atoi(headers.Get("Content-Length")); err == nil && n > 0 && n <= o.f.o.MaxBodyBytes {
 			o.buf = make([]byte, 0, n) // read whole: sized once, not grown chunk by chunk
 		}
-	case o.kind == exchange.AnswerSSE && !ex.AcceptsSSE():
+		if o.keepHead {
+			o.started = true
+			*out = Output{Start: true, Status: status, Headers: h}
+		}
+	case o.kind == exchange.AnswerSSE && !ex.AcceptsSSE() && !o.keepHead:
 		o.mode = modeCollapse
 	case o.kind == exchange.AnswerSSE:
 		o.mode = modeSSE
@@ -149,6 +175,11 @@ func (o *Open) json(ctx context.Context, out *Output) {
 	ex := o.ex
 	msg, before := ex.RewriteJSON(ctx, o.buf)
 	o.buf = nil
+	if o.keepHead { // the head went as the upstream gave it: the answer stays JSON
+		o.toSession(before)
+		out.Body = msg
+		return
+	}
 	ct, body, leftover := ex.Package(msg, before)
 	if len(leftover) > 0 {
 		o.toSession(leftover) // no SSE on this answer: the standing stream

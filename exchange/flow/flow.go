@@ -3,7 +3,8 @@
 // gateway sessions, admission) and with the upstream's answer (JSON and SSE rewriting,
 // collapsing SSE for JSON-only clients, oversized answers, the upstream's failures, the
 // timeout), as values a host carries out. The Wasm module's exchange exports
-// (exchange/module) are a thin framing over it; host/gateway calls it directly.
+// (exchange/module) are a thin framing over it; host/gateway calls it directly, and
+// envoy/filter feeds it the answers of the requests it admitted (Flow.Forwarded).
 //
 // # Notes
 //
