@@ -118,7 +118,9 @@ func TestPending_workflow(t *testing.T) {
 }
 
 func TestPending_movingCallRunsAlone(t *testing.T) {
-	c, _ := newHookCore(t, 50*time.Millisecond)
+	// The lease wait is long against the 10 ms the test gives a waiting call to start: a
+	// loaded machine once let the waiter's 50 ms run out before the moving call's answer.
+	c, _ := newHookCore(t, 500*time.Millisecond)
 	p := NewPending(c)
 	ctx := context.Background()
 	if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)); out != nil {
