@@ -36,7 +36,8 @@ import (
 //   - A call runs on the handler's own goroutine (serveCallHere), which saves two
 //     goroutine wake-ups per call, except a call that can move a workflow over HTTP/2
 //     (serveCallOnWorker): there the client's answer ends (END_STREAM) only when the
-//     handler returns, which must be at the timeout while the call runs on.
+//     handler returns, which must be at the timeout while the call runs on. A moving call
+//     whose ResponseWriter cannot flush (a wrapper that hides it) runs there too.
 //   - Over HTTP/1 a moving call's timeout answer is whole (its Content-Length), flushed
 //     and says Connection: close, so the client has all of it at the timeout while the
 //     handler runs on, and sends its next request on another connection. An answer that
@@ -49,7 +50,7 @@ func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, d flow.Decis
 		g.serveCallHere(s, r, d, gen, span)
 		return
 	}
-	if r.ProtoMajor == 1 {
+	if _, flushes := w.(http.Flusher); flushes && r.ProtoMajor == 1 {
 		g.serveMovingCallHere(s, r, d, gen, span)
 		return
 	}
