@@ -35,13 +35,14 @@ var movingConfig = []byte(`{"version":1,"workflows":[{"id":"flip","initial":"a",
 type holdingUpstream struct {
 	release  chan struct{}
 	once     sync.Once
+	arrived  chan struct{} // one per held call, once it is held
 	mu       sync.Mutex
 	finished int // held calls answered after the release
 	dropped  int // held calls whose request ended first (cancelled by the gateway)
 }
 
 func newHoldingUpstream(jsonAnswers bool) (*holdingUpstream, http.Handler) {
-	u := &holdingUpstream{release: make(chan struct{})}
+	u := &holdingUpstream{release: make(chan struct{}), arrived: make(chan struct{}, 4)}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "holding", Version: "1"}, nil)
 	ok := func(text string) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
@@ -56,6 +57,7 @@ func newHoldingUpstream(jsonAnswers bool) (*holdingUpstream, http.Handler) {
 		if tok := req.Params.GetProgressToken(); tok != nil {
 			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "working"})
 		}
+		u.arrived <- struct{}{}
 		select {
 		case <-u.release:
 			u.mu.Lock()
@@ -223,6 +225,31 @@ func TestForward_timeoutOfMovingCallWhileItsStreamIsUnderWay(t *testing.T) {
 	other := sessionWith(t, &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}, e.url)
 	if res := callResult(t, postWith(t, c, e.url, other, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"other.op","arguments":{}}}`)); strings.Join(texts(res), "") != "done" {
 		t.Errorf("another client's call while the first is held: %v", texts(res))
+	}
+	up.released(t, func() *mcp.CallToolResult {
+		return callResult(t, postWith(t, c, e.url, sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"flip.move","arguments":{}}}`))
+	})
+}
+
+// TestForward_movingCallRunsOnWhenItsClientLeaves: a client that leaves a held flip.move
+// before its timeout leaves the call running: once released, the move is recorded.
+func TestForward_movingCallRunsOnWhenItsClientLeaves(t *testing.T) {
+	e, up := movingEnv(t, true)
+	c := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	sid := sessionWith(t, c, e.url)
+	ctx, leave := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url, strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"flip.move","arguments":{"hold":true}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	req.Header.Set("Mcp-Session-Id", sid)
+	go func() {
+		<-up.arrived
+		leave()
+	}()
+	if resp, err := c.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("held flip.move answered %d; want the client gone first", resp.StatusCode)
 	}
 	up.released(t, func() *mcp.CallToolResult {
 		return callResult(t, postWith(t, c, e.url, sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"flip.move","arguments":{}}}`))
