@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/sse"
 	"go.opentelemetry.io/otel/trace"
@@ -20,54 +21,40 @@ import (
 // part of the upstream's answer the bytes to write (the answer rewritten as JSON or SSE
 // event by event, collapsed for JSON-only clients, oversized, failed or timed out). Here is
 // the I/O around it: the upstream request, the answer read chunk by chunk as it streams,
-// each output written, the timer, and the worker a tools/call runs on.
+// each output written, the timer, and the worker a moving tools/call runs on when it must.
 
-// serveCall forwards an admitted tools/call under its timeout. The upstream exchange runs
-// on a worker, writing to the client through a sink: when the timeout passes first, the
-// client gets the flow's timeout answer and the handler returns. A call that can move a
-// workflow keeps running to the end (within its lease) even then, or when the client
-// leaves, so the workflow records what the upstream did and its lease is held until it
-// has (the flow says so: abandon is false); any other call is cancelled.
+// serveCall forwards an admitted tools/call under its timeout: when the timeout passes
+// first, the client gets the flow's timeout answer then. A call that can move a workflow
+// keeps running to the end (within its lease) even then, or when the client leaves, so the
+// workflow records what the upstream did and its lease is held until it has (the flow
+// says so: abandon is false); any other call is cancelled.
 // The call holds gen (its configuration's generation) until it is done, so a reload
 // drains it before closing its plugin pool.
 //
 // # Notes
 //
-//   - Only a call that can move a workflow needs the worker: the handler answers its
-//     timeout and returns while it runs on. Any other call runs on the handler's own
-//     goroutine (serveCallHere), which saves two goroutine wake-ups per call.
+//   - A call runs on the handler's own goroutine (serveCallHere), which saves two
+//     goroutine wake-ups per call, except a call that can move a workflow over HTTP/2
+//     (serveCallOnWorker): there the client's answer ends (END_STREAM) only when the
+//     handler returns, which must be at the timeout while the call runs on. A moving call
+//     whose ResponseWriter cannot flush (a wrapper that hides it) runs there too.
+//   - Over HTTP/1 a moving call's timeout answer is whole (its Content-Length), flushed
+//     and says Connection: close, so the client has all of it at the timeout while the
+//     handler runs on, and sends its next request on another connection. An answer that
+//     begins before it is whole (an event stream; an answer passed as it comes) ends only
+//     when the handler returns: the rest of such an exchange goes to a worker once its
+//     head has gone out (sink.handsOff), and the handler returns at the timeout.
 func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, d flow.Decision, gen *generation, span trace.Span) {
 	s := g.newSink(w, r, d.Open)
 	if !d.Exchange.Moves() {
 		g.serveCallHere(s, r, d, gen, span)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
-	done := make(chan struct{})
-	g.workers.run(func() {
-		defer gen.release()
-		if span != nil {
-			defer endRequest(span, d.Exchange) // the call's span ends when the upstream call really does
-		}
-		defer close(done)
-		defer cancel()
-		g.exchange(ctx, s, r, d)
-	})
-	timer := time.NewTimer(d.Timeout)
-	defer timer.Stop()
-	var abandon bool
-	select {
-	case <-done:
+	if _, flushes := w.(http.Flusher); flushes && r.ProtoMajor == 1 {
+		g.serveMovingCallHere(s, r, d, gen, span)
 		return
-	case <-timer.C:
-		abandon = s.timeout()
-	case <-r.Context().Done():
-		abandon = s.cancel()
 	}
-	if abandon {
-		cancel()
-		<-done
-	}
+	g.serveCallOnWorker(s, r, d, gen, span)
 }
 
 // serveCallHere runs a call that cannot move a workflow on the handler's goroutine. The
@@ -92,10 +79,85 @@ func (g *Gateway) serveCallHere(s *sink, r *http.Request, d flow.Decision, gen *
 			cancel()
 		}
 	})
-	g.exchange(ctx, s, r, d)
+	g.exchange(ctx, s, r, d) // s does not hand off: no rest
 	timer.Stop()
 	stop()
 	s.detach() // a callback running late writes nothing once the handler has returned
+}
+
+// serveMovingCallHere runs a call that can move a workflow on the handler's goroutine
+// (HTTP/1): at its timeout a callback writes the whole timeout answer and the call runs
+// on to its end. When its answer begins unfinished, the rest of the exchange goes to a
+// worker, and the handler returns once the exchange ends, the timeout passes or the client
+// leaves.
+//
+// # Notes
+//
+//   - The client's leaving is not watched while the call is on the handler: the flow would
+//     only detach the sink, and writes to a connection that is gone go nowhere anyway.
+func (g *Gateway) serveMovingCallHere(s *sink, r *http.Request, d flow.Decision, gen *generation, span trace.Span) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
+	ex := d.Exchange
+	s.inline = true
+	timer := time.AfterFunc(d.Timeout, func() { s.timeout() }) // never abandons: a moving call
+	// A callback running late writes nothing once the handler has returned.
+	defer s.detach()
+	defer timer.Stop()
+	rest := g.exchange(ctx, s, r, d)
+	if rest == nil {
+		endCall(cancel, span, ex, gen)
+		return
+	}
+	done := make(chan struct{})
+	g.workers.run(func() {
+		rest()
+		endCall(cancel, span, ex, gen)
+		close(done)
+	})
+	select {
+	case <-done:
+	case <-s.gone():
+	case <-r.Context().Done():
+		s.cancel()
+	}
+}
+
+// serveCallOnWorker runs a call that can move a workflow on a worker (HTTP/2): when the
+// timeout passes first, the handler writes the timeout answer and returns, and the call
+// runs on.
+func (g *Gateway) serveCallOnWorker(s *sink, r *http.Request, d flow.Decision, gen *generation, span trace.Span) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), gen.core.LeaseTTL())
+	done := make(chan struct{})
+	g.workers.run(func() {
+		g.exchange(ctx, s, r, d) // s does not hand off: no rest
+		endCall(cancel, span, d.Exchange, gen)
+		close(done)
+	})
+	timer := time.NewTimer(d.Timeout)
+	defer timer.Stop()
+	var abandon bool
+	select {
+	case <-done:
+		return
+	case <-timer.C:
+		abandon = s.timeout()
+	case <-r.Context().Done():
+		abandon = s.cancel()
+	}
+	if abandon { // the exchange has ended
+		cancel()
+		<-done
+	}
+}
+
+// endCall ends a moving call once its exchange has: its context, its span (when the
+// upstream call really ends) and its hold on the generation.
+func endCall(cancel context.CancelFunc, span trace.Span, ex *exchange.Exchange, gen *generation) {
+	cancel()
+	if span != nil {
+		endRequest(span, ex)
+	}
+	gen.release()
 }
 
 // workers run the exchanges of tools/call requests on goroutines they keep. An exchange
@@ -131,13 +193,14 @@ func (ws *workers) loop(f func()) {
 }
 
 // exchange sends the decision's request upstream and feeds the answer to its Open through
-// s, until the Open ends.
-func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow.Decision) {
+// s, until the Open ends. rest: when s hands off (sink.handsOff), what is left of the
+// exchange, for the caller to run elsewhere; nil when the exchange is done.
+func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow.Decision) (rest func()) {
 	// The request is built on the target URL itself: no round trip through its text.
 	req, err := http.NewRequestWithContext(ctx, d.Method, "", nil)
 	if err != nil {
 		s.fail("unreachable")
-		return
+		return nil
 	}
 	req.URL = g.target(r.URL)
 	req.Host = req.URL.Host
@@ -145,11 +208,10 @@ func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow
 	setHeaders(req.Header, d.Headers)
 	req.Header.Del("Content-Length") // req.ContentLength's, as the body may change (tracing)
 	body := d.Body
+	var span trace.Span
 	if g.opts.Tracer != nil {
-		var span trace.Span
 		ctx, span, body = g.startUpstream(ctx, req, d.Exchange, body)
 		req = req.WithContext(ctx)
-		defer span.End()
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -160,30 +222,52 @@ func (g *Gateway) exchange(ctx context.Context, s *sink, r *http.Request, d flow
 	resp, err := g.roundTrip(req)
 	if err != nil {
 		s.fail(failure(ctx, err))
-		return
+		endSpan(span)
+		return nil
 	}
-	defer resp.Body.Close()
 	h := flowHeaders(resp.Header, "")
-	if !s.answer(resp.StatusCode, h, nil, true) { // the head: an event stream starts now
-		return
+	// The head first: an event stream starts now.
+	if s.answer(resp.StatusCode, h, nil, true) && !feed(ctx, s, resp, h, true) {
+		return func() {
+			feed(ctx, s, resp, h, false)
+			resp.Body.Close()
+			endSpan(span)
+		}
 	}
+	resp.Body.Close()
+	endSpan(span)
+	return nil
+}
+
+// feed feeds the body of resp, the upstream's answer, to s as it comes, until the Open
+// ends: true. With handOff it stops as soon as s hands off, the Open still going: false.
+func feed(ctx context.Context, s *sink, resp *http.Response, h flow.Headers, handOff bool) bool {
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	for {
+		if handOff && s.handsOff() {
+			return false
+		}
 		// The end is fed on its own, even when it came with the last bytes: an event stream
 		// starts flushed, as it would have had the end come later.
 		n, err := resp.Body.Read(*bp)
 		if n > 0 && !s.answer(resp.StatusCode, h, (*bp)[:n], true) {
-			return
+			return true
 		}
 		switch {
 		case err == io.EOF:
 			s.answer(resp.StatusCode, h, nil, false)
-			return
+			return true
 		case err != nil:
 			s.fail(failure(ctx, err))
-			return
+			return true
 		}
+	}
+}
+
+func endSpan(span trace.Span) {
+	if span != nil {
+		span.End()
 	}
 }
 
@@ -231,7 +315,8 @@ func failure(ctx context.Context, err error) string {
 
 // sink is the client's side of an exchange: the Open's outputs are written to w until the
 // handler gives up on it (timeout, client gone); after that, nothing is. The Open is called
-// under mu only: a worker feeds it the answer while the handler may time it out.
+// under mu only: the exchange feeds it the answer while a callback or the handler may time
+// it out.
 type sink struct {
 	g        *Gateway
 	w        http.ResponseWriter
@@ -240,6 +325,11 @@ type sink struct {
 	mu       sync.Mutex
 	detached bool
 	sse      bool
+	// inline: a call that can move a workflow, on the handler's goroutine
+	// (serveMovingCallHere): its timeout answer closes the connection and goes out at once;
+	// begun: an answer went out unfinished, so the exchange hands off.
+	inline, begun bool
+	goneCh        chan struct{} // closed when the handler gives up on the client; made by gone()
 }
 
 func (g *Gateway) newSink(w http.ResponseWriter, r *http.Request, o *flow.Open) *sink {
@@ -261,12 +351,26 @@ func (s *sink) fail(kind string) {
 }
 
 // timeout writes the flow's timeout answer and detaches; abandon: stop the upstream call.
+//
+// # Notes
+//
+//   - An inline sink's handler runs on after its timeout answer (HTTP/1), so that answer
+//     (whole, with its Content-Length) says Connection: close and is flushed: the client
+//     has all of it now, and does not send its next request on a connection that is busy
+//     until the call ends. Neither is needed for an answer already under way: the
+//     exchange has handed off, and the handler returns once the sink is gone.
 func (s *sink) timeout() (abandon bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out, abandon := s.o.Timeout()
-	s.write(out)
-	s.detached = true
+	if s.inline && out.Start {
+		out.Headers = out.Headers.Set("Connection", "close")
+		s.write(out)
+		flush(s.w)
+	} else {
+		s.write(out)
+	}
+	s.leave()
 	return abandon
 }
 
@@ -274,8 +378,16 @@ func (s *sink) timeout() (abandon bool) {
 func (s *sink) cancel() (abandon bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.detached = true
+	s.leave()
 	return s.o.Cancel()
+}
+
+// leave detaches as the handler gives up on the client; s.mu is held.
+func (s *sink) leave() {
+	if !s.detached && s.goneCh != nil {
+		close(s.goneCh)
+	}
+	s.detached = true
 }
 
 // detach stops every later write to the client.
@@ -283,6 +395,32 @@ func (s *sink) detach() {
 	s.mu.Lock()
 	s.detached = true
 	s.mu.Unlock()
+}
+
+// handsOff reports whether the rest of an inline sink's exchange must run on a worker: its
+// client's answer went out unfinished (an event stream, an answer passed as it comes),
+// and only the handler returning ends it, which the timeout must be free to do.
+func (s *sink) handsOff() bool {
+	if !s.inline {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.begun && !s.o.Ended()
+}
+
+// gone returns a channel closed once the handler gave up on the client (timeout, client
+// gone).
+func (s *sink) gone() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.goneCh == nil {
+		s.goneCh = make(chan struct{})
+		if s.detached {
+			close(s.goneCh)
+		}
+	}
+	return s.goneCh
 }
 
 // event writes a notification of the session's standing stream between the answer's
@@ -309,6 +447,7 @@ func (s *sink) write(out flow.Output) {
 		setHeaders(h, out.Headers)
 		s.g.rewriteChallenges(h, s.path)
 		s.sse = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
+		s.begun = !out.End
 		s.w.WriteHeader(out.Status)
 	}
 	if len(out.Body) > 0 {
