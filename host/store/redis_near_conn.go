@@ -115,6 +115,10 @@ func (t *trackedConn) caughtUp() (ok, pending bool) {
 // probes carry no data, so they never show in caughtUp's peek.
 var keepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 3}
 
+// tunedKeepAlive: keepAliveConfig can be set per socket (Linux; OpenBSD, for one, has no
+// per-socket keep-alive timing, and other systems keep rueidis's PING).
+const tunedKeepAlive = runtime.GOOS == "linux"
+
 // connWatch keeps the near cache's newest connection for caughtUp.
 type connWatch struct{ cur atomic.Pointer[trackedConn] }
 
@@ -129,9 +133,11 @@ func (w *connWatch) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.
 		c.Close()
 		return nil, errors.New("near cache: not a TCP connection")
 	}
-	if err := tc.SetKeepAliveConfig(keepAliveConfig); err != nil {
-		c.Close()
-		return nil, err
+	if tunedKeepAlive {
+		if err := tc.SetKeepAliveConfig(keepAliveConfig); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	t, err := newTrackedConn(tc)
 	if err != nil {
