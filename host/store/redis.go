@@ -485,7 +485,12 @@ func (r *Redis) Forget(ctx context.Context, session string) error {
 // replicas: a script that ran but that too few replicas acknowledged is an error.
 func (r *Redis) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	run := func(name, body string) (*redis.Cmd, *redis.IntCmd, error) {
-		cmd := redis.NewCmd(ctx, append(append([]any{name, body, len(keys)}, strs(keys)...), args...)...)
+		a := make([]any, 0, 3+len(keys)+len(args))
+		a = append(a, name, body, len(keys))
+		for _, k := range keys {
+			a = append(a, k)
+		}
+		cmd := redis.NewCmd(ctx, append(a, args...)...)
 		if r.wait == 0 && (r.cluster || script != casScript) {
 			return cmd, nil, r.client.Process(ctx, noRetry{cmd})
 		}
@@ -555,14 +560,6 @@ func init() {
 	for s, src := range map[*redis.Script]string{casScript: casSrc, unlockScript: unlockSrc, lockScript: lockSrc, lockLoadScript: lockLoadSrc} {
 		scriptSource[s] = src
 	}
-}
-
-func strs(keys []string) []any {
-	out := make([]any, len(keys))
-	for i, k := range keys {
-		out[i] = k
-	}
-	return out
 }
 
 // Close implements Store.Close: it stops the janitor (leases it still had to release lapse

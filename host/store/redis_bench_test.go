@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,10 @@ import (
 // BenchmarkRedisOps times the store's operations on a real redis-server, one at a time,
 // against a bare PING through the same client (the round trip's floor) and through the
 // near cache's rueidis connection: what a moving call pays (LockLease with load, then
-// CompareAndSwapReleasing), what a read pays, and what a warm near read pays.
+// CompareAndSwapReleasing), what a read pays, and what a warm near read pays. Besides the
+// time, which follows the machine's load, each row reports what it costs the server
+// (redis-µs/op: INFO commandstats' usec, the commands' own run time) and this process
+// (cpu-µs/op: user and system CPU), which follow the code.
 func BenchmarkRedisOps(b *testing.B) {
 	url := storetest.RedisNear(b)
 	ctx := context.Background()
@@ -21,11 +26,29 @@ func BenchmarkRedisOps(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer r.Close()
+	admin := redis.NewClient(&redis.Options{Addr: r.client.(*redis.Client).Options().Addr})
+	defer admin.Close()
+	costs := func(b *testing.B) func() {
+		if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		cpu := processCPU()
+		return func() {
+			used := processCPU() - cpu
+			info, err := admin.Info(ctx, "commandstats").Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(serverUsec(info)/float64(b.N), "redis-µs/op")
+			b.ReportMetric(float64(used.Microseconds())/float64(b.N), "cpu-µs/op")
+		}
+	}
 	const key = "stategate/v1/flip/session/p/s1"
 	if _, err := r.CompareAndSwap(ctx, "s1", key, nil, []byte(`{"s":"a","n":0}`)); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("ping", func(b *testing.B) {
+		defer costs(b)()
 		for b.Loop() {
 			if err := r.client.(*redis.Client).Ping(ctx).Err(); err != nil {
 				b.Fatal(err)
@@ -34,6 +57,7 @@ func BenchmarkRedisOps(b *testing.B) {
 	})
 	b.Run("ping_rueidis", func(b *testing.B) {
 		c := r.near.client
+		defer costs(b)()
 		for b.Loop() {
 			if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
 				b.Fatal(err)
@@ -41,6 +65,7 @@ func BenchmarkRedisOps(b *testing.B) {
 		}
 	})
 	b.Run("get_near_warm", func(b *testing.B) {
+		defer costs(b)()
 		for b.Loop() {
 			if _, err := r.GetNear(ctx, []string{key}); err != nil {
 				b.Fatal(err)
@@ -48,6 +73,7 @@ func BenchmarkRedisOps(b *testing.B) {
 		}
 	})
 	b.Run("get", func(b *testing.B) {
+		defer costs(b)()
 		for b.Loop() {
 			if _, err := r.Get(ctx, key); err != nil {
 				b.Fatal(err)
@@ -57,6 +83,7 @@ func BenchmarkRedisOps(b *testing.B) {
 	b.Run("move", func(b *testing.B) {
 		vals := [][]byte{[]byte(`{"s":"a","n":0}`), []byte(`{"s":"b","n":1}`)}
 		i := 0
+		defer costs(b)()
 		for b.Loop() {
 			lease, got, err := r.LockLease(ctx, []string{key}, time.Minute, true)
 			if err != nil {
@@ -70,4 +97,23 @@ func BenchmarkRedisOps(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// serverUsec sums the usec of INFO commandstats' commands (the INFO and CONFIG calls that
+// measure are left out).
+func serverUsec(info string) float64 {
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, stats, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || strings.HasPrefix(name, "cmdstat_info") || strings.HasPrefix(name, "cmdstat_config") {
+			continue
+		}
+		for _, kv := range strings.Split(stats, ",") {
+			if k, v, _ := strings.Cut(kv, "="); k == "usec" {
+				f, _ := strconv.ParseFloat(v, 64)
+				total += f
+			}
+		}
+	}
+	return total
 }

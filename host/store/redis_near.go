@@ -38,6 +38,12 @@ import (
 //     cache, closed when the connection is); a new connection starts empty, so an
 //     invalidation lost with the old one cannot leave a stale entry. A kill's end of
 //     stream fails caughtUp at once.
+//   - A dead server or link is found by TCP keep-alive probes (on Linux: a second idle,
+//     then three a second apart: about four seconds, as rueidis's PING with its 3 s
+//     timeout found it, which other systems keep),
+//     which the server's kernel answers without sending the connection any data. A server
+//     that is up but stalled is not found (the PING found it), and needs not be: it runs
+//     no write, so nothing it holds in the cache goes stale meanwhile.
 //   - Reads from the cache do not refresh a key's idle TTL on the server. An entry whose
 //     key would expire within half the idle TTL is read again with GETEX (one round trip,
 //     which refreshes it), so a key read often enough stays, as with Get.
@@ -96,11 +102,21 @@ func newNear(ctx context.Context, ro *redis.Options, ttl time.Duration, trips *a
 	return n, nil
 }
 
+// netDialer is the tracking connection's dialer. Where TCP keep-alive can be tuned per
+// socket (tunedKeepAlive), its KeepAlive is negative, which turns rueidis's keep-alive
+// PING off (it sends one after each second without input): the PING's reply was the only
+// thing a quiet server sent on the connection, and a warm read that met it in the socket
+// could not tell it from an invalidation (see caughtUp). The liveness it gave is TCP's
+// instead (connWatch.dial: keepAliveConfig). Elsewhere the PING stays.
 func netDialer(ro *redis.Options) net.Dialer {
-	if ro.DialTimeout <= 0 {
-		return net.Dialer{Timeout: 5 * time.Second}
+	d := net.Dialer{Timeout: ro.DialTimeout}
+	if d.Timeout <= 0 {
+		d.Timeout = 5 * time.Second
 	}
-	return net.Dialer{Timeout: ro.DialTimeout}
+	if tunedKeepAlive {
+		d.KeepAlive = -1
+	}
+	return d
 }
 
 // writing marks vk dirty before a write of it is sent; the function it returns marks the

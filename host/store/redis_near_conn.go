@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // trackedConn is the near cache's TCP connection, read by rueidis's read loop through Read,
@@ -86,17 +87,37 @@ func (t *trackedConn) Close() error {
 }
 
 // caughtUp reports whether the read loop has applied everything the server delivered on
-// this connection, and the connection is open.
-func (t *trackedConn) caughtUp() bool {
+// this connection, and the connection is open; when it has not, pending reports whether
+// that is a matter of time: the connection is open and the reader is at work or has
+// input waiting for it (not an end of stream, not an error).
+func (t *trackedConn) caughtUp() (ok, pending bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || !t.idle || t.fd < 0 {
-		return false
+	if t.closed || t.fd < 0 {
+		return false, false
+	}
+	if !t.idle {
+		return false, true
 	}
 	var b [1]byte
-	_, _, err := syscall.Recvfrom(t.fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return errors.Is(err, syscall.EAGAIN) // n > 0: a message; n == 0: end of stream
+	n, _, err := syscall.Recvfrom(t.fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	switch {
+	case errors.Is(err, syscall.EAGAIN):
+		return true, false
+	case err == nil && n > 0:
+		return false, true // a message the reader has not been woken for yet
+	}
+	return false, false // n == 0: end of stream; or an error
 }
+
+// keepAliveConfig finds a dead server or link under the tracking connection in about four
+// seconds (rueidis's keep-alive PING, which it replaces, is off: see netDialer). The
+// probes carry no data, so they never show in caughtUp's peek.
+var keepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 3}
+
+// tunedKeepAlive: keepAliveConfig can be set per socket (Linux; OpenBSD, for one, has no
+// per-socket keep-alive timing, and other systems keep rueidis's PING).
+const tunedKeepAlive = runtime.GOOS == "linux"
 
 // connWatch keeps the near cache's newest connection for caughtUp.
 type connWatch struct{ cur atomic.Pointer[trackedConn] }
@@ -112,6 +133,12 @@ func (w *connWatch) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.
 		c.Close()
 		return nil, errors.New("near cache: not a TCP connection")
 	}
+	if tunedKeepAlive {
+		if err := tc.SetKeepAliveConfig(keepAliveConfig); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	t, err := newTrackedConn(tc)
 	if err != nil {
 		c.Close()
@@ -121,26 +148,43 @@ func (w *connWatch) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.
 	return t, nil
 }
 
+// caughtUpWait bounds how long caughtUp yields to a reader with input pending: about a
+// round trip, which is what giving up costs.
+const caughtUpWait = 30 * time.Microsecond
+
 // caughtUp reports whether the newest connection has applied all it was sent. A reader
-// that has just handed over a reply is given a few yields to get back to its socket.
+// that is at work, or has input it has not been woken for yet, is given up to
+// caughtUpWait of yields to apply it and get back to its socket.
+//
+// # Notes
+//
+//   - The input is most often the reply to rueidis's keep-alive PING (sent after each
+//     second without input, Dialer.KeepAlive): on a warm, quiet connection that is the
+//     only thing the server sends, and giving up at once cost a warm read a round trip
+//     about once a second whenever the read met the PING's reply in the socket (the
+//     read-only bench row's "want 0" failed on it). Its reply cannot be told from an
+//     invalidation without reading it, so it is waited for, not skipped: once the reader
+//     is idle again on an empty socket, everything delivered before has been applied.
 func (w *connWatch) caughtUp() bool {
 	t := w.cur.Load()
 	if t == nil {
 		return false
 	}
-	for range 4 {
-		if t.caughtUp() {
+	var start time.Time
+	for i := 0; ; i++ {
+		ok, pending := t.caughtUp()
+		switch {
+		case ok:
 			return true
-		}
-		t.mu.Lock()
-		busy := !t.closed && !t.idle
-		t.mu.Unlock()
-		if !busy {
-			return false // something to read, or closed: not a matter of time
+		case !pending:
+			return false // closed, or an end of stream: not a matter of time
+		case i == 0:
+			start = time.Now()
+		case time.Since(start) > caughtUpWait:
+			return false
 		}
 		runtime.Gosched()
 	}
-	return false
 }
 
 const nearSupported = true

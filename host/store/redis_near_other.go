@@ -19,3 +19,5 @@ func (w *connWatch) dial(context.Context, string, *net.Dialer, *tls.Config) (net
 func (w *connWatch) caughtUp() bool { return false }
 
 const nearSupported = false
+
+const tunedKeepAlive = false
