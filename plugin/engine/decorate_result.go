@@ -112,6 +112,23 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
+// Undecorated is decorate_result's message for msg (a valid JSON document) when it decorates
+// nothing (check_config's decoratesResults false): msg itself, without the whitespace
+// around it, which the message member of the answer does not carry. A host that skips the
+// call sends this.
+func Undecorated(msg []byte) []byte {
+	i, j := 0, len(msg)
+	for i < j && isWS(msg[i]) {
+		i++
+	}
+	for j > i && isWS(msg[j-1]) {
+		j--
+	}
+	return msg[i:j]
+}
+
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 // scratchKeep bounds the scratch buffer an engine keeps between calls. It is high for the
 // reason plugin/main.go's rawKeep is: in the guest, a large buffer allocated on every call
 // fragments the heap until the memory limit is reached, and a released one returns no
