@@ -14,9 +14,8 @@ import (
 // decorateResult: {"tool", "message", "knownTools"?, "principal"?, "states"?} ->
 // {"message", "invalidated", "truncated"} or {"needState"} (the annotation record, for a
 // tool no policy matches under fromAnnotations).
-func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
-	r, err := parse(in, true, true)
-	if err != nil {
+func (e *Engine) decorateResult(dst []byte, in []byte, r *request) ([]byte, error) {
+	if err := parse(r, in, true, true); err != nil {
 		return nil, err
 	}
 	msg := r.message.Raw
