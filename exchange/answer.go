@@ -190,9 +190,16 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result) [][]by
 
 // decorateCall runs decorate_result on the call's answer and purges the cached tools a
 // successful mutation invalidates, before the answer goes out. It returns the answer to
-// send (msg itself when decorate_result failed).
+// send (msg itself when decorate_result failed, or when the configuration lets it change
+// nothing).
 func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Result) []byte {
 	c := ex.core
+	if !c.facts.decorates {
+		// The configuration has no response limit and nothing that invalidates:
+		// decorate_result would answer msg as it is (check_config's decoratesResults;
+		// TestDecoratesResults holds it to the engine).
+		return engine.Undecorated(msg)
+	}
 	in := make([]byte, 0, len(msg)+len(ex.Tool)+192)
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)

@@ -177,6 +177,7 @@ type facts struct {
 	moves       map[string]bool // bound tools whose success fires an event
 	listChanged bool            // declare capabilities.tools.listChanged in initialize
 	separator   string          // names.separator, for matching tool names against globs
+	decorates   bool            // decorate_result can change a tools/call answer; else skipped
 	cache       *CacheLimits    // the cache section; nil without one
 	varyHeaders []string        // cache.varyHeaders: headers that split cache entries
 	health      bool            // tool health is configured: report every call's outcome
@@ -206,6 +207,8 @@ func factsOfHost(host gjson.Result) facts {
 		return true
 	})
 	f.listChanged = host.Get("listChanged").Bool()
+	// A module older than the fact does not say: decorate every answer, as before.
+	f.decorates = host.Get("decoratesResults").Type != gjson.False
 	f.separator = host.Get("separator").Str
 	if f.separator == "" {
 		f.separator = "."
@@ -227,7 +230,7 @@ func factsOfHost(host gjson.Result) facts {
 
 // factsOfConfig is the fallback for modules older than check_config's host facts.
 func factsOfConfig(cfg []byte) facts {
-	f := facts{bound: map[string]bool{}, moves: map[string]bool{}, separator: "."}
+	f := facts{bound: map[string]bool{}, moves: map[string]bool{}, separator: ".", decorates: true}
 	doc := gjson.ParseBytes(cfg)
 	doc.Get("workflows").ForEach(func(_, w gjson.Result) bool {
 		f.listChanged = true

@@ -154,9 +154,22 @@ func BenchmarkCheckLimits(b *testing.B) {
 	bench(b, abi.FuncCheckLimits, []benchCase{{"1KB", benchinput.CheckInput()}})
 }
 
+// BenchmarkTransition: a bound tool's first call (no snapshot yet), and a call as the
+// gateway sends it once the workflow has a snapshot (scope, arguments, outcome).
 func BenchmarkTransition(b *testing.B) {
+	eng, err := engine.New(sampleConfig(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const key = "stategate/v1/checkout/session//s1"
+	first := `{"tool":"cart.add_item","session":"s1","states":{"` + key + `":null}}`
+	snap := gjson.GetBytes(eng.Call(abi.FuncTransition, []byte(first)), "states."+gjson.Escape(key)).Raw
+	if snap == "" {
+		b.Fatal("the first call wrote no snapshot")
+	}
 	bench(b, abi.FuncTransition, []benchCase{
-		{"bound", []byte(`{"tool":"cart.add_item","session":"s1","states":{"stategate/v1/checkout/session//s1":null}}`)},
+		{"bound", []byte(first)},
+		{"bound_stored", []byte(`{"session":"s1","principal":"","protocolVersion":"2025-06-18","tool":"cart.add_item","arguments":{"id":"r1","qty":2},"isError":false,"states":{"` + key + `":` + snap + `}}`)},
 	})
 }
 

@@ -27,10 +27,11 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/internal/benchinput"
+	"github.com/tidwall/gjson"
 )
 
 func main() {
-	fnName := flag.String("fn", "decorate_tools", "export: decorate_tools (1000 tools), decorate_result (1 MB), check_limits (1 KB)")
+	fnName := flag.String("fn", "decorate_tools", "export: decorate_tools (1000 tools), decorate_result (1 MB), check_limits (1 KB), transition (a stored snapshot)")
 	cfgPath := flag.String("config", "abi/testdata/config/sample.json", "plugin configuration")
 	rounds := flag.Int("rounds", 11, "rounds (the first is a warm-up)")
 	flag.Parse()
@@ -55,6 +56,8 @@ func run(fnName, cfgPath string, rounds int, modules []string) error {
 		fn, in = abi.FuncDecorateResult, benchinput.CallResult(1<<20)
 	case "check_limits":
 		fn, in, calls = abi.FuncCheckLimits, benchinput.CheckInput(), 20000
+	case "transition":
+		fn, calls = abi.FuncTransition, 20000 // the input needs a snapshot: made below
 	default:
 		return fmt.Errorf("unknown export %q", fnName)
 	}
@@ -75,6 +78,11 @@ func run(fnName, cfgPath string, rounds int, modules []string) error {
 		}
 		defer rt.Close(ctx)
 		if insts[k], err = rt.Instantiate(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	if fn == abi.FuncTransition {
+		if in, err = transitionInput(ctx, insts[0]); err != nil {
 			return err
 		}
 	}
@@ -99,6 +107,21 @@ func run(fnName, cfgPath string, rounds int, modules []string) error {
 		fmt.Printf("%-40s %10v CPU per call (least of %d rounds of %d)\n", path, best[k]/time.Duration(calls), rounds-1, calls)
 	}
 	return nil
+}
+
+// transitionInput is a moving call of sample.json's cart.add_item as the gateway sends it
+// once the workflow has a snapshot (BenchmarkTransition/bound_stored).
+func transitionInput(ctx context.Context, inst *host.Instance) ([]byte, error) {
+	const key = "stategate/v1/checkout/session//s1"
+	out, err := inst.Call(ctx, abi.FuncTransition, []byte(`{"tool":"cart.add_item","session":"s1","states":{"`+key+`":null}}`))
+	if err != nil {
+		return nil, err
+	}
+	snap := gjson.GetBytes(out, "states."+gjson.Escape(key)).Raw
+	if snap == "" {
+		return nil, fmt.Errorf("transition wrote no snapshot: %s", out)
+	}
+	return []byte(`{"session":"s1","principal":"","protocolVersion":"2025-06-18","tool":"cart.add_item","arguments":{"id":"r1","qty":2},"isError":false,"states":{"` + key + `":` + snap + `}}`), nil
 }
 
 // threadCPU is the calling thread's CPU time (user and system).

@@ -45,7 +45,7 @@ func (r *request) record(key string) (gjson.Result, bool) {
 	if !r.states.IsObject() {
 		return gjson.Result{}, false
 	}
-	v := r.states.Get(gjson.Escape(key))
+	v := stateMember(r.states, key)
 	return v, v.Exists()
 }
 

@@ -94,6 +94,11 @@ type HostFacts struct {
 	// Separator is names.separator, for hosts that match tool names against the
 	// configuration's globs (an operator's cache purge).
 	Separator string `json:"separator"`
+	// DecoratesResults is false when decorate_result answers every tools/call answer's
+	// message unchanged, with no invalidation and no truncation: no limit sets
+	// maxResponseBytes, no policy invalidates, and fromAnnotations is off (a write
+	// class would invalidate the tool's domain). A host may then skip decorate_result.
+	DecoratesResults bool `json:"decoratesResults"`
 	// Cache is the cache section (nil without one): size the response cache by it.
 	Cache *CacheFacts `json:"cache"`
 	// Tools holds every tool a workflow binds, by its exact name: bindings are keyed by
@@ -127,11 +132,12 @@ type ToolFacts struct {
 // facts check_config answers under "host".
 func (e *Engine) HostFacts() HostFacts {
 	f := HostFacts{
-		PrincipalHeader: e.cfg.PrincipalHeader,
-		MaxTimeoutMs:    e.maxTimeoutMs(),
-		ListChanged:     e.listChanged(),
-		Separator:       e.cfg.Separator,
-		Tools:           map[string]ToolFacts{},
+		PrincipalHeader:  e.cfg.PrincipalHeader,
+		MaxTimeoutMs:     e.maxTimeoutMs(),
+		ListChanged:      e.listChanged(),
+		Separator:        e.cfg.Separator,
+		Tools:            map[string]ToolFacts{},
+		DecoratesResults: e.decoratesResults(),
 	}
 	if e.cfg.Health.Enabled {
 		f.Health = &HealthFacts{Unit: e.unitKind(), IndexKey: health.IndexKey}
@@ -162,6 +168,27 @@ type CacheFacts struct {
 
 func (e *Engine) maxTimeoutMs() int {
 	return e.cfg.Limits.MaxTimeoutMs()
+}
+
+// decoratesResults reports whether decorate_result can change some message: a response
+// limit can truncate it, or a successful call can invalidate (a policy's invalidates, or
+// under fromAnnotations a write class's domain) and so get the invalidation block.
+func (e *Engine) decoratesResults() bool {
+	l := &e.cfg.Limits
+	if l.MaxResponseBytes != 0 || e.cfg.FromAnnotations {
+		return true
+	}
+	for i := range l.Tools {
+		if l.Tools[i].MaxResponseBytes != 0 {
+			return true
+		}
+	}
+	for i := range e.cfg.Policies {
+		if len(e.cfg.Policies[i].Invalidates) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Engine) listChanged() bool {
@@ -211,6 +238,8 @@ func (e *Engine) appendHostFacts(dst []byte) []byte {
 	dst = appendBool(dst, e.listChanged())
 	dst = append(dst, `,"separator":`...)
 	dst = jsonx.AppendString(dst, e.cfg.Separator)
+	dst = append(dst, `,"decoratesResults":`...)
+	dst = appendBool(dst, e.decoratesResults())
 	dst = append(dst, `,"cache":`...)
 	dst = e.appendCacheFacts(dst)
 	dst = append(dst, `,"tools":{`...)

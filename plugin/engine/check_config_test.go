@@ -66,10 +66,11 @@ func TestHostFacts(t *testing.T) {
 func TestHostFacts_sample(t *testing.T) {
 	got := sampleEngine(t).HostFacts()
 	want := HostFacts{
-		PrincipalHeader: "",
-		MaxTimeoutMs:    120000,
-		ListChanged:     true,
-		Separator:       ".",
+		PrincipalHeader:  "",
+		MaxTimeoutMs:     120000,
+		ListChanged:      true,
+		Separator:        ".",
+		DecoratesResults: true,
 		Tools: map[string]ToolFacts{
 			"cart.add_item": {Gated: true, Moves: true, Workflows: []string{"checkout"}},
 			"cart.checkout": {Gated: true, Moves: true, Workflows: []string{"checkout"}},

@@ -25,9 +25,8 @@ func (e *Engine) workflowsOf(tool string) ([]config.Ref, []*config.Workflow) {
 // checkLimits: {"tool", "arguments"?, "session"?, "principal"?, "protocolVersion"?,
 // "states"?} -> {"allow":true,"timeoutMs","onTimeout"} | {"allow":false,"code",
 // "retryable","details","result"} | {"needState"}.
-func (e *Engine) checkLimits(dst []byte, in []byte) ([]byte, error) {
-	r, err := parse(in, true, false)
-	if err != nil {
+func (e *Engine) checkLimits(dst []byte, in []byte, r *request) ([]byte, error) {
+	if err := parse(r, in, true, false); err != nil {
 		if ee, ok := err.(*Error); ok && ee.Code == abi.ErrTooDeep {
 			// Deep arguments are still a call we can answer: deny it for the model to fix.
 			if tool := toolOfDeep(in); tool != "" {

@@ -14,9 +14,8 @@ import (
 // decorateResult: {"tool", "message", "knownTools"?, "principal"?, "states"?} ->
 // {"message", "invalidated", "truncated"} or {"needState"} (the annotation record, for a
 // tool no policy matches under fromAnnotations).
-func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
-	r, err := parse(in, true, true)
-	if err != nil {
+func (e *Engine) decorateResult(dst []byte, in []byte, r *request) ([]byte, error) {
+	if err := parse(r, in, true, true); err != nil {
 		return nil, err
 	}
 	msg := r.message.Raw
@@ -111,6 +110,23 @@ func (e *Engine) decorateResult(dst []byte, in []byte) ([]byte, error) {
 	}
 	return append(dst, '}'), nil
 }
+
+// Undecorated is decorate_result's message for msg (a valid JSON document) when it decorates
+// nothing (check_config's decoratesResults false): msg itself, without the whitespace
+// around it, which the message member of the answer does not carry. A host that skips the
+// call sends this.
+func Undecorated(msg []byte) []byte {
+	i, j := 0, len(msg)
+	for i < j && isWS(msg[i]) {
+		i++
+	}
+	for j > i && isWS(msg[j-1]) {
+		j--
+	}
+	return msg[i:j]
+}
+
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // scratchKeep bounds the scratch buffer an engine keeps between calls. It is high for the
 // reason plugin/main.go's rawKeep is: in the guest, a large buffer allocated on every call

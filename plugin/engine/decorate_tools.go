@@ -11,13 +11,12 @@ import (
 // {"message", "toolNames", "hidden", "withheld"?, "stateDependent", "notices", "states"?} or
 // {"needState"}. "states" holds the principal's annotation record when the list changed
 // it (fromAnnotations): the host writes it with compare-and-set.
-func (e *Engine) decorateTools(dst []byte, in []byte) ([]byte, error) {
+func (e *Engine) decorateTools(dst []byte, in []byte, r *request) ([]byte, error) {
 	x, owned := e.takeIndex()
 	if owned {
 		defer e.putIndex()
 	}
-	r, err := parseIndexing(in, false, true, x)
-	if err != nil {
+	if err := parseIndexing(r, in, false, true, x); err != nil {
 		return nil, err
 	}
 	// Only workflows that hide tools need their state at list time.

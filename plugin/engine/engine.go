@@ -58,6 +58,9 @@ type Engine struct {
 	// index holds a tools/list's index between calls (takeIndex).
 	index     decorate.Index
 	indexBusy atomic.Bool
+	// req is the parsed input of a call, reused (takeRequest).
+	req     request
+	reqBusy atomic.Bool
 }
 
 // mark returns the availability mark of a workflow-bound tool.
@@ -106,24 +109,7 @@ func (e *Engine) Call(fn abi.Function, in []byte) []byte {
 
 // AppendCall is Call appending to dst.
 func (e *Engine) AppendCall(dst []byte, fn abi.Function, in []byte) []byte {
-	var out []byte
-	var err error
-	switch fn {
-	case abi.FuncDecorateTools:
-		out, err = e.decorateTools(dst, in)
-	case abi.FuncDecorateResult:
-		out, err = e.decorateResult(dst, in)
-	case abi.FuncTransition:
-		out, err = e.transition(dst, in)
-	case abi.FuncCheckLimits:
-		out, err = e.checkLimits(dst, in)
-	case abi.FuncCheckConfig:
-		out, err = e.checkConfigFor(dst, in)
-	case abi.FuncToolHealth:
-		out, err = e.healthOp(dst, in)
-	default:
-		err = &Error{Code: abi.ErrUnknownExport, Message: "unknown function id " + strconv.FormatUint(uint64(fn), 10)}
-	}
+	out, err := e.run(dst, fn, in)
 	if err != nil {
 		if ee, ok := err.(*Error); ok {
 			return ee.AppendJSON(dst)
@@ -133,17 +119,44 @@ func (e *Engine) AppendCall(dst []byte, fn abi.Function, in []byte) []byte {
 	return out
 }
 
+// run runs fn on in, appending its answer to dst, with the call's request (takeRequest).
+func (e *Engine) run(dst []byte, fn abi.Function, in []byte) (out []byte, err error) {
+	r := e.takeRequest()
+	switch fn {
+	case abi.FuncDecorateTools:
+		out, err = e.decorateTools(dst, in, r)
+	case abi.FuncDecorateResult:
+		out, err = e.decorateResult(dst, in, r)
+	case abi.FuncTransition:
+		out, err = e.transition(dst, in, r)
+	case abi.FuncCheckLimits:
+		out, err = e.checkLimits(dst, in, r)
+	case abi.FuncCheckConfig:
+		out, err = e.checkConfigFor(dst, in)
+	case abi.FuncToolHealth:
+		out, err = e.healthOp(dst, in, r)
+	default:
+		err = &Error{Code: abi.ErrUnknownExport, Message: "unknown function id " + strconv.FormatUint(uint64(fn), 10)}
+	}
+	e.putRequest(r)
+	return out, err
+}
+
 // DecorateTools rewrites a tools/list response. See ABI.md.
-func (e *Engine) DecorateTools(in []byte) ([]byte, error) { return e.decorateTools(nil, in) }
+func (e *Engine) DecorateTools(in []byte) ([]byte, error) {
+	return e.run(nil, abi.FuncDecorateTools, in)
+}
 
 // DecorateResult inserts the invalidation block into, and truncates, a tools/call response.
-func (e *Engine) DecorateResult(in []byte) ([]byte, error) { return e.decorateResult(nil, in) }
+func (e *Engine) DecorateResult(in []byte) ([]byte, error) {
+	return e.run(nil, abi.FuncDecorateResult, in)
+}
 
 // Transition advances the workflows a successful tools/call is bound to.
-func (e *Engine) Transition(in []byte) ([]byte, error) { return e.transition(nil, in) }
+func (e *Engine) Transition(in []byte) ([]byte, error) { return e.run(nil, abi.FuncTransition, in) }
 
 // CheckLimits admits or denies a tools/call before the upstream runs.
-func (e *Engine) CheckLimits(in []byte) ([]byte, error) { return e.checkLimits(nil, in) }
+func (e *Engine) CheckLimits(in []byte) ([]byte, error) { return e.run(nil, abi.FuncCheckLimits, in) }
 
 // ConfigError answers every call of a plugin whose configuration is invalid.
 func ConfigError(err error) []byte {

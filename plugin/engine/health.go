@@ -44,7 +44,7 @@ func (r *request) state(key string) (gjson.Result, bool) {
 	if !r.states.IsObject() {
 		return gjson.Result{}, false
 	}
-	v := r.states.Get(gjson.Escape(key))
+	v := stateMember(r.states, key)
 	return v, v.Exists()
 }
 
@@ -474,9 +474,8 @@ func (lh *listHealth) appendChanges(dst []byte) []byte {
 // healthOp: the operator's export. {"op":"status"|"set_mode"|"approve", "name" | "match",
 // "mode", "reason", "now", "states"} -> {"units":[...]} | {"changes","states","visibleChanged"} |
 // {"needState"}.
-func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
-	r, err := parse(in, false, false)
-	if err != nil {
+func (e *Engine) healthOp(dst []byte, in []byte, r *request) ([]byte, error) {
+	if err := parse(r, in, false, false); err != nil {
 		return nil, err
 	}
 	if !e.cfg.Health.Enabled {
@@ -500,6 +499,7 @@ func (e *Engine) healthOp(dst []byte, in []byte) ([]byte, error) {
 	case op.name != "" && op.match != "":
 		return nil, &Error{Code: abi.ErrInvalidInput, Message: "give name (one " + e.unitKind() + ", exact) or match (a glob), not both"}
 	case op.match != "":
+		var err error
 		pat, err = glob.Compile(op.match, e.cfg.Separator)
 		if err != nil {
 			return nil, &Error{Code: abi.ErrInvalidInput, Message: "match: " + err.Error()}

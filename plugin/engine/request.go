@@ -44,16 +44,35 @@ type opInput struct {
 	hasPending bool
 }
 
-// parse validates in and reads the members every export shares. needTool and needMessage
-// say which members are required.
-func parse(in []byte, needTool, needMessage bool) (*request, error) {
-	return parseIndexing(in, needTool, needMessage, nil)
+// parse validates in and reads the members every export shares into r (zeroed: from
+// takeRequest). needTool and needMessage say which members are required.
+func parse(r *request, in []byte, needTool, needMessage bool) error {
+	return parseIndexing(r, in, needTool, needMessage, nil)
+}
+
+// takeRequest returns a zeroed request: the engine's own when no other call holds it (in
+// the guest, always), so that a call allocates none (it is ~850 bytes, which TinyGo's
+// collector would scan and free on every call). Give it back with putRequest once the
+// call's answer is written: nothing may keep it, or a view into it, past the call.
+func (e *Engine) takeRequest() *request {
+	if !e.reqBusy.CompareAndSwap(false, true) {
+		return &request{}
+	}
+	return &e.req
+}
+
+// putRequest gives back takeRequest's request, zeroed (it views the call's input).
+func (e *Engine) putRequest(r *request) {
+	if r == &e.req {
+		*r = request{}
+		e.reqBusy.Store(false)
+	}
 }
 
 // parseIndexing is parse that also indexes the message as a tools/list response into
 // tools (when not nil), in the same pass (decorate_tools).
-func parseIndexing(in []byte, needTool, needMessage bool, tools *decorate.Index) (*request, error) {
-	r := &request{tools: tools}
+func parseIndexing(r *request, in []byte, needTool, needMessage bool, tools *decorate.Index) error {
+	r.tools = tools
 	var bad string
 	src := str(in)
 	var sub func(key string, at int) (int, error)
@@ -190,39 +209,39 @@ func parseIndexing(in []byte, needTool, needMessage bool, tools *decorate.Index)
 		}
 	}, sub)
 	if err == decorate.ErrTooLarge {
-		return nil, &Error{Code: abi.ErrInvalidInput, Message: "message is too large to decorate (over 2 GiB)"}
+		return &Error{Code: abi.ErrInvalidInput, Message: "message is too large to decorate (over 2 GiB)"}
 	}
 	if err != nil && sub != nil {
 		// The index reports that the message is not valid JSON, not how: the validator's
 		// message (the same as without an index) says how. It accepts exactly what the
 		// validator accepts (FuzzIndexRead), so the second error below marks a bug.
 		if err = jsonx.ValidateObject(in, abi.MaxDepth+1, nil); err == nil {
-			return nil, &Error{Code: abi.ErrInvalidInput, Message: "message could not be read as a tools/list response (an engine bug: please report it)"}
+			return &Error{Code: abi.ErrInvalidInput, Message: "message could not be read as a tools/list response (an engine bug: please report it)"}
 		}
 	}
 	if err != nil {
 		if se, ok := err.(*jsonx.SyntaxError); ok && se.Deep {
-			return nil, &Error{Code: abi.ErrTooDeep, Message: "input " + se.Error()}
+			return &Error{Code: abi.ErrTooDeep, Message: "input " + se.Error()}
 		}
 		if se, ok := err.(*jsonx.SyntaxError); ok && se.Msg == "not an object" {
-			return nil, &Error{Code: abi.ErrInvalidInput, Message: "input must be a JSON object"}
+			return &Error{Code: abi.ErrInvalidInput, Message: "input must be a JSON object"}
 		}
-		return nil, &Error{Code: abi.ErrInvalidJSON, Message: "input is not valid JSON: " + err.Error()}
+		return &Error{Code: abi.ErrInvalidJSON, Message: "input is not valid JSON: " + err.Error()}
 	}
 	if bad != "" {
-		return nil, &Error{Code: abi.ErrInvalidInput, Message: bad}
+		return &Error{Code: abi.ErrInvalidInput, Message: bad}
 	}
 	if needTool && r.tool == "" {
-		return nil, &Error{Code: abi.ErrInvalidInput, Message: "tool is required"}
+		return &Error{Code: abi.ErrInvalidInput, Message: "tool is required"}
 	}
 	if needMessage && !r.message.IsObject() {
-		return nil, &Error{Code: abi.ErrInvalidInput, Message: "message must be a JSON-RPC response object"}
+		return &Error{Code: abi.ErrInvalidInput, Message: "message must be a JSON-RPC response object"}
 	}
 	if r.args.Exists() && !r.args.IsObject() && r.args.Type != gjson.Null {
-		return nil, &Error{Code: abi.ErrInvalidInput, Message: "arguments must be an object"}
+		return &Error{Code: abi.ErrInvalidInput, Message: "arguments must be an object"}
 	}
 	r.scope.Args = r.args
-	return r, nil
+	return nil
 }
 
 // loaded is the state of the workflows one request touches.
@@ -252,7 +271,7 @@ func (r *request) load(wfs []*config.Workflow) (*loaded, error) {
 			l.need = append(l.need, key)
 			continue
 		}
-		snap := r.states.Get(gjson.Escape(key))
+		snap := stateMember(r.states, key)
 		if !snap.Exists() {
 			l.need = append(l.need, key)
 			continue
@@ -265,6 +284,27 @@ func (r *request) load(wfs []*config.Workflow) (*loaded, error) {
 		}
 	}
 	return l, nil
+}
+
+// stateMember is obj.Get(gjson.Escape(key)), the first member named key, without building
+// and parsing a path (two allocations and a scan, in the guest, per state key). For an
+// ASCII key the two readers agree on every member name (they differ only in how they
+// decode invalid UTF-8, which decodes to no ASCII name); other keys take gjson's path.
+func stateMember(obj gjson.Result, key string) gjson.Result {
+	for i := 0; i < len(key); i++ {
+		if key[i] >= 0x80 {
+			return obj.Get(gjson.Escape(key))
+		}
+	}
+	if !obj.IsObject() {
+		return gjson.Result{}
+	}
+	raw := obj.Raw
+	at := jsonx.Member(raw, jsonx.SkipWS(raw, 0), key)
+	if at < 0 {
+		return gjson.Result{}
+	}
+	return gjson.Parse(raw[at:jsonx.SkipValue(raw, at)])
 }
 
 func appendNeedState(dst []byte, keys []string) []byte {

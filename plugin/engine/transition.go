@@ -11,9 +11,8 @@ import (
 // transition: {"tool", "arguments"?, "session"?, "principal"?, "protocolVersion"?,
 // "isError"?, "states"?} -> {"states", "events", "visibleChanged", "notices"} or
 // {"needState"}.
-func (e *Engine) transition(dst []byte, in []byte) ([]byte, error) {
-	r, err := parse(in, true, false)
-	if err != nil {
+func (e *Engine) transition(dst []byte, in []byte, r *request) ([]byte, error) {
+	if err := parse(r, in, true, false); err != nil {
 		return nil, err
 	}
 	fire, wfs := e.firing(r)
@@ -28,7 +27,14 @@ func (e *Engine) transition(dst []byte, in []byte) ([]byte, error) {
 	if len(l.need) > 0 {
 		return appendNeedState(dst, l.need), nil
 	}
-	var out transitions
+	// The snapshots and events are gathered in the engine's scratch buffer (free in the
+	// guest, where a transition would otherwise grow two fresh slices).
+	buf, owned := e.takeScratch(1024)
+	if owned {
+		defer e.putScratch(buf)
+	}
+	half := cap(buf) / 2
+	out := transitions{writes: buf[:0:half], events: buf[half:half:cap(buf)]}
 	out.notices = l.notices
 	for i, ref := range fire {
 		out.apply(ref, &l.cur[i], r)

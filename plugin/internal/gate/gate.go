@@ -15,6 +15,7 @@ package gate
 import (
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/stategate/stategate/plugin/internal/config"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -152,7 +153,7 @@ func Key(w *config.Workflow, s *Scope) (key, handle string, st KeyStatus) {
 	b = escape(b, principal)
 	b = append(b, '/')
 	b = escape(b, value)
-	return string(b), handle, KeyOK
+	return unsafe.String(unsafe.SliceData(b), len(b)), handle, KeyOK // b is not written again
 }
 
 // handleArg returns the member name of the arguments object raw, and whether it is
@@ -270,35 +271,67 @@ func Load(w *config.Workflow, key string, snap gjson.Result) (Current, *Notice) 
 	if !snap.Exists() || snap.Type == gjson.Null {
 		return c, nil
 	}
-	st := snap.Get("state")
-	if !snap.IsObject() || snap.Get("workflow").Str != w.ID || (st.Type != gjson.String && !st.IsObject()) {
+	st, wf, fp, sq := snapshotMembers(snap)
+	if !snap.IsObject() || wf.Str != w.ID || (st.Type != gjson.String && !st.IsObject()) {
 		c.Healed = true
 		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
 			Message: "stored snapshot is not a snapshot of workflow " + strconv.Quote(w.ID) + "; restarted at " + strconv.Quote(w.Initial)}
 	}
-	c.Seq = seqOf(snap.Get("seq"))
+	c.Seq = seqOf(sq)
 	conf, known := w.ParseValue(st)
-	name := st.Raw
-	if st.Type == gjson.String {
-		name = strconv.Quote(st.Str)
-	}
-	if snap.Get("fingerprint").Str != w.Fingerprint {
+	if fp.Str != w.Fingerprint {
 		c.Healed = true
 		if known {
 			c.Conf = conf
 			return c, &Notice{Code: NoticeMigrated, Workflow: w.ID,
-				Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + "; kept state " + name}
+				Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + "; kept state " + stateName(st)}
 		}
 		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
-			Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + " names state " + name + ", which no longer exists; restarted at " + strconv.Quote(w.Initial)}
+			Message: "snapshot from a changed definition of workflow " + strconv.Quote(w.ID) + " names state " + stateName(st) + ", which no longer exists; restarted at " + strconv.Quote(w.Initial)}
 	}
 	if !known {
 		c.Healed = true
 		return c, &Notice{Code: NoticeReset, Workflow: w.ID,
-			Message: "snapshot names unknown state " + name + " of workflow " + strconv.Quote(w.ID) + "; restarted at " + strconv.Quote(w.Initial)}
+			Message: "snapshot names unknown state " + stateName(st) + " of workflow " + strconv.Quote(w.ID) + "; restarted at " + strconv.Quote(w.Initial)}
 	}
 	c.Conf = conf
 	return c, nil
+}
+
+// snapshotMembers reads the members of a snapshot Load looks at, the first of each name
+// (as gjson's Get would, one scan of the snapshot each), in one pass.
+func snapshotMembers(snap gjson.Result) (state, workflow, fingerprint, seq gjson.Result) {
+	raw := snap.Raw
+	it := jsonx.Object(raw, jsonx.SkipWS(raw, 0))
+	for k, at, ok := it.Next(); ok; k, at, ok = it.Next() {
+		var dst *gjson.Result
+		switch k {
+		case "state":
+			dst = &state
+		case "workflow":
+			dst = &workflow
+		case "fingerprint":
+			dst = &fingerprint
+		case "seq":
+			dst = &seq
+		default:
+			continue
+		}
+		end := jsonx.SkipValue(raw, at)
+		it.Skip(end)
+		if !dst.Exists() {
+			*dst = gjson.Parse(raw[at:end])
+		}
+	}
+	return
+}
+
+// stateName is a snapshot's state as a notice names it.
+func stateName(st gjson.Result) string {
+	if st.Type == gjson.String {
+		return strconv.Quote(st.Str)
+	}
+	return st.Raw
 }
 
 // seqOf reads a snapshot's seq: an integer, 0 when it is not a number. Numbers outside
