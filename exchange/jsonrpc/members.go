@@ -1,0 +1,198 @@
+package jsonrpc
+
+import (
+	"strings"
+
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// maxKeyDepth bounds the repeated-member walk (the engine refuses deeper arguments anyway,
+// and deeper request documents are refused before the walk).
+const maxKeyDepth = 256
+
+// RepeatsMember reports whether any object in v repeats a member name. gjson reads the first
+// of repeated Members while common servers (encoding/json, JSON.parse) read the last, so a
+// request like {"name":"tasks.list","name":"cart.pay"} would pass the gate as one tool and
+// run as another: the core refuses such requests and does not trust such answers.
+//
+// # Notes
+//
+//   - Names compare as gjson reads them (unescaped: "a" and "\u0061" are one name).
+//   - v is nested depth deep; objects nested deeper than 256 are not looked into (deeper
+//     arguments are refused by the engine's own depth check).
+//   - One walk over v's bytes, without callbacks: it allocates only for an escaped name or
+//     an object of more than 16 members (RATIONALE.md "Admission and the answer leg").
+func RepeatsMember(v gjson.Result, depth int) bool {
+	if !v.IsObject() && !v.IsArray() {
+		return false
+	}
+	return walkMembers(v.Raw, depth, nil)
+}
+
+// Succeeded reports whether a tools/call answer is a success: a result object whose isError
+// is absent or exactly false, in a message that repeats no member. Anything else (a JSON-RPC
+// error, isError true or not a boolean, a result that is not an object) is a failure: the
+// workflow does not move on it. It reads msg once (the repeated-member walk finds the
+// members it needs).
+func Succeeded(msg gjson.Result) bool {
+	if !msg.IsObject() {
+		return false
+	}
+	var s outcome
+	if walkMembers(msg.Raw, 0, &s) {
+		return false
+	}
+	return !s.hasError && s.result && (!s.isError || s.isErrorFalse)
+}
+
+// outcome is what Succeeded reads in the walk: the message's error and result members and
+// the result's isError.
+type outcome struct {
+	hasError     bool // the message has an error member
+	result       bool // its result member is an object
+	isError      bool // the result has an isError member
+	isErrorFalse bool // and it is false
+}
+
+// level is an open container in the walk.
+type level struct {
+	obj    bool
+	result bool                // the message's result object (Succeeded)
+	start  int                 // obj: where its member names begin in the walk's names
+	set    map[string]struct{} // obj: its names, once it has more than smallObject
+}
+
+// smallObject: an object of at most this many members is checked against a list; a larger
+// one against a set, so a body of many members costs linear time.
+const smallObject = 16
+
+// walkMembers walks the JSON value at the start of s (valid JSON: on anything else it
+// stops without panicking and reports no repeat), nested depth deep, and reports whether
+// an object in it repeats a member name; o, when not nil, gets the members Succeeded reads.
+func walkMembers(s string, depth int, o *outcome) bool {
+	if depth > maxKeyDepth {
+		return false
+	}
+	var lvBuf [16]level
+	var nameBuf [32]string
+	lv, names := lvBuf[:0], nameBuf[:0]
+	top := "" // the name of the top-level member whose value is next (o)
+	i := jsonx.SkipWS(s, 0)
+	for {
+		// A value starts at i.
+		if i >= len(s) {
+			return false
+		}
+		switch c := s[i]; {
+		case (c == '{' || c == '[') && depth+len(lv) <= maxKeyDepth:
+			result := o != nil && len(lv) == 1 && top == "result" && c == '{'
+			if result {
+				o.result = true
+			}
+			lv = append(lv, level{obj: c == '{', result: result, start: len(names)})
+			i = jsonx.SkipWS(s, i+1)
+			if i < len(s) && (s[i] == '}' && c == '{' || s[i] == ']' && c == '[') {
+				lv = lv[:len(lv)-1]
+				i++
+				break
+			}
+			if c == '{' {
+				var dup bool
+				if names, i, dup = member(s, i, lv, names, o, &top); dup {
+					return true
+				}
+			}
+			continue
+		default:
+			if o != nil && len(lv) == 2 && lv[1].result && top == "isError" {
+				o.isErrorFalse = strings.HasPrefix(s[i:], "false")
+			}
+			i = jsonx.SkipValue(s, i)
+		}
+		// After a value: the next member or element, or the end of containers.
+		for {
+			if len(lv) == 0 {
+				return false
+			}
+			if i = jsonx.SkipWS(s, i); i >= len(s) {
+				return false
+			}
+			t := &lv[len(lv)-1]
+			switch s[i] {
+			case ',':
+				i = jsonx.SkipWS(s, i+1)
+				if t.obj {
+					var dup bool
+					if names, i, dup = member(s, i, lv, names, o, &top); dup {
+						return true
+					}
+				}
+			case '}', ']':
+				names = names[:t.start]
+				lv = lv[:len(lv)-1]
+				i++
+				continue
+			default:
+				return false // not JSON
+			}
+			break
+		}
+	}
+}
+
+// member reads the member name at s[i] of the innermost open object (lv's last), records
+// it in names and returns the offset of its value, or dup when the object already has that
+// name. On input that is not JSON it returns len(s).
+func member(s string, i int, lv []level, names []string, o *outcome, top *string) ([]string, int, bool) {
+	if i >= len(s) || s[i] != '"' {
+		return names, len(s), false
+	}
+	end := jsonx.SkipValue(s, i)
+	if end-i < 2 || end > len(s) || s[end-1] != '"' {
+		return names, len(s), false
+	}
+	name := s[i+1 : end-1]
+	if strings.IndexByte(name, '\\') >= 0 {
+		name = gjson.Parse(s[i:end]).Str // unescaped as gjson does (keys compare unescaped)
+	}
+	if i = jsonx.SkipWS(s, end); i >= len(s) || s[i] != ':' {
+		return names, len(s), false
+	}
+	t := &lv[len(lv)-1]
+	if t.set != nil {
+		if _, dup := t.set[name]; dup {
+			return names, i, true
+		}
+		t.set[name] = struct{}{}
+	} else {
+		for _, n := range names[t.start:] {
+			if n == name {
+				return names, i, true
+			}
+		}
+		names = append(names, name)
+		if len(names)-t.start > smallObject {
+			t.set = make(map[string]struct{}, 4*smallObject)
+			for _, n := range names[t.start:] {
+				t.set[n] = struct{}{}
+			}
+			names = names[:t.start]
+		}
+	}
+	if o != nil {
+		switch {
+		case len(lv) == 1:
+			*top = name
+			if name == "error" {
+				o.hasError = true
+			}
+		case len(lv) == 2 && t.result:
+			*top = name
+			if name == "isError" {
+				o.isError = true
+			}
+		}
+	}
+	return names, jsonx.SkipWS(s, i+1), false
+}
