@@ -6,7 +6,6 @@ package jsonrpc
 
 import (
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -123,17 +122,7 @@ func NotAnObject(err error) bool {
 // one it finds (or all of them), which counts on a list of a thousand tools.
 func Members(obj gjson.Result, names ...string) []gjson.Result {
 	out := make([]gjson.Result, len(names))
-	if !obj.IsObject() {
-		return out
-	}
-	obj.ForEach(func(k, v gjson.Result) bool {
-		for i, n := range names {
-			if k.Str == n && !out[i].Exists() {
-				out[i] = v
-			}
-		}
-		return true
-	})
+	readMembers(obj, names, out, nil)
 	return out
 }
 
@@ -213,26 +202,10 @@ var (
 )
 
 // CaseVariant returns the first member of a message (or of its params) that differs from
-// a member the core reads only in case, and that member's name.
+// a member the core reads only in case, and that member's name (ReadEnvelope's Variant).
 func CaseVariant(msg gjson.Result) (variant, name string) {
-	check := func(obj gjson.Result, names []string) {
-		obj.ForEach(func(k, _ gjson.Result) bool {
-			for _, n := range names {
-				if k.Str != n && strings.EqualFold(k.Str, n) {
-					variant, name = k.Str, n
-					return false
-				}
-			}
-			return true
-		})
-	}
-	check(msg, envelopeMembers)
-	if variant == "" {
-		if p := msg.Get("params"); p.IsObject() {
-			check(p, paramsMembers)
-		}
-	}
-	return variant, name
+	e := ReadEnvelope(msg)
+	return e.Variant, e.VariantOf
 }
 
 func CaseVariantText(variant, name string) string {
