@@ -35,33 +35,21 @@ func WithDuration(msg []byte, start time.Time) []byte {
 func withDurationMs(msg []byte, ms float64) []byte {
 	s := unsafe.String(unsafe.SliceData(msg), len(msg))
 	top := jsonx.SkipWS(s, 0)
-	if top >= len(s) || s[top] != '{' {
-		return msg // neither a result nor an error object
-	}
-	obj, name, path := memberAt(s, top, "result"), "_meta", durationPath
+	obj, name, member, path := memberAt(s, top, "result"), "_meta", metaMember, durationPath
 	if obj < 0 || s[obj] != '{' {
 		obj = memberAt(s, top, "error")
 		if obj < 0 || s[obj] != '{' {
-			return msg
+			return msg // neither a result nor an error object
 		}
 		if d := memberAt(s, obj, "data"); d >= 0 && s[d] != '{' {
 			return msg
 		}
-		name, path = "data", errorDurationPath
+		name, member, path = "data", dataMember, errorDurationPath
 	}
 	at := memberAt(s, obj, name)
 	switch {
 	case at < 0: // no _meta (data) yet: the member holding the duration goes last in obj
-		end := objectEnd(s, obj)
-		out := openMember(msg, s, obj, end, len(name)+len(abi.MetaDuration)+32)
-		out = append(out, '"')
-		out = append(out, name...)
-		out = append(out, `":{"`...)
-		out = append(out, abi.MetaDuration...)
-		out = append(out, `":`...)
-		out = strconv.AppendFloat(out, ms, 'f', -1, 64)
-		out = append(out, '}')
-		return append(out, msg[end:]...)
+		return spliceDuration(msg, s, obj, objectEnd(s, obj), -1, member, ms)
 	case s[at] != '{': // sjson replaces a _meta that is not an object
 		out, err := sjson.SetBytes(msg, path, ms)
 		if err != nil {
@@ -70,63 +58,48 @@ func withDurationMs(msg []byte, ms float64) []byte {
 		return out
 	}
 	if d := memberAt(s, at, abi.MetaDuration); d >= 0 { // replaced where it is
-		e := jsonx.SkipValue(s, d)
-		out := make([]byte, 0, len(msg)-(e-d)+24)
-		out = append(out, msg[:d]...)
-		out = strconv.AppendFloat(out, ms, 'f', -1, 64)
-		return append(out, msg[e:]...)
+		return spliceDuration(msg, s, at, d, jsonx.SkipValue(s, d), "", ms)
 	}
-	end := objectEnd(s, at)
-	out := openMember(msg, s, at, end, len(abi.MetaDuration)+28)
-	out = append(out, '"')
-	out = append(out, abi.MetaDuration...)
-	out = append(out, `":`...)
+	return spliceDuration(msg, s, at, objectEnd(s, at), -1, durationMember, ms)
+}
+
+// The members WithDuration adds: its own, and the _meta or data object holding it.
+var (
+	durationMember = `"` + abi.MetaDuration + `":`
+	metaMember     = `"_meta":{` + durationMember
+	dataMember     = `"data":{` + durationMember
+)
+
+// spliceDuration returns msg with ms in place of msg[at:end] (a value replaced), or, for
+// end -1, inserted at at (the closing brace of the object at s[obj]) after member (a new
+// last member of obj: a comma after others, a brace closing what member opened).
+func spliceDuration(msg []byte, s string, obj, at, end int, member string, ms float64) []byte {
+	out := make([]byte, 0, len(msg)+len(member)+26)
+	out = append(out, msg[:at]...)
+	if end < 0 {
+		end = at
+		if jsonx.SkipWS(s, obj+1) < at {
+			out = append(out, ',')
+		}
+		out = append(out, member...)
+	}
 	out = strconv.AppendFloat(out, ms, 'f', -1, 64)
+	if member != "" && member != durationMember {
+		out = append(out, '}')
+	}
 	return append(out, msg[end:]...)
 }
 
 // memberAt returns the offset of the value of the first member of the object at s[obj]
 // whose name reads as name (unescaped, as gjson's Get reads it), or -1.
 func memberAt(s string, obj int, name string) int {
-	i := jsonx.SkipWS(s, obj+1)
-	for i < len(s) && s[i] == '"' {
-		end := jsonx.SkipValue(s, i)
-		if end-i < 2 || end > len(s) {
-			return -1
-		}
-		k := s[i+1 : end-1]
-		match := k == name || strings.IndexByte(k, '\\') >= 0 && gjson.Parse(s[i:end]).Str == name
-		if i = jsonx.SkipWS(s, end); i >= len(s) || s[i] != ':' {
-			return -1
-		}
-		if i = jsonx.SkipWS(s, i+1); i >= len(s) {
-			return -1
-		}
-		if match {
-			return i
-		}
-		if i = jsonx.SkipWS(s, jsonx.SkipValue(s, i)); i >= len(s) || s[i] != ',' {
-			return -1
-		}
-		i = jsonx.SkipWS(s, i+1)
-	}
-	return -1
+	at, _ := jsonrpc.MemberAt(s, obj, name)
+	return at
 }
 
 // objectEnd returns the offset of the closing brace of the object at s[obj].
 func objectEnd(s string, obj int) int {
 	return max(jsonx.SkipValue(s, obj)-1, obj+1)
-}
-
-// openMember starts a copy of msg with room for n more bytes: msg up to end (the closing
-// brace of the object at s[obj]) and the comma a new last member needs after others.
-func openMember(msg []byte, s string, obj, end, n int) []byte {
-	out := make([]byte, 0, len(msg)+n)
-	out = append(out, msg[:end]...)
-	if jsonx.SkipWS(s, obj+1) < end {
-		out = append(out, ',')
-	}
-	return out
 }
 
 var (

@@ -27,40 +27,31 @@ func RepeatsMember(v gjson.Result, depth int) bool {
 	if !v.IsObject() && !v.IsArray() {
 		return false
 	}
-	return walkMembers(v.Raw, depth, nil)
+	return walkMembers(v.Raw, depth)
 }
 
 // Succeeded reports whether a tools/call answer is a success: a result object whose isError
 // is absent or exactly false, in a message that repeats no member. Anything else (a JSON-RPC
 // error, isError true or not a boolean, a result that is not an object) is a failure: the
-// workflow does not move on it. It reads msg once (the repeated-member walk finds the
-// members it needs).
+// workflow does not move on it.
 func Succeeded(msg gjson.Result) bool {
-	if !msg.IsObject() {
+	s := msg.Raw
+	if !msg.IsObject() || walkMembers(s, 0) {
 		return false
 	}
-	var s outcome
-	if walkMembers(msg.Raw, 0, &s) {
+	res, _ := MemberAt(s, 0, "result")
+	if e, _ := MemberAt(s, 0, "error"); e >= 0 || res < 0 || s[res] != '{' {
 		return false
 	}
-	return !s.hasError && s.result && (!s.isError || s.isErrorFalse)
-}
-
-// outcome is what Succeeded reads in the walk: the message's error and result members and
-// the result's isError.
-type outcome struct {
-	hasError     bool // the message has an error member
-	result       bool // its result member is an object
-	isError      bool // the result has an isError member
-	isErrorFalse bool // and it is false
+	e, _ := MemberAt(s, res, "isError")
+	return e < 0 || strings.HasPrefix(s[e:], "false")
 }
 
 // level is an open container in the walk.
 type level struct {
-	obj    bool
-	result bool                // the message's result object (Succeeded)
-	start  int                 // obj: where its member names begin in the walk's names
-	set    map[string]struct{} // obj: its names, once it has more than smallObject
+	obj   bool
+	start int                 // obj: where its member names begin in the walk's names
+	set   map[string]struct{} // obj: its names, once it has more than smallObject
 }
 
 // smallObject: an object of at most this many members is checked against a list; a larger
@@ -69,15 +60,14 @@ const smallObject = 16
 
 // walkMembers walks the JSON value at the start of s (valid JSON: on anything else it
 // stops without panicking and reports no repeat), nested depth deep, and reports whether
-// an object in it repeats a member name; o, when not nil, gets the members Succeeded reads.
-func walkMembers(s string, depth int, o *outcome) bool {
+// an object in it repeats a member name.
+func walkMembers(s string, depth int) bool {
 	if depth > maxKeyDepth {
 		return false
 	}
 	var lvBuf [16]level
 	var nameBuf [32]string
 	lv, names := lvBuf[:0], nameBuf[:0]
-	top := "" // the name of the top-level member whose value is next (o)
 	i := jsonx.SkipWS(s, 0)
 	for {
 		// A value starts at i.
@@ -86,11 +76,7 @@ func walkMembers(s string, depth int, o *outcome) bool {
 		}
 		switch c := s[i]; {
 		case (c == '{' || c == '[') && depth+len(lv) <= maxKeyDepth:
-			result := o != nil && len(lv) == 1 && top == "result" && c == '{'
-			if result {
-				o.result = true
-			}
-			lv = append(lv, level{obj: c == '{', result: result, start: len(names)})
+			lv = append(lv, level{obj: c == '{', start: len(names)})
 			i = jsonx.SkipWS(s, i+1)
 			if i < len(s) && (s[i] == '}' && c == '{' || s[i] == ']' && c == '[') {
 				lv = lv[:len(lv)-1]
@@ -99,15 +85,12 @@ func walkMembers(s string, depth int, o *outcome) bool {
 			}
 			if c == '{' {
 				var dup bool
-				if names, i, dup = member(s, i, lv, names, o, &top); dup {
+				if names, i, dup = member(s, i, lv, names); dup {
 					return true
 				}
 			}
 			continue
 		default:
-			if o != nil && len(lv) == 2 && lv[1].result && top == "isError" {
-				o.isErrorFalse = strings.HasPrefix(s[i:], "false")
-			}
 			i = jsonx.SkipValue(s, i)
 		}
 		// After a value: the next member or element, or the end of containers.
@@ -124,7 +107,7 @@ func walkMembers(s string, depth int, o *outcome) bool {
 				i = jsonx.SkipWS(s, i+1)
 				if t.obj {
 					var dup bool
-					if names, i, dup = member(s, i, lv, names, o, &top); dup {
+					if names, i, dup = member(s, i, lv, names); dup {
 						return true
 					}
 				}
@@ -144,7 +127,7 @@ func walkMembers(s string, depth int, o *outcome) bool {
 // member reads the member name at s[i] of the innermost open object (lv's last), records
 // it in names and returns the offset of its value, or dup when the object already has that
 // name. On input that is not JSON it returns len(s).
-func member(s string, i int, lv []level, names []string, o *outcome, top *string) ([]string, int, bool) {
+func member(s string, i int, lv []level, names []string) ([]string, int, bool) {
 	if i >= len(s) || s[i] != '"' {
 		return names, len(s), false
 	}
@@ -178,20 +161,6 @@ func member(s string, i int, lv []level, names []string, o *outcome, top *string
 				t.set[n] = struct{}{}
 			}
 			names = names[:t.start]
-		}
-	}
-	if o != nil {
-		switch {
-		case len(lv) == 1:
-			*top = name
-			if name == "error" {
-				o.hasError = true
-			}
-		case len(lv) == 2 && t.result:
-			*top = name
-			if name == "isError" {
-				o.isError = true
-			}
 		}
 	}
 	return names, jsonx.SkipWS(s, i+1), false
