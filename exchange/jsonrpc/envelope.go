@@ -30,12 +30,9 @@ const versionMember = "io.modelcontextprotocol/protocolVersion"
 // members).
 func ReadEnvelope(msg gjson.Result) Envelope {
 	var e Envelope
-	var m [4]gjson.Result
-	e.Variant, e.VariantOf = readMembers(msg, envelopeRead, m[:], envelopeMembers)
-	e.Method, e.ID, e.Params = m[0], m[1], m[2]
 	var meta gjson.Result
-	var variant, of string
-	e.Call, meta, variant, of = readParams(e.Params)
+	e.Variant, e.VariantOf = readMembers(msg, envelopeRead, []*gjson.Result{&e.Method, &e.ID, &e.Params}, envelopeMembers)
+	variant, of := readMembers(e.Params, paramsRead, []*gjson.Result{&e.Call.Name, &e.Call.Arguments, &e.Call.Task, &meta}, paramsMembers)
 	if e.Variant == "" {
 		e.Variant, e.VariantOf = variant, of
 	}
@@ -54,22 +51,15 @@ var (
 // ReadParams reads a tools/call's params (a valid JSON document; anything but an object
 // reads as no members).
 func ReadParams(params gjson.Result) Params {
-	p, _, _, _ := readParams(params)
+	var p Params
+	readMembers(params, paramsRead[:3], []*gjson.Result{&p.Name, &p.Arguments, &p.Task}, nil)
 	return p
 }
 
-// readParams reads params: its Params, its _meta, and its first case variant of a member
-// the core reads.
-func readParams(params gjson.Result) (p Params, meta gjson.Result, variant, of string) {
-	var m [4]gjson.Result
-	variant, of = readMembers(params, paramsRead, m[:], paramsMembers)
-	return Params{m[0], m[1], m[2]}, m[3], variant, of
-}
-
 // readMembers reads the object obj in one pass: the first member of each of names into
-// out, and the first member that differs from one of variants only in case (with that
+// *out[i], and the first member that differs from one of variants only in case (with that
 // one). Anything but an object reads as no members.
-func readMembers(obj gjson.Result, names []string, out []gjson.Result, variants []string) (variant, of string) {
+func readMembers(obj gjson.Result, names []string, out []*gjson.Result, variants []string) (variant, of string) {
 	if !obj.IsObject() {
 		return "", ""
 	}
@@ -84,7 +74,7 @@ func readMembers(obj gjson.Result, names []string, out []gjson.Result, variants 
 			if name == n {
 				known = true
 				if !out[i].Exists() {
-					out[i] = valueAt(obj, at, end)
+					*out[i] = valueAt(obj, at, end)
 				}
 			}
 		}
@@ -119,11 +109,6 @@ func MemberAt(s string, obj int, name string) (at, end int) {
 		return -1, -1
 	}
 	it := memberIter{s: s, i: jsonx.SkipWS(s, obj+1)}
-	return it.find(name)
-}
-
-// find returns the span of the value of the first member named name from here on, or -1, -1.
-func (it *memberIter) find(name string) (at, end int) {
 	for {
 		n, at, end, ok := it.next()
 		if !ok {
@@ -145,19 +130,9 @@ type memberIter struct {
 // next returns the next member's name (unescaped as gjson reads it) and its value's span;
 // ok is false at the end of the object (or on input that is not JSON).
 func (it *memberIter) next() (name string, at, end int, ok bool) {
-	s, i := it.s, it.i
-	if i >= len(s) || s[i] != '"' {
-		return "", 0, 0, false
-	}
-	kEnd := jsonx.SkipValue(s, i)
-	if kEnd-i < 2 || kEnd > len(s) {
-		return "", 0, 0, false
-	}
-	name = s[i+1 : kEnd-1]
-	if strings.IndexByte(name, '\\') >= 0 {
-		name = gjson.Parse(s[i:kEnd]).Str
-	}
-	if i = jsonx.SkipWS(s, kEnd); i >= len(s) || s[i] != ':' {
+	s := it.s
+	name, i := memberName(s, it.i)
+	if i >= len(s) {
 		return "", 0, 0, false
 	}
 	if at = jsonx.SkipWS(s, i+1); at >= len(s) {

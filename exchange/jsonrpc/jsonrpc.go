@@ -122,7 +122,12 @@ func NotAnObject(err error) bool {
 // one it finds (or all of them), which counts on a list of a thousand tools.
 func Members(obj gjson.Result, names ...string) []gjson.Result {
 	out := make([]gjson.Result, len(names))
-	readMembers(obj, names, out, nil)
+	var at [8]*gjson.Result
+	ptrs := at[:0]
+	for i := range out {
+		ptrs = append(ptrs, &out[i])
+	}
+	readMembers(obj, names, ptrs, nil)
 	return out
 }
 

@@ -128,18 +128,8 @@ func walkMembers(s string, depth int) bool {
 // it in names and returns the offset of its value, or dup when the object already has that
 // name. On input that is not JSON it returns len(s).
 func member(s string, i int, lv []level, names []string) ([]string, int, bool) {
-	if i >= len(s) || s[i] != '"' {
-		return names, len(s), false
-	}
-	end := jsonx.SkipValue(s, i)
-	if end-i < 2 || end > len(s) || s[end-1] != '"' {
-		return names, len(s), false
-	}
-	name := s[i+1 : end-1]
-	if strings.IndexByte(name, '\\') >= 0 {
-		name = gjson.Parse(s[i:end]).Str // unescaped as gjson does (keys compare unescaped)
-	}
-	if i = jsonx.SkipWS(s, end); i >= len(s) || s[i] != ':' {
+	name, i := memberName(s, i)
+	if i >= len(s) {
 		return names, len(s), false
 	}
 	t := &lv[len(lv)-1]
@@ -164,4 +154,25 @@ func member(s string, i int, lv []level, names []string) ([]string, int, bool) {
 		}
 	}
 	return names, jsonx.SkipWS(s, i+1), false
+}
+
+// memberName reads the member name at s[i] (unescaped as gjson reads names: keys compare
+// unescaped) and returns the offset of the colon after it, or len(s) on input that is not
+// JSON.
+func memberName(s string, i int) (string, int) {
+	if i >= len(s) || s[i] != '"' {
+		return "", len(s)
+	}
+	end := jsonx.SkipValue(s, i)
+	if end-i < 2 || end > len(s) || s[end-1] != '"' {
+		return "", len(s)
+	}
+	name := s[i+1 : end-1]
+	if strings.IndexByte(name, '\\') >= 0 {
+		name = gjson.Parse(s[i:end]).Str
+	}
+	if i = jsonx.SkipWS(s, end); i >= len(s) || s[i] != ':' {
+		return "", len(s)
+	}
+	return name, i
 }
