@@ -106,3 +106,20 @@ func FuzzWithDuration(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWithDuration: the splice against sjson's set it replaced.
+func BenchmarkWithDuration(b *testing.B) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ok"}],"structuredContent":{"id":"r1","ok":true}}}`)
+	b.Run("splice", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			withDurationMs(msg, 1.234)
+		}
+	})
+	b.Run("sjson", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			refWithDuration(msg, 1.234)
+		}
+	})
+}

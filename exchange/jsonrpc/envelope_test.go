@@ -140,3 +140,27 @@ func FuzzReadEnvelope(f *testing.F) {
 		checkEnvelope(t, doc)
 	})
 }
+
+// BenchmarkReadEnvelope: the one-pass reading against the Gets and CaseVariant it replaced.
+func BenchmarkReadEnvelope(b *testing.B) {
+	msg := gjson.Parse(envelopeDocs[0])
+	b.Run("one_pass", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			ReadEnvelope(msg)
+		}
+	})
+	b.Run("gjson", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			refCaseVariant(msg)
+			msg.Get("method")
+			msg.Get("id")
+			p := msg.Get("params")
+			msg.Get("params._meta." + gjson.Escape(versionMember))
+			p.Get("name")
+			p.Get("task")
+			p.Get("arguments")
+		}
+	})
+}

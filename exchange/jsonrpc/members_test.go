@@ -164,3 +164,36 @@ func FuzzRepeatsMember(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRepeatsMember: the walk against the closure-based reading it replaced, on the
+// request and the answer of BenchmarkGatewayCall's gated call.
+//
+//	go test ./exchange/jsonrpc -run '^$' -bench 'RepeatsMember|ReadEnvelope' -benchmem
+func BenchmarkRepeatsMember(b *testing.B) {
+	req := gjson.Parse(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"records.op1","arguments":{"id":"r1"}}}`)
+	ans := gjson.Parse(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ok"}],"structuredContent":{"id":"r1","ok":true}}}`)
+	b.Run("request/walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			RepeatsMember(req, 0)
+		}
+	})
+	b.Run("request/gjson", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			refRepeatsMember(req, 0)
+		}
+	})
+	b.Run("succeeded/walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			Succeeded(ans)
+		}
+	})
+	b.Run("succeeded/gjson", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			refSucceeded(ans)
+		}
+	})
+}
