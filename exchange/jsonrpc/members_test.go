@@ -9,22 +9,43 @@ import (
 )
 
 // refRepeatsMember and refSucceeded are the closure-based readers RepeatsMember and
-// Succeeded replaced (gjson.ForEach and Get): the walk must agree with them on every valid
-// document.
+// Succeeded replaced (gjson.ForEach and Get), as they were: the walk must agree with them
+// on every valid document.
 func refRepeatsMember(v gjson.Result, depth int) bool {
 	if depth > maxKeyDepth {
 		return false
 	}
 	switch {
 	case v.IsObject():
-		seen := map[string]bool{}
+		var seen []string
+		var set map[string]struct{}
 		dup := false
 		v.ForEach(func(k, val gjson.Result) bool {
-			if seen[k.Str] || refRepeatsMember(val, depth+1) {
+			if set != nil {
+				if _, ok := set[k.Str]; ok {
+					dup = true
+					return false
+				}
+				set[k.Str] = struct{}{}
+			} else {
+				for _, s := range seen {
+					if s == k.Str {
+						dup = true
+						return false
+					}
+				}
+				seen = append(seen, k.Str)
+				if len(seen) > 16 {
+					set = make(map[string]struct{}, 64)
+					for _, s := range seen {
+						set[s] = struct{}{}
+					}
+				}
+			}
+			if refRepeatsMember(val, depth+1) {
 				dup = true
 				return false
 			}
-			seen[k.Str] = true
 			return true
 		})
 		return dup
