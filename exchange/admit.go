@@ -124,8 +124,12 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if !ok {
 		return ex
 	}
+	var e jsonrpc.Envelope // one pass over the message (a batch's are read by admission.Batch)
+	if doc.IsObject() {
+		e = jsonrpc.ReadEnvelope(doc)
+	}
 	if IsGatewaySession(ex.Session) {
-		if id := doc.Get("id"); doc.IsObject() && (id.Type == gjson.String || id.Type == gjson.Number) {
+		if id := e.ID; id.Type == gjson.String || id.Type == gjson.Number {
 			ex.clientID = []byte(id.Raw)
 		}
 		if !c.sessionLive(ctx, ex.Session) {
@@ -136,7 +140,7 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if doc.IsArray() {
 		return ex.admitBatch(doc)
 	}
-	return ex.admitMessage(ctx, h, doc, body)
+	return ex.admitMessage(ctx, h, &e, body)
 }
 
 // refuseHeaders refuses a request whose headers the core cannot read as the server will
@@ -166,19 +170,18 @@ func (ex *Exchange) readBody(body []byte) (gjson.Result, bool) {
 	return doc, true
 }
 
-// admitMessage decides on one JSON-RPC message (not a batch).
-func (ex *Exchange) admitMessage(ctx context.Context, h Headers, doc gjson.Result, body []byte) *Exchange {
+// admitMessage decides on one JSON-RPC message (not a batch), read as e.
+func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Envelope, body []byte) *Exchange {
 	c := ex.core
-	if v, n := jsonrpc.CaseVariant(doc); v != "" {
-		return ex.reject(400, jsonrpc.CodeInvalidRequest, jsonrpc.CaseVariantText(v, n))
+	if e.Variant != "" {
+		return ex.reject(400, jsonrpc.CodeInvalidRequest, jsonrpc.CaseVariantText(e.Variant, e.VariantOf))
 	}
-	ex.Method = doc.Get("method").Str
-	id := doc.Get("id")
+	ex.Method = e.Method.Str
+	id, params := e.ID, e.Params
 	if id.Type == gjson.String || id.Type == gjson.Number {
 		ex.clientID = []byte(id.Raw)
 	}
-	params := doc.Get("params")
-	if !ex.headersAgree(h, doc, params) {
+	if !ex.headersAgree(h, e) {
 		return ex
 	}
 	if !actsOn(ex.Method) {
@@ -197,7 +200,7 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, doc gjson.Resul
 	}
 	switch ex.Method {
 	case MethodToolsCall:
-		c.admitCall(ctx, ex, params, h)
+		c.admitCall(ctx, ex, e.Call, h)
 	case MethodTasksGet, MethodTasksResult, MethodTasksCancel:
 		if id := params.Get("taskId"); id.Type == gjson.String {
 			ex.taskID = id.Str
@@ -210,8 +213,8 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, doc gjson.Resul
 
 // headersAgree refuses a request whose headers name another protocol version, method or
 // target than its body (admission.Agree), reporting false.
-func (ex *Exchange) headersAgree(h Headers, doc, params gjson.Result) bool {
-	v, r := admission.Agree(h, doc, params, ex.version, ex.Method)
+func (ex *Exchange) headersAgree(h Headers, e *jsonrpc.Envelope) bool {
+	v, r := admission.Agree(h, e, ex.version, ex.Method)
 	ex.version = v
 	if r != nil {
 		ex.refuse(r)

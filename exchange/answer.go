@@ -150,8 +150,9 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 	}
 	out := ex.decorateCall(ctx, msg, root)
 	if ex.cached.key != "" {
-		if r := gjson.GetBytes(out, "result"); jsonrpc.Succeeded(gjson.ParseBytes(out)) && r.IsObject() {
-			ex.cacheStore([]byte(r.Raw))
+		// Read in place (out is not written to): the result is copied once, into the cache.
+		if m := parseOwned(out); jsonrpc.Succeeded(m) { // a result object
+			ex.cacheStore([]byte(m.Get("result").Raw))
 		}
 	}
 	return answer.WithDuration(out, ex.start), before

@@ -20,7 +20,7 @@ const DefaultTimeout = 30 * time.Second
 // move a workflow, the lease on its keys.
 // h are the request's headers (nil for a hook host): the caller's credentials key its
 // cache entry.
-func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result, h Headers) {
+func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Params, h Headers) {
 	c.count(CountToolCalls)
 	if !ex.readCall(params) {
 		return
@@ -56,8 +56,8 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params gjson.Result,
 
 // readCall reads a tools/call's name, task and arguments into ex (the engine input
 // check_limits and transition share), or rejects the call.
-func (ex *Exchange) readCall(params gjson.Result) bool {
-	name := params.Get("name")
+func (ex *Exchange) readCall(params jsonrpc.Params) bool {
+	name := params.Name
 	if name.Type != gjson.String || name.Str == "" {
 		ex.reject(200, jsonrpc.CodeInvalidParams, "invalid params: params.name must be a non-empty string")
 		return false
@@ -70,12 +70,12 @@ func (ex *Exchange) readCall(params gjson.Result) bool {
 		return false
 	}
 	ex.Tool = tool
-	ex.task = params.Get("task").Exists()
+	ex.task = params.Task.Exists()
 	in := make([]byte, 0, 256)
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)
 	in = jsonx.AppendString(in, ex.Tool)
-	if a := params.Get("arguments"); a.Exists() {
+	if a := params.Arguments; a.Exists() {
 		in = append(in, `,"arguments":`...)
 		in = append(in, a.Raw...)
 	}

@@ -39,7 +39,7 @@ func (c *Core) AdmitCall(ctx context.Context, session string, params []byte) *Ex
 		return ex.reject(400, jsonrpc.CodeInvalidRequest, "tools/call params repeat a member name in an object; the gateway and the server could read different values")
 	}
 	ex.Verdict = Forward
-	c.admitCall(ctx, ex, doc, nil)
+	c.admitCall(ctx, ex, jsonrpc.ReadParams(doc), nil)
 	return ex
 }
 

@@ -22,8 +22,6 @@ const (
 	maxBatch     = 100
 )
 
-var versionPath = "params._meta." + gjson.Escape("io.modelcontextprotocol/protocolVersion")
-
 // Body parses body as one JSON-RPC message or batch, refusing one over limit bytes, not
 // JSON, or repeating a member name. An oversized body's refusal comes with the id the start
 // of the body shows (nil for none), so the client can match the error.
@@ -50,21 +48,21 @@ func tooLarge(limit int) *Refusal {
 }
 
 // Agree refuses a message whose headers name another protocol version, method or target
-// than its body (a misleading header cannot steer a gate, or a server, that trusts it).
-// version is the MCP-Protocol-Version header; the version in effect is returned (the
-// body's when the header is absent).
-func Agree(h Headers, doc, params gjson.Result, version, method string) (string, *Refusal) {
+// than its body, read as e (a misleading header cannot steer a gate, or a server, that
+// trusts it). version is the MCP-Protocol-Version header; the version in effect is
+// returned (the body's params._meta one when the header is absent).
+func Agree(h Headers, e *jsonrpc.Envelope, version, method string) (string, *Refusal) {
 	if version == "" {
-		version = doc.Get(versionPath).Str
-	} else if v := doc.Get(versionPath); v.Exists() && v.Str != version {
+		version = e.Version.Str
+	} else if v := e.Version; v.Exists() && v.Str != version {
 		return version, &Refusal{400, CodeHeaderMismatch, "MCP-Protocol-Version header " + strconv.Quote(version) + " does not match the body's _meta protocolVersion " + strconv.Quote(v.Str)}
 	}
 	// 2026-07-28 requests name their method and target in headers.
 	if hm := h.Get(hdrMethod); hm != "" && hm != method {
 		return version, &Refusal{400, CodeHeaderMismatch, "Mcp-Method header " + strconv.Quote(hm) + " does not match the body's method " + strconv.Quote(method)}
 	}
-	if hn := h.Get(hdrName); hn != "" && (method == "tools/call" || method == "prompts/get") && hn != params.Get("name").Str {
-		return version, &Refusal{400, CodeHeaderMismatch, "Mcp-Name header " + strconv.Quote(hn) + " does not match the body's name " + strconv.Quote(params.Get("name").Str)}
+	if hn := h.Get(hdrName); hn != "" && (method == "tools/call" || method == "prompts/get") && hn != e.Call.Name.Str {
+		return version, &Refusal{400, CodeHeaderMismatch, "Mcp-Name header " + strconv.Quote(hn) + " does not match the body's name " + strconv.Quote(e.Call.Name.Str)}
 	}
 	return version, nil
 }

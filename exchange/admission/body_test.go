@@ -35,7 +35,8 @@ func TestBody(t *testing.T) {
 func TestAgree_and_Batch(t *testing.T) {
 	doc := gjson.Parse(`{"id":1,"method":"tools/call","params":{"name":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
 	h := http.Header{"Mcp-Name": {"b"}}
-	if v, r := Agree(h, doc, doc.Get("params"), "", "tools/call"); r == nil || r.Code != CodeHeaderMismatch || v != "2026-07-28" {
+	e := jsonrpc.ReadEnvelope(doc)
+	if v, r := Agree(h, &e, "", "tools/call"); r == nil || r.Code != CodeHeaderMismatch || v != "2026-07-28" {
 		t.Errorf("Agree = %q, %+v; want the body's version and a mismatch", v, r)
 	}
 	gated := func(m string) bool { return m == "tools/call" }

@@ -5,11 +5,14 @@ package answer
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -17,21 +20,86 @@ import (
 // WithDuration sets result._meta["dev.stategate/durationMs"] on a JSON-RPC response to a
 // tools/call, or error.data["dev.stategate/durationMs"] on an error answer whose data is
 // absent or an object (other data is the server's and stays as it is).
+//
+// # Notes
+//
+//   - msg is valid JSON (an answer the core validated or wrote). The bytes are sjson's
+//     (SetBytes on that path, which the tests hold it to): a new member goes last in its
+//     object, an existing one has its value replaced; but the member is spliced in where
+//     one walk over msg found it, with no path parsing and one allocation. The rare shape
+//     the splice leaves to sjson: _meta (or data) present but not an object.
 func WithDuration(msg []byte, start time.Time) []byte {
-	path := durationPath
-	if !gjson.GetBytes(msg, "result").IsObject() {
-		e := gjson.GetBytes(msg, "error")
-		if d := e.Get("data"); !e.IsObject() || (d.Exists() && !d.IsObject()) {
+	return withDurationMs(msg, float64(time.Since(start).Microseconds())/1000)
+}
+
+func withDurationMs(msg []byte, ms float64) []byte {
+	s := unsafe.String(unsafe.SliceData(msg), len(msg))
+	top := jsonx.SkipWS(s, 0)
+	obj, name, member, path := memberAt(s, top, "result"), "_meta", metaMember, durationPath
+	if obj < 0 || s[obj] != '{' {
+		obj = memberAt(s, top, "error")
+		if obj < 0 || s[obj] != '{' {
+			return msg // neither a result nor an error object
+		}
+		if d := memberAt(s, obj, "data"); d >= 0 && s[d] != '{' {
 			return msg
 		}
-		path = errorDurationPath
+		name, member, path = "data", dataMember, errorDurationPath
 	}
-	ms := float64(time.Since(start).Microseconds()) / 1000
-	out, err := sjson.SetBytes(msg, path, ms)
-	if err != nil {
-		return msg
+	at := memberAt(s, obj, name)
+	switch {
+	case at < 0: // no _meta (data) yet: the member holding the duration goes last in obj
+		return spliceDuration(msg, s, obj, objectEnd(s, obj), -1, member, ms)
+	case s[at] != '{': // sjson replaces a _meta that is not an object
+		out, err := sjson.SetBytes(msg, path, ms)
+		if err != nil {
+			return msg
+		}
+		return out
 	}
-	return out
+	if d := memberAt(s, at, abi.MetaDuration); d >= 0 { // replaced where it is
+		return spliceDuration(msg, s, at, d, jsonx.SkipValue(s, d), "", ms)
+	}
+	return spliceDuration(msg, s, at, objectEnd(s, at), -1, durationMember, ms)
+}
+
+// The members WithDuration adds: its own, and the _meta or data object holding it.
+var (
+	durationMember = `"` + abi.MetaDuration + `":`
+	metaMember     = `"_meta":{` + durationMember
+	dataMember     = `"data":{` + durationMember
+)
+
+// spliceDuration returns msg with ms in place of msg[at:end] (a value replaced), or, for
+// end -1, inserted at at (the closing brace of the object at s[obj]) after member (a new
+// last member of obj: a comma after others, a brace closing what member opened).
+func spliceDuration(msg []byte, s string, obj, at, end int, member string, ms float64) []byte {
+	out := make([]byte, 0, len(msg)+len(member)+26)
+	out = append(out, msg[:at]...)
+	if end < 0 {
+		end = at
+		if jsonx.SkipWS(s, obj+1) < at {
+			out = append(out, ',')
+		}
+		out = append(out, member...)
+	}
+	out = strconv.AppendFloat(out, ms, 'f', -1, 64)
+	if member != "" && member != durationMember {
+		out = append(out, '}')
+	}
+	return append(out, msg[end:]...)
+}
+
+// memberAt returns the offset of the value of the first member of the object at s[obj]
+// whose name reads as name (unescaped, as gjson's Get reads it), or -1.
+func memberAt(s string, obj int, name string) int {
+	at, _ := jsonrpc.MemberAt(s, obj, name)
+	return at
+}
+
+// objectEnd returns the offset of the closing brace of the object at s[obj].
+func objectEnd(s string, obj int) int {
+	return max(jsonx.SkipValue(s, obj)-1, obj+1)
 }
 
 var (

@@ -184,11 +184,12 @@ func (o *Open) json(ctx context.Context, out *Output) {
 	if len(leftover) > 0 {
 		o.toSession(leftover) // no SSE on this answer: the standing stream
 	}
-	h := o.respHeaders.Set("Content-Type", ct)
+	typ := [2]string{"Content-Type", ct}
+	var h Headers
 	if ct == "text/event-stream" {
-		h = h.Set("Cache-Control", "no-cache")
+		h = o.respHeaders.With(nil, typ, [2]string{"Cache-Control", "no-cache"})
 	} else {
-		h = h.Set("Content-Length", strconv.Itoa(len(body)))
+		h = o.respHeaders.With(nil, typ, [2]string{"Content-Length", strconv.Itoa(len(body))})
 	}
 	o.started = true
 	*out = Output{Start: true, Status: o.status, Headers: h, Body: body}
@@ -232,7 +233,7 @@ func (o *Open) collapse(ctx context.Context, chunk []byte, eos bool, out *Output
 }
 
 func (o *Open) answerJSON(status int, body []byte, out *Output) {
-	h := o.respHeaders.Set("Content-Type", "application/json").Set("Content-Length", strconv.Itoa(len(body)))
+	h := o.respHeaders.With(nil, [2]string{"Content-Type", "application/json"}, [2]string{"Content-Length", strconv.Itoa(len(body))})
 	o.started = true
 	*out = Output{Start: true, Status: status, Headers: h, Body: body}
 }

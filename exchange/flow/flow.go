@@ -178,10 +178,6 @@ func (f *Flow) post(ctx context.Context, r Request) Decision {
 		ex.Close()
 		return Decision{Do: DoWait, AfterMs: int(WaitStep / time.Millisecond)}
 	}
-	h := r.Headers
-	if ex.OwnSession() {
-		h = h.Del("Mcp-Session-Id") // the gateway's own session: never sent upstream
-	}
 	switch ex.Verdict {
 	case exchange.Reply:
 		ex.Close()
@@ -190,17 +186,28 @@ func (f *Flow) post(ctx context.Context, r Request) Decision {
 		return d
 	case exchange.Pass:
 		ex.Close()
+		h := r.Headers
+		if ex.OwnSession() {
+			h = h.Del("Mcp-Session-Id")
+		}
 		d := f.forward(r, h, r.Body, nil)
 		d.Exchange = ex
 		return d
 	}
-	h = EndToEnd(h).Del("Accept-Encoding") // the core reads this answer: uncompressed
-	if !ex.AcceptsSSE() {
-		// A client that takes only JSON still gets an answer from servers that insist on
-		// both: an SSE answer is collapsed to its response.
-		h = h.Set("Accept", "application/json, text/event-stream")
+	// The core reads this answer: uncompressed; the gateway's own session is never sent
+	// upstream. A client that takes only JSON still gets an answer from servers that
+	// insist on both: an SSE answer is collapsed to its response.
+	drop := []string{"Accept-Encoding", "Mcp-Session-Id"}
+	if !ex.OwnSession() {
+		drop = drop[:1]
 	}
-	h = h.Set("Content-Length", strconv.Itoa(len(ex.Body)))
+	length := [2]string{"Content-Length", strconv.Itoa(len(ex.Body))}
+	var h Headers
+	if ex.AcceptsSSE() {
+		h = endToEnd(r.Headers, drop, length)
+	} else {
+		h = endToEnd(r.Headers, drop, [2]string{"Accept", "application/json, text/event-stream"}, length)
+	}
 	d := Decision{Do: DoForward, Method: "POST", Path: r.Path, Headers: h, Body: ex.Body, Open: &Open{f: f, ex: ex}, Exchange: ex}
 	if ex.Method == exchange.MethodToolsCall {
 		d.Timeout = ex.Timeout

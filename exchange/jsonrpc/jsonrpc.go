@@ -6,7 +6,6 @@ package jsonrpc
 
 import (
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -123,17 +122,12 @@ func NotAnObject(err error) bool {
 // one it finds (or all of them), which counts on a list of a thousand tools.
 func Members(obj gjson.Result, names ...string) []gjson.Result {
 	out := make([]gjson.Result, len(names))
-	if !obj.IsObject() {
-		return out
+	var at [8]*gjson.Result
+	ptrs := at[:0]
+	for i := range out {
+		ptrs = append(ptrs, &out[i])
 	}
-	obj.ForEach(func(k, v gjson.Result) bool {
-		for i, n := range names {
-			if k.Str == n && !out[i].Exists() {
-				out[i] = v
-			}
-		}
-		return true
-	})
+	readMembers(obj, names, ptrs, nil)
 	return out
 }
 
@@ -202,80 +196,6 @@ func Splice[T ~string | ~[]byte](msg []byte, v gjson.Result, raw T) []byte {
 	return append(out, msg[v.Index+len(v.Raw):]...)
 }
 
-// maxKeyDepth bounds the repeated-member walk (the engine refuses deeper arguments anyway,
-// and deeper request documents are refused before the walk).
-const maxKeyDepth = 256
-
-// RepeatsMember reports whether any object in v repeats a member name. gjson reads the first
-// of repeated Members while common servers (encoding/json, JSON.parse) read the last, so a
-// request like {"name":"tasks.list","name":"cart.pay"} would pass the gate as one tool and
-// run as another: the core refuses such requests and does not trust such answers.
-func RepeatsMember(v gjson.Result, depth int) bool {
-	if depth > maxKeyDepth {
-		return false // deeper arguments are refused by the engine's own depth check
-	}
-	switch {
-	case v.IsObject():
-		// A short list for the usual small objects, a set once an object is large, so a
-		// body of many keys costs linear time.
-		var seen []string
-		var set map[string]struct{}
-		dup := false
-		v.ForEach(func(k, val gjson.Result) bool {
-			if set != nil {
-				if _, ok := set[k.Str]; ok {
-					dup = true
-					return false
-				}
-				set[k.Str] = struct{}{}
-			} else {
-				for _, s := range seen {
-					if s == k.Str {
-						dup = true
-						return false
-					}
-				}
-				seen = append(seen, k.Str)
-				if len(seen) > 16 {
-					set = make(map[string]struct{}, 64)
-					for _, s := range seen {
-						set[s] = struct{}{}
-					}
-				}
-			}
-			if RepeatsMember(val, depth+1) {
-				dup = true
-				return false
-			}
-			return true
-		})
-		return dup
-	case v.IsArray():
-		dup := false
-		v.ForEach(func(_, val gjson.Result) bool {
-			dup = RepeatsMember(val, depth+1)
-			return !dup
-		})
-		return dup
-	}
-	return false
-}
-
-// Succeeded reports whether a tools/call answer is a success: a result object whose isError
-// is absent or exactly false, in a message that repeats no member. Anything else (a JSON-RPC
-// error, isError true or not a boolean, a result that is not an object) is a failure: the
-// workflow does not move on it.
-func Succeeded(msg gjson.Result) bool {
-	res := msg.Get("result")
-	if msg.Get("error").Exists() || !res.IsObject() {
-		return false
-	}
-	if e := res.Get("isError"); e.Exists() && e.Type != gjson.False {
-		return false
-	}
-	return !RepeatsMember(msg, 0)
-}
-
 // envelopeMembers and paramsMembers are the member names the core reads; a member that
 // differs from one of them only in case ("metHod", "Params", "NAME", or with a Unicode
 // fold such as "paramſ") is refused: the core reads names exactly, while servers that
@@ -287,26 +207,10 @@ var (
 )
 
 // CaseVariant returns the first member of a message (or of its params) that differs from
-// a member the core reads only in case, and that member's name.
+// a member the core reads only in case, and that member's name (ReadEnvelope's Variant).
 func CaseVariant(msg gjson.Result) (variant, name string) {
-	check := func(obj gjson.Result, names []string) {
-		obj.ForEach(func(k, _ gjson.Result) bool {
-			for _, n := range names {
-				if k.Str != n && strings.EqualFold(k.Str, n) {
-					variant, name = k.Str, n
-					return false
-				}
-			}
-			return true
-		})
-	}
-	check(msg, envelopeMembers)
-	if variant == "" {
-		if p := msg.Get("params"); p.IsObject() {
-			check(p, paramsMembers)
-		}
-	}
-	return variant, name
+	e := ReadEnvelope(msg)
+	return e.Variant, e.VariantOf
 }
 
 func CaseVariantText(variant, name string) string {

@@ -233,7 +233,7 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, h flow.Heade
 	// A body must arrive within BodyTimeout: slow-body connections do not pile up.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(g.opts.BodyTimeout))
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(g.opts.MaxBodyBytes)+1))
+	body, err := readAll(r.Body, r.ContentLength, int64(g.opts.MaxBodyBytes)+1)
 	if err != nil {
 		// The deadline stays: the server gives up on the rest of the body and closes.
 		g.log.Warn("request body not read", "err", err, "remote", r.RemoteAddr)

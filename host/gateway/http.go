@@ -81,25 +81,27 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (s *statusRecorder) Flush() { flush(s.ResponseWriter) }
 
 // readAll is io.ReadAll of at most limit bytes of r, into a buffer sized for the size the
-// answer announced (Content-Length; -1 unknown): a large answer is not copied over and
-// over as the buffer grows.
+// body announced (Content-Length; -1 unknown): a large body is not copied over and over as
+// the buffer grows, and no LimitReader is allocated.
 func readAll(r io.Reader, size, limit int64) ([]byte, error) {
-	r = io.LimitReader(r, limit)
-	if size <= 0 || size >= limit {
-		return io.ReadAll(r)
+	n := int64(512)
+	if size > 0 && size < limit {
+		n = size + 1 // +1: the end is seen without growing
 	}
-	b := make([]byte, 0, size+1) // +1: the end is seen without growing
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
+	b := make([]byte, 0, min(n, limit))
+	for int64(len(b)) < limit {
+		if len(b) == cap(b) { // longer than announced
+			b = append(b, 0)[:len(b)]
+		}
+		end := min(int64(cap(b)), limit)
+		k, err := r.Read(b[len(b):end])
+		b = b[:len(b)+k]
 		if err != nil {
 			if err == io.EOF {
 				err = nil
 			}
 			return b, err
 		}
-		if len(b) == cap(b) { // longer than announced
-			b = append(b, 0)[:len(b)]
-		}
 	}
+	return b, nil
 }
