@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
@@ -72,9 +73,20 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 // tools/call, the workflow advanced), with any notifications to send before it. A body that
 // is not the answer to this request comes back unchanged.
 func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, before [][]byte) {
+	return ex.rewriteJSON(ctx, body, string(body))
+}
+
+// RewriteOwnedJSON is RewriteJSON for a body the caller hands over: it never writes body
+// again, so what the core keeps of the answer (the list memos keep views of a tools/list
+// answer) views it instead of a copy (245 KB for a list of 1000 tools).
+func (ex *Exchange) RewriteOwnedJSON(ctx context.Context, body []byte) (out []byte, before [][]byte) {
+	return ex.rewriteJSON(ctx, body, unsafe.String(unsafe.SliceData(body), len(body)))
+}
+
+// rewriteJSON is RewriteJSON with s, body as a string the core may keep views of.
+func (ex *Exchange) rewriteJSON(ctx context.Context, body []byte, s string) (out []byte, before [][]byte) {
 	// One pass validates the answer and finds its members (a tools/list answer is large:
 	// each pass over it counts).
-	s := string(body)
 	var top jsonrpc.AnswerMembers
 	var sub func(key string, at int) (int, error)
 	list := ex.readList(s)

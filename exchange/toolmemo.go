@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -533,67 +534,67 @@ func nameSet(arr gjson.Result) map[string]bool {
 // its leading separator with it.
 func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (*decoratedList, []byte) {
 	size := len(raw) + len(pre) + len(post)
+	nsize := 2
 	for i := range outs {
 		size += len(outs[i].out) - (a.elems[i].end - a.elems[i].start)
+		nsize += len(outs[i].name) + 1
 	}
-	dst := make([]byte, 0, size+64)
-	dst = append(dst, pre...)
-	dst = append(dst, raw[:a.open+1]...)
+	// The buffers are exact and not zeroed first (strings.Builder.Grow): every byte is
+	// written below, and a list's buffer is hundreds of KB.
+	var dst, names strings.Builder
+	dst.Grow(size)
+	names.Grow(nsize)
+	dst.Write(pre)
+	dst.WriteString(raw[:a.open+1])
 	prev, first := a.open+1, true
-	names := make([]byte, 0, 32*len(outs)+2)
-	names = append(names, '[')
+	names.WriteByte('[')
 	for i, e := range a.elems {
 		o := &outs[i]
 		if o.name != "" {
-			if len(names) > 1 {
-				names = append(names, ',')
+			if names.Len() > 1 {
+				names.WriteByte(',')
 			}
-			names = append(names, o.name...)
+			names.WriteString(o.name)
 		}
 		if o.drop {
 			prev = e.end
 			continue
 		}
-		dst = appendGap(dst, raw[prev:e.start], first)
+		writeGap(&dst, raw[prev:e.start], first)
 		first = false
-		dst = append(dst, o.out...)
+		dst.WriteString(o.out)
 		prev = e.end
 	}
-	dst = appendGap(dst, raw[prev:a.close], true)
-	dst = append(dst, raw[a.close:]...)
-	list := dst[len(pre):]
-	dst = append(dst, post...)
-	names = append(names, ']')
-	// dst and names are never written again: the strings view them without a copy.
-	d := &decoratedList{result: unsafe.String(unsafe.SliceData(list), len(list)), names: unsafe.String(unsafe.SliceData(names), len(names))}
+	writeGap(&dst, raw[prev:a.close], true)
+	dst.WriteString(raw[a.close:])
+	end := dst.Len()
+	dst.Write(post)
+	names.WriteByte(']')
+	whole := dst.String()
+	d := &decoratedList{result: whole[len(pre):end], names: names.String()}
 	for i := range outs {
 		if outs[i].withheld {
 			d.withheld++
 		}
 	}
-	return d, dst
+	// The message is never written again: it views the string without a copy.
+	return d, unsafe.Slice(unsafe.StringData(whole), len(whole))
 }
 
-// appendGap appends the bytes between two array elements (whitespace and a comma),
-// without the comma when the element that follows is the first one written
-// (decorate.appendGap).
-func appendGap(dst []byte, gap string, first bool) []byte {
-	i := -1
-	for j := 0; j < len(gap); j++ {
-		if gap[j] == ',' {
-			i = j
-			break
-		}
-	}
+// writeGap writes the bytes between two array elements (whitespace and a comma), without
+// the comma when the element that follows is the first one written (decorate.appendGap).
+func writeGap(dst *strings.Builder, gap string, first bool) {
+	i := strings.IndexByte(gap, ',')
 	switch {
 	case i < 0 && first:
-		return append(dst, gap...)
+		dst.WriteString(gap)
 	case i < 0:
-		dst = append(dst, ',')
-		return append(dst, gap...)
+		dst.WriteByte(',')
+		dst.WriteString(gap)
 	case first:
-		dst = append(dst, gap[:i]...)
-		return append(dst, gap[i+1:]...)
+		dst.WriteString(gap[:i])
+		dst.WriteString(gap[i+1:])
+	default:
+		dst.WriteString(gap)
 	}
-	return append(dst, gap...)
 }

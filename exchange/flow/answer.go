@@ -173,7 +173,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 
 func (o *Open) json(ctx context.Context, out *Output) {
 	ex := o.ex
-	msg, before := ex.RewriteJSON(ctx, o.buf)
+	msg, before := ex.RewriteOwnedJSON(ctx, o.buf) // o.buf is not written again
 	o.buf = nil
 	if o.keepHead { // the head went as the upstream gave it: the answer stays JSON
 		o.toSession(before)
