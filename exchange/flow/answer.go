@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
@@ -151,7 +152,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	case o.kind == exchange.AnswerJSON:
 		o.mode = modeJSON
 		if n, err := strconv.Atoi(headers.Get("Content-Length")); err == nil && n > 0 && n <= o.f.o.MaxBodyBytes {
-			o.buf = make([]byte, 0, n) // read whole: sized once, not grown chunk by chunk
+			o.buf = unzeroed(n) // read whole: sized once, not grown chunk by chunk
 		}
 		if o.keepHead {
 			o.started = true
@@ -347,6 +348,17 @@ func (o *Open) Cancel() (abandon bool) {
 
 // grow appends chunk to buf, doubling buf's capacity when it must grow: an answer read
 // whole in chunks of unknown number is copied about once over, not once per chunk.
+// unzeroed returns an empty buffer of capacity n whose bytes are not zeroed first
+// (strings.Builder.Grow): an answer is read into it, and zeroing a tools/list answer of
+// 245 KB first cost as much as validating it.
+func unzeroed(n int) []byte {
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte(0) // a string of one byte: its data is the buffer's
+	s := b.String()
+	return unsafe.Slice(unsafe.StringData(s), n)[:0]
+}
+
 func grow(buf, chunk []byte) []byte {
 	if n := len(buf) + len(chunk); n > cap(buf) {
 		nb := make([]byte, len(buf), max(n, 2*cap(buf), 512))
