@@ -539,62 +539,73 @@ func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (
 		size += len(outs[i].out) - (a.elems[i].end - a.elems[i].start)
 		nsize += len(outs[i].name) + 1
 	}
-	// The buffers are exact and not zeroed first (strings.Builder.Grow): every byte is
-	// written below, and a list's buffer is hundreds of KB.
-	var dst, names strings.Builder
-	dst.Grow(size)
-	names.Grow(nsize)
-	dst.Write(pre)
-	dst.WriteString(raw[:a.open+1])
+	dst := unzeroed(size)
+	dst = append(dst, pre...)
+	dst = append(dst, raw[:a.open+1]...)
 	prev, first := a.open+1, true
-	names.WriteByte('[')
+	names := unzeroed(nsize)
+	names = append(names, '[')
 	for i, e := range a.elems {
 		o := &outs[i]
 		if o.name != "" {
-			if names.Len() > 1 {
-				names.WriteByte(',')
+			if len(names) > 1 {
+				names = append(names, ',')
 			}
-			names.WriteString(o.name)
+			names = append(names, o.name...)
 		}
 		if o.drop {
 			prev = e.end
 			continue
 		}
-		writeGap(&dst, raw[prev:e.start], first)
+		if gap := raw[prev:e.start]; gap == "," && !first {
+			dst = append(dst, ',') // the usual gap
+		} else {
+			dst = appendGap(dst, gap, first)
+		}
 		first = false
-		dst.WriteString(o.out)
+		dst = append(dst, o.out...)
 		prev = e.end
 	}
-	writeGap(&dst, raw[prev:a.close], true)
-	dst.WriteString(raw[a.close:])
-	end := dst.Len()
-	dst.Write(post)
-	names.WriteByte(']')
-	whole := dst.String()
-	d := &decoratedList{result: whole[len(pre):end], names: names.String()}
+	dst = appendGap(dst, raw[prev:a.close], true)
+	dst = append(dst, raw[a.close:]...)
+	list := dst[len(pre):]
+	dst = append(dst, post...)
+	names = append(names, ']')
+	// dst and names are never written again: the strings view them without a copy.
+	d := &decoratedList{result: unsafe.String(unsafe.SliceData(list), len(list)), names: unsafe.String(unsafe.SliceData(names), len(names))}
 	for i := range outs {
 		if outs[i].withheld {
 			d.withheld++
 		}
 	}
-	// The message is never written again: it views the string without a copy.
-	return d, unsafe.Slice(unsafe.StringData(whole), len(whole))
+	return d, dst
 }
 
-// writeGap writes the bytes between two array elements (whitespace and a comma), without
-// the comma when the element that follows is the first one written (decorate.appendGap).
-func writeGap(dst *strings.Builder, gap string, first bool) {
+// unzeroed returns an empty buffer of capacity n whose bytes are not zeroed first
+// (strings.Builder.Grow): a list's buffer is hundreds of KB, and every byte of it is
+// written.
+func unzeroed(n int) []byte {
+	var b strings.Builder
+	b.Grow(max(n, 1))
+	b.WriteByte(0) // a string of one byte: its data is the buffer's
+	s := b.String()
+	return unsafe.Slice(unsafe.StringData(s), max(n, 1))[:0]
+}
+
+// appendGap appends the bytes between two array elements (whitespace and a comma),
+// without the comma when the element that follows is the first one written
+// (decorate.appendGap).
+func appendGap(dst []byte, gap string, first bool) []byte {
 	i := strings.IndexByte(gap, ',')
 	switch {
 	case i < 0 && first:
-		dst.WriteString(gap)
+		return append(dst, gap...)
 	case i < 0:
-		dst.WriteByte(',')
-		dst.WriteString(gap)
+		dst = append(dst, ',')
+		return append(dst, gap...)
 	case first:
-		dst.WriteString(gap[:i])
-		dst.WriteString(gap[i+1:])
-	default:
-		dst.WriteString(gap)
+		dst = append(dst, gap[:i]...)
+		return append(dst, gap[i+1:]...)
 	}
+	return append(dst, gap...)
 }
