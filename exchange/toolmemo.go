@@ -2,7 +2,6 @@ package exchange
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -534,16 +533,14 @@ func nameSet(arr gjson.Result) map[string]bool {
 // its leading separator with it.
 func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (*decoratedList, []byte) {
 	size := len(raw) + len(pre) + len(post)
-	nsize := 2
 	for i := range outs {
 		size += len(outs[i].out) - (a.elems[i].end - a.elems[i].start)
-		nsize += len(outs[i].name) + 1
 	}
-	dst := unzeroed(size)
+	dst := unzeroed(size + 64)
 	dst = append(dst, pre...)
 	dst = append(dst, raw[:a.open+1]...)
 	prev, first := a.open+1, true
-	names := unzeroed(nsize)
+	names := unzeroed(32*len(outs) + 2)
 	names = append(names, '[')
 	for i, e := range a.elems {
 		o := &outs[i]
@@ -557,11 +554,7 @@ func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (
 			prev = e.end
 			continue
 		}
-		if gap := raw[prev:e.start]; gap == "," && !first {
-			dst = append(dst, ',') // the usual gap
-		} else {
-			dst = appendGap(dst, gap, first)
-		}
+		dst = appendGap(dst, raw[prev:e.start], first)
 		first = false
 		dst = append(dst, o.out...)
 		prev = e.end
@@ -581,22 +574,17 @@ func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (
 	return d, dst
 }
 
-// unzeroed returns an empty buffer of capacity n whose bytes are not zeroed first
-// (strings.Builder.Grow): a list's buffer is hundreds of KB, and every byte of it is
-// written.
-func unzeroed(n int) []byte {
-	var b strings.Builder
-	b.Grow(max(n, 1))
-	b.WriteByte(0) // a string of one byte: its data is the buffer's
-	s := b.String()
-	return unsafe.Slice(unsafe.StringData(s), max(n, 1))[:0]
-}
-
 // appendGap appends the bytes between two array elements (whitespace and a comma),
 // without the comma when the element that follows is the first one written
 // (decorate.appendGap).
 func appendGap(dst []byte, gap string, first bool) []byte {
-	i := strings.IndexByte(gap, ',')
+	i := -1
+	for j := 0; j < len(gap); j++ {
+		if gap[j] == ',' {
+			i = j
+			break
+		}
+	}
 	switch {
 	case i < 0 && first:
 		return append(dst, gap...)

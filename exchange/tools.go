@@ -142,7 +142,7 @@ func (c *Core) listDecorated(ctx context.Context, ex *Exchange, msg []byte, resu
 	}
 	names := gjson.Parse(d.names)
 	if ex.Session != "" {
-		c.known.set(ex.Session, d.names)
+		c.known.set(ex.Session, []byte(d.names))
 	}
 	c.listed.add(names)
 	c.toolsSeen(ctx, names, result)
@@ -386,14 +386,11 @@ func newKnownTools(max int) *knownTools {
 	return &knownTools{c}
 }
 
-func (k *knownTools) set(session string, names string) {
+func (k *knownTools) set(session string, names []byte) {
 	if len(names) > maxKnownBytes || len(names) == 0 {
 		return
 	}
-	if old, ok := k.lru.Get(session); ok && string(old) == names {
-		return // the list the session had (a list repeats): no copy of it
-	}
-	k.lru.Add(session, []byte(names))
+	k.lru.Add(session, names)
 }
 
 func (k *knownTools) get(session string) []byte {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
@@ -174,7 +173,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 
 func (o *Open) json(ctx context.Context, out *Output) {
 	ex := o.ex
-	msg, before := ex.RewriteOwnedJSON(ctx, o.buf) // o.buf is not written again
+	msg, before := ex.RewriteJSON(ctx, o.buf) // o.buf is not written again: the core may keep views of it
 	o.buf = nil
 	if o.keepHead { // the head went as the upstream gave it: the answer stays JSON
 		o.toSession(before)
@@ -348,17 +347,6 @@ func (o *Open) Cancel() (abandon bool) {
 
 // grow appends chunk to buf, doubling buf's capacity when it must grow: an answer read
 // whole in chunks of unknown number is copied about once over, not once per chunk.
-// unzeroed returns an empty buffer of capacity n whose bytes are not zeroed first
-// (strings.Builder.Grow): an answer is read into it, and zeroing a tools/list answer of
-// 245 KB first cost as much as validating it.
-func unzeroed(n int) []byte {
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteByte(0) // a string of one byte: its data is the buffer's
-	s := b.String()
-	return unsafe.Slice(unsafe.StringData(s), n)[:0]
-}
-
 func grow(buf, chunk []byte) []byte {
 	if n := len(buf) + len(chunk); n > cap(buf) {
 		nb := make([]byte, len(buf), max(n, 2*cap(buf), 512))
