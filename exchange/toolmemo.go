@@ -536,11 +536,11 @@ func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (
 	for i := range outs {
 		size += len(outs[i].out) - (a.elems[i].end - a.elems[i].start)
 	}
-	dst := make([]byte, 0, size+64)
+	dst := unzeroed(size + 64)
 	dst = append(dst, pre...)
 	dst = append(dst, raw[:a.open+1]...)
 	prev, first := a.open+1, true
-	names := make([]byte, 0, 32*len(outs)+2)
+	names := unzeroed(32*len(outs) + 2)
 	names = append(names, '[')
 	for i, e := range a.elems {
 		o := &outs[i]

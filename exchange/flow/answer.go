@@ -151,7 +151,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	case o.kind == exchange.AnswerJSON:
 		o.mode = modeJSON
 		if n, err := strconv.Atoi(headers.Get("Content-Length")); err == nil && n > 0 && n <= o.f.o.MaxBodyBytes {
-			o.buf = make([]byte, 0, n) // read whole: sized once, not grown chunk by chunk
+			o.buf = unzeroed(n) // read whole: sized once, not grown chunk by chunk
 		}
 		if o.keepHead {
 			o.started = true
@@ -173,7 +173,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 
 func (o *Open) json(ctx context.Context, out *Output) {
 	ex := o.ex
-	msg, before := ex.RewriteJSON(ctx, o.buf)
+	msg, before := ex.RewriteJSON(ctx, o.buf) // o.buf is not written again: the core may keep views of it
 	o.buf = nil
 	if o.keepHead { // the head went as the upstream gave it: the answer stays JSON
 		o.toSession(before)
