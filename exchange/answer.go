@@ -17,7 +17,6 @@ import (
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // ListChanged is the notification sent when a workflow moved and the visible tools changed.
@@ -341,9 +340,7 @@ func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.reportHealth(context.Background(), healthUnreachable)
 	msg := jsonrpc.AppendError(nil, ex.clientID, jsonrpc.CodeInternal, "the gateway could not get an answer from the MCP server")
 	data := `{"` + abi.MetaError + `":{"code":"` + abi.DenyUpstreamUnavailable + `","retryable":` + strconv.FormatBool(abi.Retryable(abi.DenyUpstreamUnavailable)) + `}}`
-	if out, err := sjson.SetRawBytes(msg, "error.data", []byte(data)); err == nil {
-		msg = out
-	}
+	msg, _ = answer.Set(msg, []byte(data), "error", "data")
 	if ex.Method == MethodToolsCall {
 		msg = answer.WithDuration(msg, ex.start)
 	}

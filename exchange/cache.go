@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // The response cache. The engine says which admitted calls are cacheable and under which
@@ -165,10 +165,7 @@ func (ex *Exchange) answerCached(result []byte, age time.Duration, coalesced boo
 	if coalesced {
 		meta = []byte(`{"hit":true,"ageMs":0,"coalesced":true}`)
 	}
-	path := "_meta." + gjson.Escape(abi.MetaCache)
-	if out, err := sjson.SetRawBytes(append([]byte(nil), result...), path, meta); err == nil {
-		result = out
-	}
+	result, _ = answer.Set(result, meta, "_meta", abi.MetaCache)
 	ex.answerLocal(result)
 	ex.called(OutcomeSuccess)
 }

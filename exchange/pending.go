@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // Pending pairs the two halves of tools/calls seen as hooks (AdmitCall before the call,
@@ -260,8 +260,8 @@ func (p *Pending) InFlight(channel string) int {
 // tag marks a denial with a one-time token under _meta (abi.MetaDenial).
 func (p *Pending) tag(result []byte) []byte {
 	tok := randomText()
-	out, err := sjson.SetBytes(result, denialPath, tok)
-	if err != nil {
+	out, ok := answer.SetString(result, tok, "_meta", abi.MetaDenial)
+	if !ok {
 		return result
 	}
 	now := time.Now()

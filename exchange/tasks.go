@@ -14,7 +14,6 @@ import (
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // MCP tasks (2025-11-25, experimental; the io.modelcontextprotocol/tasks extension in
@@ -123,9 +122,7 @@ func (ex *Exchange) taskRefusal(result []byte) []byte {
 		data = append(data, ':')
 		data = append(data, e.Raw...)
 		data = append(data, '}')
-		if o, err := sjson.SetRawBytes(out, "error.data", data); err == nil {
-			out = o
-		}
+		out, _ = answer.Set(out, data, "error", "data")
 	}
 	return answer.WithDuration(out, ex.start)
 }

@@ -11,9 +11,9 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // emptyListProbe asks the engine, cheaply, which state a list needs for this request.
@@ -225,15 +225,11 @@ const cacheableVersion = "2026-07-28"
 func (c *Core) cacheHints(result []byte) []byte {
 	h := gjson.GetManyBytes(result, "ttlMs", "cacheScope")
 	if ttl := h[0]; ttl.Type != gjson.Number || ttl.Num < 0 {
-		if out, err := sjson.SetRawBytes(result, "ttlMs", []byte("0")); err == nil {
-			result = out
-		}
+		result, _ = answer.Set(result, []byte("0"), "ttlMs")
 	}
 	valid := h[1].Type == gjson.String && (h[1].Str == "public" || h[1].Str == "private")
 	if !valid || (c.facts.principal != "" && h[1].Str != "private") {
-		if out, err := sjson.SetBytes(result, "cacheScope", "private"); err == nil {
-			result = out
-		}
+		result, _ = answer.SetString(result, "private", "cacheScope")
 	}
 	return result
 }

@@ -6,7 +6,6 @@ package answer
 import (
 	"bytes"
 	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // WithDuration sets result._meta["dev.stategate/durationMs"] on a JSON-RPC response to a
@@ -27,7 +25,7 @@ import (
 //     (SetBytes on that path, which the tests hold it to): a new member goes last in its
 //     object, an existing one has its value replaced; but the member is spliced in where
 //     one walk over msg found it, with no path parsing and one allocation. The rare shape
-//     the splice leaves to sjson: _meta (or data) present but not an object.
+//     the splice leaves to Set: _meta (or data) present but not an object.
 func WithDuration(msg []byte, start time.Time) []byte {
 	return withDurationMs(msg, float64(time.Since(start).Microseconds())/1000)
 }
@@ -50,11 +48,8 @@ func withDurationMs(msg []byte, ms float64) []byte {
 	switch {
 	case at < 0: // no _meta (data) yet: the member holding the duration goes last in obj
 		return spliceDuration(msg, s, obj, objectEnd(s, obj), -1, member, ms)
-	case s[at] != '{': // sjson replaces a _meta that is not an object
-		out, err := sjson.SetBytes(msg, path, ms)
-		if err != nil {
-			return msg
-		}
+	case s[at] != '{': // Set (as sjson) replaces a _meta that is not an object
+		out, _ := Set(msg, strconv.AppendFloat(nil, ms, 'f', -1, 64), path...)
 		return out
 	}
 	if d := memberAt(s, at, abi.MetaDuration); d >= 0 { // replaced where it is
@@ -103,8 +98,8 @@ func objectEnd(s string, obj int) int {
 }
 
 var (
-	durationPath      = "result._meta." + strings.ReplaceAll(abi.MetaDuration, ".", `\.`)
-	errorDurationPath = "error.data." + strings.ReplaceAll(abi.MetaDuration, ".", `\.`)
+	durationPath      = []string{"result", "_meta", abi.MetaDuration}
+	errorDurationPath = []string{"error", "data", abi.MetaDuration}
 )
 
 // WithListChanged returns an initialize answer whose result declares

@@ -37,7 +37,7 @@ func refWithDuration(msg []byte, ms float64) []byte {
 		}
 		path = errorDurationPath
 	}
-	out, err := sjson.SetBytes(msg, path, ms)
+	out, err := sjson.SetBytes(msg, sjsonPath(path), ms)
 	if err != nil {
 		return msg
 	}
