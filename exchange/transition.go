@@ -38,7 +38,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 			return visible
 		}
 		st = next
-		ans := gjson.ParseBytes(out)
+		ans := parseOwned(out) // the engine's answer: fresh, never written to
 		visible = visible || ans.Get("visibleChanged").Type == gjson.True
 		lost := ex.storeWrites(ctx, st, ex.pendingWrites(ans.Get("states"), written), written, failed)
 		if len(lost) == 0 {

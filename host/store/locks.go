@@ -150,6 +150,9 @@ func checkLease(ttl time.Duration) error {
 
 // sortedKeys returns keys sorted, without repeats, in a new slice.
 func sortedKeys(keys []string) []string {
+	if len(keys) == 1 {
+		return keys[:1:1] // read only, like the others
+	}
 	keys = slices.Clone(keys)
 	slices.Sort(keys)
 	return slices.Compact(keys)
