@@ -149,13 +149,14 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 			return msg, nil
 		}
 	}
-	before := ex.moveWorkflows(ctx, root)
-	if jsonrpc.Succeeded(root) {
+	ok := jsonrpc.Succeeded(root) // once: the walk is the answer's length
+	before := ex.moveWorkflows(ctx, root, ok)
+	if ok {
 		ex.called(OutcomeSuccess)
 	} else {
 		ex.called(OutcomeError)
 	}
-	out := ex.decorateCall(ctx, msg, root)
+	out := ex.decorateCall(ctx, msg, root, ok)
 	if ex.cached.key != "" {
 		// Read in place (out is not written to): the result is copied once, into the cache.
 		if m := parseOwned(out); jsonrpc.Succeeded(m) { // a result object
@@ -167,13 +168,13 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 
 // moveWorkflows runs the call's transition (and its health outcome), releases its lease
 // and returns the notifications that go before its answer (list_changed when the visible
-// tools changed).
-func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result) [][]byte {
+// tools changed). ok is jsonrpc.Succeeded(root).
+func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result, ok bool) [][]byte {
 	c := ex.core
 	var before [][]byte
 	outcome, code := "", ""
 	if c.facts.health && ex.health.due.CompareAndSwap(true, false) {
-		if outcome, code = healthOutcomeOf(root); outcome == healthSuccess && ex.health.quiet {
+		if outcome, code = healthOutcomeOf(root, ok); outcome == healthSuccess && ex.health.quiet {
 			outcome = "" // nothing to count: no engine call, no store round trip
 		}
 	}
@@ -183,7 +184,7 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result) [][]by
 	}
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
-	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, jsonrpc.Succeeded(root), outcome, code) {
+	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, ok, outcome, code) {
 		c.count(CountListChanged)
 		before = append(before, ListChanged)
 		if ex.health.visible {
@@ -199,8 +200,8 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result) [][]by
 // decorateCall runs decorate_result on the call's answer and purges the cached tools a
 // successful mutation invalidates, before the answer goes out. It returns the answer to
 // send (msg itself when decorate_result failed, or when the configuration lets it change
-// nothing).
-func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Result) []byte {
+// nothing). ok is jsonrpc.Succeeded(root).
+func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Result, ok bool) []byte {
 	c := ex.core
 	if !c.facts.decorates {
 		// The configuration has no response limit and nothing that invalidates:
@@ -217,7 +218,7 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 	known := c.known.get(ex.Session)
 	var cached []string // tools in the cache index, when this call may purge them
 	var indexErr error
-	if ex.cached.purges && jsonrpc.Succeeded(root) {
+	if ex.cached.purges && ok {
 		if cached, _, indexErr = c.cachedTools(ctx); indexErr == nil && len(cached) > 0 {
 			known = unionTools(known, cached)
 		}

@@ -32,9 +32,9 @@ func appendNow(dst []byte) []byte {
 // is not an object is an error; an isError result is the model's (counted only with
 // countIsError). code is the error's JSON-RPC code (its number literal) when the answer is
 // a readable JSON-RPC error, "" otherwise: the engine decides which codes are the tool's
-// failures, the core only reports what it saw.
-func healthOutcomeOf(root gjson.Result) (outcome, code string) {
-	if jsonrpc.Succeeded(root) {
+// failures, the core only reports what it saw. ok is jsonrpc.Succeeded(root).
+func healthOutcomeOf(root gjson.Result, ok bool) (outcome, code string) {
+	if ok {
 		return healthSuccess, ""
 	}
 	if res := root.Get("result"); res.IsObject() && !root.Get("error").Exists() {

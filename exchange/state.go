@@ -181,7 +181,8 @@ func pluginErr(out []byte, err error) error {
 func (c *Core) call(ctx context.Context, fn abi.Function, input []byte, st *loaded) ([]byte, error) {
 	in := input[:len(input):len(input)]
 	if st != nil && len(st.keys) > 0 {
-		in = st.appendStates(in)
+		// One buffer for the input and the states: growing it twice would copy both.
+		in = st.appendStates(append(make([]byte, 0, len(input)+st.statesSize()+1), input...))
 	}
 	in = append(in, '}')
 	out, err := c.plugin.Call(ctx, fn, in)

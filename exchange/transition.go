@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -27,23 +28,31 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 	c := ex.core
 	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	in := ex.transitionInput(success, outcome, code)
 	st := ex.call.st
+	in := ex.transitionInput(success, outcome, code, st.statesSize()+1)
 	written, failed := map[string]bool{}, map[string]bool{}
 	visible := false
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
-		out, next, err := c.callWithState(ctx, abi.FuncTransition, in, st, nil)
+		// The answer's members in one pass with its error member (callOwned), where
+		// callWithState's error check and a Get for each were a pass each.
+		var out []byte
+		var m []gjson.Result
+		var err error
+		if st != nil {
+			out, m, err = c.callOwned(ctx, abi.FuncTransition, in, st, "visibleChanged", "states", "health")
+		} else if out, st, err = c.callWithState(ctx, abi.FuncTransition, in, nil, nil); err == nil {
+			m = jsonrpc.Members(parseOwned(out), "visibleChanged", "states", "health")
+		}
 		if err != nil {
 			ex.fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
 			return visible
 		}
-		st = next
-		ans := gjson.ParseBytes(out)
-		visible = visible || ans.Get("visibleChanged").Type == gjson.True
-		lost := ex.storeWrites(ctx, st, ex.pendingWrites(ans.Get("states"), written), written, failed)
+		ans := parseOwned(out) // the engine's answer: fresh, never written to
+		visible = visible || m[0].Type == gjson.True
+		lost := ex.storeWrites(ctx, st, ex.pendingWrites(m[1], written), written, failed)
 		if len(lost) == 0 {
 			ex.transitioned(ans, failed)
-			if h := ans.Get("health"); h.Exists() && !failedHealth(failed) {
+			if h := m[2]; h.Exists() && !failedHealth(failed) {
 				ex.health.visible = c.healthEvents(h)
 			}
 			return visible
@@ -60,9 +69,11 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 	return visible
 }
 
-// transitionInput is the transition's input: the call's, with its outcome.
-func (ex *Exchange) transitionInput(success bool, outcome, code string) []byte {
-	in := append(ex.call.input[:len(ex.call.input):len(ex.call.input)], `,"isError":`...)
+// transitionInput is the transition's input: the call's, with its outcome, and room for
+// spare more bytes (the states, appended in place by callOwned).
+func (ex *Exchange) transitionInput(success bool, outcome, code string, spare int) []byte {
+	n := len(ex.call.input) + len(ex.structured) + len(outcome) + len(code) + 128 + spare
+	in := append(append(make([]byte, 0, n), ex.call.input...), `,"isError":`...)
 	if success {
 		in = append(in, "false"...)
 		if ex.structured != "" {

@@ -18,8 +18,10 @@ var ErrBusy = errors.New("lease held by another holder")
 //
 // # Notes
 //
-//   - A lease lapses ttl after it was taken: a timer per lease ends it and wakes its
-//     waiters, so nothing polls and a holder that never releases blocks a key for ttl only.
+//   - A lease lapses ttl after it was taken: it carries its deadline, and whoever next
+//     finds it there past that deadline (a lock call, a waiter's timer) ends it, so a
+//     holder that never releases blocks a key for ttl only. The holder's own path (take,
+//     release) runs no timer; a waiter sleeps on one until the deadline it waits for.
 //   - Every lock call holds its leases under a generation of its own. Releasing or lapsing
 //     ends a key's lease only while that generation still holds it, so a late release by a
 //     holder whose lease lapsed never frees the next holder's (the Redis unlock script
@@ -37,8 +39,17 @@ type leases struct {
 
 type lease struct {
 	gen   uint64
-	timer *time.Timer   // lapses the lease
-	ended chan struct{} // closed when the lease ends
+	until time.Time     // lapses the lease (monotonic)
+	ended chan struct{} // made by the first waiter; closed when the lease ends
+}
+
+// holding is one lock call's leases: keys (sorted) of which the first n are held.
+type holding struct {
+	l    *leases
+	gen  uint64
+	keys []string
+	n    int
+	done bool // released; under l.mu
 }
 
 func newLeases(name string) *leases {
@@ -54,53 +65,79 @@ func (l *leases) lock(ctx context.Context, keys []string, ttl time.Duration) (fu
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("store[%s]: lock: %w", l.name, err)
 	}
-	keys = sortedKeys(keys)
+	h := &holding{l: l, keys: sortedKeys(keys)}
 	l.mu.Lock()
 	l.gen++
-	gen := l.gen
+	h.gen = l.gen
 	l.mu.Unlock()
-	held := make([]string, 0, len(keys))
-	release := func() {
-		for _, k := range held {
-			l.end(k, gen)
-		}
-	}
-	for _, k := range keys {
+	for _, k := range h.keys {
 		for {
 			l.mu.Lock()
+			now := time.Now()
 			cur := l.held[k]
+			if cur != nil && !now.Before(cur.until) {
+				l.endLocked(k, cur.gen) // lapsed
+				cur = nil
+			}
 			if cur == nil {
-				le := &lease{gen: gen, ended: make(chan struct{})}
-				le.timer = time.AfterFunc(ttl, func() { l.end(k, gen) })
-				l.held[k] = le
+				l.held[k] = &lease{gen: h.gen, until: now.Add(ttl)}
+				h.n++
 				l.mu.Unlock()
-				held = append(held, k)
 				break
 			}
+			if cur.ended == nil {
+				cur.ended = make(chan struct{})
+			}
+			ended, gen, wait := cur.ended, cur.gen, cur.until.Sub(now)
 			l.mu.Unlock()
+			t := time.NewTimer(wait)
 			select {
-			case <-cur.ended:
+			case <-ended:
+				t.Stop()
+			case <-t.C:
+				l.lapse(k, gen)
 			case <-ctx.Done():
-				release()
+				t.Stop()
+				h.release()
 				return nil, fmt.Errorf("store[%s] key[%q]: lock: %w (%w)", l.name, k, ErrBusy, ctx.Err())
 			}
 		}
 	}
-	var once sync.Once
-	return func() { once.Do(release) }, nil
+	return h.release, nil
 }
 
-// end ends the lease on k if generation gen still holds it.
-func (l *leases) end(k string, gen uint64) {
+// release ends the leases h holds, once.
+func (h *holding) release() {
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	if h.done {
+		return
+	}
+	h.done = true
+	for _, k := range h.keys[:h.n] {
+		h.l.endLocked(k, h.gen)
+	}
+}
+
+// lapse ends the lease on k if generation gen still holds it and its time is up.
+func (l *leases) lapse(k string, gen uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if le := l.held[k]; le != nil && le.gen == gen && !time.Now().Before(le.until) {
+		l.endLocked(k, gen)
+	}
+}
+
+// endLocked ends the lease on k if generation gen still holds it; l.mu is held.
+func (l *leases) endLocked(k string, gen uint64) {
 	le := l.held[k]
 	if le == nil || le.gen != gen {
 		return
 	}
-	le.timer.Stop()
 	delete(l.held, k)
-	close(le.ended)
+	if le.ended != nil {
+		close(le.ended)
+	}
 }
 
 // checkLease refuses a ttl that would give no lease at all.
@@ -113,6 +150,9 @@ func checkLease(ttl time.Duration) error {
 
 // sortedKeys returns keys sorted, without repeats, in a new slice.
 func sortedKeys(keys []string) []string {
+	if len(keys) == 1 {
+		return keys[:1:1] // read only, like the others
+	}
 	keys = slices.Clone(keys)
 	slices.Sort(keys)
 	return slices.Compact(keys)
