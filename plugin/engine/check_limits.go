@@ -10,6 +10,7 @@ import (
 	"github.com/stategate/stategate/plugin/internal/health"
 	"github.com/stategate/stategate/plugin/internal/limits"
 	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
 )
 
 // workflowsOf returns the workflows tool is bound to.
@@ -23,7 +24,7 @@ func (e *Engine) workflowsOf(tool string) ([]config.Ref, []*config.Workflow) {
 }
 
 // checkLimits: {"tool", "arguments"?, "session"?, "principal"?, "protocolVersion"?,
-// "states"?} -> {"allow":true,"timeoutMs","onTimeout"} | {"allow":false,"code",
+// "states"?, "settle"?} -> {"allow":true,"timeoutMs","onTimeout","settled"?} | {"allow":false,"code",
 // "retryable","details","result"} | {"needState"}.
 func (e *Engine) checkLimits(dst []byte, in []byte, r *request) ([]byte, error) {
 	if err := parse(r, in, true, false); err != nil {
@@ -113,6 +114,16 @@ func (e *Engine) checkLimits(dst []byte, in []byte, r *request) ([]byte, error) 
 	dst = append(dst, ',')
 	dst = e.appendCacheAdmission(dst, r, refs)
 	dst = appendNotices(dst, l.notices)
+	if r.settle && e.settlesAtAdmission(r.tool) {
+		// The transition of the call's success, on the states read here: a host that holds
+		// them leased until its write needs no transition call after a success.
+		r.isError, r.outcome, r.result = false, "", gjson.Result{}
+		at := len(dst)
+		dst = append(dst, `,"settled":`...)
+		if dst = e.appendTransition(dst, r); dst[at+len(`,"settled":`)+2] == 'n' { // {"needState"
+			dst = dst[:at]
+		}
+	}
 	return append(dst, '}'), nil
 }
 
