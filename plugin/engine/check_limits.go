@@ -118,13 +118,29 @@ func (e *Engine) checkLimits(dst []byte, in []byte, r *request) ([]byte, error) 
 		// The transition of the call's success, on the states read here: a host that holds
 		// them leased until its write needs no transition call after a success.
 		r.isError, r.outcome, r.result = false, "", gjson.Result{}
-		at := len(dst)
 		dst = append(dst, `,"settled":`...)
-		if dst = e.appendTransition(dst, r); dst[at+len(`,"settled":`)+2] == 'n' { // {"needState"
-			dst = dst[:at]
+		if allFire(refs) {
+			// The states read above are the transition's, notices and all.
+			dst = e.appendMoves(dst, r, refs, l, "")
+		} else {
+			at := len(dst) - len(`,"settled":`)
+			if dst = e.appendTransition(dst, r); dst[at+len(`,"settled":`)+2] == 'n' { // {"needState"
+				dst = dst[:at]
+			}
 		}
 	}
 	return append(dst, '}'), nil
+}
+
+// allFire reports whether every binding in refs fires an event (transition loads the
+// workflows of those that do).
+func allFire(refs []config.Ref) bool {
+	for _, ref := range refs {
+		if ref.Binding.Event == "" {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Engine) denyState(dst []byte, tool string, ref config.Ref, cur *gate.Current, notices []gate.Notice) []byte {

@@ -33,6 +33,12 @@ func (e *Engine) appendTransition(dst []byte, r *request) []byte {
 	if len(l.need) > 0 {
 		return appendNeedState(dst, l.need)
 	}
+	return e.appendMoves(dst, r, fire, l, hk)
+}
+
+// appendMoves appends the transition answer of the bindings fire from their loaded states
+// l (l.cur[i] is fire[i]'s), and of the unit's health under hk (when not "").
+func (e *Engine) appendMoves(dst []byte, r *request, fire []config.Ref, l *loaded, hk string) []byte {
 	// The snapshots and events are gathered in the engine's scratch buffer (free in the
 	// guest, where a transition would otherwise grow two fresh slices).
 	buf, owned := e.takeScratch(1024)
