@@ -72,6 +72,9 @@ type callState struct {
 	lease     Lease // a moving call's lease on its workflow keys (nil: none held)
 	hold      bool  // a fault's policy is HoldLease: Close keeps the lease
 	onTimeout []byte
+	// settled is check_limits' "settled": the transition of the call's success on st,
+	// stored after a success instead of calling transition ("" when not answered).
+	settled string
 }
 
 // cacheState is a cacheable call's part in the response cache.

@@ -37,6 +37,11 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 	if c.facts.health {
 		limIn = appendNow(limIn[:len(limIn):len(limIn)])
 	}
+	if ex.call.moves && !ex.task {
+		// The success's transition in the same engine call: the lease holds the states it
+		// reads until the write (a task's transition reads them again when it ends).
+		limIn = append(limIn[:len(limIn):len(limIn)], `,"settle":true`...)
+	}
 	ans, st, err := c.checkLimits(ctx, ex, limIn, listed, lock)
 	if err != nil {
 		c.admitFault(ex, err)
@@ -46,6 +51,10 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 	if ans.Get("allow").Type != gjson.True {
 		c.deny(ex, ans)
 		return
+	}
+	if ex.call.moves && !ex.task && !ex.health.probe {
+		// A claimed probe's states are not the ones check_limits read.
+		ex.call.settled = ans.Get("settled").Raw
 	}
 	if c.caps.CanCreate != nil && !c.canRecord(ctx, ex) {
 		c.admitFault(ex, storeError{errors.New("state key bound reached")})

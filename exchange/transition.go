@@ -38,7 +38,11 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		var out []byte
 		var m []gjson.Result
 		var err error
-		if st != nil {
+		if settled := ex.call.settled; attempt == 0 && success && outcome == "" && settled != "" && st != nil && st == ex.call.st {
+			// check_limits answered this transition on these states, leased since.
+			out = []byte(settled)
+			m = jsonrpc.Members(parseOwned(out), "visibleChanged", "states", "health")
+		} else if st != nil {
 			out, m, err = c.callOwned(ctx, abi.FuncTransition, in, st, "visibleChanged", "states", "health")
 		} else if out, st, err = c.callWithState(ctx, abi.FuncTransition, in, nil, nil); err == nil {
 			m = jsonrpc.Members(parseOwned(out), "visibleChanged", "states", "health")

@@ -10,6 +10,7 @@ import (
 	"github.com/stategate/stategate/plugin/internal/health"
 	"github.com/stategate/stategate/plugin/internal/limits"
 	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
 )
 
 // workflowsOf returns the workflows tool is bound to.
@@ -23,7 +24,7 @@ func (e *Engine) workflowsOf(tool string) ([]config.Ref, []*config.Workflow) {
 }
 
 // checkLimits: {"tool", "arguments"?, "session"?, "principal"?, "protocolVersion"?,
-// "states"?} -> {"allow":true,"timeoutMs","onTimeout"} | {"allow":false,"code",
+// "states"?, "settle"?} -> {"allow":true,"timeoutMs","onTimeout","settled"?} | {"allow":false,"code",
 // "retryable","details","result"} | {"needState"}.
 func (e *Engine) checkLimits(dst []byte, in []byte, r *request) ([]byte, error) {
 	if err := parse(r, in, true, false); err != nil {
@@ -113,7 +114,33 @@ func (e *Engine) checkLimits(dst []byte, in []byte, r *request) ([]byte, error) 
 	dst = append(dst, ',')
 	dst = e.appendCacheAdmission(dst, r, refs)
 	dst = appendNotices(dst, l.notices)
+	if r.settle && e.settlesAtAdmission(r.tool) {
+		// The transition of the call's success, on the states read here: a host that holds
+		// them leased until its write needs no transition call after a success.
+		r.isError, r.outcome, r.result = false, "", gjson.Result{}
+		dst = append(dst, `,"settled":`...)
+		if allFire(refs) {
+			// The states read above are the transition's, notices and all.
+			dst = e.appendMoves(dst, r, refs, l, "")
+		} else {
+			at := len(dst) - len(`,"settled":`)
+			if dst = e.appendTransition(dst, r); dst[at+len(`,"settled":`)+2] == 'n' { // {"needState"
+				dst = dst[:at]
+			}
+		}
+	}
 	return append(dst, '}'), nil
+}
+
+// allFire reports whether every binding in refs fires an event (transition loads the
+// workflows of those that do).
+func allFire(refs []config.Ref) bool {
+	for _, ref := range refs {
+		if ref.Binding.Event == "" {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Engine) denyState(dst []byte, tool string, ref config.Ref, cur *gate.Current, notices []gate.Notice) []byte {

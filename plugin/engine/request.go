@@ -26,6 +26,7 @@ type request struct {
 	now        int64  // unix ms, from the host (health)
 	outcome    string // transition: how the call ended (health)
 	probe      bool   // transition: the call was a health probe
+	settle     bool   // check_limits: answer the transition of a success too ("settled")
 	errorCode  int64  // transition: the JSON-RPC error code of an "error" outcome
 	hasCode    bool   // errorCode was given
 	op         opInput
@@ -160,6 +161,12 @@ func parseIndexing(r *request, in []byte, needTool, needMessage bool, tools *dec
 				return
 			}
 			r.probe = v.Type == gjson.True
+		case "settle":
+			if v.Type != gjson.True && v.Type != gjson.False {
+				bad = "settle must be a boolean"
+				return
+			}
+			r.settle = v.Type == gjson.True
 		case "name":
 			name, exact := jsonx.UnquoteExact(v.Raw)
 			if v.Type != gjson.String || !exact {

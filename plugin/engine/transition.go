@@ -15,6 +15,12 @@ func (e *Engine) transition(dst []byte, in []byte, r *request) ([]byte, error) {
 	if err := parse(r, in, true, false); err != nil {
 		return nil, err
 	}
+	return e.appendTransition(dst, r), nil
+}
+
+// appendTransition appends r's transition answer to dst: {"states", "events",
+// "visibleChanged", "notices", "health"?} or {"needState"}.
+func (e *Engine) appendTransition(dst []byte, r *request) []byte {
 	fire, wfs := e.firing(r)
 	l, _ := r.load(wfs)
 	hk := ""
@@ -25,8 +31,14 @@ func (e *Engine) transition(dst []byte, in []byte, r *request) ([]byte, error) {
 		}
 	}
 	if len(l.need) > 0 {
-		return appendNeedState(dst, l.need), nil
+		return appendNeedState(dst, l.need)
 	}
+	return e.appendMoves(dst, r, fire, l, hk)
+}
+
+// appendMoves appends the transition answer of the bindings fire from their loaded states
+// l (l.cur[i] is fire[i]'s), and of the unit's health under hk (when not "").
+func (e *Engine) appendMoves(dst []byte, r *request, fire []config.Ref, l *loaded, hk string) []byte {
 	// The snapshots and events are gathered in the engine's scratch buffer (free in the
 	// guest, where a transition would otherwise grow two fresh slices).
 	buf, owned := e.takeScratch(1024)
@@ -63,7 +75,45 @@ func (e *Engine) transition(dst []byte, in []byte, r *request) ([]byte, error) {
 		dst = append(dst, `,"health":`...)
 		dst = ch.appendJSON(dst)
 	}
-	return append(dst, '}'), nil
+	return append(dst, '}')
+}
+
+// settlesAtAdmission reports whether the transition of tool's successful call cannot
+// depend on its answer: no guard of an event it fires reads the result. (How the call
+// ended, for tool health, is the host's to leave out: check_limits' "settled" is the
+// transition without an outcome.)
+func (e *Engine) settlesAtAdmission(tool string) bool {
+	for _, ref := range e.cfg.Bindings(tool) {
+		if ref.Binding.Event == "" {
+			continue
+		}
+		w := ref.Workflow
+		for i := range w.States {
+			for j := range w.States[i].On {
+				if ed := &w.States[i].On[j]; ed.Event == ref.Binding.Event && readsResult(ed.Guard, 0) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// readsResult reports whether guard g (or one it combines) tests the call's result; past
+// chart's depth it says so, as nothing can be told.
+func readsResult(g *config.Guard, depth int) bool {
+	if g == nil {
+		return false
+	}
+	if g.Kind == config.GuardResult || depth > 64 {
+		return true
+	}
+	for i := range g.Guards {
+		if readsResult(&g.Guards[i], depth+1) {
+			return true
+		}
+	}
+	return false
 }
 
 // write records a snapshot to store under key.
