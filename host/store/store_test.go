@@ -775,6 +775,13 @@ func BenchmarkStore(b *testing.B) {
 func mustBusy(t testing.TB, s Store, ctx context.Context, busy string, keys ...string) {
 	t.Helper()
 	unlock, err := s.Lock(ctx, keys, 5*time.Second)
+	wantBusy(t, ctx, unlock, err, busy, keys...)
+}
+
+// wantBusy checks that a Lock of keys on ctx returned (unlock, err) because busy was held
+// until ctx ended.
+func wantBusy(t testing.TB, ctx context.Context, unlock func(), err error, busy string, keys ...string) {
+	t.Helper()
 	if err == nil {
 		unlock()
 		t.Fatalf("Lock(%q) succeeded while %q was held", keys, busy)
