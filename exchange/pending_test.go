@@ -118,8 +118,8 @@ func TestPending_workflow(t *testing.T) {
 }
 
 func TestPending_movingCallRunsAlone(t *testing.T) {
-	// The lease wait is long against the 10 ms the test gives a waiting call to start: a
-	// loaded machine once let the waiter's 50 ms run out before the moving call's answer.
+	// The waiting call below gets a minute's lease wait: a loaded machine once let the
+	// waiter's 50 ms run out before the moving call's answer.
 	c, _ := newHookCore(t, 500*time.Millisecond)
 	p := NewPending(c)
 	ctx := context.Background()
@@ -137,7 +137,9 @@ func TestPending_movingCallRunsAlone(t *testing.T) {
 	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)); out != nil {
 		t.Fatalf("cart.add_item refused on an idle channel: %s", out)
 	}
-	// While it runs, another call waits; it goes once the moving call's answer came.
+	// While it runs, another call waits; it goes once the moving call's answer came. Its
+	// wait is a minute, so however late the answer comes it is the answer it waited for.
+	c.opts.LeaseWait = time.Minute
 	done := make(chan []byte)
 	go func() { done <- p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)) }()
 	time.Sleep(10 * time.Millisecond)
@@ -145,6 +147,7 @@ func TestPending_movingCallRunsAlone(t *testing.T) {
 	if out := <-done; out != nil {
 		t.Fatalf("tasks.list after the moving call: %s", out)
 	}
+	c.opts.LeaseWait = 500 * time.Millisecond
 	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.checkout"}`)); !strings.Contains(string(out), "GATE_UNAVAILABLE") {
 		t.Fatalf("cart.checkout while tasks.list runs: %s", out)
 	}
