@@ -48,6 +48,30 @@ func (m *markWriter) Write(b []byte) (int, error) {
 
 func (m *markWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
 
+// slowConfig is the demo configuration with slow.wait's timeout at 30 s instead of 1 s: the
+// tests that keep a slow.wait in flight are about what happens meanwhile, and a loaded
+// machine can stretch its 400-600 ms past 1 s, when the gateway answers it with a timeout.
+func slowConfig(t *testing.T) []byte {
+	t.Helper()
+	const old = `"slow.wait": {"timeoutMs": 1000}`
+	cfg := string(demo.Config())
+	if !strings.Contains(cfg, old) {
+		t.Fatalf("the demo configuration no longer sets %s", old)
+	}
+	return []byte(strings.Replace(cfg, old, `"slow.wait": {"timeoutMs": 30000}`, 1))
+}
+
+// awaitUpstream waits until tool's call reached the upstream.
+func awaitUpstream(t *testing.T, e *env, tool string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); e.upstream.count(tool) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached the upstream", tool)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func callParams(name string) *mcp.CallToolParams {
 	return &mcp.CallToolParams{Name: name, Arguments: map[string]any{}}
 }
@@ -58,8 +82,9 @@ func callParams(name string) *mcp.CallToolParams {
 // state, and the counters carry over.
 func TestSwap_drainsTheOldGeneration(t *testing.T) {
 	up := &answered{h: demo.Handler(demo.Options{SlowDelay: 600 * time.Millisecond, JSONResponse: true})}
-	e := newEnv(t, envOptions{upstream: up})
-	pool, err := host.NewPool(context.Background(), pluginRuntime(t), demo.Config(), host.PoolOptions{Size: 2})
+	cfg := slowConfig(t)
+	e := newEnv(t, envOptions{upstream: up, config: cfg})
+	pool, err := host.NewPool(context.Background(), pluginRuntime(t), cfg, host.PoolOptions{Size: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +97,10 @@ func TestSwap_drainsTheOldGeneration(t *testing.T) {
 		res, err := c.cs.CallTool(context.Background(), callParams("slow.wait"))
 		slow <- err == nil && !res.IsError
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// In flight on the old generation: it took it before forwarding the call.
+	awaitUpstream(t, e, "slow.wait")
 	oldCore := e.gw.Core()
-	old, drained := e.gw.Swap(pool, demo.Config())
+	old, drained := e.gw.Swap(pool, cfg)
 	if e.gw.Core() == oldCore || old == nil {
 		t.Fatal("Swap did not make a new core current")
 	}
@@ -105,19 +131,14 @@ func TestSwap_drainsTheOldGeneration(t *testing.T) {
 // upstream answered), the call gets its real answer, and new MCP requests get 503.
 func TestDrain(t *testing.T) {
 	up := &answered{h: demo.Handler(demo.Options{SlowDelay: 400 * time.Millisecond, JSONResponse: true})}
-	e := newEnv(t, envOptions{upstream: up})
+	e := newEnv(t, envOptions{upstream: up, config: slowConfig(t)})
 	c := e.connect(t, sessionEra)
 	slow := make(chan bool, 1)
 	go func() {
 		res, err := c.cs.CallTool(context.Background(), callParams("slow.wait"))
 		slow <- err == nil && !res.IsError
 	}()
-	for deadline := time.Now().Add(5 * time.Second); e.upstream.count("slow.wait") == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("slow.wait never reached the upstream")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitUpstream(t, e, "slow.wait")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := e.gw.Drain(ctx); err != nil {

@@ -34,15 +34,17 @@ import (
 type flakyUpstream struct {
 	srv     *mcp.Server
 	failing atomic.Bool
-	delay   atomic.Int64 // ms flaky.fetch waits before answering
-	calls   atomic.Int64 // tools/call requests that reached the upstream
+	hold    atomic.Pointer[chan struct{}] // when set, flaky.fetch answers once it is closed
+	calls   atomic.Int64                  // tools/call requests that reached the upstream
 }
 
 func newFlakyUpstream() *flakyUpstream {
 	u := &flakyUpstream{srv: mcp.NewServer(&mcp.Implementation{Name: "flaky", Version: "1"}, nil)}
 	mcp.AddTool(u.srv, &mcp.Tool{Name: "flaky.fetch", Description: "Fetch something."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
-			time.Sleep(time.Duration(u.delay.Load()) * time.Millisecond)
+			if h := u.hold.Load(); h != nil {
+				<-*h
+			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "fetched"}}}, nil, nil
 		})
 	mcp.AddTool(u.srv, &mcp.Tool{Name: "flaky.slow", Description: "Slow."},
@@ -186,7 +188,13 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 		t.Fatal("flaky.fetch is not listed")
 	}
 	b.tools(t)
-	time.Sleep(100 * time.Millisecond) // b's standing stream is open
+	// b's standing stream is open (the client opens it on its own after initialize): the
+	// list_changed below goes only to open streams.
+	for deadline := time.Now().Add(10 * time.Second); gw.OpenStreams() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d standing streams open, want a's and b's", gw.OpenStreams())
+		}
+	}
 
 	up.failing.Store(true)
 	for i := 1; i <= 3; i++ {
@@ -221,8 +229,11 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 
 	// The probe: after retryAfterMs exactly one of several racing calls reaches the
 	// upstream; its success makes the tool active.
+	// The probe's answer is held until the other four were refused: a loaded machine
+	// could otherwise start one of them after the probe's success made the tool active.
 	up.failing.Store(false)
-	up.delay.Store(300)
+	release := make(chan struct{})
+	up.hold.Store(&release)
 	time.Sleep(450 * time.Millisecond)
 	before = up.calls.Load()
 	var ok, refused atomic.Int64
@@ -242,14 +253,18 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 			}
 		}()
 	}
+	for deadline := time.Now().Add(10 * time.Second); refused.Load() < 4 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
 	wg.Wait()
+	up.hold.Store(nil)
 	if ok.Load() != 1 || refused.Load() != 4 || up.calls.Load()-before != 1 {
 		t.Fatalf("probe: %d through, %d refused, %d reached the upstream; want 1, 4, 1", ok.Load(), refused.Load(), up.calls.Load()-before)
 	}
 	if s := statusOf(t, gw, "flaky.fetch"); s.Mode != "active" {
 		t.Fatalf("after a successful probe: %+v", s)
 	}
-	up.delay.Store(0)
 
 	// A timeout counts: flaky.slow has threshold 1.
 	res = a.call(t, "flaky.slow", nil)

@@ -195,6 +195,26 @@ func TestRoundTrips_nearAfterMove(t *testing.T) {
 	}
 }
 
+// awaitReleasedApart waits until every lease a releaseApart store took was released: the
+// release is a round trip of its own after the answer, which a loaded machine can delay
+// past the pause between calls (the next call would poll for the lease, or the count end
+// before the release).
+func (e *scaleEnv) awaitReleasedApart(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		var held int64
+		for _, s := range e.stores {
+			held += s.apart.Load()
+		}
+		if held == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d leases taken apart not released 10 s after the answer", held)
+		}
+	}
+}
+
 // countTrips makes 20 calls of each kind through e (after two that create keys, load
 // scripts and warm each replica's near cache) and returns the round trips per call, by kind.
 func countTrips(t *testing.T, e *scaleEnv, kinds []callKind) map[string]float64 {
@@ -211,6 +231,7 @@ func countTrips(t *testing.T, e *scaleEnv, kinds []callKind) map[string]float64 
 			// A next call that came before a moving call's lease was released would poll
 			// for it, adding round trips.
 			time.Sleep(20 * time.Millisecond)
+			e.awaitReleasedApart(t)
 		}
 		out[k.name] = float64(e.trips()-before) / n
 		t.Logf("%s: %.2f round trips per call", k.name, out[k.name])

@@ -57,6 +57,7 @@ type ackStore struct {
 	store.Store
 	mu            sync.Mutex
 	acked, failed map[string]int
+	apart         atomic.Int64 // leases releaseApart took and has not released yet
 }
 
 func newAckStore(s store.Store) *ackStore {
@@ -128,7 +129,14 @@ func (s releaseApart) GetNear(ctx context.Context, keys []string) ([][]byte, err
 }
 
 func (s releaseApart) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
-	return s.Store.(*ackStore).LockLoad(ctx, keys, ttl)
+	a := s.Store.(*ackStore)
+	release, values, err := a.LockLoad(ctx, keys, ttl)
+	if err != nil {
+		return release, values, err
+	}
+	a.apart.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { release(); a.apart.Add(-1) }) }, values, nil
 }
 
 func (a *ackStore) counts(key string) (acked, failed int) {

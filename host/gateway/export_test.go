@@ -1,0 +1,13 @@
+package gateway
+
+// OpenStreams reports how many standing streams (GET SSE) are open over every session:
+// tests wait on it for a client's stream to be open before a notification is sent.
+func (g *Gateway) OpenStreams() int {
+	g.streams.mu.Lock()
+	defer g.streams.mu.Unlock()
+	n := 0
+	for _, chs := range g.streams.m {
+		n += len(chs)
+	}
+	return n
+}
