@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"time"
+	"unsafe"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
@@ -42,25 +43,26 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 		// reads until the write (a task's transition reads them again when it ends).
 		limIn = append(limIn[:len(limIn):len(limIn)], `,"settle":true`...)
 	}
-	ans, st, err := c.checkLimits(ctx, ex, limIn, listed, lock)
+	lim, st, err := c.checkLimits(ctx, ex, limIn, listed, lock)
 	if err != nil {
 		c.admitFault(ex, err)
 		return
 	}
 	ex.call.st = st
-	if ans.Get("allow").Type != gjson.True {
-		c.deny(ex, ans)
+	if lim.allow.Type != gjson.True {
+		c.deny(ex, lim.ans)
 		return
 	}
-	if ex.call.moves && !ex.task && !ex.health.probe {
-		// A claimed probe's states are not the ones check_limits read.
-		ex.call.settled = ans.Get("settled").Raw
+	if s := lim.settled.Raw; s != "" && ex.call.moves && !ex.task && !ex.health.probe {
+		// A claimed probe's states are not the ones check_limits read. The member is
+		// the answer's own bytes (readLimits reads it in place), never written to.
+		ex.call.settled = unsafe.Slice(unsafe.StringData(s), len(s))
 	}
 	if c.caps.CanCreate != nil && !c.canRecord(ctx, ex) {
 		c.admitFault(ex, storeError{errors.New("state key bound reached")})
 		return
 	}
-	c.admitted(ctx, ex, ans, h, listed)
+	c.admitted(ctx, ex, lim, h, listed)
 }
 
 // readCall reads a tools/call's name, task and arguments into ex (the engine input
@@ -117,13 +119,13 @@ func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Sl
 // checkLimits asks check_limits about the call, with the state it needs: read up front
 // when the keys it asked for last time are remembered (preloaded), else as it asks. A
 // unit's probe is claimed before the answer is returned (settleProbe).
-func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error)) (gjson.Result, *loaded, error) {
+func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error)) (limits, *loaded, error) {
 	pre, memo, err := c.preloaded(ctx, ex, limIn, lock)
 	if err != nil {
-		return gjson.Result{}, nil, err
+		return limits{}, nil, err
 	}
-	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, limIn, pre, lock)
-	if err == nil && pre != nil && gjson.GetBytes(out, "needState").Exists() {
+	lim, st, err := c.limitsWithState(ctx, limIn, pre, lock)
+	if err == nil && pre != nil && lim.needState.Exists() {
 		// The remembered keys were not the engine's: ask it.
 		if memo != "" {
 			c.stateKeys.put(memo, nil)
@@ -132,10 +134,10 @@ func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, list
 			c.unitKeys.put(ex.Tool, nil)
 		}
 		pre = nil
-		out, st, err = c.callWithState(ctx, abi.FuncCheckLimits, limIn, nil, lock)
+		lim, st, err = c.limitsWithState(ctx, limIn, nil, lock)
 	}
 	if err != nil {
-		return gjson.Result{}, nil, err
+		return limits{}, nil, err
 	}
 	if pre == nil && len(st.keys) > 0 {
 		if memo != "" {
@@ -144,7 +146,66 @@ func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, list
 			c.unitKeys.put(ex.Tool, st.keys)
 		}
 	}
-	return c.settleProbe(ctx, ex, limIn, gjson.ParseBytes(out), st)
+	return c.settleProbe(ctx, ex, limIn, lim, st)
+}
+
+// limits is check_limits' answer with the members the core reads, found in one pass over
+// it: a Get for each (and one for its error, one for needState) were a pass each.
+type limits struct {
+	ans gjson.Result // the whole answer (a denial's members, a probe's states)
+
+	needState, allow, probe, settled                    gjson.Result
+	timeoutMs, onTimeout, purges, cache, quietOnSuccess gjson.Result
+}
+
+// limitsMembers are the names readLimits reads, in its order.
+var limitsMembers = []string{"error", "needState", "allow", "probe", "settled", "timeoutMs", "onTimeout", "purges", "cache", "quietOnSuccess"}
+
+// readLimits reads check_limits' answer out in place (parseOwned: out is the engine's,
+// fresh and never written to), or its error member as a PluginError.
+func readLimits(out []byte) (limits, error) {
+	l := limits{ans: parseOwned(out)}
+	var e gjson.Result
+	jsonrpc.MembersTo(l.ans, limitsMembers, []*gjson.Result{&e, &l.needState, &l.allow, &l.probe,
+		&l.settled, &l.timeoutMs, &l.onTimeout, &l.purges, &l.cache, &l.quietOnSuccess})
+	if e.Exists() {
+		return limits{}, &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
+	}
+	return l, nil
+}
+
+// callLimits runs check_limits on limIn with st's states, if any.
+func (c *Core) callLimits(ctx context.Context, limIn []byte, st *loaded) (limits, error) {
+	out, err := c.run(ctx, abi.FuncCheckLimits, limIn, st)
+	if err != nil {
+		return limits{}, err
+	}
+	return readLimits(out)
+}
+
+// limitsWithState is callWithState for check_limits, its answer read by readLimits.
+func (c *Core) limitsWithState(ctx context.Context, limIn []byte, st *loaded, lock func([]string) ([]Slot, error)) (limits, *loaded, error) {
+	if st != nil {
+		lim, err := c.callLimits(ctx, limIn, st)
+		return lim, st, err
+	}
+	lim, err := c.callLimits(ctx, limIn, nil)
+	if err != nil {
+		return limits{}, nil, err
+	}
+	if !lim.needState.Exists() {
+		return lim, &loaded{}, nil
+	}
+	if st, err = c.loadNeeded(ctx, abi.FuncCheckLimits, lim.needState, lock); err != nil {
+		return limits{}, nil, err
+	}
+	if lim, err = c.callLimits(ctx, limIn, st); err != nil {
+		return limits{}, nil, err
+	}
+	if lim.needState.Exists() {
+		return limits{}, nil, errors.New("engine asked for state it was given")
+	}
+	return lim, st, nil
 }
 
 // preloaded reads the state keys check_limits asked for last time, when they are
@@ -183,33 +244,33 @@ func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock f
 // settleProbe claims the probe check_limits made the call (of an auto-disabled unit) once
 // its claim is stored; a lost race re-reads and asks again (another call's probe is then
 // a denial).
-func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, ans gjson.Result, st *loaded) (gjson.Result, *loaded, error) {
-	for attempt := 0; ans.Get("probe").Type == gjson.True; attempt++ {
-		next, ok, err := c.claimProbe(ctx, ans, st)
+func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim limits, st *loaded) (limits, *loaded, error) {
+	for attempt := 0; lim.probe.Type == gjson.True; attempt++ {
+		next, ok, err := c.claimProbe(ctx, lim.ans, st)
 		if err != nil {
-			return ans, nil, storeError{err}
+			return lim, nil, storeError{err}
 		}
 		if ok {
 			ex.health.probe = true
-			return ans, next, nil
+			return lim, next, nil
 		}
 		if attempt >= 3 {
-			return ans, nil, errBusy{errors.New("tool health probe contended")}
+			return lim, nil, errBusy{errors.New("tool health probe contended")}
 		}
 		var keys []string
-		ans.Get("states").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
+		lim.ans.Get("states").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
 		fresh, err := c.state.Load(ctx, keys, false)
 		if err != nil {
-			return ans, nil, storeError{err}
+			return lim, nil, storeError{err}
 		}
 		st = st.with(keys, fresh)
-		out, err := c.call(ctx, abi.FuncCheckLimits, limIn, st)
+		next2, err := c.callLimits(ctx, limIn, st)
 		if err != nil {
-			return ans, nil, err
+			return lim, nil, err
 		}
-		ans = gjson.ParseBytes(out)
+		lim = next2
 	}
-	return ans, st, nil
+	return lim, st, nil
 }
 
 // deny answers check_limits' denial locally.
@@ -223,17 +284,17 @@ func (c *Core) deny(ex *Exchange, ans gjson.Result) {
 
 // admitted readies an admitted call for the upstream: its timeout, its cache entry (which may
 // answer it at once) and its health accounting.
-func (c *Core) admitted(ctx context.Context, ex *Exchange, ans gjson.Result, h Headers, listed bool) {
-	ex.Timeout = time.Duration(ans.Get("timeoutMs").Int()) * time.Millisecond
-	ex.call.onTimeout = []byte(ans.Get("onTimeout").Raw)
+func (c *Core) admitted(ctx context.Context, ex *Exchange, lim limits, h Headers, listed bool) {
+	ex.Timeout = time.Duration(lim.timeoutMs.Int()) * time.Millisecond
+	ex.call.onTimeout = []byte(lim.onTimeout.Raw)
 	if c.cache != nil {
-		ex.cached.purges = ans.Get("purges").Type == gjson.True
+		ex.cached.purges = lim.purges.Type == gjson.True
 		// A task-augmented call is owed a CreateTaskResult: never answered from the cache.
 		// Only a listed tool gets an index entry, a generation and figures: names a client
 		// makes up leave no record (upstreamListed).
-		if k := ans.Get("cache.key"); k.Str != "" && !ex.task && listed {
+		if k := lim.cache.Get("key"); k.Str != "" && !ex.task && listed {
 			ex.cached.key = c.callers.key(k.Str, h) // never shared across credentials
-			ex.cached.ttl = time.Duration(ans.Get("cache.ttlMs").Int()) * time.Millisecond
+			ex.cached.ttl = time.Duration(lim.cache.Get("ttlMs").Int()) * time.Millisecond
 			if c.cacheLookup(ctx, ex, ex.Timeout) {
 				return // answered from the cache (or by an identical call's answer)
 			}
@@ -242,7 +303,7 @@ func (c *Core) admitted(ctx context.Context, ex *Exchange, ans gjson.Result, h H
 	// A unit whose record exists was listed where it was made (another replica's listing,
 	// or pins): its calls count here too, though this core has not seen the list yet.
 	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.health && ex.call.st.hasHealthRecord())
-	ex.health.quiet = ans.Get("quietOnSuccess").Type == gjson.True
+	ex.health.quiet = lim.quietOnSuccess.Type == gjson.True
 	c.count(CountAllowed)
 }
 

@@ -38,9 +38,9 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		var out []byte
 		var m []gjson.Result
 		var err error
-		if settled := ex.call.settled; attempt == 0 && success && outcome == "" && settled != "" && st != nil && st == ex.call.st {
+		if settled := ex.call.settled; attempt == 0 && success && outcome == "" && len(settled) > 0 && st != nil && st == ex.call.st {
 			// check_limits answered this transition on these states, leased since.
-			out = []byte(settled)
+			out = settled
 			m = jsonrpc.Members(parseOwned(out), "visibleChanged", "states", "health")
 		} else if st != nil {
 			out, m, err = c.callOwned(ctx, abi.FuncTransition, in, st, "visibleChanged", "states", "health")
