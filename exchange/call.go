@@ -127,8 +127,8 @@ func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, list
 	lim, st, err := c.limitsWithState(ctx, limIn, pre, lock)
 	if err == nil && pre != nil && lim.needState.Exists() {
 		// The remembered keys were not the engine's: ask it.
-		if memo != "" {
-			c.stateKeys.put(memo, nil)
+		if memo != nil {
+			c.stateKeys.put(string(memo), nil)
 			ex.releaseNow() // the lease preload took, before lock takes the engine's keys
 		} else {
 			c.unitKeys.put(ex.Tool, nil)
@@ -140,8 +140,8 @@ func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, list
 		return limits{}, nil, err
 	}
 	if pre == nil && len(st.keys) > 0 {
-		if memo != "" {
-			c.stateKeys.put(memo, st.keys)
+		if memo != nil {
+			c.stateKeys.put(string(memo), st.keys)
 		} else if c.facts.health && !c.facts.bound[ex.Tool] && listed {
 			c.unitKeys.put(ex.Tool, st.keys)
 		}
@@ -209,23 +209,24 @@ func (c *Core) limitsWithState(ctx context.Context, limIn []byte, st *loaded, lo
 }
 
 // preloaded reads the state keys check_limits asked for last time, when they are
-// remembered, and returns them with the memo key they are remembered under ("" for a
-// unit's keys, or when nothing is remembered for the call).
-func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*loaded, string, error) {
+// remembered, and returns them with the memo key they are remembered under (limIn; nil
+// for a unit's keys, or when nothing is remembered for the call).
+func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*loaded, []byte, error) {
 	if !c.facts.health && c.facts.bound[ex.Tool] && len(limIn) <= maxStateKeyInput {
 		// The keys check_limits asks for are a function of its input (and the
 		// configuration, this core's): asked for last time, they are read (and leased) up
-		// front and check_limits runs once. With health the input holds the time.
-		memo := string(limIn)
-		keys := c.stateKeys.get(memo)
+		// front and check_limits runs once. With health the input holds the time. The
+		// lookup reads limIn in place (the memo keeps no key it is asked for); a key it
+		// keeps is a copy (put).
+		keys := c.stateKeys.get(unsafe.String(unsafe.SliceData(limIn), len(limIn)))
 		if keys == nil {
-			return nil, memo, nil
+			return nil, limIn, nil
 		}
 		slots, err := c.preload(ctx, keys, lock)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
-		return &loaded{keys: keys, slots: slots}, memo, nil
+		return &loaded{keys: keys, slots: slots}, limIn, nil
 	}
 	if c.facts.health && !c.facts.bound[ex.Tool] {
 		// An unbound tool needs only its unit's record, whose key depends on the name
@@ -233,12 +234,12 @@ func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock f
 		if keys := c.unitKeys.get(ex.Tool); keys != nil {
 			slots, err := c.state.Load(ctx, keys, false)
 			if err != nil {
-				return nil, "", storeError{err}
+				return nil, nil, storeError{err}
 			}
-			return &loaded{keys: keys, slots: slots}, "", nil
+			return &loaded{keys: keys, slots: slots}, nil, nil
 		}
 	}
-	return nil, "", nil
+	return nil, nil, nil
 }
 
 // settleProbe claims the probe check_limits made the call (of an auto-disabled unit) once
