@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-	"unsafe"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
@@ -53,10 +52,9 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 		c.deny(ex, lim.ans)
 		return
 	}
-	if s := lim.settled.Raw; s != "" && ex.call.moves && !ex.task && !ex.health.probe {
-		// A claimed probe's states are not the ones check_limits read. The member is
-		// the answer's own bytes (readLimits reads it in place), never written to.
-		ex.call.settled = unsafe.Slice(unsafe.StringData(s), len(s))
+	if ex.call.moves && !ex.task && !ex.health.probe {
+		// A claimed probe's states are not the ones check_limits read.
+		ex.call.settled = ownedBytes(lim.settled.Raw)
 	}
 	if c.caps.CanCreate != nil && !c.canRecord(ctx, ex) {
 		c.admitFault(ex, storeError{errors.New("state key bound reached")})
@@ -218,7 +216,7 @@ func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock f
 		// front and check_limits runs once. With health the input holds the time. The
 		// lookup reads limIn in place (the memo keeps no key it is asked for); a key it
 		// keeps is a copy (put).
-		keys := c.stateKeys.get(unsafe.String(unsafe.SliceData(limIn), len(limIn)))
+		keys := c.stateKeys.get(ownedString(limIn))
 		if keys == nil {
 			return nil, limIn, nil
 		}
@@ -287,7 +285,7 @@ func (c *Core) deny(ex *Exchange, ans gjson.Result) {
 // answer it at once) and its health accounting.
 func (c *Core) admitted(ctx context.Context, ex *Exchange, lim limits, h Headers, listed bool) {
 	ex.Timeout = time.Duration(lim.timeoutMs.Int()) * time.Millisecond
-	ex.call.onTimeout = []byte(lim.onTimeout.Raw)
+	ex.call.onTimeout = ownedBytes(lim.onTimeout.Raw)
 	if c.cache != nil {
 		ex.cached.purges = lim.purges.Type == gjson.True
 		// A task-augmented call is owed a CreateTaskResult: never answered from the cache.

@@ -138,6 +138,13 @@ func parseOwned(b []byte) gjson.Result {
 	return gjson.Parse(unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
+// ownedBytes is the bytes of a member read by parseOwned (or of any string), not a copy:
+// they must never be written to (nil for "").
+func ownedBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// ownedString is b as a string, not a copy: b must not change while it is used.
+func ownedString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // statesSize is about what appendStates appends (nil: nothing).
 func (l *loaded) statesSize() int {
 	if l == nil || len(l.keys) == 0 {
