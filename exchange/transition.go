@@ -26,7 +26,7 @@ import (
 // transition judges it, and the unit's record is written with the workflows' snapshots.
 func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code string) bool {
 	c := ex.core
-	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := detachedTimeout(ctx, 10*time.Second)
 	defer cancel()
 	st := ex.call.st
 	var in []byte // built when the engine is called: a settled success needs none
