@@ -101,7 +101,7 @@ func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Sl
 	if len(lockKeys) == 0 {
 		return nil, nil
 	}
-	wctx, cancel := withTimeout(ctx, c.opts.LeaseWait)
+	wctx, cancel := lazyTimeout(ctx, c.opts.LeaseWait)
 	defer cancel()
 	lease, slots, err := c.state.Lock(wctx, lockKeys, c.facts.leaseTTL, len(lockKeys) == len(keys))
 	if err != nil {

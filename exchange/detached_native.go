@@ -19,31 +19,46 @@ import (
 //
 //   - Until Done is asked for, Err reads the clock; once it is, the context is the one
 //     WithTimeout would have made, and answers as it does.
-//   - Values are ctx's, except the context package's own cancel key, which WithoutCancel
-//     hides (so context.Cause and the propagation of cancellation see this context's
-//     own ending, not ctx's).
+//   - Values are ctx's, except (detached) the context package's own cancel key, which
+//     WithoutCancel hides (so context.Cause sees this context's own ending, not ctx's).
+//     Not detached (lazyTimeout), context.Cause gives ctx's cause once ctx has one, even
+//     when this context's deadline passed first (WithTimeout's would give
+//     DeadlineExceeded): nothing here sets causes.
 //   - Value calls ctx's Value directly: a WithoutCancel context reached through another
 //     context's Value boxes its receiver (an allocation per lookup; wazero looks values up
 //     on every engine call).
 func detachedTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	c := &detachedCtx{parent: ctx, at: time.Now().Add(d), detached: true}
+	return c, c.end
+}
+
+// lazyTimeout is context.WithTimeout(ctx, d) made as detachedTimeout is: the timer is set
+// when something asks for Done (a lease's wait on a held key; never on a free one).
+// Values, ctx's ending and its earlier deadline are ctx's, as they are through WithTimeout.
+func lazyTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	c := &detachedCtx{parent: ctx, at: time.Now().Add(d)}
 	return c, c.end
 }
 
 type detachedCtx struct {
-	parent context.Context
-	at     time.Time
-	mu     sync.Mutex
-	real   context.Context // made by realize
-	cancel context.CancelFunc
-	ended  bool // end was called
-	late   bool // end was called at or after the deadline
+	parent   context.Context
+	at       time.Time
+	detached bool // WithoutCancel(parent): its ending and deadline do not reach this one
+	mu       sync.Mutex
+	real     context.Context // made by realize
+	cancel   context.CancelFunc
+	final    error // the error once end was called
 }
 
-func (c *detachedCtx) Deadline() (time.Time, bool) { return c.at, true }
+func (c *detachedCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.parent.Deadline(); ok && !c.detached && d.Before(c.at) {
+		return d, true
+	}
+	return c.at, true
+}
 
 func (c *detachedCtx) Value(key any) any {
-	if key == cancelCtxKey {
+	if c.detached && key == cancelCtxKey {
 		return nil
 	}
 	return c.parent.Value(key)
@@ -56,14 +71,25 @@ func (c *detachedCtx) AfterFunc(f func()) func() bool { return context.AfterFunc
 
 func (c *detachedCtx) Err() error {
 	c.mu.Lock()
-	real, ended, late := c.real, c.ended, c.late
+	real, final := c.real, c.final
 	c.mu.Unlock()
 	switch {
 	case real != nil:
 		return real.Err()
-	case ended && !late:
-		return context.Canceled
-	case ended || !time.Now().Before(c.at):
+	case final != nil:
+		return final
+	}
+	return c.liveErr()
+}
+
+// liveErr is Err before Done was asked for or end called.
+func (c *detachedCtx) liveErr() error {
+	if !c.detached {
+		if err := c.parent.Err(); err != nil {
+			return err
+		}
+	}
+	if !time.Now().Before(c.at) {
 		return context.DeadlineExceeded
 	}
 	return nil
@@ -73,8 +99,12 @@ func (c *detachedCtx) realize() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.real == nil {
-		c.real, c.cancel = context.WithDeadline(context.WithoutCancel(c.parent), c.at)
-		if c.ended && !c.late {
+		parent := c.parent
+		if c.detached {
+			parent = context.WithoutCancel(parent)
+		}
+		c.real, c.cancel = context.WithDeadline(parent, c.at)
+		if c.final == context.Canceled {
 			c.cancel()
 		}
 	}
@@ -82,9 +112,13 @@ func (c *detachedCtx) realize() context.Context {
 }
 
 func (c *detachedCtx) end() {
+	err := c.liveErr()
+	if err == nil {
+		err = context.Canceled
+	}
 	c.mu.Lock()
-	if !c.ended {
-		c.ended, c.late = true, !time.Now().Before(c.at)
+	if c.final == nil {
+		c.final = err
 	}
 	cancel := c.cancel
 	c.mu.Unlock()

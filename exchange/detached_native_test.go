@@ -80,6 +80,31 @@ func TestDetachedTimeout(t *testing.T) {
 			stop()
 		}
 	}
+	// lazyTimeout against context.WithTimeout, the parent live or cancelled.
+	{
+		for _, done := range []bool{false, true} {
+			parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), valueKey{}, "v"))
+			var ctxs [2]context.Context
+			for i, mk := range []make{lazyTimeout, context.WithTimeout} {
+				ctx, cancel := mk(parent, time.Hour)
+				defer cancel()
+				if done {
+					_ = ctx.Done()
+				}
+				ctxs[i] = ctx
+			}
+			check("lazy, live", ctxs[0], ctxs[1])
+			if d, _ := ctxs[0].Deadline(); d.After(time.Now().Add(2 * time.Hour)) {
+				t.Errorf("lazy: deadline %v", d)
+			}
+			cancelParent()
+			if !done {
+				_ = ctxs[1].Done()
+				time.Sleep(10 * time.Millisecond) // the reference's cancellation reaches it
+			}
+			check("lazy, parent cancelled", ctxs[0], ctxs[1])
+		}
+	}
 	// Asking for Done after the deadline, and waiting on it before.
 	ctx, cancel := detachedTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()

@@ -61,3 +61,8 @@ func unzeroed(n int) []byte { return make([]byte, 0, n) }
 func detachedTimeout(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithoutCancel(ctx), func() {}
 }
+
+// lazyTimeout is withTimeout.
+func lazyTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return withTimeout(ctx, d)
+}
