@@ -42,7 +42,8 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 		// reads until the write (a task's transition reads them again when it ends).
 		limIn = append(limIn[:len(limIn):len(limIn)], `,"settle":true`...)
 	}
-	lim, st, err := c.checkLimits(ctx, ex, limIn, listed, lock)
+	var lim limits
+	st, err := c.checkLimits(ctx, ex, limIn, listed, lock, &lim)
 	if err != nil {
 		c.admitFault(ex, err)
 		return
@@ -60,7 +61,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 		c.admitFault(ex, storeError{errors.New("state key bound reached")})
 		return
 	}
-	c.admitted(ctx, ex, lim, h, listed)
+	c.admitted(ctx, ex, &lim, h, listed)
 }
 
 // readCall reads a tools/call's name, task and arguments into ex (the engine input
@@ -117,12 +118,12 @@ func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Sl
 // checkLimits asks check_limits about the call, with the state it needs: read up front
 // when the keys it asked for last time are remembered (preloaded), else as it asks. A
 // unit's probe is claimed before the answer is returned (settleProbe).
-func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error)) (limits, *loaded, error) {
+func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
 	pre, memo, err := c.preloaded(ctx, ex, limIn, lock)
 	if err != nil {
-		return limits{}, nil, err
+		return nil, err
 	}
-	lim, st, err := c.limitsWithState(ctx, limIn, pre, lock)
+	st, err := c.limitsWithState(ctx, limIn, pre, lock, lim)
 	if err == nil && pre != nil && lim.needState.Exists() {
 		// The remembered keys were not the engine's: ask it.
 		if memo != nil {
@@ -132,10 +133,10 @@ func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, list
 			c.unitKeys.put(ex.Tool, nil)
 		}
 		pre = nil
-		lim, st, err = c.limitsWithState(ctx, limIn, nil, lock)
+		st, err = c.limitsWithState(ctx, limIn, nil, lock, lim)
 	}
 	if err != nil {
-		return limits{}, nil, err
+		return nil, err
 	}
 	if pre == nil && len(st.keys) > 0 {
 		if memo != nil {
@@ -148,7 +149,9 @@ func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, list
 }
 
 // limits is check_limits' answer with the members the core reads, found in one pass over
-// it: a Get for each (and one for its error, one for needState) were a pass each.
+// it: a Get for each (and one for its error, one for needState) were a pass each. It is
+// filled in place (a pointer passed down): returned by value, its copies cost the TinyGo
+// exchange module ~10 KB.
 type limits struct {
 	ans gjson.Result // the whole answer (a denial's members, a probe's states)
 
@@ -161,49 +164,48 @@ var limitsMembers = []string{"error", "needState", "allow", "probe", "settled", 
 
 // readLimits reads check_limits' answer out in place (parseOwned: out is the engine's,
 // fresh and never written to), or its error member as a PluginError.
-func readLimits(out []byte) (limits, error) {
-	l := limits{ans: parseOwned(out)}
+func readLimits(out []byte, l *limits) error {
+	*l = limits{ans: parseOwned(out)}
 	var e gjson.Result
 	jsonrpc.MembersTo(l.ans, limitsMembers, []*gjson.Result{&e, &l.needState, &l.allow, &l.probe,
 		&l.settled, &l.timeoutMs, &l.onTimeout, &l.purges, &l.cache, &l.quietOnSuccess})
 	if e.Exists() {
-		return limits{}, &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
+		return &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
 	}
-	return l, nil
+	return nil
 }
 
 // callLimits runs check_limits on limIn with st's states, if any.
-func (c *Core) callLimits(ctx context.Context, limIn []byte, st *loaded) (limits, error) {
+func (c *Core) callLimits(ctx context.Context, limIn []byte, st *loaded, lim *limits) error {
 	out, err := c.run(ctx, abi.FuncCheckLimits, limIn, st)
 	if err != nil {
-		return limits{}, err
+		return err
 	}
-	return readLimits(out)
+	return readLimits(out, lim)
 }
 
 // limitsWithState is callWithState for check_limits, its answer read by readLimits.
-func (c *Core) limitsWithState(ctx context.Context, limIn []byte, st *loaded, lock func([]string) ([]Slot, error)) (limits, *loaded, error) {
+func (c *Core) limitsWithState(ctx context.Context, limIn []byte, st *loaded, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
 	if st != nil {
-		lim, err := c.callLimits(ctx, limIn, st)
-		return lim, st, err
+		return st, c.callLimits(ctx, limIn, st, lim)
 	}
-	lim, err := c.callLimits(ctx, limIn, nil)
-	if err != nil {
-		return limits{}, nil, err
+	if err := c.callLimits(ctx, limIn, nil, lim); err != nil {
+		return nil, err
 	}
 	if !lim.needState.Exists() {
-		return lim, &loaded{}, nil
+		return &loaded{}, nil
 	}
-	if st, err = c.loadNeeded(ctx, abi.FuncCheckLimits, lim.needState, lock); err != nil {
-		return limits{}, nil, err
+	st, err := c.loadNeeded(ctx, abi.FuncCheckLimits, lim.needState, lock)
+	if err != nil {
+		return nil, err
 	}
-	if lim, err = c.callLimits(ctx, limIn, st); err != nil {
-		return limits{}, nil, err
+	if err = c.callLimits(ctx, limIn, st, lim); err != nil {
+		return nil, err
 	}
 	if lim.needState.Exists() {
-		return limits{}, nil, errors.New("engine asked for state it was given")
+		return nil, errors.New("engine asked for state it was given")
 	}
-	return lim, st, nil
+	return st, nil
 }
 
 // preloaded reads the state keys check_limits asked for last time, when they are
@@ -243,33 +245,31 @@ func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock f
 // settleProbe claims the probe check_limits made the call (of an auto-disabled unit) once
 // its claim is stored; a lost race re-reads and asks again (another call's probe is then
 // a denial).
-func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim limits, st *loaded) (limits, *loaded, error) {
+func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim *limits, st *loaded) (*loaded, error) {
 	for attempt := 0; lim.probe.Type == gjson.True; attempt++ {
 		next, ok, err := c.claimProbe(ctx, lim.ans, st)
 		if err != nil {
-			return lim, nil, storeError{err}
+			return nil, storeError{err}
 		}
 		if ok {
 			ex.health.probe = true
-			return lim, next, nil
+			return next, nil
 		}
 		if attempt >= 3 {
-			return lim, nil, errBusy{errors.New("tool health probe contended")}
+			return nil, errBusy{errors.New("tool health probe contended")}
 		}
 		var keys []string
 		lim.ans.Get("states").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
 		fresh, err := c.state.Load(ctx, keys, false)
 		if err != nil {
-			return lim, nil, storeError{err}
+			return nil, storeError{err}
 		}
 		st = st.with(keys, fresh)
-		next2, err := c.callLimits(ctx, limIn, st)
-		if err != nil {
-			return lim, nil, err
+		if err := c.callLimits(ctx, limIn, st, lim); err != nil {
+			return nil, err
 		}
-		lim = next2
 	}
-	return lim, st, nil
+	return st, nil
 }
 
 // deny answers check_limits' denial locally.
@@ -283,7 +283,7 @@ func (c *Core) deny(ex *Exchange, ans gjson.Result) {
 
 // admitted readies an admitted call for the upstream: its timeout, its cache entry (which may
 // answer it at once) and its health accounting.
-func (c *Core) admitted(ctx context.Context, ex *Exchange, lim limits, h Headers, listed bool) {
+func (c *Core) admitted(ctx context.Context, ex *Exchange, lim *limits, h Headers, listed bool) {
 	ex.Timeout = time.Duration(lim.timeoutMs.Int()) * time.Millisecond
 	ex.call.onTimeout = ownedBytes(lim.onTimeout.Raw)
 	if c.cache != nil {
