@@ -73,8 +73,9 @@ type callState struct {
 	hold      bool  // a fault's policy is HoldLease: Close keeps the lease
 	onTimeout []byte
 	// settled is check_limits' "settled": the transition of the call's success on st,
-	// stored after a success instead of calling transition ("" when not answered).
-	settled string
+	// stored after a success instead of calling transition (nil when not answered): the
+	// bytes of check_limits' answer, never written to.
+	settled []byte
 }
 
 // cacheState is a cacheable call's part in the response cache.

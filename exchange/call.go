@@ -42,25 +42,26 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 		// reads until the write (a task's transition reads them again when it ends).
 		limIn = append(limIn[:len(limIn):len(limIn)], `,"settle":true`...)
 	}
-	ans, st, err := c.checkLimits(ctx, ex, limIn, listed, lock)
+	var lim limits
+	st, err := c.checkLimits(ctx, ex, limIn, listed, lock, &lim)
 	if err != nil {
 		c.admitFault(ex, err)
 		return
 	}
 	ex.call.st = st
-	if ans.Get("allow").Type != gjson.True {
-		c.deny(ex, ans)
+	if lim.allow.Type != gjson.True {
+		c.deny(ex, lim.ans)
 		return
 	}
 	if ex.call.moves && !ex.task && !ex.health.probe {
 		// A claimed probe's states are not the ones check_limits read.
-		ex.call.settled = ans.Get("settled").Raw
+		ex.call.settled = ownedBytes(lim.settled.Raw)
 	}
 	if c.caps.CanCreate != nil && !c.canRecord(ctx, ex) {
 		c.admitFault(ex, storeError{errors.New("state key bound reached")})
 		return
 	}
-	c.admitted(ctx, ex, ans, h, listed)
+	c.admitted(ctx, ex, &lim, h, listed)
 }
 
 // readCall reads a tools/call's name, task and arguments into ex (the engine input
@@ -101,7 +102,7 @@ func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Sl
 	if len(lockKeys) == 0 {
 		return nil, nil
 	}
-	wctx, cancel := withTimeout(ctx, c.opts.LeaseWait)
+	wctx, cancel := lazyTimeout(ctx, c.opts.LeaseWait)
 	defer cancel()
 	lease, slots, err := c.state.Lock(wctx, lockKeys, c.facts.leaseTTL, len(lockKeys) == len(keys))
 	if err != nil {
@@ -117,54 +118,115 @@ func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Sl
 // checkLimits asks check_limits about the call, with the state it needs: read up front
 // when the keys it asked for last time are remembered (preloaded), else as it asks. A
 // unit's probe is claimed before the answer is returned (settleProbe).
-func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error)) (gjson.Result, *loaded, error) {
+func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
 	pre, memo, err := c.preloaded(ctx, ex, limIn, lock)
 	if err != nil {
-		return gjson.Result{}, nil, err
+		return nil, err
 	}
-	out, st, err := c.callWithState(ctx, abi.FuncCheckLimits, limIn, pre, lock)
-	if err == nil && pre != nil && gjson.GetBytes(out, "needState").Exists() {
+	st, err := c.limitsWithState(ctx, limIn, pre, lock, lim)
+	if err == nil && pre != nil && lim.needState.Exists() {
 		// The remembered keys were not the engine's: ask it.
-		if memo != "" {
-			c.stateKeys.put(memo, nil)
+		if memo != nil {
+			c.stateKeys.put(string(memo), nil)
 			ex.releaseNow() // the lease preload took, before lock takes the engine's keys
 		} else {
 			c.unitKeys.put(ex.Tool, nil)
 		}
 		pre = nil
-		out, st, err = c.callWithState(ctx, abi.FuncCheckLimits, limIn, nil, lock)
+		st, err = c.limitsWithState(ctx, limIn, nil, lock, lim)
 	}
 	if err != nil {
-		return gjson.Result{}, nil, err
+		return nil, err
 	}
 	if pre == nil && len(st.keys) > 0 {
-		if memo != "" {
-			c.stateKeys.put(memo, st.keys)
+		if memo != nil {
+			c.stateKeys.put(string(memo), st.keys)
 		} else if c.facts.health && !c.facts.bound[ex.Tool] && listed {
 			c.unitKeys.put(ex.Tool, st.keys)
 		}
 	}
-	return c.settleProbe(ctx, ex, limIn, gjson.ParseBytes(out), st)
+	return c.settleProbe(ctx, ex, limIn, lim, st)
+}
+
+// limits is check_limits' answer with the members the core reads, found in one pass over
+// it: a Get for each (and one for its error, one for needState) were a pass each. It is
+// filled in place (a pointer passed down): returned by value, its copies cost the TinyGo
+// exchange module ~10 KB.
+type limits struct {
+	ans gjson.Result // the whole answer (a denial's members, a probe's states)
+
+	needState, allow, probe, settled                    gjson.Result
+	timeoutMs, onTimeout, purges, cache, quietOnSuccess gjson.Result
+}
+
+// limitsMembers are the names readLimits reads, in its order.
+var limitsMembers = []string{"error", "needState", "allow", "probe", "settled", "timeoutMs", "onTimeout", "purges", "cache", "quietOnSuccess"}
+
+// readLimits reads check_limits' answer out in place (parseOwned: out is the engine's,
+// fresh and never written to), or its error member as a PluginError.
+func readLimits(out []byte, l *limits) error {
+	*l = limits{ans: parseOwned(out)}
+	var e gjson.Result
+	jsonrpc.MembersTo(l.ans, limitsMembers, []*gjson.Result{&e, &l.needState, &l.allow, &l.probe,
+		&l.settled, &l.timeoutMs, &l.onTimeout, &l.purges, &l.cache, &l.quietOnSuccess})
+	if e.Exists() {
+		return &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
+	}
+	return nil
+}
+
+// callLimits runs check_limits on limIn with st's states, if any.
+func (c *Core) callLimits(ctx context.Context, limIn []byte, st *loaded, lim *limits) error {
+	out, err := c.run(ctx, abi.FuncCheckLimits, limIn, st)
+	if err != nil {
+		return err
+	}
+	return readLimits(out, lim)
+}
+
+// limitsWithState is callWithState for check_limits, its answer read by readLimits.
+func (c *Core) limitsWithState(ctx context.Context, limIn []byte, st *loaded, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
+	if st != nil {
+		return st, c.callLimits(ctx, limIn, st, lim)
+	}
+	if err := c.callLimits(ctx, limIn, nil, lim); err != nil {
+		return nil, err
+	}
+	if !lim.needState.Exists() {
+		return &loaded{}, nil
+	}
+	st, err := c.loadNeeded(ctx, abi.FuncCheckLimits, lim.needState, lock)
+	if err != nil {
+		return nil, err
+	}
+	if err = c.callLimits(ctx, limIn, st, lim); err != nil {
+		return nil, err
+	}
+	if lim.needState.Exists() {
+		return nil, errors.New("engine asked for state it was given")
+	}
+	return st, nil
 }
 
 // preloaded reads the state keys check_limits asked for last time, when they are
-// remembered, and returns them with the memo key they are remembered under ("" for a
-// unit's keys, or when nothing is remembered for the call).
-func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*loaded, string, error) {
+// remembered, and returns them with the memo key they are remembered under (limIn; nil
+// for a unit's keys, or when nothing is remembered for the call).
+func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*loaded, []byte, error) {
 	if !c.facts.health && c.facts.bound[ex.Tool] && len(limIn) <= maxStateKeyInput {
 		// The keys check_limits asks for are a function of its input (and the
 		// configuration, this core's): asked for last time, they are read (and leased) up
-		// front and check_limits runs once. With health the input holds the time.
-		memo := string(limIn)
-		keys := c.stateKeys.get(memo)
+		// front and check_limits runs once. With health the input holds the time. The
+		// lookup reads limIn in place (the memo keeps no key it is asked for); a key it
+		// keeps is a copy (put).
+		keys := c.stateKeys.get(ownedString(limIn))
 		if keys == nil {
-			return nil, memo, nil
+			return nil, limIn, nil
 		}
 		slots, err := c.preload(ctx, keys, lock)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
-		return &loaded{keys: keys, slots: slots}, memo, nil
+		return &loaded{keys: keys, slots: slots}, limIn, nil
 	}
 	if c.facts.health && !c.facts.bound[ex.Tool] {
 		// An unbound tool needs only its unit's record, whose key depends on the name
@@ -172,44 +234,42 @@ func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock f
 		if keys := c.unitKeys.get(ex.Tool); keys != nil {
 			slots, err := c.state.Load(ctx, keys, false)
 			if err != nil {
-				return nil, "", storeError{err}
+				return nil, nil, storeError{err}
 			}
-			return &loaded{keys: keys, slots: slots}, "", nil
+			return &loaded{keys: keys, slots: slots}, nil, nil
 		}
 	}
-	return nil, "", nil
+	return nil, nil, nil
 }
 
 // settleProbe claims the probe check_limits made the call (of an auto-disabled unit) once
 // its claim is stored; a lost race re-reads and asks again (another call's probe is then
 // a denial).
-func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, ans gjson.Result, st *loaded) (gjson.Result, *loaded, error) {
-	for attempt := 0; ans.Get("probe").Type == gjson.True; attempt++ {
-		next, ok, err := c.claimProbe(ctx, ans, st)
+func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim *limits, st *loaded) (*loaded, error) {
+	for attempt := 0; lim.probe.Type == gjson.True; attempt++ {
+		next, ok, err := c.claimProbe(ctx, lim.ans, st)
 		if err != nil {
-			return ans, nil, storeError{err}
+			return nil, storeError{err}
 		}
 		if ok {
 			ex.health.probe = true
-			return ans, next, nil
+			return next, nil
 		}
 		if attempt >= 3 {
-			return ans, nil, errBusy{errors.New("tool health probe contended")}
+			return nil, errBusy{errors.New("tool health probe contended")}
 		}
 		var keys []string
-		ans.Get("states").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
+		lim.ans.Get("states").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
 		fresh, err := c.state.Load(ctx, keys, false)
 		if err != nil {
-			return ans, nil, storeError{err}
+			return nil, storeError{err}
 		}
 		st = st.with(keys, fresh)
-		out, err := c.call(ctx, abi.FuncCheckLimits, limIn, st)
-		if err != nil {
-			return ans, nil, err
+		if err := c.callLimits(ctx, limIn, st, lim); err != nil {
+			return nil, err
 		}
-		ans = gjson.ParseBytes(out)
 	}
-	return ans, st, nil
+	return st, nil
 }
 
 // deny answers check_limits' denial locally.
@@ -223,17 +283,17 @@ func (c *Core) deny(ex *Exchange, ans gjson.Result) {
 
 // admitted readies an admitted call for the upstream: its timeout, its cache entry (which may
 // answer it at once) and its health accounting.
-func (c *Core) admitted(ctx context.Context, ex *Exchange, ans gjson.Result, h Headers, listed bool) {
-	ex.Timeout = time.Duration(ans.Get("timeoutMs").Int()) * time.Millisecond
-	ex.call.onTimeout = []byte(ans.Get("onTimeout").Raw)
+func (c *Core) admitted(ctx context.Context, ex *Exchange, lim *limits, h Headers, listed bool) {
+	ex.Timeout = time.Duration(lim.timeoutMs.Int()) * time.Millisecond
+	ex.call.onTimeout = ownedBytes(lim.onTimeout.Raw)
 	if c.cache != nil {
-		ex.cached.purges = ans.Get("purges").Type == gjson.True
+		ex.cached.purges = lim.purges.Type == gjson.True
 		// A task-augmented call is owed a CreateTaskResult: never answered from the cache.
 		// Only a listed tool gets an index entry, a generation and figures: names a client
 		// makes up leave no record (upstreamListed).
-		if k := ans.Get("cache.key"); k.Str != "" && !ex.task && listed {
+		if k := lim.cache.Get("key"); k.Str != "" && !ex.task && listed {
 			ex.cached.key = c.callers.key(k.Str, h) // never shared across credentials
-			ex.cached.ttl = time.Duration(ans.Get("cache.ttlMs").Int()) * time.Millisecond
+			ex.cached.ttl = time.Duration(lim.cache.Get("ttlMs").Int()) * time.Millisecond
 			if c.cacheLookup(ctx, ex, ex.Timeout) {
 				return // answered from the cache (or by an identical call's answer)
 			}
@@ -242,7 +302,7 @@ func (c *Core) admitted(ctx context.Context, ex *Exchange, ans gjson.Result, h H
 	// A unit whose record exists was listed where it was made (another replica's listing,
 	// or pins): its calls count here too, though this core has not seen the list yet.
 	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.health && ex.call.st.hasHealthRecord())
-	ex.health.quiet = ans.Get("quietOnSuccess").Type == gjson.True
+	ex.health.quiet = lim.quietOnSuccess.Type == gjson.True
 	c.count(CountAllowed)
 }
 

@@ -56,3 +56,13 @@ func waitFlight(context.Context, *flight, time.Duration) bool { return false }
 //
 //go:inline
 func unzeroed(n int) []byte { return make([]byte, 0, n) }
+
+// detachedTimeout is ctx without its cancellation: the module has no timers.
+func detachedTimeout(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithoutCancel(ctx), func() {}
+}
+
+// lazyTimeout is withTimeout.
+func lazyTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return withTimeout(ctx, d)
+}

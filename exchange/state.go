@@ -138,6 +138,13 @@ func parseOwned(b []byte) gjson.Result {
 	return gjson.Parse(unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
+// ownedBytes is the bytes of a member read by parseOwned (or of any string), not a copy:
+// they must never be written to (nil for "").
+func ownedBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// ownedString is b as a string, not a copy: b must not change while it is used.
+func ownedString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // statesSize is about what appendStates appends (nil: nothing).
 func (l *loaded) statesSize() int {
 	if l == nil || len(l.keys) == 0 {
@@ -179,14 +186,19 @@ func pluginErr(out []byte, err error) error {
 
 // call runs fn on input (an object without its closing brace) with st's states, if any.
 func (c *Core) call(ctx context.Context, fn abi.Function, input []byte, st *loaded) ([]byte, error) {
+	out, err := c.run(ctx, fn, input, st)
+	return out, pluginErr(out, err)
+}
+
+// run is call without the look at the answer's error member.
+func (c *Core) run(ctx context.Context, fn abi.Function, input []byte, st *loaded) ([]byte, error) {
 	in := input[:len(input):len(input)]
 	if st != nil && len(st.keys) > 0 {
 		// One buffer for the input and the states: growing it twice would copy both.
 		in = st.appendStates(append(make([]byte, 0, len(input)+st.statesSize()+1), input...))
 	}
 	in = append(in, '}')
-	out, err := c.plugin.Call(ctx, fn, in)
-	return out, pluginErr(out, err)
+	return c.plugin.Call(ctx, fn, in)
 }
 
 // callOwned is call for an input the caller hands over (the states and the closing brace
@@ -227,20 +239,9 @@ func (c *Core) callWithState(ctx context.Context, fn abi.Function, input []byte,
 	if !need.Exists() {
 		return out, &loaded{}, nil
 	}
-	keys := strs(need)
-	var slots []Slot
-	if lock != nil {
-		if slots, err = lock(keys); err != nil {
-			return nil, nil, err
-		}
+	if st, err = c.loadNeeded(ctx, fn, need, lock); err != nil {
+		return nil, nil, err
 	}
-	if slots == nil {
-		// near: the admission of a call that moves nothing
-		if slots, err = c.state.Load(ctx, keys, lock == nil && fn == abi.FuncCheckLimits); err != nil {
-			return nil, nil, storeError{err}
-		}
-	}
-	st = &loaded{keys: keys, slots: slots}
 	out, err = c.call(ctx, fn, input, st)
 	if err != nil {
 		return nil, nil, err
@@ -249,6 +250,26 @@ func (c *Core) callWithState(ctx context.Context, fn abi.Function, input []byte,
 		return nil, nil, errors.New("engine asked for state it was given")
 	}
 	return out, st, nil
+}
+
+// loadNeeded reads the state keys an engine answer asked for (its needState): leased
+// and read by lock when it is set and reads them, else loaded.
+func (c *Core) loadNeeded(ctx context.Context, fn abi.Function, need gjson.Result, lock func([]string) ([]Slot, error)) (*loaded, error) {
+	keys := strs(need)
+	var slots []Slot
+	var err error
+	if lock != nil {
+		if slots, err = lock(keys); err != nil {
+			return nil, err
+		}
+	}
+	if slots == nil {
+		// near: the admission of a call that moves nothing
+		if slots, err = c.state.Load(ctx, keys, lock == nil && fn == abi.FuncCheckLimits); err != nil {
+			return nil, storeError{err}
+		}
+	}
+	return &loaded{keys: keys, slots: slots}, nil
 }
 
 func strs(arr gjson.Result) []string {

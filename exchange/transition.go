@@ -26,26 +26,32 @@ import (
 // transition judges it, and the unit's record is written with the workflows' snapshots.
 func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code string) bool {
 	c := ex.core
-	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := detachedTimeout(ctx, 10*time.Second)
 	defer cancel()
 	st := ex.call.st
-	in := ex.transitionInput(success, outcome, code, st.statesSize()+1)
+	var in []byte // built when the engine is called: a settled success needs none
 	written, failed := map[string]bool{}, map[string]bool{}
 	visible := false
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		// The answer's members in one pass with its error member (callOwned), where
 		// callWithState's error check and a Get for each were a pass each.
 		var out []byte
-		var m []gjson.Result
+		var mm [3]gjson.Result // visibleChanged, states, health
+		m := mm[:]
 		var err error
-		if settled := ex.call.settled; attempt == 0 && success && outcome == "" && settled != "" && st != nil && st == ex.call.st {
+		if settled := ex.call.settled; attempt == 0 && success && outcome == "" && len(settled) > 0 && st != nil && st == ex.call.st {
 			// check_limits answered this transition on these states, leased since.
-			out = []byte(settled)
-			m = jsonrpc.Members(parseOwned(out), "visibleChanged", "states", "health")
-		} else if st != nil {
-			out, m, err = c.callOwned(ctx, abi.FuncTransition, in, st, "visibleChanged", "states", "health")
-		} else if out, st, err = c.callWithState(ctx, abi.FuncTransition, in, nil, nil); err == nil {
-			m = jsonrpc.Members(parseOwned(out), "visibleChanged", "states", "health")
+			out = settled
+			jsonrpc.MembersTo(parseOwned(out), transitionMembers, []*gjson.Result{&mm[0], &mm[1], &mm[2]})
+		} else {
+			if in == nil {
+				in = ex.transitionInput(success, outcome, code, st.statesSize()+1)
+			}
+			if st != nil {
+				out, m, err = c.callOwned(ctx, abi.FuncTransition, in, st, transitionMembers...)
+			} else if out, st, err = c.callWithState(ctx, abi.FuncTransition, in, nil, nil); err == nil {
+				jsonrpc.MembersTo(parseOwned(out), transitionMembers, []*gjson.Result{&mm[0], &mm[1], &mm[2]})
+			}
 		}
 		if err != nil {
 			ex.fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
@@ -72,6 +78,9 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 	ex.fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
 	return visible
 }
+
+// transitionMembers are the members of transition's answer the core reads.
+var transitionMembers = []string{"visibleChanged", "states", "health"}
 
 // transitionInput is the transition's input: the call's, with its outcome, and room for
 // spare more bytes (the states, appended in place by callOwned).
@@ -224,8 +233,14 @@ func (l *loaded) with(keys []string, slots []Slot) *loaded {
 // sessionOwned reports whether an engine state key belongs to a session
 // (stategate/v1/<workflow>/session/...) rather than to a state handle.
 func sessionOwned(key string) bool {
-	parts := strings.SplitN(key, "/", 5)
-	return len(parts) == 5 && parts[3] == "session"
+	for range 3 { // the fourth part, followed by a fifth (strings.SplitN(key, "/", 5)[3])
+		i := strings.IndexByte(key, '/')
+		if i < 0 {
+			return false
+		}
+		key = key[i+1:]
+	}
+	return strings.HasPrefix(key, "session/")
 }
 
 // MarkSent records whether the request may have reached the upstream. A moving call that

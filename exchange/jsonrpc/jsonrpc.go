@@ -131,6 +131,12 @@ func Members(obj gjson.Result, names ...string) []gjson.Result {
 	return out
 }
 
+// MembersTo is Members into out (out[i] receives names[i]; out as long as names), for a
+// caller that reads a fixed set of members into its own variables: nothing is allocated.
+func MembersTo(obj gjson.Result, names []string, out []*gjson.Result) {
+	readMembers(obj, names, out, nil)
+}
+
 // EchoSafe reports whether servers echo id so that it still compares equal by value: an
 // integer of at most 15 digits, or a string of valid UTF-8 with no escapes and no control
 // characters. Others (fractions, exponents, huge integers, escapes, invalid UTF-8) are not
