@@ -46,6 +46,11 @@ import (
 //	tools_call/gateway_gated_readonly_redis  a tool bound to the workflow's states whose
 //	                               success moves nothing (records.op3): its state read
 //	                               from the near cache, warm (0 round trips, checked)
+//	tools_call/floor_rt_*          the memory row plus one bare round trip per call, to
+//	                               redis-server (awaited, overlapped with the upstream
+//	                               call, or not awaited) or to a server in this process:
+//	                               what a round trip alone costs in the same run
+//	                               (floor_bench_test.go)
 //
 // Rows (tools/list, 1000 tools, from an upstream whose list changes on every request, so
 // the gateway's memo of decorated lists never hits):
@@ -267,7 +272,19 @@ func pathRows(b *testing.B) []*pathRow {
 			}
 		}
 		rows = append(rows, ro)
+		ru, err := url.Parse(redisURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		addr := ru.Host
+		for _, f := range []struct {
+			name string
+			mode floorMode
+		}{{"tools_call/floor_rt_redis", floorAwaited}, {"tools_call/floor_rt_redis_overlap", floorOverlap}, {"tools_call/floor_rt_redis_unawaited", floorUnawaited}} {
+			rows = append(rows, floorRow(b, gw, f.name, newPinger(b, addr), f.mode, warm))
+		}
 	}
+	rows = append(rows, floorRow(b, gw, "tools_call/floor_rt_loopback", newPinger(b, echoServer(b)), floorAwaited, warm))
 	rows[2].check = transitions(memGW)
 	listURL, _ := gw(listSrv.URL+"/mcp", store.NewMemory(store.Options{}))
 	lb := len(rows)
@@ -294,6 +311,21 @@ func pathRows(b *testing.B) []*pathRow {
 		}
 	}
 	return rows
+}
+
+// floorRow is a floor row (floor_bench_test.go): the memory row's moving call through a
+// gateway of its own whose upstream makes one round trip with p per request, as mode says.
+func floorRow(b *testing.B, gw func(string, store.Store) (string, *gateway.Gateway), name string, p *pinger, mode floorMode, warm []string) *pathRow {
+	up := httptest.NewServer(floorUpstream(bigUpstream(10), p, mode))
+	b.Cleanup(up.Close)
+	u, g := gw(up.URL+"/mcp", store.NewMemory(store.Options{}))
+	before := g.Stats.Get(exchange.CountTransitions)
+	return &pathRow{name: name, base: 0, url: u, body: gatedCallBody, warm: warm, check: func(b *testing.B, requests int) {
+		if got := g.Stats.Get(exchange.CountTransitions) - before; got < int64(requests) {
+			b.Fatalf("%s: %d transitions stored for %d gated calls", name, got, requests)
+		}
+		p.check(b, name, requests)
+	}}
 }
 
 // benchRedis returns a real redis-server's URL, or "" (the row is left out) when
