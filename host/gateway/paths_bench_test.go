@@ -52,6 +52,13 @@ import (
 //	                               what a round trip alone costs in the same run
 //	                               (floor_bench_test.go)
 //
+// Rows (the same calls to the same server in a process of its own, as an MCP server is
+// deployed; its baseline pays for waking another process too):
+//
+//	tools_call_remote/proxy        the reverse proxy (baseline of the tools_call_remote rows)
+//	tools_call_remote/gateway_gated_memory, tools_call_remote/gateway_gated_redis
+//	                               the moving rows above
+//
 // Rows (tools/list, 1000 tools, from an upstream whose list changes on every request, so
 // the gateway's memo of decorated lists never hits):
 //
@@ -286,6 +293,23 @@ func pathRows(b *testing.B) []*pathRow {
 	}
 	rows = append(rows, floorRow(b, gw, "tools_call/floor_rt_loopback", newPinger(b, echoServer(b)), floorAwaited, warm))
 	rows[2].check = transitions(memGW)
+	// The remote rows: the same calls to an upstream in a process of its own, as an MCP
+	// server is deployed, so that the baseline pays for waking another process too.
+	remote := upstreamChild(b)
+	rb := len(rows)
+	remURL, remGW := gw(remote+"/mcp", store.NewMemory(store.Options{}))
+	rows = append(rows,
+		&pathRow{name: "tools_call_remote/proxy", base: rb, url: proxy(remote), body: gatedCallBody, warm: warm},
+		&pathRow{name: "tools_call_remote/gateway_gated_memory", base: rb, url: remURL, body: gatedCallBody, warm: warm, check: transitions(remGW)})
+	if redisURL := benchRedis(b); redisURL != "" {
+		st, err := store.NewRedis(ctx, redisURL, store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		u, g := gw(remote+"/mcp", st)
+		rows = append(rows, &pathRow{name: "tools_call_remote/gateway_gated_redis", base: rb, url: u, body: gatedCallBody, warm: warm, check: transitions(g)})
+	}
 	listURL, _ := gw(listSrv.URL+"/mcp", store.NewMemory(store.Options{}))
 	lb := len(rows)
 	rows = append(rows,
