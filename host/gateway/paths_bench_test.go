@@ -56,8 +56,9 @@ import (
 // deployed; its baseline pays for waking another process too):
 //
 //	tools_call_remote/proxy        the reverse proxy (baseline of the tools_call_remote rows)
-//	tools_call_remote/gateway_gated_memory, tools_call_remote/gateway_gated_redis
-//	                               the moving rows above
+//	tools_call_remote/gateway_ungated, tools_call_remote/gateway_gated_memory,
+//	tools_call_remote/gateway_gated_redis
+//	                               the rows of the same names above
 //
 // Rows (tools/list, 1000 tools, from an upstream whose list changes on every request, so
 // the gateway's memo of decorated lists never hits):
@@ -300,6 +301,7 @@ func pathRows(b *testing.B) []*pathRow {
 	remURL, remGW := gw(remote+"/mcp", store.NewMemory(store.Options{}))
 	rows = append(rows,
 		&pathRow{name: "tools_call_remote/proxy", base: rb, url: proxy(remote), body: gatedCallBody, warm: warm},
+		&pathRow{name: "tools_call_remote/gateway_ungated", base: rb, url: remURL, body: ungatedCallBody, warm: warm},
 		&pathRow{name: "tools_call_remote/gateway_gated_memory", base: rb, url: remURL, body: gatedCallBody, warm: warm, check: transitions(remGW)})
 	if redisURL := benchRedis(b); redisURL != "" {
 		st, err := store.NewRedis(ctx, redisURL, store.Options{})
