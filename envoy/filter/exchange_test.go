@@ -16,8 +16,12 @@ import (
 func TestExchangeSuite(t *testing.T) {
 	for _, r := range runners {
 		t.Run(r.name, func(t *testing.T) {
-			exchangetest.Run(t, func(t *testing.T, cfg []byte) exchangetest.Host {
-				return &filterHost{e: newEnv(t, r.vm(t), cfg, holdHeaders)}
+			exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
+				vmConfig := holdHeaders
+				if o.PublicURL != "" {
+					vmConfig = []byte(`{"holdRequestHeaders":true,"publicUrl":"` + o.PublicURL + `"}`)
+				}
+				return &filterHost{e: newEnv(t, r.vm(t), cfg, vmConfig)}
 			})
 		})
 	}
@@ -35,7 +39,7 @@ func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	if method == "" {
 		method = "POST"
 	}
-	hdrs := [][2]string{{":method", method}, {":path", "/mcp"}, {":authority", "127.0.0.1:8080"}}
+	hdrs := [][2]string{{":method", method}, {":path", exchangetest.StepPath(s)}, {":authority", "127.0.0.1:8080"}}
 	for k, vs := range s.Headers {
 		for _, v := range vs {
 			hdrs = append(hdrs, [2]string{strings.ToLower(k), v}) // one pair per field line
@@ -48,7 +52,7 @@ func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	if local := h.GetSentLocalResponse(id); local != nil {
 		ct, _ := header(local.Headers, "content-type")
 		sid, _ := header(local.Headers, "mcp-session-id")
-		return exchangetest.Got{Status: int(local.StatusCode), ContentType: ct, Body: string(local.Data), Session: sid}
+		return exchangetest.Got{Status: int(local.StatusCode), ContentType: ct, Body: string(local.Data), Session: sid, Headers: local.Headers}
 	}
 	got := exchangetest.Got{UpstreamCalled: act == types.ActionContinue}
 	if !got.UpstreamCalled {
@@ -57,6 +61,7 @@ func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	received := h.GetCurrentRequestBody(id)
 	got.UpstreamBody = string(received)
 	got.UpstreamSession, _ = header(h.GetCurrentRequestHeaders(id), "mcp-session-id")
+	got.UpstreamPath, _ = header(h.GetCurrentRequestHeaders(id), ":path") // Envoy's route keeps the path
 	if s.Upstream == nil {
 		t.Fatalf("the upstream was called, and the case gives no answer")
 	}
@@ -65,6 +70,11 @@ func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 		{"content-length", strconv.Itoa(len(answer))}}
 	if s.Upstream.Session != "" {
 		resp = append(resp, [2]string{"mcp-session-id", s.Upstream.Session})
+	}
+	for k, vs := range s.Upstream.Headers {
+		for _, v := range vs {
+			resp = append(resp, [2]string{strings.ToLower(k), v})
+		}
 	}
 	h.CallOnResponseHeaders(id, resp, false)
 	if act := h.CallOnResponseBody(id, []byte(answer), true); act != types.ActionContinue {
@@ -76,5 +86,6 @@ func (f *filterHost) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 	got.ContentType, _ = header(out, "content-type")
 	got.Session, _ = header(out, "mcp-session-id")
 	got.Body = string(h.GetCurrentResponseBody(id))
+	got.Headers = out
 	return got
 }

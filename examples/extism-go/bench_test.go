@@ -91,3 +91,50 @@ func BenchmarkExchange(b *testing.B) {
 }
 
 func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
+
+// BenchmarkExchange_passThrough measures a request the module passes through (a
+// notification, answered 202) without a public URL (rewrite false: the host pipes the
+// answer) and with one (rewrite true: the answer's head crosses the module for its
+// WWW-Authenticate challenges), interleaved in three rounds of one run.
+//
+//	go test ./examples/extism-go -run '^$' -bench Exchange_passThrough -benchtime 2000x
+func BenchmarkExchange_passThrough(b *testing.B) {
+	module := loadModule(b)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer up.Close()
+	urls := map[string]string{}
+	for name, public := range map[string]string{"no_public_url": "", "public_url": "https://gw.example"} {
+		h, err := New(context.Background(), Options{Module: module, Config: exchangetest.Config("sample.json"), Upstream: up.URL + "/mcp", PublicURL: public})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		urls[name] = srv.URL + "/mcp"
+	}
+	for range 3 {
+		for _, name := range []string{"no_public_url", "public_url"} {
+			b.Run(name, func(b *testing.B) {
+				for b.Loop() {
+					req, _ := http.NewRequest("POST", urls[name], strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusAccepted {
+						b.Fatalf("status %d", resp.StatusCode)
+					}
+				}
+			})
+		}
+	}
+}

@@ -30,9 +30,9 @@ func loadModule(t testing.TB) []byte {
 func TestExchangeSuite(t *testing.T) {
 	module := loadModule(t)
 	cache := wazero.NewCompilationCache()
-	exchangetest.Run(t, func(t *testing.T, cfg []byte) exchangetest.Host {
+	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		sh, upstream := exchangetest.NewHTTPHost(t)
-		h, err := New(context.Background(), Options{Module: module, Config: cfg, Upstream: upstream, Cache: cache})
+		h, err := New(context.Background(), Options{Module: module, Config: cfg, Upstream: upstream, Cache: cache, PublicURL: o.PublicURL})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,6 +41,9 @@ type Options struct {
 	Module   []byte // build/stategate-exchange.wasm
 	Config   []byte // the stategate configuration
 	Upstream string // the MCP server's URL
+	// PublicURL is the origin clients reach this host at (scheme://host[:port]): OAuth
+	// discovery documents and challenges name it ("" : they pass unchanged).
+	PublicURL string
 	// Cache keeps the module's compiled code across hosts (nil: compiled for this one).
 	Cache wazero.CompilationCache
 }
@@ -60,8 +63,13 @@ func New(ctx context.Context, o Options) (*Host, error) {
 		in, _ := p.ReadBytes(stack[0])
 		stack[0], _ = p.WriteBytes(h.cas(in))
 	}, []extism.ValueType{extism.ValueTypePTR}, []extism.ValueType{extism.ValueTypePTR})
+	exchange, _ := json.Marshal(struct { // the exchange options (abi/ABI.md)
+		Loopback  bool   `json:"loopback"`
+		Upstream  string `json:"upstream,omitempty"`
+		PublicURL string `json:"publicUrl,omitempty"`
+	}{true, o.Upstream, o.PublicURL})
 	manifest := extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: o.Module}},
-		Config: map[string]string{"config": string(o.Config), "exchange": `{"loopback":true}`}}
+		Config: map[string]string{"config": string(o.Config), "exchange": string(exchange)}}
 	rc := wazero.NewRuntimeConfig()
 	if o.Cache != nil {
 		rc = rc.WithCompilationCache(o.Cache)
@@ -198,6 +206,9 @@ func write(w http.ResponseWriter, status int, hdr [][2]string, body []byte) {
 	if status != 0 {
 		w.WriteHeader(status)
 	}
+	if len(body) == 0 && status == 0 {
+		return // nothing to write yet (an answer read whole): writing would send a 200 head
+	}
 	w.Write(body)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
@@ -215,7 +226,7 @@ type chunk struct {
 func (h *Host) forward(w http.ResponseWriter, r *http.Request, d map[string]json.RawMessage, body []byte) {
 	u := *h.upstream
 	if p, err := url.Parse(str(d, "path")); err == nil {
-		if u.Path == "" || u.Path == "/" {
+		if u.Path == "" || u.Path == "/" || string(d["origin"]) == "true" { // origin: a discovery document
 			u.Path = p.Path
 		}
 		u.RawQuery = p.RawQuery

@@ -13,6 +13,7 @@ func main() {
 	config := flag.String("config", "stategate.yaml", "the stategate configuration")
 	upstream := flag.String("upstream", "http://127.0.0.1:3000/mcp", "the MCP server")
 	listen := flag.String("listen", "127.0.0.1:8080", "where clients connect")
+	public := flag.String("public-url", "", "the origin clients reach this host at (default http:// and -listen): OAuth discovery names it")
 	flag.Parse()
 	wasm, err := os.ReadFile(*module)
 	if err != nil {
@@ -22,7 +23,10 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h, err := New(context.Background(), Options{Module: wasm, Config: cfg, Upstream: *upstream})
+	if *public == "" {
+		*public = "http://" + *listen
+	}
+	h, err := New(context.Background(), Options{Module: wasm, Config: cfg, Upstream: *upstream, PublicURL: *public})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -88,3 +88,83 @@ func TestModule_neverTraps(t *testing.T) {
 		}
 	}
 }
+
+// TestModule_oauthNeverTraps: with a public URL, OAuth discovery requests of odd paths and
+// answers with odd WWW-Authenticate values and documents (malformed, deep, huge, not UTF-8)
+// go through the built module: every call answers a well-formed output, and a document the
+// module does not rewrite comes back byte for byte (fail open).
+func TestModule_oauthNeverTraps(t *testing.T) {
+	h, err := New(context.Background(), Options{Module: loadModule(t), Config: exchangetest.Config("sample.json"),
+		Upstream: "http://127.0.0.1:1/mcp", PublicURL: "https://gw.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	call := func(fn string, head any, body []byte) (map[string]json.RawMessage, []byte) {
+		t.Helper()
+		hb, _ := json.Marshal(head)
+		_, out, err := h.plugin.Call(fn, append(append(hb, '\n'), body...))
+		if err != nil {
+			t.Fatalf("%s(%s): %v", fn, hb, err)
+		}
+		line, rest, _ := bytes.Cut(out, []byte("\n"))
+		var m map[string]json.RawMessage
+		if json.Unmarshal(line, &m) != nil {
+			t.Fatalf("%s(%s): output head is not a JSON object: %q", fn, hb, line)
+		}
+		return m, bytes.Clone(rest)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	junk := func(n int) string {
+		b := make([]byte, r.IntN(n))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return string(b)
+	}
+	prefixes := []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration", "/mcp"}
+	tails := []string{"", "/", "//", "/mcp?", "/%zz", "/../..", "?%", "#x", "/" + string(bytes.Repeat([]byte("a/"), 5000))}
+	challenges := []string{`Bearer resource_metadata="http://up:1/.well-known/oauth-protected-resource/mcp"`, `Bearer resource_metadata="`, `Bearer resource_metadata=`,
+		`, , ,`, `Bearer realm="a\"`, `resource_metadata="http://[::1"`, string(bytes.Repeat([]byte(`Bearer a=b, `), 2000))}
+	docs := []string{`{"resource":"http://up:1/mcp"}`, `{"resource":"http://[::1/mcp"}`, `{"resource":"\ud800"}`, `{"resource":"http://up/mcp","resource":"x"}`,
+		string(bytes.Repeat([]byte(`{"a":`), 20000)), `{"resource":"http://up/` + string(bytes.Repeat([]byte("%"), 70000)) + `"}`, "\xff\xfe{}"}
+	fed := 0
+	for i := range 400 {
+		path := prefixes[r.IntN(len(prefixes))] + tails[r.IntN(len(tails))]
+		if r.IntN(4) == 0 {
+			path += junk(40)
+		}
+		method := []string{"GET", "HEAD", "OPTIONS", "get", "POST"}[r.IntN(5)]
+		d, _ := call("http_request", map[string]any{"method": method, "path": path, "waitedMs": 0,
+			"headers": [][2]string{{"Host", "127.0.0.1"}, {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}}}, nil)
+		if str(d, "do") != "forward" || string(d["rewrite"]) != "true" {
+			continue
+		}
+		fed++
+		doc := docs[r.IntN(len(docs))]
+		if i%3 == 0 {
+			doc = junk(300)
+		}
+		status := []int{200, 200, 401, 404, 0, 1000}[r.IntN(6)]
+		hdr := [][2]string{{"Content-Type", "application/json"}, {"WWW-Authenticate", challenges[r.IntN(len(challenges))]}}
+		var out []byte
+		for j := 0; ; j += 4096 {
+			end := min(j+4096, len(doc))
+			m, b := call("http_answer", map[string]any{"exchange": num(d, "exchange"), "status": status, "headers": hdr, "more": end < len(doc)}, []byte(doc[j:end]))
+			out = append(out, b...)
+			if string(m["end"]) == "true" {
+				break
+			}
+			if j > len(doc) {
+				t.Fatalf("%s %q: the answer never ended", method, path)
+			}
+		}
+		if string(out) != doc && !bytes.Contains(out, []byte(`"https://gw.example`)) && status >= 100 && status <= 999 {
+			t.Fatalf("%s %q: document %.60q came back as %.60q: neither unchanged nor rewritten", method, path, doc, out)
+		}
+	}
+	if fed < 100 {
+		t.Fatalf("only %d of 400 requests had their answer read by the module", fed)
+	}
+	t.Logf("%d answers read by the module", fed)
+}

@@ -13,9 +13,13 @@ import (
 // the Go gateway gives (durations normalised by the suite, as for every host).
 func TestExchangeSuite(t *testing.T) {
 	needNode(t)
-	exchangetest.Run(t, func(t *testing.T, cfg []byte) exchangetest.Host {
+	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		h, upstream := exchangetest.NewHTTPHost(t)
-		h.URL = startGateway(t, upstream, cfg)
+		var args []string
+		if o.PublicURL != "" {
+			args = []string{"--public-url", o.PublicURL}
+		}
+		h.URL = startGateway(t, upstream, cfg, args...)
 		return h
 	})
 }

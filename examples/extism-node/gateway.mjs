@@ -12,7 +12,10 @@
 //
 //   node gateway.mjs         a self-contained run against a tiny built-in upstream (JSON summary)
 //   node gateway.mjs --upstream URL [--listen HOST:PORT] [--manifest PATH]
-//                    [--allowed-origins A,B] [--allowed-hosts H,I]
+//                    [--allowed-origins A,B] [--allowed-hosts H,I] [--public-url ORIGIN]
+//
+// --public-url is the origin clients reach this gateway at (default http://HOST:PORT of
+// --listen, unless the port is 0): OAuth discovery documents and challenges name it.
 //
 // What it leaves to a real deployment: one process (state is a Map; replicas need a shared
 // store with an atomic compare-and-set, e.g. Redis with a small Lua script, reached from a
@@ -133,11 +136,12 @@ function write(res, head, body) {
 }
 
 // target maps the module's path onto the upstream: an upstream URL with a path is one MCP
-// endpoint; one without takes the request's path. The query is the request's.
-function target(upstream, p) {
+// endpoint; one without takes the request's path, and so does a path at the upstream's
+// origin (d.origin: an OAuth discovery document). The query is the request's.
+function target(upstream, p, origin) {
   const u = new URL(upstream);
   const asked = new URL(p, u);
-  if (u.pathname === '/' || u.pathname === '') u.pathname = asked.pathname;
+  if (origin || u.pathname === '/' || u.pathname === '') u.pathname = asked.pathname;
   u.search = asked.search;
   return u;
 }
@@ -181,7 +185,7 @@ async function forward(ex, upstream, res, d, body) {
   });
   let up;
   try {
-    up = await send(target(upstream, d.path), d, body, ctl.signal);
+    up = await send(target(upstream, d.path, d.origin), d, body, ctl.signal);
   } catch (err) {
     clearTimeout(timer);
     if (!d.rewrite) return res.writeHead(502).end();
@@ -292,7 +296,8 @@ async function main() {
   const list = (name) => opt(name)?.split(',').filter(Boolean);
   const where = opt('--listen') ?? '127.0.0.1:8081';
   const loopback = /^(localhost|127\.[0-9.]+|\[::1\])$/i.test(where.slice(0, where.lastIndexOf(':'))); // the Host check's switch
-  const exchange = { loopback, ...(list('--allowed-origins') && { allowedOrigins: list('--allowed-origins') }), ...(list('--allowed-hosts') && { allowedHosts: list('--allowed-hosts') }) };
+  const publicUrl = opt('--public-url') ?? (where.endsWith(':0') ? undefined : `http://${where}`); // OAuth discovery
+  const exchange = { loopback, publicUrl, upstream: opt('--upstream'), ...(list('--allowed-origins') && { allowedOrigins: list('--allowed-origins') }), ...(list('--allowed-hosts') && { allowedHosts: list('--allowed-hosts') }) };
   const ex = await loadExchange(opt('--manifest') ?? path.join(here, 'manifest.json'), { exchange });
   if (opt('--upstream') !== undefined) return serve(ex, opt('--upstream'), where);
   try {

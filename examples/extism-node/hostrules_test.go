@@ -87,7 +87,8 @@ func startGatewayWith(t testing.TB, upstream string, config []byte, exchange str
 	t.Helper()
 	needNode(t)
 	manifest := testManifest(t, config, exchange)
-	cmd := exec.Command("node", append([]string{"gateway.mjs", "--upstream", upstream, "--listen", "127.0.0.1:0", "--manifest", manifest}, args...)...)
+	// args first: the host reads an option's first occurrence, so args may give --listen.
+	cmd := exec.Command("node", append(append([]string{"gateway.mjs", "--upstream", upstream}, args...), "--listen", "127.0.0.1:0", "--manifest", manifest)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,12 @@
 //     headers; sessions issued in one case all differ.
 //   - A header's value is a string, or an array of strings for a header sent several times
 //     (one field line per element, in order): hosts must send each as its own line.
+//   - A step's "path" is the request's path and query at the host ("/mcp" when absent); the
+//     upstream's answer may carry "headers" of its own, and a step may require the exact
+//     values of headers of the answer ("want.headers") and the path and query the upstream
+//     was sent ("want.upstreamPath", the upstream being at /mcp of its origin).
+//   - A case with "publicUrl" needs a host built with it as its public address (OAuth
+//     discovery): RunOptions gives it; a host run by Run leaves such a case out, saying so.
 package exchangetest
 
 import (
@@ -53,12 +59,23 @@ type Case struct {
 	Name   string `json:"-"`
 	About  string `json:"about"`
 	Config string `json:"config"` // a file under configs/
-	Steps  []Step `json:"steps"`
+	// PublicURL is the origin the host names in OAuth discovery documents and challenges
+	// (HostOptions.PublicURL); "": the host has none.
+	PublicURL string `json:"publicUrl,omitempty"`
+	Steps     []Step `json:"steps"`
+}
+
+// HostOptions are what a case asks of a host besides its configuration.
+type HostOptions struct {
+	// PublicURL is the host's public origin (the gateway's --public-url, the Envoy filter's
+	// and the exchange module's publicUrl); "" for none.
+	PublicURL string
 }
 
 // Step is one request and what must come of it.
 type Step struct {
 	Method   string            `json:"method,omitempty"` // HTTP method (default POST)
+	Path     string            `json:"path,omitempty"`   // path and query (default /mcp)
 	Headers  map[string]Values `json:"headers,omitempty"`
 	Body     string            `json:"body,omitempty"`
 	Upstream *Answer           `json:"upstream,omitempty"` // the upstream's answer, when it is called
@@ -98,6 +115,8 @@ type Answer struct {
 	ContentType string `json:"contentType"`
 	Body        string `json:"body"`
 	Session     string `json:"session,omitempty"` // the answer's Mcp-Session-Id header
+	// Headers are more header fields of the answer (WWW-Authenticate).
+	Headers map[string]Values `json:"headers,omitempty"`
 }
 
 // Want is what the client must get.
@@ -115,7 +134,12 @@ type Want struct {
 	// UpstreamSession is the Mcp-Session-Id the upstream was sent ("none": none; "": not
 	// checked).
 	UpstreamSession string `json:"upstreamSession,omitempty"`
-	Body            string `json:"body"` // exact answer bytes (normalised), recorded with -update
+	// UpstreamPath is the path and query the upstream was sent ("": not checked).
+	UpstreamPath string `json:"upstreamPath,omitempty"`
+	// Headers are the exact values the answer must carry for each name (an empty array:
+	// none); names compare case-insensitively.
+	Headers map[string]Values `json:"headers,omitempty"`
+	Body    string            `json:"body"` // exact answer bytes (normalised), recorded with -update
 }
 
 // Got is what a host did with a step.
@@ -128,6 +152,18 @@ type Got struct {
 	// Session is the answer's Mcp-Session-Id header, UpstreamSession the one the upstream
 	// was sent ("" for none).
 	Session, UpstreamSession string
+	// UpstreamPath is the path and query the upstream was sent; Headers the answer's header
+	// fields, in any order and case (a host fills them for cases that check them).
+	UpstreamPath string
+	Headers      [][2]string
+}
+
+// StepPath is the step's request path and query.
+func StepPath(s Step) string {
+	if s.Path == "" {
+		return "/mcp"
+	}
+	return s.Path
 }
 
 // Host runs steps on one fresh host built for a configuration.
@@ -161,11 +197,22 @@ func Cases() []Case {
 	return out
 }
 
-// Run runs every case on hosts made by newHost.
+// Run runs every case on hosts made by newHost, which takes no HostOptions: a case that
+// needs one is left out, saying which.
 func Run(t *testing.T, newHost func(t *testing.T, config []byte) Host) {
+	RunOptions(t, func(t *testing.T, config []byte, o HostOptions) Host {
+		if o.PublicURL != "" {
+			t.Skip("left out: the case needs a host with a public URL (HostOptions), and this host is run without")
+		}
+		return newHost(t, config)
+	})
+}
+
+// RunOptions runs every case on hosts made by newHost with the case's HostOptions.
+func RunOptions(t *testing.T, newHost func(t *testing.T, config []byte, o HostOptions) Host) {
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			h := newHost(t, Config(c.Config))
+			h := newHost(t, Config(c.Config), HostOptions{PublicURL: c.PublicURL})
 			changed := false
 			var issued Sessions
 			for i := range c.Steps {
@@ -215,6 +262,20 @@ func check(t *testing.T, i int, s Step, got Got, body string) {
 	}
 	if w.UpstreamBody != "" && up != w.UpstreamBody {
 		t.Errorf("step %d: upstream got\n%s\nwant\n%s", i, up, w.UpstreamBody)
+	}
+	if w.UpstreamPath != "" && got.UpstreamPath != w.UpstreamPath {
+		t.Errorf("step %d: upstream was sent path %q, want %q", i, got.UpstreamPath, w.UpstreamPath)
+	}
+	for name, want := range w.Headers {
+		var have []string
+		for _, f := range got.Headers {
+			if strings.EqualFold(f[0], name) {
+				have = append(have, f[1])
+			}
+		}
+		if !slices.Equal(have, []string(want)) && !(len(have) == 0 && len(want) == 0) {
+			t.Errorf("step %d: answer's %s %q, want %q", i, name, have, want)
+		}
 	}
 	for _, c := range w.Contains {
 		if !strings.Contains(body, c) {

@@ -17,11 +17,13 @@ type Open struct {
 	f  *Flow
 	ex *exchange.Exchange // nil for a request passed through (pass)
 
-	pass       bool    // the answer passes unchanged
-	keepHead   bool    // the host sends the answer's head as the upstream gave it (Forwarded)
-	endSession bool    // a DELETE: a 2xx answer ends the session's state
-	observe    bool    // a GET stream: its messages are read for task ends
-	h          Headers // the request's headers (pass)
+	pass       bool               // the answer passes unchanged
+	keepHead   bool               // the host sends the answer's head as the upstream gave it (Forwarded)
+	endSession bool               // a DELETE: a 2xx answer ends the session's state
+	observe    bool               // a GET stream: its messages are read for task ends
+	h          Headers            // the request's headers (pass)
+	path       string             // the client's path, without the query (challenges, oauth.go)
+	meta       exchange.Discovery // a GET of protected-resource metadata: read and rewritten
 
 	kind        exchange.AnswerKind
 	mode        int // how the answer is handled (modeJSON, ...)
@@ -39,6 +41,7 @@ const (
 	modeJSON
 	modeSSE
 	modeCollapse
+	modeMeta // OAuth protected-resource metadata (oauth.go)
 )
 
 // Output is what to write to the client after one step of the answer.
@@ -112,6 +115,8 @@ func (o *Open) Answer(status int, headers Headers, chunk []byte, more bool) Outp
 		}
 	case modeCollapse:
 		o.collapse(ctx, chunk, !more, &out)
+	case modeMeta:
+		o.metadata(chunk, !more, &out)
 	}
 	if !more || o.ended || o.mode == modeCollapse && o.started {
 		o.finish(&out) // a collapsed answer ends at its message: the rest is not read
@@ -129,12 +134,17 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	}
 	o.status = status
 	h := EndToEnd(headers)
+	o.rewriteChallenges(h)
 	if o.ex == nil {
 		if o.observe && (status != 200 || !strings.HasPrefix(strings.ToLower(headers.Get("Content-Type")), "text/event-stream")) {
 			o.observe = false // not a stream: passed as it comes
 		}
 		if o.endSession && status/100 == 2 {
 			o.f.o.Core.EndSessionFor(context.Background(), o.h)
+		}
+		if o.meta.Doc != 0 && status == 200 {
+			o.mode, o.respHeaders = modeMeta, h // read whole, then written (metadata)
+			return
 		}
 		o.started = true
 		*out = Output{Start: true, Status: status, Headers: h}

@@ -47,6 +47,12 @@ type Options struct {
 	// Notify delivers messages for standing streams (to a session, or to every session
 	// but except): the core's list_changed, messages a JSON answer cannot carry.
 	Notify func(n Notice)
+	// OAuth, when set, makes the flow route OAuth discovery itself (oauth.go): a GET, HEAD
+	// or OPTIONS of a well-known document is forwarded to the upstream's (Decision.Origin),
+	// and with OAuth.Public set, protected-resource metadata and the WWW-Authenticate
+	// challenges of every answer name the public address. nil: the host routes discovery
+	// itself (host/gateway, envoy/filter).
+	OAuth *exchange.OAuthMap
 }
 
 // Notice is a message for standing streams: To names one session; otherwise every
@@ -93,6 +99,9 @@ type Decision struct {
 	Body    []byte  // answer, forward
 	Method  string  // forward
 	Path    string  // forward
+	// Origin: forward, Path is at the upstream's origin (an OAuth discovery document), not
+	// a path of the client's to map onto the upstream's MCP endpoint.
+	Origin  bool
 	Timeout time.Duration
 	// Open is the forwarded exchange whose answer the host feeds in (forward; nil: pipe the
 	// answer to the client unchanged).
@@ -115,6 +124,9 @@ const WaitStep = 20 * time.Millisecond
 func (f *Flow) Request(ctx context.Context, r Request) Decision {
 	c := f.o.Core
 	if d, refused := f.Check(r.Headers); refused {
+		return d
+	}
+	if d, ok := f.discovery(r); ok {
 		return d
 	}
 	method := strings.ToUpper(r.Method)
@@ -208,7 +220,7 @@ func (f *Flow) post(ctx context.Context, r Request) Decision {
 	} else {
 		h = endToEnd(r.Headers, drop, [2]string{"Accept", "application/json, text/event-stream"}, length)
 	}
-	d := Decision{Do: DoForward, Method: "POST", Path: r.Path, Headers: h, Body: ex.Body, Open: &Open{f: f, ex: ex}, Exchange: ex}
+	d := Decision{Do: DoForward, Method: "POST", Path: r.Path, Headers: h, Body: ex.Body, Open: &Open{f: f, ex: ex, path: clientPath(r.Path)}, Exchange: ex}
 	if ex.Method == exchange.MethodToolsCall {
 		d.Timeout = ex.Timeout
 		if d.Timeout <= 0 {
@@ -220,6 +232,12 @@ func (f *Flow) post(ctx context.Context, r Request) Decision {
 }
 
 func (f *Flow) forward(r Request, h Headers, body []byte, o *Open) Decision {
+	if o == nil && f.challenges() {
+		o = &Open{f: f, pass: true, h: r.Headers} // read for the answer's challenges only
+	}
+	if o != nil {
+		o.path = clientPath(r.Path)
+	}
 	return Decision{Do: DoForward, Method: r.Method, Path: r.Path, Headers: EndToEnd(h), Body: body, Open: o}
 }
 

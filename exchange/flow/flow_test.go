@@ -51,7 +51,7 @@ func (m kv) CAS(_, key string, prev, next kvstate.Value) (bool, error) {
 // module runs it (the engine in process, the state over a map with compare-and-set, the
 // answer fed in small chunks): the module's logic under plain `go test`.
 func TestExchangeSuite(t *testing.T) {
-	exchangetest.Run(t, func(t *testing.T, cfg []byte) exchangetest.Host {
+	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		e, err := engine.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -59,7 +59,8 @@ func TestExchangeSuite(t *testing.T) {
 		st := &kvstate.State{KV: kv{}}
 		core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg,
 			NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
-		return &host{f: flow.New(flow.Options{Core: core, Busy: st.TakeBusy, Origins: admission.OriginPolicy{Loopback: true}})}
+		return &host{f: flow.New(flow.Options{Core: core, Busy: st.TakeBusy, Origins: admission.OriginPolicy{Loopback: true},
+			OAuth: &exchange.OAuthMap{Public: o.PublicURL, EndpointPath: "/mcp"}})} // as the module, its upstream at /mcp
 	})
 }
 
@@ -81,16 +82,23 @@ func (h *host) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 			hdr = append(hdr, [2]string{k, v})
 		}
 	}
-	req := flow.Request{Method: method, Path: "/mcp", Headers: hdr, Body: []byte(s.Body)}
+	req := flow.Request{Method: method, Path: exchangetest.StepPath(s), Headers: hdr, Body: []byte(s.Body)}
 	d := h.f.Request(context.Background(), req)
 	if d.Do != flow.DoForward {
 		if d.Do != flow.DoAnswer {
 			t.Fatalf("decision %q", d.Do)
 		}
 		return exchangetest.Got{Status: d.Status, ContentType: d.Headers.Get("Content-Type"), Body: string(d.Body),
-			Session: d.Headers.Get("Mcp-Session-Id")}
+			Session: d.Headers.Get("Mcp-Session-Id"), Headers: d.Headers}
 	}
 	got := exchangetest.Got{UpstreamCalled: true, UpstreamBody: string(d.Body), UpstreamSession: d.Headers.Get("Mcp-Session-Id")}
+	got.UpstreamPath = d.Path // the upstream's MCP endpoint is /mcp: the host maps a client's path onto it
+	if !d.Origin {
+		_, query, ok := strings.Cut(d.Path, "?")
+		if got.UpstreamPath = "/mcp"; ok {
+			got.UpstreamPath += "?" + query
+		}
+	}
 	status, ct, body := 418, "text/plain; charset=utf-8", "the upstream was not to be called\n"
 	up := flow.Headers{}
 	if a := s.Upstream; a != nil {
@@ -100,8 +108,15 @@ func (h *host) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 		}
 	}
 	up = append(up, [2]string{"Content-Type", ct})
+	if a := s.Upstream; a != nil {
+		for k, vs := range a.Headers {
+			for _, v := range vs {
+				up = append(up, [2]string{k, v})
+			}
+		}
+	}
 	if d.Open == nil { // passed through unchanged
-		got.Status, got.ContentType, got.Body, got.Session = status, ct, body, up.Get("Mcp-Session-Id")
+		got.Status, got.ContentType, got.Body, got.Session, got.Headers = status, ct, body, up.Get("Mcp-Session-Id"), up
 		return got
 	}
 	var out strings.Builder
@@ -109,7 +124,7 @@ func (h *host) Do(t *testing.T, s exchangetest.Step) exchangetest.Got {
 		end := min(i+7, len(body))
 		o := d.Open.Answer(status, up, []byte(body[i:end]), end < len(body))
 		if o.Start {
-			got.Status, got.ContentType, got.Session = o.Status, o.Headers.Get("Content-Type"), o.Headers.Get("Mcp-Session-Id")
+			got.Status, got.ContentType, got.Session, got.Headers = o.Status, o.Headers.Get("Content-Type"), o.Headers.Get("Mcp-Session-Id"), o.Headers
 		}
 		out.Write(o.Body)
 		if o.End {

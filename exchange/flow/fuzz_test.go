@@ -80,3 +80,54 @@ func FuzzFlow(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFlow_oauth drives a request of a fuzzed method and path (odd well-known paths
+// included) through a flow that routes OAuth discovery, and feeds it an answer of a fuzzed
+// status, WWW-Authenticate value and body in chunks: nothing may panic, an answer always
+// ends, and a document or challenge the flow does not rewrite comes back byte for byte.
+func FuzzFlow_oauth(f *testing.F) {
+	for _, s := range []struct{ method, path, challenge, body string }{
+		{"GET", "/.well-known/oauth-protected-resource/mcp", `Bearer resource_metadata="http://up/.well-known/oauth-protected-resource/mcp"`, `{"resource":"http://up/mcp"}`},
+		{"GET", "/.well-known/oauth-protected-resource", "", `{"resource":"http://up"}`},
+		{"GET", "/.well-known/oauth-protected-resource//%2e%2e/?q#f", `Bearer realm="a", resource_metadata=x`, `{"resource":"http://[::1`},
+		{"HEAD", "/.well-known/openid-configuration/", `Bearer resource_metadata="`, `{"issuer":"x"}`},
+		{"POST", "/mcp", `Bearer error="invalid_token", resource_metadata="https://up:1/.well-known/oauth-protected-resource/mcp?x#y"`, `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		{"GET", "/.well-known/oauth-protected-resource/mcp", "", `{"resource":"http://up/mcp","resource":1}`},
+		{"GET", "/.well-known/oauth-protected-resource/mcp", "", strings.Repeat("[", 5000)},
+	} {
+		f.Add(s.method, s.path, s.challenge, s.body, 200, uint8(3))
+		f.Add(s.method, s.path, s.challenge, s.body, 401, uint8(64))
+	}
+	fl, _ := oauthFlow(f, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<12)
+	f.Fuzz(func(t *testing.T, method, path, challenge, body string, status int, chunk uint8) {
+		h := flow.Headers{{"Host", "127.0.0.1"}, {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}}
+		d := fl.Request(context.Background(), flow.Request{Method: method, Path: path, Headers: h, Body: []byte(body)})
+		if d.Open == nil {
+			return
+		}
+		n := max(int(chunk), 1)
+		up := flow.Headers{{"Content-Type", "application/json"}, {"WWW-Authenticate", challenge}}
+		var out []byte
+		var first flow.Output
+		for i := 0; ; i += n {
+			if i > len(body) {
+				t.Fatal("the answer never ended")
+			}
+			end := min(i+n, len(body))
+			o := d.Open.Answer(status, up, []byte(body[i:end]), end < len(body))
+			if o.Start {
+				first = o
+			}
+			out = append(out, o.Body...)
+			if o.End {
+				break
+			}
+		}
+		if d.Origin && first.Start && first.Headers.Get("WWW-Authenticate") != challenge {
+			t.Fatalf("a discovery document's challenge changed: %q", first.Headers.Get("WWW-Authenticate"))
+		}
+		if d.Origin && first.Status != 200 && string(out) != body {
+			t.Fatalf("a %d document changed: %q", first.Status, out)
+		}
+	})
+}

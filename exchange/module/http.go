@@ -159,6 +159,9 @@ func httpRequest() int32 {
 		out = jsonx.AppendString(out, d.Method)
 		out = append(out, `,"path":`...)
 		out = jsonx.AppendString(out, d.Path)
+		if d.Origin {
+			out = append(out, `,"origin":true`...)
+		}
 		out = append(out, `,"headers":`...)
 		out = appendHeaders(out, d.Headers)
 		if d.Session != "" {

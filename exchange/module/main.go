@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net/url"
 	"time"
 
 	"github.com/extism/go-pdk"
@@ -45,6 +47,7 @@ type exchangeOptions struct {
 	AllowedOrigins []string
 	AllowedHosts   []string
 	Loopback       bool
+	OAuth          exchange.OAuthMap // publicUrl, and upstream's path (OAuth discovery)
 }
 
 func load() {
@@ -79,6 +82,10 @@ func load() {
 			return true
 		})
 		opts.Loopback = o.Get("loopback").Bool()
+		if err := oauthOptions(o); err != nil {
+			engErr = engine.ConfigError(err)
+			return
+		}
 	}
 	wait := time.Duration(opts.LeaseWaitMs) * time.Millisecond
 	core = exchange.New(exchange.Options{Plugin: inProcess{}, State: state, Reporter: reporter{}, Config: cfgRaw,
@@ -89,8 +96,29 @@ func load() {
 		}})
 	flw = flow.New(flow.Options{Core: core, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
 		Origins: admission.OriginPolicy{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts, Loopback: opts.Loopback},
-		Busy:    state.TakeBusy,
-		Notify:  func(n flow.Notice) { notices = append(notices, n) }})
+		Busy:    state.TakeBusy, OAuth: &opts.OAuth,
+		Notify: func(n flow.Notice) { notices = append(notices, n) }})
+}
+
+// oauthOptions reads publicUrl (the origin clients reach the host at: discovery documents
+// and challenges name it) and upstream (the MCP server's URL, as the host sends to: its
+// path is the endpoint the path-suffixed documents map onto), both optional.
+func oauthOptions(o gjson.Result) error {
+	if v := o.Get("publicUrl"); v.Exists() {
+		p, err := exchange.ParsePublicURL(v.String())
+		if v.Type != gjson.String || err != nil {
+			return errors.New("exchange option publicUrl: must be an http(s) origin (scheme://host[:port])")
+		}
+		opts.OAuth.Public = p
+	}
+	if v := o.Get("upstream"); v.Exists() {
+		u, err := url.Parse(v.String())
+		if v.Type != gjson.String || err != nil || !u.IsAbs() || u.Host == "" {
+			return errors.New("exchange option upstream: must be the MCP server's absolute URL")
+		}
+		opts.OAuth.EndpointPath = u.Path
+	}
+	return nil
 }
 
 var reserve []byte

@@ -30,7 +30,7 @@ import (
 // check the upstream's HTTP session are left out, each with the reason.
 func TestExchangeSuite_stdio(t *testing.T) {
 	rt := pluginRuntime(t)
-	exchangetest.Run(t, func(t *testing.T, cfg []byte) exchangetest.Host {
+	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		if why := stdioUnfit(t.Name()); why != "" {
 			t.Skip("not over stdio: " + why)
 		}
@@ -45,7 +45,7 @@ func TestExchangeSuite_stdio(t *testing.T) {
 		t.Cleanup(func() { sessions.Close() })
 		u, _ := url.Parse("http://stdio.invalid/mcp")
 		gw, err := gateway.New(gateway.Options{Upstream: u, Transport: sessions, Plugin: pool, Config: cfg,
-			Store: store.NewMemory(store.Options{}), Origins: admission.OriginPolicy{Loopback: true}})
+			Store: store.NewMemory(store.Options{}), Origins: admission.OriginPolicy{Loopback: true}, PublicURL: o.PublicURL})
 		if err != nil {
 			t.Fatal(err)
 		}

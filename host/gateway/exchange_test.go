@@ -18,7 +18,7 @@ import (
 // step as the case says.
 func TestExchangeSuite(t *testing.T) {
 	rt := pluginRuntime(t)
-	exchangetest.Run(t, func(t *testing.T, cfg []byte) exchangetest.Host {
+	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		h, upstream := exchangetest.NewHTTPHost(t)
 		ctx := context.Background()
 		pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2})
@@ -28,7 +28,7 @@ func TestExchangeSuite(t *testing.T) {
 		t.Cleanup(func() { pool.Close(ctx) })
 		u, _ := url.Parse(upstream)
 		gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{}),
-			Origins: admission.OriginPolicy{Loopback: true}})
+			Origins: admission.OriginPolicy{Loopback: true}, PublicURL: o.PublicURL})
 		if err != nil {
 			t.Fatal(err)
 		}
