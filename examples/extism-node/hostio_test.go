@@ -100,29 +100,9 @@ func TestHost_unreachableUpstreamIs502(t *testing.T) {
 // An SSE answer reaches the client as it arrives: the upstream's first event (a progress
 // notification) is at the client before the upstream sends the answering event.
 func TestHost_sseAnswerStreams(t *testing.T) {
-	seen := make(chan struct{})
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-seen:
-		case <-time.After(10 * time.Second):
-		}
-		_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[]}}\n\n")
-	}))
-	t.Cleanup(s.Close)
-	gw := startGateway(t, s.URL+"/mcp", nil)
-	req, _ := http.NewRequest("POST", gw, strings.NewReader(callBody("countries.list")))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", "sse")
-	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	up, seen := streamingUpstream(t)
+	gw := startGateway(t, up, nil)
+	resp := sendStreaming(t, gw, "POST")
 	defer resp.Body.Close()
 	r := bufio.NewReader(resp.Body)
 	first, err := r.ReadString('\n')
@@ -138,6 +118,46 @@ func TestHost_sseAnswerStreams(t *testing.T) {
 	if !strings.Contains(string(rest), `"id":7,"result"`) {
 		t.Errorf("rest = %q; want the answer", rest)
 	}
+}
+
+// streamingUpstream is an upstream that answers every request with an SSE stream: a
+// progress notification at once, then, once seen is closed (or after 10 s), the answer to
+// id 7.
+func streamingUpstream(t *testing.T) (url string, seen chan struct{}) {
+	seen = make(chan struct{})
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-seen:
+		case <-time.After(10 * time.Second):
+		}
+		_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[]}}\n\n")
+	}))
+	t.Cleanup(s.Close)
+	return s.URL + "/mcp", seen
+}
+
+// sendStreaming sends a tools/call (POST) or opens the standalone stream (GET) through gw,
+// accepting SSE.
+func sendStreaming(t *testing.T, gw, method string) *http.Response {
+	t.Helper()
+	var body io.Reader
+	if method == "POST" {
+		body = strings.NewReader(callBody("countries.list"))
+	}
+	req, _ := http.NewRequest(method, gw, body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", "sse")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // A client that leaves while its call runs: the host tells the module (http_answer with
