@@ -57,8 +57,12 @@ func BenchmarkGatewayPhases(b *testing.B) {
 	// returned, which may be after the client has its answer (the proxy flushes it).
 	var cur phaseMarks
 	done := make(chan struct{}, 1)
+	// Both sides send upstream over a clone of http.DefaultTransport (the reverse proxy's
+	// own), without an environment's proxy.
 	transport := func() http.RoundTripper {
-		return phaseTransport{rt: http.DefaultTransport.(*http.Transport).Clone(), m: &cur}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		return phaseTransport{rt: t, m: &cur}
 	}
 	proxy := func(up string) string {
 		u, _ := url.Parse(up)
