@@ -38,10 +38,23 @@ func serveUpstreamChild() {
 	bufio.NewReader(os.Stdin).ReadString('\n') // EOF when the parent ends
 }
 
+// upstreamCPUEnv, when set to a CPU list (taskset's), runs the upstream child on those CPUs
+// only (under taskset), to see what sharing CPUs with it costs: with the benchmark itself
+// kept off them (`taskset -c 0 go test ...` with STATEGATE_PATHS_UPSTREAM_CPU=1), neither
+// process runs on the other's CPU.
+const upstreamCPUEnv = "STATEGATE_PATHS_UPSTREAM_CPU"
+
 // upstreamChild starts this test binary as an upstream in a process of its own and returns
 // its URL (without /mcp); the process ends with b.
 func upstreamChild(b *testing.B) string {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if cpus := os.Getenv(upstreamCPUEnv); cpus != "" {
+		taskset, err := exec.LookPath("taskset")
+		if err != nil {
+			b.Fatalf("%s=%s: %v", upstreamCPUEnv, cpus, err)
+		}
+		cmd = exec.Command(taskset, "-c", cpus, os.Args[0], "-test.run=^$")
+	}
 	cmd.Env = append(os.Environ(), upstreamChildEnv+"=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
