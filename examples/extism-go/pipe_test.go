@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -102,6 +103,52 @@ func TestHost_passedThroughAnswerIsPiped(t *testing.T) {
 	}
 	if got, want := metadataURL(t, resp.Header), srv.URL+"/.well-known/oauth-protected-resource/mcp"; got != want {
 		t.Errorf("resource_metadata %q; want %q", got, want)
+	}
+}
+
+// TestHost_clientLeavingAPipedAnswerAbortsTheUpstream: a client that leaves while a piped
+// answer still streams has the upstream request aborted (the module, which let the answer
+// go at its head, is not called), and the host goes on serving.
+func TestHost_clientLeavingAPipedAnswerAbortsTheUpstream(t *testing.T) {
+	aborted := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), "resources/read") {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":3,"result":{"contents":[{"uri":"file:///slow","text":"`+strings.Repeat("x", 4096))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			close(aborted)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(up.Close)
+	h, err := New(context.Background(), Options{Module: loadModule(t), Config: exchangetest.Config("sample.json"), Upstream: up.URL + "/mcp", PublicURL: "https://gw.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	hdr := map[string]string{"MCP-Protocol-Version": "2025-06-18"}
+	resp := send(t, http.MethodPost, srv.URL+"/mcp", `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///slow"}}`, hdr)
+	if _, err := io.ReadFull(resp.Body, make([]byte, 4096)); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d, the first bytes: %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	select {
+	case <-aborted:
+	case <-time.After(8 * time.Second):
+		t.Fatal("the client left; the upstream request was not aborted")
+	}
+	resp = send(t, http.MethodPost, srv.URL+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("after a client left: %d; want 202", resp.StatusCode)
 	}
 }
 

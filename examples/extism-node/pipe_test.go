@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -86,5 +87,55 @@ func TestHost_passedThroughAnswerIsPiped(t *testing.T) {
 	}
 	if c, want := resp.Header.Get("WWW-Authenticate"), `resource_metadata="http://gateway.example:8080/.well-known/oauth-protected-resource/mcp"`; !strings.Contains(c, want) {
 		t.Errorf("challenge %q; want it to name %s", c, want)
+	}
+}
+
+// TestHost_clientLeavingAPipedAnswerAbortsTheUpstream: a client that leaves while a piped
+// answer still streams has the upstream request aborted (the module, which let the answer
+// go at its head, is not called), and the host goes on serving.
+func TestHost_clientLeavingAPipedAnswerAbortsTheUpstream(t *testing.T) {
+	aborted := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), "resources/read") {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":3,"result":{"contents":[{"uri":"file:///slow","text":"`+strings.Repeat("x", 4096))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			close(aborted)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(up.Close)
+	gw := startGateway(t, up.URL+"/mcp", nil, "--public-url", "http://gateway.example:8080")
+	send := func(body string) *http.Response {
+		req, _ := http.NewRequest("POST", gw, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := send(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///slow"}}`)
+	if _, err := io.ReadFull(resp.Body, make([]byte, 4096)); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d, the first bytes: %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	select {
+	case <-aborted:
+	case <-time.After(8 * time.Second):
+		t.Fatal("the client left; the upstream request was not aborted")
+	}
+	if resp := send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("after a client left: %d; want 202", resp.StatusCode)
+	} else {
+		resp.Body.Close()
 	}
 }
