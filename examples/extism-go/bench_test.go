@@ -92,49 +92,76 @@ func BenchmarkExchange(b *testing.B) {
 
 func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
 
-// BenchmarkExchange_passThrough measures a request the module passes through (a
-// notification, answered 202) without a public URL (rewrite false: the host pipes the
-// answer) and with one (rewrite true: the answer's head crosses the module for its
-// WWW-Authenticate challenges), interleaved in three rounds of one run.
+// BenchmarkExchange_passThrough measures requests the module passes through, a
+// notification (answered 202, no body) and a resources/read (answered 256 KB of JSON),
+// without a public URL (rewrite false: the host pipes the answer) and with one (rewrite
+// true: the answer's head crosses the module for its WWW-Authenticate challenges, and then
+// the module says pipe), interleaved in three rounds of one run. With
+// STATEGATE_BASELINE_EXCHANGE naming another build of the module (main's, before pipe), each
+// round runs it too, as module=baseline.
 //
-//	go test ./examples/extism-go -run '^$' -bench Exchange_passThrough -benchtime 2000x
+//	STATEGATE_BASELINE_EXCHANGE=/tmp/old.wasm go test ./examples/extism-go -run '^$' -bench Exchange_passThrough -benchtime 500x
 func BenchmarkExchange_passThrough(b *testing.B) {
-	module := loadModule(b)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	defer up.Close()
-	urls := map[string]string{}
-	for name, public := range map[string]string{"no_public_url": "", "public_url": "https://gw.example"} {
-		h, err := New(context.Background(), Options{Module: module, Config: exchangetest.Config("sample.json"), Upstream: up.URL + "/mcp", PublicURL: public})
+	modules := map[string][]byte{"current": loadModule(b)}
+	order := []string{"current"}
+	if p := os.Getenv("STATEGATE_BASELINE_EXCHANGE"); p != "" {
+		m, err := os.ReadFile(p)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer h.Close(context.Background())
-		srv := httptest.NewServer(h)
-		defer srv.Close()
-		urls[name] = srv.URL + "/mcp"
+		modules["baseline"], order = m, []string{"baseline", "current"}
+	}
+	big := `{"jsonrpc":"2.0","id":3,"result":{"contents":[{"uri":"file:///big","text":"` + strings.Repeat("0123456789abcdef", 16<<10) + `"}]}}`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), "resources/read") {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, big)
+	}))
+	defer up.Close()
+	urls := map[string]string{}
+	for mod, wasm := range modules {
+		for name, public := range map[string]string{"no_public_url": "", "public_url": "https://gw.example"} {
+			h, err := New(context.Background(), Options{Module: wasm, Config: exchangetest.Config("sample.json"), Upstream: up.URL + "/mcp", PublicURL: public})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close(context.Background())
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			urls[mod+"/"+name] = srv.URL + "/mcp"
+		}
+	}
+	requests := []struct{ name, body string }{
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		{"resources_read_256KB", `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///big"}}`},
 	}
 	for range 3 {
-		for _, name := range []string{"no_public_url", "public_url"} {
-			b.Run(name, func(b *testing.B) {
-				for b.Loop() {
-					req, _ := http.NewRequest("POST", urls[name], strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("Accept", "application/json, text/event-stream")
-					req.Header.Set("MCP-Protocol-Version", "2025-06-18")
-					resp, err := http.DefaultClient.Do(req)
-					if err != nil {
-						b.Fatal(err)
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusAccepted {
-						b.Fatalf("status %d", resp.StatusCode)
-					}
+		for _, rq := range requests {
+			for _, name := range []string{"no_public_url", "public_url"} {
+				for _, mod := range order {
+					b.Run("module="+mod+"/"+rq.name+"/"+name, func(b *testing.B) {
+						for b.Loop() {
+							req, _ := http.NewRequest("POST", urls[mod+"/"+name], strings.NewReader(rq.body))
+							req.Header.Set("Content-Type", "application/json")
+							req.Header.Set("Accept", "application/json, text/event-stream")
+							req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+							resp, err := http.DefaultClient.Do(req)
+							if err != nil {
+								b.Fatal(err)
+							}
+							n, _ := io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+							if resp.StatusCode/100 != 2 || rq.name != "notification" && n != int64(len(big)) {
+								b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+							}
+						}
+					})
 				}
-			})
+			}
 		}
 	}
 }

@@ -311,6 +311,9 @@ func (h *Host) forward(w http.ResponseWriter, r *http.Request, d map[string]json
 				go h.drain(cancel, id, resp, chunks)
 				return
 			}
+			if string(out["pipe"]) == "true" {
+				rewrite = false // the module has the head: the rest of the body goes as it comes
+			}
 		case <-timeout:
 			d, out, err := h.call("http_timeout", map[string]any{"exchange": id}, nil)
 			if err == nil {

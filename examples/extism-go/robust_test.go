@@ -166,5 +166,22 @@ func TestModule_oauthNeverTraps(t *testing.T) {
 	if fed < 100 {
 		t.Fatalf("only %d of 400 requests had their answer read by the module", fed)
 	}
+	// Piped answers (a passed-through request's, its head read) fed on with odd inputs.
+	odd := []map[string]any{{"headers": "x", "more": true}, {"error": 7}, {"error": "what"}, {"more": "yes"}, {"status": "x", "headers": [][]int{{1}}},
+		{"more": true}, {"error": "cancelled"}, {}}
+	for i, in := range odd {
+		d, _ := call("http_request", map[string]any{"method": "POST", "path": "/mcp", "waitedMs": 0,
+			"headers": [][2]string{{"Host", "127.0.0.1"}, {"Content-Type", "application/json"}}}, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+		id := num(d, "exchange")
+		m, _ := call("http_answer", map[string]any{"exchange": id, "status": 401, "headers": [][2]string{{"WWW-Authenticate", challenges[i%len(challenges)]}}, "more": true}, []byte("a"))
+		if string(m["pipe"]) != "true" {
+			t.Fatalf("a passed-through answer's head: %s; want pipe", js(m))
+		}
+		in["exchange"] = id
+		for range 3 {
+			call("http_answer", in, []byte(junk(100)))
+		}
+		call("http_timeout", map[string]any{"exchange": id}, nil)
+	}
 	t.Logf("%d answers read by the module", fed)
 }

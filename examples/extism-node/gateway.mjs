@@ -164,14 +164,17 @@ function send(url, d, body, signal) {
 async function forward(ex, upstream, res, d, body) {
   const ctl = new AbortController();
   let ended = false; // the module is done with this exchange: call nothing more for it
+  let piped = false; // the module has the head (pipe): the rest of the body goes as it comes
   let failure;
   let chain = Promise.resolve(); // this exchange's calls, in order
   const step = (fn, head, bytes = Buffer.alloc(0)) =>
     (chain = chain
       .then(async () => {
         if (ended) return;
+        if (piped) return head.error === 'cancelled' ? ctl.abort() : write(res, { end: !head.more }, bytes);
         const [h, b] = await ex.call(fn, { exchange: d.exchange, ...head }, bytes);
         write(res, h, b);
+        piped = h.pipe === true;
         if (h.abandon === false) return; // the client has its answer; the module still reads the upstream's
         if (h.end || head.error) ended = true;
         if (ended && (h.abandon || head.error === 'cancelled')) ctl.abort();

@@ -51,6 +51,11 @@ type Output struct {
 	Headers Headers
 	Body    []byte
 	End     bool // the answer is complete; the Open is done
+	// Pipe: the rest of the answer passes unchanged (a passed-through request's answer,
+	// read for its head only). The host may write the rest of the body to the client itself
+	// and drop the Open, which holds nothing to finish, or keep feeding it: its outputs
+	// are then the chunks as fed. Never with End.
+	Pipe bool
 }
 
 // Forwarded returns the Open of an exchange the host admitted itself (Core.Admit, verdict
@@ -124,7 +129,14 @@ func (o *Open) Answer(status int, headers Headers, chunk []byte, more bool) Outp
 	if o.timedOut {
 		out = Output{End: out.End}
 	}
+	out.Pipe = !out.End && o.pipes()
 	return out
+}
+
+// pipes reports whether the rest of the answer passes unread: a passed-through request's
+// answer (no exchange of the core's), neither read whole nor event by event.
+func (o *Open) pipes() bool {
+	return o.ex == nil && o.status != 0 && o.mode == modePass && !o.observe && !o.ended && !o.timedOut
 }
 
 // begin reads the answer's status and headers and decides how to handle it.

@@ -84,7 +84,8 @@ func FuzzFlow(f *testing.F) {
 // FuzzFlow_oauth drives a request of a fuzzed method and path (odd well-known paths
 // included) through a flow that routes OAuth discovery, and feeds it an answer of a fuzzed
 // status, WWW-Authenticate value and body in chunks: nothing may panic, an answer always
-// ends, and a document or challenge the flow does not rewrite comes back byte for byte.
+// ends, a document or challenge the flow does not rewrite comes back byte for byte, and
+// once an output says Pipe (never with End) the chunks fed on come back as they were.
 func FuzzFlow_oauth(f *testing.F) {
 	for _, s := range []struct{ method, path, challenge, body string }{
 		{"GET", "/.well-known/oauth-protected-resource/mcp", `Bearer resource_metadata="http://up/.well-known/oauth-protected-resource/mcp"`, `{"resource":"http://up/mcp"}`},
@@ -109,6 +110,7 @@ func FuzzFlow_oauth(f *testing.F) {
 		up := flow.Headers{{"Content-Type", "application/json"}, {"WWW-Authenticate", challenge}}
 		var out []byte
 		var first flow.Output
+		piped := false
 		for i := 0; ; i += n {
 			if i > len(body) {
 				t.Fatal("the answer never ended")
@@ -118,6 +120,13 @@ func FuzzFlow_oauth(f *testing.F) {
 			if o.Start {
 				first = o
 			}
+			if piped && (o.Start || string(o.Body) != body[i:end]) {
+				t.Fatalf("fed on after Pipe: start %v, %.80q; want the chunk %.80q as it came", o.Start, o.Body, body[i:end])
+			}
+			if o.Pipe && o.End {
+				t.Fatalf("Pipe with End (a %s %q answered %d)", method, path, status)
+			}
+			piped = piped || o.Pipe
 			out = append(out, o.Body...)
 			if o.End {
 				break

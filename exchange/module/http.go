@@ -192,6 +192,9 @@ func httpAnswer() int32 {
 	id := head.Get("exchange").Int()
 	o := opens[id]
 	if o == nil {
+		if piped[id] {
+			return pipedAnswer(id, head, body)
+		}
 		return finish([]byte(`{"end":true,"error":"http_answer: no open exchange of that id"`), nil)
 	}
 	var out flow.Output
@@ -214,8 +217,31 @@ func httpAnswer() int32 {
 	}
 	if out.End {
 		closed(id)
+	} else if out.Pipe {
+		closed(id) // the rest is the host's to pipe: nothing of it is kept but its id
+		pipedID(id)
 	}
 	return finish(outputHead(out), out.Body)
+}
+
+// pipedAnswer answers a host that feeds an answer on after its pipe output: the chunks as
+// fed, as the Open would have (a host that ignores pipe gets the same bytes).
+func pipedAnswer(id int64, head gjson.Result, body []byte) int32 {
+	if e := head.Get("error"); e.Exists() {
+		delete(piped, id)
+		if e.Str == "cancelled" {
+			return finish([]byte(`{"end":true,"abandon":true`), nil)
+		}
+		return finish([]byte(`{"end":true`), nil)
+	}
+	if _, ok := headers(head.Get("headers")); !ok || !head.Get("more").Bool() {
+		delete(piped, id)
+		if !ok {
+			body = nil // as Fail("broken")
+		}
+		return finish([]byte(`{"end":true`), body)
+	}
+	return finish([]byte(`{"more":true`), body)
 }
 
 //go:wasmexport http_timeout
@@ -228,6 +254,10 @@ func httpTimeout() int32 {
 	id := head.Get("exchange").Int()
 	o := opens[id]
 	if o == nil {
+		if piped[id] {
+			delete(piped, id)
+			return finish([]byte(`{"end":true,"abandon":true`), nil)
+		}
 		return finish([]byte(`{"end":true,"abandon":true,"error":"http_timeout: no open exchange of that id"`), nil)
 	}
 	out, abandon := o.Timeout()
@@ -261,6 +291,9 @@ func outputHead(out flow.Output) []byte {
 	}
 	if len(h) == 1 {
 		h = append(h, `"more":true`...)
+	}
+	if out.Pipe && !out.End {
+		h = append(h, `,"pipe":true`...)
 	}
 	return h
 }
@@ -300,6 +333,21 @@ func opened(o *flow.Open) int64 {
 }
 
 func closed(id int64) { delete(opens, id) }
+
+// The ids of the last maxOpen piped answers (pipe output): a host that honours pipe calls
+// nothing more for them, one that does not feeds them on (pipedAnswer). The ring bounds
+// what a host that never comes back leaves: an id each, overwritten in turn.
+var (
+	piped     = map[int64]bool{}
+	pipedRing [maxOpen]int64
+	pipedNext int
+)
+
+func pipedID(id int64) {
+	delete(piped, pipedRing[pipedNext])
+	pipedRing[pipedNext], piped[id] = id, true
+	pipedNext = (pipedNext + 1) % maxOpen
+}
 
 type moduleError string
 

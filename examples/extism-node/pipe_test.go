@@ -1,0 +1,141 @@
+package extismnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bigResourceServer is an MCP server on the official Go SDK (stateless, JSON answers) with
+// one resource, file:///big, of about n bytes of text; a request with the token "wrong" is
+// answered 401 with a challenge naming the upstream's metadata.
+func bigResourceServer(t *testing.T, n int) string {
+	t.Helper()
+	var text strings.Builder
+	for i := 0; text.Len() < n; i++ {
+		fmt.Fprintf(&text, "line %d: \"quoted\", <tag> & \\ \u00e9\n", i)
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
+	s.AddResource(&mcp.Resource{URI: "file:///big", Name: "big", MIMEType: "text/plain"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "file:///big", MIMEType: "text/plain", Text: text.String()}}}, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer wrong" {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", resource_metadata="`+srv.URL+`/.well-known/oauth-protected-resource/mcp"`)
+			http.Error(w, "invalid token", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// TestHost_passedThroughAnswerIsPiped: with a public URL, a passed-through request's answer
+// is read by the module for its head only (pipe) and the host writes the rest: a
+// resources/read of 4 MB from a server on the official Go SDK reaches the client byte for
+// byte as the server sent it; a notification answered 401 still has its challenge
+// rewritten, its body unchanged.
+func TestHost_passedThroughAnswerIsPiped(t *testing.T) {
+	up := bigResourceServer(t, 4<<20)
+	gw := startGateway(t, up, nil, "--public-url", "http://gateway.example:8080")
+	post := func(url, body, token string) (*http.Response, []byte) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, b
+	}
+	const read = `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///big"}}`
+	direct, want := post(up, read, "")
+	resp, got := post(gw, read, "")
+	if direct.StatusCode != 200 || len(want) < 4<<20 {
+		t.Fatalf("the upstream answered %d with %d bytes", direct.StatusCode, len(want))
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != direct.Header.Get("Content-Type") || !bytes.Equal(got, want) {
+		t.Fatalf("through the host: %d %q, %d bytes (equal: %v); want 200 %q, the upstream's %d bytes",
+			resp.StatusCode, resp.Header.Get("Content-Type"), len(got), bytes.Equal(got, want), direct.Header.Get("Content-Type"), len(want))
+	}
+
+	const note = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	_, wantBody := post(up, note, "wrong")
+	resp, body := post(gw, note, "wrong")
+	if resp.StatusCode != http.StatusUnauthorized || !bytes.Equal(body, wantBody) {
+		t.Fatalf("a notification with a wrong token: %d %q; want 401 %q", resp.StatusCode, body, wantBody)
+	}
+	if c, want := resp.Header.Get("WWW-Authenticate"), `resource_metadata="http://gateway.example:8080/.well-known/oauth-protected-resource/mcp"`; !strings.Contains(c, want) {
+		t.Errorf("challenge %q; want it to name %s", c, want)
+	}
+}
+
+// TestHost_clientLeavingAPipedAnswerAbortsTheUpstream: a client that leaves while a piped
+// answer still streams has the upstream request aborted (the module, which let the answer
+// go at its head, is not called), and the host goes on serving.
+func TestHost_clientLeavingAPipedAnswerAbortsTheUpstream(t *testing.T) {
+	aborted := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), "resources/read") {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":3,"result":{"contents":[{"uri":"file:///slow","text":"`+strings.Repeat("x", 4096))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			close(aborted)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(up.Close)
+	gw := startGateway(t, up.URL+"/mcp", nil, "--public-url", "http://gateway.example:8080")
+	send := func(body string) *http.Response {
+		req, _ := http.NewRequest("POST", gw, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := send(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///slow"}}`)
+	if _, err := io.ReadFull(resp.Body, make([]byte, 4096)); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d, the first bytes: %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	select {
+	case <-aborted:
+	case <-time.After(8 * time.Second):
+		t.Fatal("the client left; the upstream request was not aborted")
+	}
+	if resp := send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("after a client left: %d; want 202", resp.StatusCode)
+	} else {
+		resp.Body.Close()
+	}
+}
