@@ -15,7 +15,8 @@
 //                    [--allowed-origins A,B] [--allowed-hosts H,I] [--public-url ORIGIN]
 //
 // --public-url is the origin clients reach this gateway at (default http://HOST:PORT of
-// --listen, unless the port is 0): OAuth discovery documents and challenges name it.
+// --listen; none, said on stderr, when HOST is a wildcard (0.0.0.0, ::, empty) or PORT is 0):
+// OAuth discovery documents and challenges name it (without one they pass unchanged).
 //
 // What it leaves to a real deployment: one process (state is a Map; replicas need a shared
 // store with an atomic compare-and-set, e.g. Redis with a small Lua script, reached from a
@@ -34,6 +35,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 
 process.removeAllListeners('warning'); // node:wasi warns that it is experimental
@@ -43,15 +45,12 @@ const { default: createPlugin } = await import('@extism/extism');
 const here = path.dirname(fileURLToPath(import.meta.url));
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'proxy-connection']);
 const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const pairs = (raw) => raw.flatMap((v, i) => (i % 2 ? [] : [[v, raw[i + 1]]])); // rawHeaders -> [[name, value]]
 
 // MemoryStore is the whole state of one process: strings by key, written with compare-and-set.
 export class MemoryStore {
   map = new Map();
-  get(keys) {
-    return keys.map((k) => this.map.get(k) ?? null);
-  }
+  get = (keys) => keys.map((k) => this.map.get(k) ?? null);
   cas({ key, prev, next }) {
     if ((this.map.get(key) ?? null) !== prev) return false;
     if (next === null) this.map.delete(key);
@@ -83,17 +82,14 @@ export async function loadExchange(manifestPath, { store = new MemoryStore(), ex
   const opts = { ...JSON.parse(config.exchange ?? '{}'), ...exchange };
   if (Object.keys(opts).length > 0) config.exchange = JSON.stringify(opts);
   const hostFn = (fn) => (cx, offset) => {
-    let out;
     try {
-      out = fn(JSON.parse(cx.read(offset).text()));
+      return cx.store(JSON.stringify(fn(JSON.parse(cx.read(offset).text()))));
     } catch (err) {
-      out = { error: String(err?.message ?? err) };
+      return cx.store(JSON.stringify({ error: String(err?.message ?? err) }));
     }
-    return cx.store(JSON.stringify(out));
   };
   const functions = { 'extism:host/user': { state_get: hostFn((keys) => store.get(keys)), state_cas: hostFn((c) => store.cas(c)) } };
-  const wasm = path.resolve(path.dirname(manifestPath), m.wasm[0].path);
-  const module = await WebAssembly.compile(await readFile(wasm));
+  const module = await WebAssembly.compile(await readFile(path.resolve(path.dirname(manifestPath), m.wasm[0].path)));
   const plugin = await createPlugin({ wasm: [{ module }] }, { useWasi: true, config, functions });
   const streams = new Set(); // {session, res}: the standing GET streams
   let queue = Promise.resolve();
@@ -137,10 +133,12 @@ function write(res, head, body) {
 
 // target maps the module's path onto the upstream: an upstream URL with a path is one MCP
 // endpoint; one without takes the request's path, and so does a path at the upstream's
-// origin (d.origin: an OAuth discovery document). The query is the request's.
+// origin (d.origin: an OAuth discovery document). The query is the request's. A path at the
+// origin that the URL parser would not send as it is (dot segments, `\`, `//`) is refused: null.
 function target(upstream, p, origin) {
   const u = new URL(upstream);
   const asked = new URL(p, u);
+  if (origin && asked.pathname !== p.replace(/[?#].*$/s, '')) return null;
   if (origin || u.pathname === '/' || u.pathname === '') u.pathname = asked.pathname;
   u.search = asked.search;
   return u;
@@ -164,14 +162,14 @@ function send(url, d, body, signal) {
 async function forward(ex, upstream, res, d, body) {
   const ctl = new AbortController();
   let ended = false; // the module is done with this exchange: call nothing more for it
-  let piped = false; // the module has the head (pipe): the rest of the body goes as it comes
+  let piped = false; // the module has the head (pipe): the rest of the body goes as it comes, nothing more is called
   let failure;
   let chain = Promise.resolve(); // this exchange's calls, in order
+  const url = target(upstream, d.path, d.origin);
   const step = (fn, head, bytes = Buffer.alloc(0)) =>
     (chain = chain
       .then(async () => {
-        if (ended) return;
-        if (piped) return head.error === 'cancelled' ? ctl.abort() : write(res, { end: !head.more }, bytes);
+        if (ended || piped) return;
         const [h, b] = await ex.call(fn, { exchange: d.exchange, ...head }, bytes);
         write(res, h, b);
         piped = h.pipe === true;
@@ -182,13 +180,17 @@ async function forward(ex, upstream, res, d, body) {
       .catch((err) => {
         (ended = true), (failure ??= err), ctl.abort();
       }));
+  if (url === null) {
+    res.writeHead(400).end(); // the request is the client's fault; the module learns it never left
+    return d.rewrite && step('http_answer', { error: 'unreachable' });
+  }
   const timer = d.rewrite && d.timeoutMs > 0 ? setTimeout(() => step('http_timeout', {}), d.timeoutMs) : null;
   res.on('close', () => {
     if (d.rewrite && !res.writableFinished && !ended) step('http_answer', { error: 'cancelled' });
   });
   let up;
   try {
-    up = await send(target(upstream, d.path, d.origin), d, body, ctl.signal);
+    up = await send(url, d, body, ctl.signal);
   } catch (err) {
     clearTimeout(timer);
     if (!d.rewrite) return res.writeHead(502).end();
@@ -199,16 +201,18 @@ async function forward(ex, upstream, res, d, body) {
   const headers = pairs(up.rawHeaders).filter(([k]) => !HOP_BY_HOP.has(k.toLowerCase()));
   if (!d.rewrite) {
     res.writeHead(up.statusCode, headers.flat());
-    res.on('close', () => up.destroy());
-    return up.pipe(res);
+    return pipeline(up, res).catch(() => {}); // the client leaving aborts the upstream, the upstream breaking off the client
   }
   let first = { status: up.statusCode, headers };
   try {
-    for await (const chunk of up) {
-      step('http_answer', { ...first, more: true }, chunk);
+    // One chunk at a time (the upstream waits while the module reads); on pipe the rest of
+    // the body goes to the client as it reads it, and a break on either side aborts the other.
+    for await (const chunk of up.iterator({ destroyOnReturn: false })) {
+      await step('http_answer', { ...first, more: true }, chunk);
       first = {};
+      if (piped) break;
     }
-    await step('http_answer', { ...first, more: false });
+    await (piped ? pipeline(up, res) : step('http_answer', { ...first, more: false }));
   } catch {
     if (!ctl.signal.aborted) await step('http_answer', { error: 'broken' });
   } finally {
@@ -233,7 +237,7 @@ async function handle(ex, upstream, req, res) {
       return res.on('close', () => ex.streams.delete(s));
     }
     if (d.do !== 'wait') throw new Error(`http_request: unknown decision ${JSON.stringify(d.do)}`);
-    await sleep(d.afterMs);
+    await new Promise((r) => setTimeout(r, d.afterMs));
     head.waitedMs += d.afterMs;
   }
 }
@@ -299,7 +303,8 @@ async function main() {
   const list = (name) => opt(name)?.split(',').filter(Boolean);
   const where = opt('--listen') ?? '127.0.0.1:8081';
   const loopback = /^(localhost|127\.[0-9.]+|\[::1\])$/i.test(where.slice(0, where.lastIndexOf(':'))); // the Host check's switch
-  const publicUrl = opt('--public-url') ?? (where.endsWith(':0') ? undefined : `http://${where}`); // OAuth discovery
+  const publicUrl = opt('--public-url') ?? (/^(0\.0\.0\.0|::|\[::\])?:[0-9]+$|:0$/.test(where) ? undefined : `http://${where}`); // OAuth discovery
+  if (publicUrl === undefined) console.error(`stategate: no public URL (--listen ${where} names no address to give clients; set --public-url): OAuth discovery documents and challenges pass unchanged`);
   const exchange = { loopback, publicUrl, upstream: opt('--upstream'), ...(list('--allowed-origins') && { allowedOrigins: list('--allowed-origins') }), ...(list('--allowed-hosts') && { allowedHosts: list('--allowed-hosts') }) };
   const ex = await loadExchange(opt('--manifest') ?? path.join(here, 'manifest.json'), { exchange });
   if (opt('--upstream') !== undefined) return serve(ex, opt('--upstream'), where);

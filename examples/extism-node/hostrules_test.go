@@ -88,7 +88,15 @@ func startGatewayWith(t testing.TB, upstream string, config []byte, exchange str
 	needNode(t)
 	manifest := testManifest(t, config, exchange)
 	// args first: the host reads an option's first occurrence, so args may give --listen.
-	cmd := exec.Command("node", append(append([]string{"gateway.mjs", "--upstream", upstream}, args...), "--listen", "127.0.0.1:0", "--manifest", manifest)...)
+	url, _ := startNode(t, exec.Command("node", append(append([]string{"gateway.mjs", "--upstream", upstream}, args...), "--listen", "127.0.0.1:0", "--manifest", manifest)...))
+	return url
+}
+
+// startNode starts cmd, a node process that serves a gateway, and answers the URL its
+// "stategate gateway on" line names and its log (stderr) so far. The log is shown when the
+// test fails.
+func startNode(t testing.TB, cmd *exec.Cmd) (url string, log func() string) {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -97,13 +105,18 @@ func startGatewayWith(t testing.TB, upstream string, config []byte, exchange str
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var log bytes.Buffer
+	var buf bytes.Buffer
+	log = func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			mu.Lock()
-			log.WriteString(sc.Text() + "\n")
+			buf.WriteString(sc.Text() + "\n")
 			mu.Unlock()
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 				found <- m[1]
@@ -115,21 +128,19 @@ func startGatewayWith(t testing.TB, upstream string, config []byte, exchange str
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			mu.Lock()
-			t.Logf("gateway log:\n%s", log.String())
-			mu.Unlock()
+			t.Logf("gateway log:\n%s", log())
 		}
 	})
 	select {
 	case url, ok := <-found:
 		if !ok {
-			t.Fatalf("the gateway exited before listening:\n%s", log.String())
+			t.Fatalf("the gateway exited before listening:\n%s", log())
 		}
-		return url
+		return url, log
 	case <-time.After(30 * time.Second):
 		t.Fatal("the gateway did not start within 30 s")
 	}
-	return ""
+	return "", log
 }
 
 // upstream is an MCP server in Go that records the requests it got. answer, when set, makes

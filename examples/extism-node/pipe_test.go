@@ -1,13 +1,18 @@
 package extismnode
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,4 +143,123 @@ func TestHost_clientLeavingAPipedAnswerAbortsTheUpstream(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
+}
+
+// TestHost_passedThroughAnswerHasBackpressure: a client that reads nothing holds the
+// upstream back: a passed-through GET whose upstream writes 128 MB as fast as it can gets
+// no further than the socket buffers between them (under 32 MB) before its writes block,
+// with or without a public URL (with one, the module pipes the answer at its head and the
+// host writes the rest). The measure is bytes the upstream wrote, never time.
+func TestHost_passedThroughAnswerHasBackpressure(t *testing.T) {
+	const total, bound = 128 << 20, 32 << 20
+	for _, args := range [][]string{nil, {"--public-url", "http://gateway.example:8080"}} {
+		t.Run(fmt.Sprintf("%q", args), func(t *testing.T) {
+			var sent atomic.Int64
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/octet-stream")
+				buf := make([]byte, 64<<10)
+				for sent.Load() < total {
+					if _, err := w.Write(buf); err != nil {
+						return
+					}
+					sent.Add(int64(len(buf)))
+				}
+			}))
+			t.Cleanup(up.Close)
+			gw := startGateway(t, up.URL+"/mcp", nil, args...)
+			c := rawRequest(t, gw, "GET", "/mcp", "")
+			defer c.Close()
+			// Wait until the upstream's writes block (no progress for a second) or it sent all.
+			last, still := int64(-1), 0
+			for deadline := time.Now().Add(60 * time.Second); still < 10 && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Millisecond)
+				n := sent.Load()
+				if n >= total {
+					break
+				}
+				if n == last {
+					still++
+				} else {
+					last, still = n, 0
+				}
+			}
+			t.Logf("the upstream wrote %d MB to a client that read nothing", sent.Load()>>20)
+			if n := sent.Load(); n >= bound {
+				t.Errorf("the upstream wrote %d MB to a client that read nothing; want under %d MB (backpressure)", n>>20, bound>>20)
+			}
+		})
+	}
+}
+
+// TestHost_brokenPipedAnswerAbortsTheClient: an upstream that breaks off a passed-through
+// answer (a chunked body cut mid-chunk, or fewer bytes than its Content-Length) has the
+// client's connection aborted, with or without a public URL: the client reads an error,
+// never a complete answer.
+func TestHost_brokenPipedAnswerAbortsTheClient(t *testing.T) {
+	for _, declared := range []bool{false, true} {
+		for _, args := range [][]string{nil, {"--public-url", "http://gateway.example:8080"}} {
+			t.Run(fmt.Sprintf("content-length %v %q", declared, args), func(t *testing.T) {
+				up := brokenUpstream(t, declared)
+				gw := startGateway(t, up, nil, args...)
+				c := rawRequest(t, gw, "POST", "/mcp", `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///a"}}`)
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				var timeout net.Error
+				if errors.As(err, &timeout) && timeout.Timeout() {
+					t.Errorf("HTTP %d: the client read %d bytes, then waited for the rest for 20 s; want the connection aborted", resp.StatusCode, len(b))
+				} else if err == nil {
+					t.Errorf("HTTP %d, Content-Length %q, %v: the broken-off answer reached the client as a complete %d-byte body", resp.StatusCode, resp.Header.Get("Content-Length"), resp.TransferEncoding, len(b))
+				} else if !strings.HasPrefix(string(b), `{"jsonrpc":"2.0","id":3`) {
+					t.Errorf("read %q before %v; want the upstream's first bytes", b, err)
+				}
+			})
+		}
+	}
+}
+
+// brokenUpstream answers a resources/read with 100 bytes of its body, then closes the
+// connection: the body chunked and cut mid-chunk, or declared 1000 bytes long
+// (Content-Length) when declared.
+func brokenUpstream(t *testing.T, declared bool) string {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		conn, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		body := `{"jsonrpc":"2.0","id":3,"result":{"contents":[{"uri":"file:///a","text":"` + strings.Repeat("x", 100)
+		head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+		if declared {
+			fmt.Fprintf(rw, "%sContent-Length: %d\r\n\r\n%s", head, len(body)+1000, body)
+		} else {
+			fmt.Fprintf(rw, "%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s", head, len(body)+1000, body)
+		}
+		_ = rw.Flush()
+		time.Sleep(200 * time.Millisecond)
+	}))
+	t.Cleanup(up.Close)
+	return up.URL + "/mcp"
+}
+
+// rawRequest sends a request to the gateway at gw over a connection of its own (written as
+// is, a path sent byte for byte) and answers the connection, its response unread.
+func rawRequest(t *testing.T, gw, method, path, body string) net.Conn {
+	t.Helper()
+	u, err := url.Parse(gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n%s", method, path, u.Host, len(body), body)
+	return c
 }
