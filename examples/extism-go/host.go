@@ -222,7 +222,10 @@ type chunk struct {
 	err  error
 }
 
-// forward sends the module's request upstream; with an exchange, feeds it the answer.
+// forward sends the module's request upstream; with an exchange, feeds it the answer. An
+// answer the upstream breaks off once the client has its head (passed through, or piped)
+// aborts the client's connection with http.ErrAbortHandler, as httputil.ReverseProxy does:
+// ended cleanly, a cut answer would look complete.
 func (h *Host) forward(w http.ResponseWriter, r *http.Request, d map[string]json.RawMessage, body []byte) {
 	u := *h.upstream
 	if p, err := url.Parse(str(d, "path")); err == nil {
@@ -294,10 +297,15 @@ func (h *Host) forward(w http.ResponseWriter, r *http.Request, d map[string]json
 				continue
 			}
 			if !rewrite {
-				if c.err == nil {
+				switch {
+				case c.err == nil:
 					write(w, 0, nil, c.b)
-				} else {
+				case c.err == io.EOF:
 					w.Write(c.b)
+				default: // the upstream broke off: abort the client's connection, never end its answer
+					write(w, 0, nil, c.b)
+					cancel()
+					panic(http.ErrAbortHandler)
 				}
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"log"
+	"net"
 	"net/http"
 	"os"
 )
@@ -13,7 +14,7 @@ func main() {
 	config := flag.String("config", "stategate.yaml", "the stategate configuration")
 	upstream := flag.String("upstream", "http://127.0.0.1:3000/mcp", "the MCP server")
 	listen := flag.String("listen", "127.0.0.1:8080", "where clients connect")
-	public := flag.String("public-url", "", "the origin clients reach this host at (default http:// and -listen): OAuth discovery names it")
+	public := flag.String("public-url", "", "the origin clients reach this host at: OAuth discovery names it (default http:// and -listen; none when -listen's host is a wildcard such as 0.0.0.0, or its port 0: the documents and challenges then pass unchanged)")
 	flag.Parse()
 	wasm, err := os.ReadFile(*module)
 	if err != nil {
@@ -24,11 +25,27 @@ func main() {
 		log.Fatal(err)
 	}
 	if *public == "" {
-		*public = "http://" + *listen
+		if *public = defaultPublicURL(*listen); *public == "" {
+			log.Printf("no public URL (-listen %s names no address to give clients; set -public-url): OAuth discovery documents and challenges pass unchanged", *listen)
+		}
 	}
 	h, err := New(context.Background(), Options{Module: wasm, Config: cfg, Upstream: *upstream, PublicURL: *public})
 	if err != nil {
 		log.Fatal(err)
 	}
 	log.Fatal(http.ListenAndServe(*listen, h))
+}
+
+// defaultPublicURL is the public URL a listen address implies: http:// and the address,
+// or "" when it names no address a client can be given: a wildcard host (every interface:
+// "", 0.0.0.0, ::) or port 0.
+func defaultPublicURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	return "http://" + listen
 }

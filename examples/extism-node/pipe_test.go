@@ -223,8 +223,9 @@ func TestHost_brokenPipedAnswerAbortsTheClient(t *testing.T) {
 	}
 }
 
-// brokenUpstream answers a resources/read with 100 bytes of its body, then closes the
-// connection: the body chunked and cut mid-chunk, or declared 1000 bytes long
+// brokenUpstream answers every request with a body it breaks off: its first part, then (a
+// moment later, so that it is read on its own) a part of a second, then it closes the
+// connection; the body chunked and cut mid-chunk, or declared 1000 bytes longer than sent
 // (Content-Length) when declared.
 func brokenUpstream(t *testing.T, declared bool) string {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -234,15 +235,22 @@ func brokenUpstream(t *testing.T, declared bool) string {
 			return
 		}
 		defer conn.Close()
-		body := `{"jsonrpc":"2.0","id":3,"result":{"contents":[{"uri":"file:///a","text":"` + strings.Repeat("x", 100)
-		head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+		first, second := `{"jsonrpc":"2.0","id":3,"result":{"contents":[{"uri":"file:///a","text":"`, strings.Repeat("x", 100)
+		_, _ = rw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
 		if declared {
-			fmt.Fprintf(rw, "%sContent-Length: %d\r\n\r\n%s", head, len(body)+1000, body)
+			fmt.Fprintf(rw, "Content-Length: %d\r\n\r\n%s", len(first)+len(second)+1000, first)
 		} else {
-			fmt.Fprintf(rw, "%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s", head, len(body)+1000, body)
+			fmt.Fprintf(rw, "Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(first), first)
 		}
 		_ = rw.Flush()
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+		if declared {
+			_, _ = rw.WriteString(second)
+		} else {
+			fmt.Fprintf(rw, "%x\r\n%s", len(second)+1000, second)
+		}
+		_ = rw.Flush()
+		time.Sleep(100 * time.Millisecond)
 	}))
 	t.Cleanup(up.Close)
 	return up.URL + "/mcp"
