@@ -149,3 +149,33 @@ func TestHost_passedThroughAnswerHasBackpressure(t *testing.T) {
 		})
 	}
 }
+
+// TestHost_redirectReachesTheClient: an upstream's redirect is the client's to follow: the
+// host sends the forwarded request once, as given, and passes the 307 on (following it would
+// send a tools/call a second time, to another URL, with the client's Authorization).
+func TestHost_redirectReachesTheClient(t *testing.T) {
+	var other atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/other" {
+			other.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ran twice"}]}}`)
+			return
+		}
+		http.Redirect(w, r, "/other", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(up.Close)
+	for _, public := range []string{"", "https://gw.example"} {
+		c := rawRequest(t, pipeHost(t, up.URL+"/mcp", public), "POST", "/mcp", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"countries.list","arguments":{}}}`)
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTemporaryRedirect || other.Load() != 0 {
+			t.Errorf("public %q: HTTP %d, the redirect's target asked %d times; want the 307 passed on and the target never asked", public, resp.StatusCode, other.Load())
+		}
+	}
+}

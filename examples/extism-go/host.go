@@ -54,7 +54,9 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{upstream: u, client: &http.Client{}, maxBody: 16 << 20, store: map[string]string{}}
+	// A redirect is the client's to follow: the forward is sent once, as given (abi/ABI.md).
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	h := &Host{upstream: u, client: &http.Client{CheckRedirect: noRedirect}, maxBody: 16 << 20, store: map[string]string{}}
 	get := extism.NewHostFunctionWithStack("state_get", func(_ context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		in, _ := p.ReadBytes(stack[0])
 		stack[0], _ = p.WriteBytes(h.get(in))
