@@ -134,7 +134,8 @@ function write(res, head, body) {
 // target maps the module's path onto the upstream: an upstream URL with a path is one MCP
 // endpoint; one without takes the request's path, and so does a path at the upstream's
 // origin (d.origin: an OAuth discovery document). The query is the request's. A path at the
-// origin that the URL parser would not send as it is (dot segments, `\`, `//`) is refused: null.
+// origin that the URL parser would not send as it is (dot segments, `\`, a leading `//`) is
+// refused: null.
 function target(upstream, p, origin) {
   const u = new URL(upstream);
   const asked = new URL(p, u);
@@ -165,7 +166,6 @@ async function forward(ex, upstream, res, d, body) {
   let piped = false; // the module has the head (pipe): the rest of the body goes as it comes, nothing more is called
   let failure;
   let chain = Promise.resolve(); // this exchange's calls, in order
-  const url = target(upstream, d.path, d.origin);
   const step = (fn, head, bytes = Buffer.alloc(0)) =>
     (chain = chain
       .then(async () => {
@@ -180,16 +180,17 @@ async function forward(ex, upstream, res, d, body) {
       .catch((err) => {
         (ended = true), (failure ??= err), ctl.abort();
       }));
-  if (url === null) {
-    res.writeHead(400).end(); // the request is the client's fault; the module learns it never left
-    return d.rewrite && step('http_answer', { error: 'unreachable' });
-  }
   const timer = d.rewrite && d.timeoutMs > 0 ? setTimeout(() => step('http_timeout', {}), d.timeoutMs) : null;
   res.on('close', () => {
     if (d.rewrite && !res.writableFinished && !ended) step('http_answer', { error: 'cancelled' });
   });
   let up;
   try {
+    const url = target(upstream, d.path, d.origin);
+    if (url === null) {
+      res.writeHead(400).end(); // the request is the client's fault; the module learns it never left
+      return d.rewrite && step('http_answer', { error: 'unreachable' });
+    }
     up = await send(url, d, body, ctl.signal);
   } catch (err) {
     clearTimeout(timer);
