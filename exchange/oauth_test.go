@@ -281,3 +281,40 @@ func FuzzOAuthMetadata(f *testing.F) {
 		}
 	})
 }
+
+// TestRequestDiscovery: a request path as sent is decoded as url.URL.Path before it is
+// matched; a document's path that could resolve to another is refused.
+func TestRequestDiscovery(t *testing.T) {
+	const prm = "/.well-known/oauth-protected-resource"
+	tests := []struct {
+		name, raw string
+		want      Discovery
+		ok        bool
+		refused   bool
+	}{
+		{name: "decoded suffix", raw: prm + "/team%20a/mcp", want: Discovery{DocProtectedResource, "/team a/mcp"}, ok: true},
+		{name: "encoded well-known name", raw: "/%2Ewell-known/openid-configuration", want: Discovery{Doc: DocOpenIDConfiguration}, ok: true},
+		{name: "dots inside names are names", raw: prm + "/a.b/..c/c../.well/", want: Discovery{DocProtectedResource, "/a.b/..c/c../.well/"}, ok: true},
+		{name: "not a document", raw: "/mcp/%2e%2e", ok: false},
+		{name: "dot dot", raw: prm + "/../admin", ok: true, refused: true},
+		{name: "dot", raw: prm + "/./mcp", ok: true, refused: true},
+		{name: "trailing dot dot", raw: prm + "/mcp/..", ok: true, refused: true},
+		{name: "encoded dots any case", raw: prm + "/%2E%2e/admin", ok: true, refused: true},
+		{name: "half encoded", raw: prm + "/.%2e/admin", ok: true, refused: true},
+		{name: "dot dot with parameters", raw: prm + "/..;x/admin", ok: true, refused: true},
+		{name: "empty segment", raw: prm + "//admin", ok: true, refused: true},
+		{name: "backslash", raw: prm + "/..\\admin", ok: true, refused: true},
+		{name: "encoded backslash", raw: prm + "/a%5Cb", ok: true, refused: true},
+		{name: "encoded slash", raw: prm + "/a%2fb", ok: true, refused: true},
+		{name: "encoded slash after the name", raw: prm + "%2Fmcp", ok: true, refused: true},
+		{name: "bad escape", raw: prm + "/%zz", ok: true, refused: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := RequestDiscovery(tt.raw)
+			if got != tt.want || ok != tt.ok || (err != nil) != tt.refused {
+				t.Errorf("RequestDiscovery(%q) = %+v, %v, %v; want %+v, %v, refused %v", tt.raw, got, ok, err, tt.want, tt.ok, tt.refused)
+			}
+		})
+	}
+}

@@ -48,6 +48,7 @@ type exchangeOptions struct {
 	AllowedHosts   []string
 	Loopback       bool
 	OAuth          exchange.OAuthMap // publicUrl, and upstream's path (OAuth discovery)
+	Upstream       bool              // upstream given: discovery documents go to its origin
 }
 
 func load() {
@@ -96,13 +97,15 @@ func load() {
 		}})
 	flw = flow.New(flow.Options{Core: core, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
 		Origins: admission.OriginPolicy{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts, Loopback: opts.Loopback},
-		Busy:    state.TakeBusy, OAuth: &opts.OAuth,
+		Busy:    state.TakeBusy, OAuth: &opts.OAuth, RouteDiscovery: opts.Upstream,
 		Notify: func(n flow.Notice) { notices = append(notices, n) }})
 }
 
 // oauthOptions reads publicUrl (the origin clients reach the host at: discovery documents
 // and challenges name it) and upstream (the MCP server's URL, as the host sends to: its
-// path is the endpoint the path-suffixed documents map onto), both optional.
+// path is the endpoint the path-suffixed documents map onto), both optional. Without
+// upstream the module routes no discovery: a client's path at the upstream's origin is
+// never the host's to send (a document is a GET like any other, as before discovery).
 func oauthOptions(o gjson.Result) error {
 	if v := o.Get("publicUrl"); v.Exists() {
 		p, err := exchange.ParsePublicURL(v.String())
@@ -116,7 +119,7 @@ func oauthOptions(o gjson.Result) error {
 		if v.Type != gjson.String || err != nil || !u.IsAbs() || u.Host == "" {
 			return errors.New("exchange option upstream: must be the MCP server's absolute URL")
 		}
-		opts.OAuth.EndpointPath = u.Path
+		opts.OAuth.EndpointPath, opts.Upstream = u.Path, true
 	}
 	return nil
 }
