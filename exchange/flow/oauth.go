@@ -95,7 +95,7 @@ func (o *Open) metadata(chunk []byte, eos bool, out *Output) {
 	if len(o.buf) > o.f.o.MaxBodyBytes {
 		o.f.o.Core.Fault(abi.FaultResponseTooLarge, errors.New("oauth metadata over the body limit: passed through"), "path", o.path)
 		o.mode = modePass
-		*out = Output{Start: true, Status: o.status, Headers: o.respHeaders, Body: o.buf}
+		*out = Output{Start: true, Status: o.status, Headers: o.withLength(o.respHeaders), Body: o.buf}
 		o.started, o.buf = true, nil
 		return
 	}
