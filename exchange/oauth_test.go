@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -317,4 +318,38 @@ func TestRequestDiscovery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzOAuthRequestDiscovery: any path as sent: never a panic; an accepted document's suffix
+// holds no dot or empty segment or backslash, and the path decodes as url.URL.Path does;
+// the suffix encoded and decoded again is itself (what a host sends names the same path).
+func FuzzOAuthRequestDiscovery(f *testing.F) {
+	for _, s := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource/%2e%2E/x",
+		"/.well-known/openid-configuration//a", "/.well-known/oauth-authorization-server/a%2fb", "/.well-known/oauth-protected-resource/team%20a/%3F",
+		"/.well-known/oauth-protected-resource/..;/x", "/.well-known/oauth-protected-resource/%zz", "/%2Ewell-known/openid-configuration/a\\b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		d, ok, err := RequestDiscovery(raw)
+		if !ok || err != nil {
+			return
+		}
+		for _, seg := range strings.Split(d.Suffix, "/")[1:] {
+			if seg == "." || seg == ".." || strings.HasPrefix(seg, "..;") || strings.ContainsRune(seg, '\\') {
+				t.Fatalf("%q accepted with suffix %q", raw, d.Suffix)
+			}
+		}
+		if strings.Contains(strings.TrimSuffix(d.Suffix, "/"), "//") {
+			t.Fatalf("%q accepted with an empty segment: %q", raw, d.Suffix)
+		}
+		u, perr := url.Parse("http://h" + raw)
+		if perr == nil && u.RawQuery == "" && u.Fragment == "" {
+			if want, _ := ParseDiscovery(u.Path); want != d {
+				t.Fatalf("%q: %+v; url.URL.Path gives %+v", raw, d, want)
+			}
+		}
+		if back := DecodePath(EscapePath(d.Suffix)); back != d.Suffix {
+			t.Fatalf("suffix %q encoded as %q decodes to %q", d.Suffix, EscapePath(d.Suffix), back)
+		}
+	})
 }
