@@ -343,7 +343,7 @@ func FuzzOAuthRequestDiscovery(f *testing.F) {
 			t.Fatalf("%q accepted with an empty segment: %q", raw, d.Suffix)
 		}
 		u, perr := url.Parse("http://h" + raw)
-		if perr == nil && u.RawQuery == "" && u.Fragment == "" {
+		if perr == nil && !strings.ContainsAny(raw, "?#") { // a request-target: no fragment; the query is cut before
 			if want, _ := ParseDiscovery(u.Path); want != d {
 				t.Fatalf("%q: %+v; url.URL.Path gives %+v", raw, d, want)
 			}
