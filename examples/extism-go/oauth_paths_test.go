@@ -125,8 +125,10 @@ func TestHost_discoveryEncodedPath(t *testing.T) {
 }
 
 // TestModule_discoveryNeedsUpstream: a module without its upstream option (manifest.json's,
-// a page's) routes no discovery: a document's request, dot segments and all, is forwarded
-// as any GET, to be mapped onto the host's MCP endpoint, never as a path at the origin.
+// a page's) routes no discovery, publicUrl or not: a document's request, dot segments and
+// all, is forwarded as any GET, to be mapped onto the host's MCP endpoint, never as a path
+// at the origin; and answers are not read for challenges that would name documents it does
+// not route.
 func TestModule_discoveryNeedsUpstream(t *testing.T) {
 	h, err := New(context.Background(), Options{Module: loadModule(t), Config: exchangetest.Config("sample.json"), PublicURL: "https://gw.example"})
 	if err != nil {
@@ -142,5 +144,10 @@ func TestModule_discoveryNeedsUpstream(t *testing.T) {
 			b, _ := json.Marshal(d)
 			t.Errorf("GET %s: %s; want a forward of the path as it came, without origin", p, b)
 		}
+	}
+	d, _, err := h.call("http_request", map[string]any{"method": "POST", "path": "/mcp", "waitedMs": 0, "headers": [][2]string{{"Host", "127.0.0.1"},
+		{"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}}}, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	if err != nil || str(d, "do") != "forward" || string(d["rewrite"]) != "false" {
+		t.Errorf("a notification: %s, %v; want a forward passed through unread", js(d), err)
 	}
 }

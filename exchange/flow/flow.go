@@ -47,17 +47,15 @@ type Options struct {
 	// Notify delivers messages for standing streams (to a session, or to every session
 	// but except): the core's list_changed, messages a JSON answer cannot carry.
 	Notify func(n Notice)
-	// OAuth, when set, makes the flow route OAuth discovery itself (oauth.go): with
-	// RouteDiscovery, a GET, HEAD or OPTIONS of a well-known document is forwarded to the
-	// upstream's (Decision.Origin), or answered 404 when its path could resolve to another
-	// (exchange.RequestDiscovery); and with OAuth.Public set, protected-resource metadata and the WWW-Authenticate
+	// OAuth, when set, makes the flow route OAuth discovery itself (oauth.go): a GET, HEAD
+	// or OPTIONS of a well-known document is forwarded to the upstream's (Decision.Origin),
+	// or answered 404 when its path could resolve to another (exchange.RequestDiscovery);
+	// and with OAuth.Public set, protected-resource metadata and the WWW-Authenticate
 	// challenges of every answer name the public address. nil: the host routes discovery
-	// itself (host/gateway, envoy/filter).
+	// itself (host/gateway, envoy/filter), or, in the exchange module without its upstream
+	// option, routes none: a document is a GET like any other, sent where MCP requests go,
+	// never a path of the client's at the upstream's origin.
 	OAuth *exchange.OAuthMap
-	// RouteDiscovery: the host's upstream URL is known (the module's upstream option), so
-	// discovery documents go to its origin (Decision.Origin). false: a document is a GET like
-	// any other, sent where MCP requests go, never a path of the client's at the origin.
-	RouteDiscovery bool
 }
 
 // Notice is a message for standing streams: To names one session; otherwise every

@@ -60,7 +60,7 @@ func TestExchangeSuite(t *testing.T) {
 		core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg,
 			NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
 		return &host{f: flow.New(flow.Options{Core: core, Busy: st.TakeBusy, Origins: admission.OriginPolicy{Loopback: true},
-			OAuth: &exchange.OAuthMap{Public: o.PublicURL, EndpointPath: "/mcp"}, RouteDiscovery: true})} // as the module, its upstream at /mcp
+			OAuth: &exchange.OAuthMap{Public: o.PublicURL, EndpointPath: "/mcp"}})} // as the module, its upstream at /mcp
 	})
 }
 

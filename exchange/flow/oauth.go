@@ -16,11 +16,9 @@ import (
 // resource rewritten; every answer's WWW-Authenticate challenges are rewritten. Anything
 // that cannot be read passes unchanged and is reported (fail open, as the gateway).
 
-// discovery decides on a request for a discovery document; ok is false for any other, and
-// for every request unless the upstream's URL is known (Options.RouteDiscovery): then a
-// document is a GET like any other, sent where the host sends MCP requests.
+// discovery decides on a request for a discovery document; ok is false for any other.
 func (f *Flow) discovery(r Request) (d Decision, ok bool) {
-	if f.o.OAuth == nil || !f.o.RouteDiscovery {
+	if f.o.OAuth == nil {
 		return Decision{}, false
 	}
 	method := strings.ToUpper(r.Method)

@@ -23,14 +23,8 @@ func (f *faults) Fault(x abi.Fault, _ abi.Policy, _ error, _ ...any) { *f = appe
 func (f *faults) Count(exchange.Counter)                             {}
 
 // oauthFlow is the flow as the exchange module builds it with its upstream option, OAuth
-// discovery left to it.
+// discovery left to it (m nil: the module without it).
 func oauthFlow(t testing.TB, m *exchange.OAuthMap, maxBody int) (*flow.Flow, *faults) {
-	t.Helper()
-	return oauthFlowRouting(t, m, maxBody, true)
-}
-
-// oauthFlowRouting is oauthFlow; route false is a module without its upstream option.
-func oauthFlowRouting(t testing.TB, m *exchange.OAuthMap, maxBody int, route bool) (*flow.Flow, *faults) {
 	t.Helper()
 	cfg := exchangetest.Config("sample.json")
 	e, err := engine.New(cfg)
@@ -41,7 +35,7 @@ func oauthFlowRouting(t testing.TB, m *exchange.OAuthMap, maxBody int, route boo
 	st := &kvstate.State{KV: kv{}}
 	core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg, Reporter: rep, MaxBodyBytes: maxBody,
 		NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
-	return flow.New(flow.Options{Core: core, Busy: st.TakeBusy, MaxBodyBytes: maxBody, OAuth: m, RouteDiscovery: route,
+	return flow.New(flow.Options{Core: core, Busy: st.TakeBusy, MaxBodyBytes: maxBody, OAuth: m,
 		Origins: admission.OriginPolicy{Loopback: true}}), rep
 }
 
@@ -271,11 +265,12 @@ func TestDiscovery_refusesPathsThatResolveElsewhere(t *testing.T) {
 	}
 }
 
-// TestDiscovery_withoutUpstream: a module that does not know its upstream's URL routes no
-// discovery: a document's request, dot segments and all, is a GET like any other (sent where
-// MCP requests go, its path the host's to map), never a path at the upstream's origin.
-func TestDiscovery_withoutUpstream(t *testing.T) {
-	f, _ := oauthFlowRouting(t, &exchange.OAuthMap{Public: "https://gw.example"}, 1<<16, false)
+// TestDiscovery_withoutOAuth: a flow without the OAuth option (the module without its
+// upstream option) routes no discovery: a document's request, dot segments and all, is a GET
+// like any other (sent where MCP requests go, its path the host's to map), never a path at
+// the upstream's origin.
+func TestDiscovery_withoutOAuth(t *testing.T) {
+	f, _ := oauthFlow(t, nil, 1<<16)
 	for _, p := range []string{
 		"/.well-known/oauth-protected-resource/%2e%2e/%2e%2e/admin?x=1",
 		"/.well-known/oauth-protected-resource/mcp",
