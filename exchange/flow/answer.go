@@ -148,7 +148,9 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	o.status = status
 	h := EndToEnd(headers)
 	o.rewriteChallenges(h)
-	o.length = contentLength(headers)
+	if !o.observe { // a standing stream's answer has the session's notifications written in
+		o.length = contentLength(headers)
+	}
 	if o.ex == nil {
 		if o.observe && (status != 200 || !strings.HasPrefix(strings.ToLower(headers.Get("Content-Type")), "text/event-stream")) {
 			o.observe = false // not a stream: passed as it comes

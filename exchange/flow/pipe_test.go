@@ -101,7 +101,9 @@ func TestOpen_pipe(t *testing.T) {
 // upstream's Content-Length, so a client can tell a body the upstream broke off from a whole
 // one (without it the host would send it chunked and end it cleanly): a passed-through
 // request's answer, an admitted call's answer the core does not read, one over the body
-// limit. A chunked answer (Transfer-Encoding overrides a Content-Length) stays without one.
+// limit. A chunked answer (Transfer-Encoding overrides a Content-Length) stays without one,
+// and so does a GET of a session's standing stream, whatever it is answered: the host
+// writes the session's notifications into it.
 func TestOpen_passKeepsContentLength(t *testing.T) {
 	post := func(body string) flow.Request {
 		return flow.Request{Method: "POST", Path: "/mcp", Body: []byte(body), Headers: flow.Headers{{"Host", "127.0.0.1"},
@@ -121,6 +123,10 @@ func TestOpen_passKeepsContentLength(t *testing.T) {
 		want   bool
 	}{
 		{name: "passed through", req: read, status: 200, ct: "application/json", body: `{"jsonrpc":"2.0","id":3,"result":{"contents":[]}}`, want: true},
+		{name: "standing stream", req: flow.Request{Method: "GET", Path: "/mcp", Headers: flow.Headers{{"Host", "127.0.0.1"},
+			{"Accept", "text/event-stream"}, {"Mcp-Session-Id", "s1"}}}, status: 200, ct: "text/event-stream", body: "data: {}\n\n"},
+		{name: "standing stream answered otherwise", req: flow.Request{Method: "GET", Path: "/mcp", Headers: flow.Headers{{"Host", "127.0.0.1"},
+			{"Accept", "text/event-stream"}, {"Mcp-Session-Id", "s1"}}}, status: 200, ct: "application/json", body: "{}"},
 		{name: "passed through, chunked", req: read, status: 200, ct: "application/json", te: true, body: `{"jsonrpc":"2.0","id":3,"result":{}}`},
 		{name: "admitted, not read", req: post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks.update","arguments":{}}}`),
 			status: 500, ct: "text/plain", body: "oops", want: true},
