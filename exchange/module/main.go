@@ -48,7 +48,7 @@ type exchangeOptions struct {
 	AllowedHosts   []string
 	Loopback       bool
 	OAuth          exchange.OAuthMap // publicUrl, and upstream's path (OAuth discovery)
-	Upstream       bool              // upstream given: discovery documents go to its origin
+	Upstream       bool              // upstream given: OAuth discovery and rewriting on (oauthMap)
 }
 
 func load() {
