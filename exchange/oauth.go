@@ -56,6 +56,81 @@ func ParseDiscovery(path string) (Discovery, bool) {
 	return Discovery{}, false
 }
 
+// ErrDiscoveryPath refuses a discovery request (RequestDiscovery) whose path could name
+// another path once a server resolves it: the host answers 404 "Not Found: " and the error,
+// forwarding nothing.
+var ErrDiscoveryPath = errors.New("a discovery document's path may not hold dot segments, empty segments, backslashes or encoded slashes")
+
+// RequestDiscovery reads a request's path as sent (percent-encoded, without the query) for
+// a discovery document: ParseDiscovery of the path decoded as url.URL.Path decodes it (the
+// Go gateway's r.URL.Path), so every host routes the same bytes the same way. A document's
+// path that a server or a host's URL parser could resolve to another path is refused with
+// ErrDiscoveryPath (ok true): a "." or ".." segment (raw or percent-encoded, any case), an
+// empty segment ("//"), a backslash, an encoded slash or backslash (%2F, %5C), or an escape
+// that cannot be decoded.
+func RequestDiscovery(raw string) (d Discovery, ok bool, err error) {
+	path, perr := url.PathUnescape(raw)
+	if perr != nil {
+		path = raw // still routed as a document's when it names one: then refused
+	}
+	if d, ok = ParseDiscovery(path); !ok {
+		return Discovery{}, false, nil
+	}
+	if perr != nil || !cleanSuffix(d.Suffix) || containsFold(raw, "%2f") || containsFold(raw, "%5c") {
+		return Discovery{}, true, ErrDiscoveryPath
+	}
+	return d, true, nil
+}
+
+// DecodePath is a request path as sent (without the query) decoded as url.URL.Path decodes
+// it, or as it is when it cannot be: the path a challenge names (OAuthMap.Challenge) and a
+// document's resource carry, as the Go gateway's r.URL.Path.
+func DecodePath(raw string) string {
+	if p, err := url.PathUnescape(raw); err == nil {
+		return p
+	}
+	return raw
+}
+
+// EscapePath is a decoded path as a request sends it (url.URL.EscapedPath of a URL without
+// RawPath, as the Go gateway writes its upstream's).
+func EscapePath(p string) string {
+	u := url.URL{Path: p}
+	return u.EscapedPath()
+}
+
+// cleanSuffix reports whether a decoded suffix names itself only: no dot segment (nor one
+// with parameters, "..;x", which some servers resolve too), empty segment or backslash.
+func cleanSuffix(s string) bool {
+	if strings.IndexByte(s, '\\') >= 0 {
+		return false
+	}
+	for i := 0; i < len(s); {
+		if s[i] != '/' {
+			return false
+		}
+		seg := s[i+1:]
+		if j := strings.IndexByte(seg, '/'); j >= 0 {
+			seg = seg[:j]
+		}
+		last := i+1+len(seg) == len(s)
+		if seg == "." || seg == ".." || strings.HasPrefix(seg, ".;") || strings.HasPrefix(seg, "..;") || (seg == "" && !last) {
+			return false
+		}
+		i += 1 + len(seg)
+	}
+	return true
+}
+
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}
+
 // OAuthMap maps the upstream's OAuth addresses to the gateway's. Public is the gateway's
 // public origin (ParsePublicURL), never a request's Host; EndpointPath is the upstream's
 // MCP endpoint path, to which every MCP request goes, or "" when the gateway keeps the

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -278,6 +279,77 @@ func FuzzOAuthMetadata(f *testing.F) {
 		}
 		if err == nil && !strings.Contains(string(got), `"https://gw.example`) {
 			t.Fatalf("rewritten without the public origin: %s", got)
+		}
+	})
+}
+
+// TestRequestDiscovery: a request path as sent is decoded as url.URL.Path before it is
+// matched; a document's path that could resolve to another is refused.
+func TestRequestDiscovery(t *testing.T) {
+	const prm = "/.well-known/oauth-protected-resource"
+	tests := []struct {
+		name, raw string
+		want      Discovery
+		ok        bool
+		refused   bool
+	}{
+		{name: "decoded suffix", raw: prm + "/team%20a/mcp", want: Discovery{DocProtectedResource, "/team a/mcp"}, ok: true},
+		{name: "encoded well-known name", raw: "/%2Ewell-known/openid-configuration", want: Discovery{Doc: DocOpenIDConfiguration}, ok: true},
+		{name: "dots inside names are names", raw: prm + "/a.b/..c/c../.well/", want: Discovery{DocProtectedResource, "/a.b/..c/c../.well/"}, ok: true},
+		{name: "not a document", raw: "/mcp/%2e%2e", ok: false},
+		{name: "dot dot", raw: prm + "/../admin", ok: true, refused: true},
+		{name: "dot", raw: prm + "/./mcp", ok: true, refused: true},
+		{name: "trailing dot dot", raw: prm + "/mcp/..", ok: true, refused: true},
+		{name: "encoded dots any case", raw: prm + "/%2E%2e/admin", ok: true, refused: true},
+		{name: "half encoded", raw: prm + "/.%2e/admin", ok: true, refused: true},
+		{name: "dot dot with parameters", raw: prm + "/..;x/admin", ok: true, refused: true},
+		{name: "empty segment", raw: prm + "//admin", ok: true, refused: true},
+		{name: "backslash", raw: prm + "/..\\admin", ok: true, refused: true},
+		{name: "encoded backslash", raw: prm + "/a%5Cb", ok: true, refused: true},
+		{name: "encoded slash", raw: prm + "/a%2fb", ok: true, refused: true},
+		{name: "encoded slash after the name", raw: prm + "%2Fmcp", ok: true, refused: true},
+		{name: "bad escape", raw: prm + "/%zz", ok: true, refused: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := RequestDiscovery(tt.raw)
+			if got != tt.want || ok != tt.ok || (err != nil) != tt.refused {
+				t.Errorf("RequestDiscovery(%q) = %+v, %v, %v; want %+v, %v, refused %v", tt.raw, got, ok, err, tt.want, tt.ok, tt.refused)
+			}
+		})
+	}
+}
+
+// FuzzOAuthRequestDiscovery: any path as sent: never a panic; an accepted document's suffix
+// holds no dot or empty segment or backslash, and the path decodes as url.URL.Path does;
+// the suffix encoded and decoded again is itself (what a host sends names the same path).
+func FuzzOAuthRequestDiscovery(f *testing.F) {
+	for _, s := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource/%2e%2E/x",
+		"/.well-known/openid-configuration//a", "/.well-known/oauth-authorization-server/a%2fb", "/.well-known/oauth-protected-resource/team%20a/%3F",
+		"/.well-known/oauth-protected-resource/..;/x", "/.well-known/oauth-protected-resource/%zz", "/%2Ewell-known/openid-configuration/a\\b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		d, ok, err := RequestDiscovery(raw)
+		if !ok || err != nil {
+			return
+		}
+		for _, seg := range strings.Split(d.Suffix, "/")[1:] {
+			if seg == "." || seg == ".." || strings.HasPrefix(seg, "..;") || strings.ContainsRune(seg, '\\') {
+				t.Fatalf("%q accepted with suffix %q", raw, d.Suffix)
+			}
+		}
+		if strings.Contains(strings.TrimSuffix(d.Suffix, "/"), "//") {
+			t.Fatalf("%q accepted with an empty segment: %q", raw, d.Suffix)
+		}
+		u, perr := url.Parse("http://h" + raw)
+		if perr == nil && !strings.ContainsAny(raw, "?#") { // a request-target: no fragment; the query is cut before
+			if want, _ := ParseDiscovery(u.Path); want != d {
+				t.Fatalf("%q: %+v; url.URL.Path gives %+v", raw, d, want)
+			}
+		}
+		if back := DecodePath(EscapePath(d.Suffix)); back != d.Suffix {
+			t.Fatalf("suffix %q encoded as %q decodes to %q", d.Suffix, EscapePath(d.Suffix), back)
 		}
 	})
 }

@@ -52,7 +52,7 @@ type httpContext struct {
 	resp    respMode
 	status  int
 	ans     answer             // the answer leg of a forwarded request (answer.go)
-	path    string             // the request's path without the query (kept when publicUrl is set)
+	path    string             // the request's path without the query, decoded (kept when publicUrl is set)
 	disc    exchange.Discovery // the document a reqDiscovery request reads
 }
 
@@ -94,8 +94,10 @@ func (h *httpContext) OnHttpRequestHeaders(_ int, eos bool) (act types.Action) {
 		}
 		return types.ActionPause
 	}
-	if h.p.oauth.Public != "" && h.discovery() {
-		return types.ActionContinue
+	if h.p.oauth.Public != "" {
+		if act, handled := h.discovery(); handled {
+			return act
+		}
 	}
 	if h.ownSession() {
 		return types.ActionPause

@@ -15,17 +15,30 @@ import (
 // exchange.OAuthMap's, as in the gateway. Envoy's route sends the well-known paths on; the
 // filter rewrites what comes back.
 
-// discovery notes the request's path and reports whether it reads protected-resource
-// metadata (then the answer is read to be rewritten: accept-encoding goes).
-func (h *httpContext) discovery() bool {
-	h.path, _, _ = strings.Cut(h.headers.Get(":path"), "?")
-	d, ok := exchange.ParseDiscovery(h.path)
-	if !ok || h.method != "GET" || d.Doc != exchange.DocProtectedResource {
-		return false
+// discovery notes the request's path (decoded, as the gateway's r.URL.Path) and reports
+// whether it is handled here: a discovery document's path that could resolve to another
+// (exchange.RequestDiscovery) is answered 404, as by the gateway, and reaches nothing; a GET
+// of protected-resource metadata is read to be rewritten (accept-encoding goes).
+func (h *httpContext) discovery() (act types.Action, handled bool) {
+	raw, _, _ := strings.Cut(h.headers.Get(":path"), "?")
+	h.path = exchange.DecodePath(raw)
+	d, ok, err := exchange.RequestDiscovery(raw)
+	switch {
+	case !ok || (h.method != "GET" && h.method != "HEAD" && h.method != "OPTIONS"):
+		return types.ActionContinue, false
+	case err != nil:
+		h.phase = reqAnswered
+		if err := proxywasm.SendHttpResponse(404, [][2]string{{"content-type", "text/plain; charset=utf-8"}, {"x-content-type-options", "nosniff"}},
+			[]byte("Not Found: "+err.Error()+"\n"), -1); err != nil {
+			proxywasm.LogCritical("stategate: sending local response: " + err.Error())
+		}
+		return types.ActionPause, true
+	case h.method != "GET" || d.Doc != exchange.DocProtectedResource:
+		return types.ActionContinue, false
 	}
 	h.phase, h.disc = reqDiscovery, d
 	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
-	return true
+	return types.ActionContinue, true
 }
 
 // rewriteChallenges rewrites every www-authenticate header of the answer (hdrs, the

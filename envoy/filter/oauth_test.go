@@ -3,6 +3,8 @@ package filter
 import (
 	"strings"
 	"testing"
+
+	"github.com/stategate/stategate/exchange"
 )
 
 var publicURL = []byte(`{"publicUrl":"https://mcp.example.com"}`)
@@ -59,6 +61,37 @@ func TestFilter_oauth(t *testing.T) {
 				}
 				if n := counter(t, e, "stategate.fault.upstream_body"); n != 1 {
 					t.Errorf("fault.upstream_body = %d; want 1", n)
+				}
+			})
+			t.Run("encoded_client_path_as_the_gateway", func(t *testing.T) {
+				// The path is decoded as the gateway's r.URL.Path before it is compared
+				// with the upstream's and written: the same bytes as the gateway's
+				// exchange.OAuthMap (upstream without a path: the client's is kept).
+				gw := exchange.OAuthMap{Public: "https://mcp.example.com"}
+				e := newEnv(t, r.vm(t), sampleConfig, publicURL)
+				const doc = `{"resource":"http://10.0.0.7:3001/team%20a/mcp"}`
+				o := e.do(roundTrip{method: "GET", path: "/.well-known/oauth-protected-resource/team%20a/mcp/",
+					respHeaders: jsonResp, respBody: []string{doc}})
+				d, _ := exchange.ParseDiscovery("/.well-known/oauth-protected-resource/team a/mcp/")
+				want, _ := gw.Metadata(d, []byte(doc))
+				if o.respBody != string(want) || string(want) != `{"resource":"https://mcp.example.com/team%20a/mcp/"}` {
+					t.Errorf("metadata %s; the gateway's %s", o.respBody, want)
+				}
+				const up = `Bearer resource_metadata="http://10.0.0.7:3001/.well-known/oauth-protected-resource/team%20a/mcp/"`
+				o = e.do(roundTrip{path: "/team%20a/mcp", headers: session("s1"), body: []string{call(1, "cart.add_item", `{"sku":"tea"}`)},
+					respHeaders: [][2]string{{":status", "401"}, {"www-authenticate", up}}})
+				wantC, _ := gw.Challenge(up, "/team a/mcp")
+				if got, _ := header(o.respHeaders, "www-authenticate"); got != wantC || wantC != `Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/team%20a/mcp"` {
+					t.Errorf("challenge %q; the gateway's %q", got, wantC)
+				}
+			})
+			t.Run("dot_segments_refused", func(t *testing.T) {
+				e := newEnv(t, r.vm(t), sampleConfig, publicURL)
+				for _, p := range []string{"/.well-known/oauth-protected-resource/%2e%2e/admin", "/.well-known/openid-configuration/a%2Fb", "/.well-known/oauth-authorization-server//x"} {
+					o := e.do(roundTrip{method: "GET", path: p, respHeaders: jsonResp, respBody: []string{upstreamPRM}})
+					if o.local == nil || o.local.StatusCode != 404 || o.upstreamCalled {
+						t.Errorf("GET %s: local %+v, upstream called %v; want a local 404, as the gateway's", p, o.local, o.upstreamCalled)
+					}
 				}
 			})
 			t.Run("without_public_url_nothing_changes", func(t *testing.T) {

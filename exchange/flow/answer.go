@@ -34,6 +34,7 @@ type Open struct {
 	buf         []byte
 	respHeaders Headers
 	sse         *exchange.SSERewriter
+	length      string // the upstream's Content-Length, kept while the body passes unchanged
 }
 
 const (
@@ -107,7 +108,7 @@ func (o *Open) Answer(status int, headers Headers, chunk []byte, more bool) Outp
 			o.f.o.Core.Fault(abi.FaultResponseTooLarge, errors.New("answer over the body limit: passed through"), "method", o.ex.Method)
 			o.mode = modePass
 			if !o.started {
-				out.Start, out.Status, out.Headers = true, o.status, o.respHeaders
+				out.Start, out.Status, out.Headers = true, o.status, o.withLength(o.respHeaders)
 			}
 			o.started = true
 			out.Body, o.buf = o.buf, nil
@@ -147,6 +148,9 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	o.status = status
 	h := EndToEnd(headers)
 	o.rewriteChallenges(h)
+	if !o.observe { // a standing stream's answer has the session's notifications written in
+		o.length = contentLength(headers)
+	}
 	if o.ex == nil {
 		if o.observe && (status != 200 || !strings.HasPrefix(strings.ToLower(headers.Get("Content-Type")), "text/event-stream")) {
 			o.observe = false // not a stream: passed as it comes
@@ -159,7 +163,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 			return
 		}
 		o.started = true
-		*out = Output{Start: true, Status: status, Headers: h}
+		*out = Output{Start: true, Status: status, Headers: o.withLength(h)}
 		return
 	}
 	ctx := context.Background()
@@ -189,7 +193,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	default:
 		o.mode = modePass
 		o.started = true
-		*out = Output{Start: true, Status: status, Headers: h}
+		*out = Output{Start: true, Status: status, Headers: o.withLength(h)}
 	}
 }
 
@@ -366,6 +370,40 @@ func (o *Open) Cancel() (abandon bool) {
 	o.timedOut = true
 	o.finish(&Output{})
 	return true
+}
+
+// withLength is h with the upstream's Content-Length, for an answer whose body passes
+// unchanged: the client can tell a body the upstream broke off from a whole one (EndToEnd
+// drops it for the answers the flow rewrites, whose length it sets itself); one without
+// (chunked, or read to the connection's end) stays without.
+func (o *Open) withLength(h Headers) Headers {
+	if o.length == "" {
+		return h
+	}
+	return h.With(nil, [2]string{"Content-Length", o.length})
+}
+
+// contentLength is the upstream's Content-Length when it holds: one field, digits only, and
+// no Transfer-Encoding (which overrides it, RFC 9112 6.3); "" otherwise.
+func contentLength(h Headers) string {
+	v, n := "", 0
+	for _, f := range h {
+		switch {
+		case strings.EqualFold(f[0], "Transfer-Encoding"):
+			return ""
+		case strings.EqualFold(f[0], "Content-Length"):
+			v, n = strings.TrimSpace(f[1]), n+1
+		}
+	}
+	if n != 1 || v == "" || len(v) > 18 {
+		return ""
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return ""
+		}
+	}
+	return v
 }
 
 // grow appends chunk to buf, doubling buf's capacity when it must grow: an answer read

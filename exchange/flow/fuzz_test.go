@@ -82,8 +82,10 @@ func FuzzFlow(f *testing.F) {
 }
 
 // FuzzFlow_oauth drives a request of a fuzzed method and path (odd well-known paths
-// included) through a flow that routes OAuth discovery, and feeds it an answer of a fuzzed
-// status, WWW-Authenticate value and body in chunks: nothing may panic, an answer always
+// included) through a flow that routes OAuth discovery (its upstream with a path, or
+// without one, when the client's suffix goes to the origin), and feeds it an answer of a
+// fuzzed status, WWW-Authenticate value and body in chunks: nothing may panic, a path sent
+// to the origin is a clean document's, encoded as the gateway sends it, an answer always
 // ends, a document or challenge the flow does not rewrite comes back byte for byte, and
 // once an output says Pipe (never with End) the chunks fed on come back as they were.
 func FuzzFlow_oauth(f *testing.F) {
@@ -95,14 +97,28 @@ func FuzzFlow_oauth(f *testing.F) {
 		{"POST", "/mcp", `Bearer error="invalid_token", resource_metadata="https://up:1/.well-known/oauth-protected-resource/mcp?x#y"`, `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
 		{"GET", "/.well-known/oauth-protected-resource/mcp", "", `{"resource":"http://up/mcp","resource":1}`},
 		{"GET", "/.well-known/oauth-protected-resource/mcp", "", strings.Repeat("[", 5000)},
+		{"GET", "/.well-known/oauth-authorization-server/..%2f..%2fadmin", "", `{}`},
+		{"GET", "/.well-known/openid-configuration/a\\..\\b?x=1", "", `{}`},
+		{"GET", "/.well-known/oauth-protected-resource/team%20a/m%3Fcp", "", `{"resource":"http://up/mcp"}`},
 	} {
 		f.Add(s.method, s.path, s.challenge, s.body, 200, uint8(3))
 		f.Add(s.method, s.path, s.challenge, s.body, 401, uint8(64))
 	}
-	fl, _ := oauthFlow(f, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<12)
+	withPath, _ := oauthFlow(f, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<12)
+	keepPath, _ := oauthFlow(f, &exchange.OAuthMap{Public: "https://gw.example"}, 1<<12) // the client's suffix goes upstream
 	f.Fuzz(func(t *testing.T, method, path, challenge, body string, status int, chunk uint8) {
+		fl := withPath
+		if chunk%2 == 1 {
+			fl = keepPath
+		}
 		h := flow.Headers{{"Host", "127.0.0.1"}, {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}}
 		d := fl.Request(context.Background(), flow.Request{Method: method, Path: path, Headers: h, Body: []byte(body)})
+		if d.Origin {
+			p, _, _ := strings.Cut(d.Path, "?")
+			if _, ok, err := exchange.RequestDiscovery(p); !ok || err != nil || p != exchange.EscapePath(exchange.DecodePath(p)) {
+				t.Fatalf("a %s of %q goes to the origin at %q: not a clean document path", method, path, d.Path)
+			}
+		}
 		if d.Open == nil {
 			return
 		}

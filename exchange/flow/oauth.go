@@ -26,31 +26,44 @@ func (f *Flow) discovery(r Request) (d Decision, ok bool) {
 		return Decision{}, false
 	}
 	path, query, hasQuery := strings.Cut(r.Path, "?")
-	doc, ok := exchange.ParseDiscovery(path)
-	if !ok {
+	doc, ok, err := exchange.RequestDiscovery(path)
+	switch {
+	case !ok:
 		return Decision{}, false
+	case err != nil:
+		return plainError(404, "Not Found: "+err.Error()), true // as the gateway: nothing forwarded
 	}
-	up := f.o.OAuth.UpstreamPath(doc)
+	up := exchange.EscapePath(f.o.OAuth.UpstreamPath(doc))
 	if hasQuery {
 		up += "?" + query
 	}
-	h := r.Headers
+	// The client's forwarding headers go, as the gateway's reverse proxy drops them (it sets
+	// its own; the host knows the client's address, the module does not).
+	drop := forwarding
 	var o *Open
 	if method == "GET" && doc.Doc == exchange.DocProtectedResource && f.o.OAuth.Public != "" {
-		h = h.Del("Accept-Encoding") // read to be rewritten: uncompressed
+		drop = forwardingEncoding // read to be rewritten: uncompressed
 		o = &Open{f: f, pass: true, meta: doc}
 	}
-	d = Decision{Do: DoForward, Method: r.Method, Path: up, Origin: true, Headers: EndToEnd(h), Body: r.Body, Open: o}
+	d = Decision{Do: DoForward, Method: r.Method, Path: up, Origin: true, Headers: endToEnd(r.Headers, drop), Body: r.Body, Open: o}
 	return d, true
 }
+
+// forwarding are the headers httputil.ReverseProxy removes from every request before its
+// Rewrite (the gateway's discovery proxy); forwardingEncoding, those and Accept-Encoding.
+var (
+	forwardingEncoding = []string{"Accept-Encoding", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+	forwarding         = forwardingEncoding[1:]
+)
 
 // challenges reports whether answers are read for their WWW-Authenticate challenges.
 func (f *Flow) challenges() bool { return f.o.OAuth != nil && f.o.OAuth.Public != "" }
 
-// clientPath is a request path without its query.
+// clientPath is a request path without its query, decoded as the Go gateway's r.URL.Path
+// (the path a challenge names).
 func clientPath(p string) string {
 	p, _, _ = strings.Cut(p, "?")
-	return p
+	return exchange.DecodePath(p)
 }
 
 // rewriteChallenges rewrites the resource_metadata of every WWW-Authenticate challenge in
@@ -80,7 +93,7 @@ func (o *Open) metadata(chunk []byte, eos bool, out *Output) {
 	if len(o.buf) > o.f.o.MaxBodyBytes {
 		o.f.o.Core.Fault(abi.FaultResponseTooLarge, errors.New("oauth metadata over the body limit: passed through"), "path", o.path)
 		o.mode = modePass
-		*out = Output{Start: true, Status: o.status, Headers: o.respHeaders, Body: o.buf}
+		*out = Output{Start: true, Status: o.status, Headers: o.withLength(o.respHeaders), Body: o.buf}
 		o.started, o.buf = true, nil
 		return
 	}

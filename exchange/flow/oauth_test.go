@@ -2,6 +2,7 @@ package flow_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -21,7 +22,8 @@ type faults []string
 func (f *faults) Fault(x abi.Fault, _ abi.Policy, _ error, _ ...any) { *f = append(*f, x.String()) }
 func (f *faults) Count(exchange.Counter)                             {}
 
-// oauthFlow is the flow as the exchange module builds it, with OAuth discovery left to it.
+// oauthFlow is the flow as the exchange module builds it with its upstream option, OAuth
+// discovery left to it (m nil: the module without it).
 func oauthFlow(t testing.TB, m *exchange.OAuthMap, maxBody int) (*flow.Flow, *faults) {
 	t.Helper()
 	cfg := exchangetest.Config("sample.json")
@@ -143,14 +145,14 @@ func TestDiscovery_metadata(t *testing.T) {
 			if d.Open == nil {
 				t.Fatal("the metadata is not read")
 			}
-			out := feed(t, d.Open, tc.status, flow.Headers{{"Content-Type", "application/json"}, {"Content-Length", "999"}, {"X-Up", "1"}}, tc.body, 5)
+			out := feed(t, d.Open, tc.status, flow.Headers{{"Content-Type", "application/json"}, {"Content-Length", itoa(len(tc.body))}, {"X-Up", "1"}}, tc.body, 5)
 			if !out.Start || out.Status != tc.status || string(out.Body) != tc.want {
 				t.Fatalf("answer %d %s; want %d %s", out.Status, out.Body, tc.status, tc.want)
 			}
 			if out.Headers.Get("X-Up") != "1" || out.Headers.Get("Content-Type") != "application/json" {
 				t.Fatalf("headers %v: the upstream's are kept", out.Headers)
 			}
-			if cl := out.Headers.Get("Content-Length"); cl != "" && cl != itoa(len(tc.want)) {
+			if cl := out.Headers.Get("Content-Length"); cl != itoa(len(tc.want)) {
 				t.Fatalf("Content-Length %s for %d bytes", cl, len(tc.want))
 			}
 			if got := strings.Join(*rep, ","); got != tc.fault {
@@ -223,4 +225,108 @@ func TestChallenges(t *testing.T) {
 			t.Fatalf("decision %q, read %v; want a forward passed through unread", d.Do, d.Open != nil)
 		}
 	})
+}
+
+// TestDiscovery_refusesPathsThatResolveElsewhere: a document's path that a server or a
+// host's URL parser could resolve to another path at the upstream's origin (dot segments
+// raw or encoded in any case, empty segments, backslashes, encoded slashes or backslashes)
+// is answered 404, as the gateway answers it, and nothing is forwarded: with the endpoint's
+// path unknown ("" keeps the client's suffix) it would have gone out as it came.
+func TestDiscovery_refusesPathsThatResolveElsewhere(t *testing.T) {
+	for _, endpoint := range []string{"", "/mcp"} {
+		f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: endpoint}, 1<<16)
+		for _, p := range []string{
+			"/.well-known/oauth-protected-resource/../../admin?x=1",
+			"/.well-known/oauth-protected-resource/%2e%2e/%2E%2e/admin",
+			"/.well-known/oauth-protected-resource/.%2E/admin",
+			"/.well-known/oauth-protected-resource/./mcp",
+			"/.well-known/oauth-protected-resource/mcp/..",
+			"/.well-known/oauth-protected-resource/..;/admin",
+			"/.well-known/oauth-authorization-server/..%2f..%2fadmin",
+			"/.well-known/oauth-authorization-server/a%2Fb",
+			"/.well-known/oauth-authorization-server/a%5cb",
+			"/.well-known/openid-configuration/..\\..\\admin",
+			"/.well-known/openid-configuration//internal",
+			"/.well-known/openid-configuration/a//b",
+			"/.well-known/openid-configuration/%zz",
+			"/.well-known/oauth-protected-resource%2F..%2Fadmin",
+		} {
+			d := f.Request(context.Background(), flow.Request{Method: "GET", Path: p, Headers: flow.Headers{{"Host", "127.0.0.1"}}})
+			want := "Not Found: " + exchange.ErrDiscoveryPath.Error() + "\n"
+			if d.Do != flow.DoAnswer || d.Status != 404 || string(d.Body) != want || d.Headers.Get("Content-Type") != "text/plain; charset=utf-8" {
+				t.Errorf("endpoint %q, GET %s: %s %d %q (origin %v, path %q); want the gateway's 404 %q", endpoint, p, d.Do, d.Status, d.Body, d.Origin, d.Path, want)
+			}
+		}
+		for _, p := range []string{"/.well-known/oauth-protected-resource/a.b/..c/.well/mcp/", "/.well-known/oauth-protected-resource/team%20a/mcp"} {
+			if d := f.Request(context.Background(), flow.Request{Method: "GET", Path: p, Headers: flow.Headers{{"Host", "127.0.0.1"}}}); d.Do != flow.DoForward || !d.Origin {
+				t.Errorf("endpoint %q, GET %s: %s %d; want a forward to the document", endpoint, p, d.Do, d.Status)
+			}
+		}
+	}
+}
+
+// TestDiscovery_withoutOAuth: a flow without the OAuth option (the module without its
+// upstream option) routes no discovery: a document's request, dot segments and all, is a GET
+// like any other (sent where MCP requests go, its path the host's to map), never a path at
+// the upstream's origin.
+func TestDiscovery_withoutOAuth(t *testing.T) {
+	f, _ := oauthFlow(t, nil, 1<<16)
+	for _, p := range []string{
+		"/.well-known/oauth-protected-resource/%2e%2e/%2e%2e/admin?x=1",
+		"/.well-known/oauth-protected-resource/mcp",
+		"/.well-known/openid-configuration",
+	} {
+		d := f.Request(context.Background(), flow.Request{Method: "GET", Path: p, Headers: flow.Headers{{"Host", "127.0.0.1"}}})
+		if d.Do != flow.DoForward || d.Origin || d.Path != p {
+			t.Errorf("GET %s: %s origin %v path %q; want a forward of the path as it came, not at the origin", p, d.Do, d.Origin, d.Path)
+		}
+	}
+}
+
+// TestDiscovery_decodedPath: a client path with percent-encoding names the same resource
+// and the same metadata URL as the gateway, which reads the decoded r.URL.Path: encoded
+// once, not twice; the document's path at the upstream goes encoded as the gateway sends it.
+func TestDiscovery_decodedPath(t *testing.T) {
+	const raw = "/.well-known/oauth-protected-resource/team%20a/m%3Fcp"
+	f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example"}, 1<<16) // no endpoint path: the suffix goes upstream
+	if d := f.Request(context.Background(), flow.Request{Method: "GET", Path: raw + "?q=1", Headers: flow.Headers{{"Host", "127.0.0.1"}}}); d.Path != raw+"?q=1" {
+		t.Errorf("upstream path %q; want %q", d.Path, raw+"?q=1")
+	}
+	m := exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}
+	f, _ = oauthFlow(t, &m, 1<<16)
+	d := f.Request(context.Background(), flow.Request{Method: "GET", Path: raw, Headers: flow.Headers{{"Host", "127.0.0.1"}}})
+	const doc = `{"resource":"http://up:1/mcp"}`
+	out := feed(t, d.Open, 200, flow.Headers{{"Content-Type", "application/json"}}, doc, 100)
+	gd, _ := exchange.ParseDiscovery("/.well-known/oauth-protected-resource/team a/m?cp") // the gateway's r.URL.Path
+	gw, _ := m.Metadata(gd, []byte(doc))
+	if string(out.Body) != string(gw) || string(gw) != `{"resource":"https://gw.example/team%20a/m%3Fcp"}` {
+		t.Errorf("metadata\n%s\nthe gateway's\n%s", out.Body, gw)
+	}
+	const up = `Bearer resource_metadata="http://up:1/.well-known/oauth-protected-resource/mcp"`
+	d = f.Request(context.Background(), flow.Request{Method: "POST", Path: "/team%20a/mcp", Body: []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`),
+		Headers: flow.Headers{{"Host", "127.0.0.1"}, {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}}})
+	o := d.Open.Answer(401, flow.Headers{{"WWW-Authenticate", up}}, nil, false)
+	gc, _ := m.Challenge(up, "/team a/mcp")
+	if got := o.Headers.Get("WWW-Authenticate"); got != gc || gc != `Bearer resource_metadata="https://gw.example/.well-known/oauth-protected-resource/team%20a/mcp"` {
+		t.Errorf("challenge %q; the gateway's %q", got, gc)
+	}
+}
+
+// TestDiscovery_dropsForwardingHeaders: a document's forward carries none of the client's
+// Forwarded and X-Forwarded-For, -Host, -Proto, as the gateway's reverse proxy removes them
+// (it sets its own); other X-Forwarded-* fields pass, as there.
+func TestDiscovery_dropsForwardingHeaders(t *testing.T) {
+	f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<16)
+	for _, p := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server"} {
+		h := flow.Headers{{"Host", "127.0.0.1"}, {"Forwarded", "for=1.2.3.4;host=evil"}, {"x-forwarded-host", "evil.example"},
+			{"X-Forwarded-For", "1.2.3.4"}, {"X-Forwarded-Proto", "https"}, {"X-Forwarded-Port", "8443"}, {"Authorization", "Bearer t"}}
+		d := f.Request(context.Background(), flow.Request{Method: "GET", Path: p, Headers: h})
+		if !d.Origin {
+			t.Fatalf("GET %s is not a document's forward", p)
+		}
+		want := flow.Headers{{"Host", "127.0.0.1"}, {"X-Forwarded-Port", "8443"}, {"Authorization", "Bearer t"}}
+		if fmt.Sprint(d.Headers) != fmt.Sprint(want) {
+			t.Errorf("GET %s forwards %v; want %v", p, d.Headers, want)
+		}
+	}
 }

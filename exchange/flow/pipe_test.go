@@ -96,3 +96,69 @@ func TestOpen_pipe(t *testing.T) {
 		}
 	})
 }
+
+// TestOpen_passKeepsContentLength: an answer whose body passes unchanged starts with the
+// upstream's Content-Length, so a client can tell a body the upstream broke off from a whole
+// one (without it the host would send it chunked and end it cleanly): a passed-through
+// request's answer, an admitted call's answer the core does not read, one over the body
+// limit. A chunked answer (Transfer-Encoding overrides a Content-Length) stays without one,
+// and so does a GET of a session's standing stream, whatever it is answered: the host
+// writes the session's notifications into it.
+func TestOpen_passKeepsContentLength(t *testing.T) {
+	post := func(body string) flow.Request {
+		return flow.Request{Method: "POST", Path: "/mcp", Body: []byte(body), Headers: flow.Headers{{"Host", "127.0.0.1"},
+			{"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}, {"Mcp-Session-Id", "s1"}}}
+	}
+	read := post(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///a"}}`)
+	list := post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	big := `{"jsonrpc":"2.0","id":1,"result":{"tools":[],"x":"` + strings.Repeat("y", 300) + `"}}`
+	for _, tc := range []struct {
+		name   string
+		req    flow.Request
+		limit  int
+		status int
+		ct     string
+		te     bool // the upstream's answer is chunked
+		body   string
+		want   bool
+	}{
+		{name: "passed through", req: read, status: 200, ct: "application/json", body: `{"jsonrpc":"2.0","id":3,"result":{"contents":[]}}`, want: true},
+		{name: "standing stream", req: flow.Request{Method: "GET", Path: "/mcp", Headers: flow.Headers{{"Host", "127.0.0.1"},
+			{"Accept", "text/event-stream"}, {"Mcp-Session-Id", "s1"}}}, status: 200, ct: "text/event-stream", body: "data: {}\n\n"},
+		{name: "standing stream answered otherwise", req: flow.Request{Method: "GET", Path: "/mcp", Headers: flow.Headers{{"Host", "127.0.0.1"},
+			{"Accept", "text/event-stream"}, {"Mcp-Session-Id", "s1"}}}, status: 200, ct: "application/json", body: "{}"},
+		{name: "passed through, chunked", req: read, status: 200, ct: "application/json", te: true, body: `{"jsonrpc":"2.0","id":3,"result":{}}`},
+		{name: "admitted, not read", req: post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks.update","arguments":{}}}`),
+			status: 500, ct: "text/plain", body: "oops", want: true},
+		{name: "admitted, over the body limit", req: list, limit: 256, status: 200, ct: "application/json", body: big, want: true},
+		{name: "metadata over the body limit", req: flow.Request{Method: "GET", Path: "/.well-known/oauth-protected-resource/mcp", Headers: flow.Headers{{"Host", "127.0.0.1"}}},
+			limit: 64, status: 200, ct: "application/json", body: `{"resource":"http://up:1/mcp","x":"` + strings.Repeat("y", 100) + `"}`, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			limit := tc.limit
+			if limit == 0 {
+				limit = 1 << 20
+			}
+			f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, limit)
+			d := f.Request(context.Background(), tc.req)
+			if d.Open == nil {
+				t.Fatal("the answer is not read")
+			}
+			up := flow.Headers{{"Content-Type", tc.ct}, {"Content-Length", itoa(len(tc.body))}}
+			if tc.te {
+				up = append(up, [2]string{"Transfer-Encoding", "chunked"})
+			}
+			out := feed(t, d.Open, tc.status, up, tc.body, 40)
+			if string(out.Body) != tc.body {
+				t.Fatalf("body %q; want the upstream's %q", out.Body, tc.body)
+			}
+			cl, want := out.Headers.Values("Content-Length"), []string(nil)
+			if tc.want {
+				want = []string{itoa(len(tc.body))}
+			}
+			if strings.Join(cl, ",") != strings.Join(want, ",") {
+				t.Errorf("Content-Length %q; want %q", cl, want)
+			}
+		})
+	}
+}

@@ -298,41 +298,70 @@ func outputHead(out flow.Output) []byte {
 	return h
 }
 
-// The open exchanges, by id. The table is bounded: when full, the oldest is dropped
-// (never closed: a lease it holds lapses by its expiry).
+// The open exchanges, by id, bounded in two queues of their own: admitted calls (the core's
+// exchanges, whose outcome a workflow records) and passed-through requests (read for their
+// answer's head only, with publicUrl set). When a queue is full its oldest is dropped
+// (never closed: a lease it holds lapses by its expiry); a passed-through request never
+// takes an admitted call's place, however many are in flight.
 var (
-	opens  = map[int64]*flow.Open{}
-	order  []int64
-	nextID int64
+	opens            = map[int64]*flow.Open{}
+	admitted, passed openQueue
+	nextID           int64
 )
+
+// openQueue is the ids of one kind of open exchange, oldest first (some closed since), and
+// how many of them are open.
+type openQueue struct {
+	order []int64
+	live  int
+}
 
 const maxOpen = 1024
 
+func queueOf(o *flow.Open) *openQueue {
+	if o.Exchange() == nil {
+		return &passed
+	}
+	return &admitted
+}
+
 func opened(o *flow.Open) int64 {
-	for len(opens) >= maxOpen && len(order) > 0 {
-		oldest := order[0]
-		order = order[1:]
+	q := queueOf(o)
+	for q.live >= maxOpen && len(q.order) > 0 {
+		oldest := q.order[0]
+		q.order = q.order[1:]
 		if _, ok := opens[oldest]; ok {
 			delete(opens, oldest)
-			core.Fault(abi.FaultOutcomeUnknown, errOpenDropped, "exchange", strconv.FormatInt(oldest, 10))
+			q.live--
+			if q == &admitted {
+				core.Fault(abi.FaultOutcomeUnknown, errOpenDropped, "exchange", strconv.FormatInt(oldest, 10))
+			} else {
+				core.Fault(abi.FaultUpstream, errPassDropped, "exchange", strconv.FormatInt(oldest, 10))
+			}
 		}
 	}
 	nextID++
 	opens[nextID] = o
-	order = append(order, nextID)
-	if len(order) > 4*maxOpen {
-		live := order[:0]
-		for _, id := range order {
+	q.live++
+	q.order = append(q.order, nextID)
+	if len(q.order) > 4*maxOpen {
+		live := q.order[:0]
+		for _, id := range q.order {
 			if _, ok := opens[id]; ok {
 				live = append(live, id)
 			}
 		}
-		order = live
+		q.order = live
 	}
 	return nextID
 }
 
-func closed(id int64) { delete(opens, id) }
+func closed(id int64) {
+	if o, ok := opens[id]; ok {
+		delete(opens, id)
+		queueOf(o).live--
+	}
+}
 
 // The ids of the last maxOpen piped answers (pipe output): a host that honours pipe calls
 // nothing more for them, one that does not feeds them on (pipedAnswer). The ring bounds
@@ -353,7 +382,10 @@ type moduleError string
 
 func (e moduleError) Error() string { return string(e) }
 
-const errOpenDropped = moduleError("too many open exchanges: the oldest was dropped (its lease lapses by expiry)")
+const (
+	errOpenDropped = moduleError("too many open exchanges: the oldest was dropped (its lease lapses by expiry)")
+	errPassDropped = moduleError("too many passed-through answers awaiting their head: the oldest was dropped")
+)
 
 // reporter collects the core's faults for the output's "log".
 type reporter struct{}

@@ -48,6 +48,7 @@ type exchangeOptions struct {
 	AllowedHosts   []string
 	Loopback       bool
 	OAuth          exchange.OAuthMap // publicUrl, and upstream's path (OAuth discovery)
+	Upstream       bool              // upstream given: OAuth discovery and rewriting on (oauthMap)
 }
 
 func load() {
@@ -96,13 +97,14 @@ func load() {
 		}})
 	flw = flow.New(flow.Options{Core: core, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
 		Origins: admission.OriginPolicy{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts, Loopback: opts.Loopback},
-		Busy:    state.TakeBusy, OAuth: &opts.OAuth,
+		Busy:    state.TakeBusy, OAuth: oauthMap(),
 		Notify: func(n flow.Notice) { notices = append(notices, n) }})
 }
 
 // oauthOptions reads publicUrl (the origin clients reach the host at: discovery documents
 // and challenges name it) and upstream (the MCP server's URL, as the host sends to: its
-// path is the endpoint the path-suffixed documents map onto), both optional.
+// path is the endpoint the path-suffixed documents map onto), both optional; publicUrl
+// takes effect with upstream only (oauthMap).
 func oauthOptions(o gjson.Result) error {
 	if v := o.Get("publicUrl"); v.Exists() {
 		p, err := exchange.ParsePublicURL(v.String())
@@ -116,9 +118,19 @@ func oauthOptions(o gjson.Result) error {
 		if v.Type != gjson.String || err != nil || !u.IsAbs() || u.Host == "" {
 			return errors.New("exchange option upstream: must be the MCP server's absolute URL")
 		}
-		opts.OAuth.EndpointPath = u.Path
+		opts.OAuth.EndpointPath, opts.Upstream = u.Path, true
 	}
 	return nil
+}
+
+// oauthMap is the flow's OAuth option: discovery and its rewriting only with upstream
+// known, since a forward with origin sends a path at the upstream's origin; without it
+// publicUrl changes nothing (documents and challenges pass as any answer).
+func oauthMap() *exchange.OAuthMap {
+	if !opts.Upstream {
+		return nil
+	}
+	return &opts.OAuth
 }
 
 var reserve []byte

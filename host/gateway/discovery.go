@@ -22,17 +22,23 @@ import (
 type discoveryKey struct{}
 type clientPathKey struct{}
 
-// isDiscovery reports whether r reads a discovery document, and which.
-func isDiscovery(r *http.Request) (exchange.Discovery, bool) {
+// isDiscovery reports whether r reads a discovery document, and which; err refuses a
+// document's path that could resolve to another (exchange.RequestDiscovery).
+func isDiscovery(r *http.Request) (exchange.Discovery, bool, error) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return exchange.ParseDiscovery(r.URL.Path)
+		return exchange.RequestDiscovery(r.URL.EscapedPath())
 	}
-	return exchange.Discovery{}, false
+	return exchange.Discovery{}, false, nil
 }
 
-// serveDiscovery proxies a discovery request to the upstream's document.
-func (g *Gateway) serveDiscovery(w http.ResponseWriter, r *http.Request, d exchange.Discovery) {
+// serveDiscovery proxies a discovery request to the upstream's document, or answers 404 to
+// one refused (the exchange module's answer too).
+func (g *Gateway) serveDiscovery(w http.ResponseWriter, r *http.Request, d exchange.Discovery, err error) {
+	if err != nil {
+		http.Error(w, "Not Found: "+err.Error(), http.StatusNotFound)
+		return
+	}
 	g.discovery.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), discoveryKey{}, d)))
 }
 

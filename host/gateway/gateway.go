@@ -196,8 +196,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unavailable(w)
 		return
 	}
-	if d, ok := isDiscovery(r); ok {
-		g.serveDiscovery(w, r, d)
+	if d, ok, err := isDiscovery(r); ok {
+		g.serveDiscovery(w, r, d, err)
 		return
 	}
 	if r.Method == http.MethodPost {

@@ -1,9 +1,12 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
@@ -297,4 +301,39 @@ func getBody(t *testing.T, u string, headers map[string]string) string {
 		t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// TestOAuth_discoveryPathRefused: a document's path that could resolve to another (dot
+// segments raw or encoded, empty segments, backslashes, encoded slashes) is answered 404
+// and sent nowhere: the rule and the bytes the exchange module and the Envoy filter share
+// (exchange.RequestDiscovery).
+func TestOAuth_discoveryPathRefused(t *testing.T) {
+	up := newOAuthUpstream(t)
+	_, gwURL := oauthGateway(t, up)
+	addr := strings.TrimPrefix(gwURL, "http://")
+	for _, p := range []string{
+		"/.well-known/oauth-protected-resource/%2e%2e/%2E%2e/admin?x=1",
+		"/.well-known/oauth-protected-resource/../../mcp",
+		"/.well-known/oauth-authorization-server/..%2f..%2fmcp",
+		"/.well-known/openid-configuration//internal",
+		"/.well-known/openid-configuration/a%5Cb",
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", p, addr)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if want := "Not Found: " + exchange.ErrDiscoveryPath.Error() + "\n"; resp.StatusCode != http.StatusNotFound || string(b) != want {
+			t.Errorf("GET %s: %d %q; want 404 %q", p, resp.StatusCode, b, want)
+		}
+	}
+	if _, hits := up.seen(); hits != 0 {
+		t.Errorf("the upstream's endpoint was reached %d times", hits)
+	}
 }
