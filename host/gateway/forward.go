@@ -44,6 +44,11 @@ import (
 //     begins before it is whole (an event stream; an answer passed as it comes) ends only
 //     when the handler returns: the rest of such an exchange goes to a worker once its
 //     head has gone out (sink.handsOff), and the handler returns at the timeout.
+//   - So a request an HTTP/1 client pipelines behind a moving call (on the same connection,
+//     before the answer) is read only when the handler returns, and the connection then
+//     closes without answering it: it was never processed, so a retry is safe. RFC 9112
+//     (9.3.2) advises clients not to pipeline after a POST, and neither Go's Transport nor
+//     the MCP SDKs pipeline.
 func (g *Gateway) serveCall(w http.ResponseWriter, r *http.Request, d flow.Decision, gen *generation, span trace.Span) {
 	s := g.newSink(w, r, d.Open)
 	if !d.Exchange.Moves() {
@@ -366,7 +371,9 @@ func (s *sink) timeout() (abandon bool) {
 	if s.inline && out.Start {
 		out.Headers = out.Headers.Set("Connection", "close")
 		s.write(out)
-		flush(s.w)
+		if !s.detached { // never the case with Start today: kept explicit
+			flush(s.w)
+		}
 	} else {
 		s.write(out)
 	}
