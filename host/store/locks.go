@@ -21,7 +21,9 @@ var ErrBusy = errors.New("lease held by another holder")
 //   - A lease lapses ttl after it was taken: it carries its deadline, and whoever next
 //     finds it there past that deadline (a lock call, a waiter's timer) ends it, so a
 //     holder that never releases blocks a key for ttl only. The holder's own path (take,
-//     release) runs no timer; a waiter sleeps on one until the deadline it waits for.
+//     release) runs no timer; a waiter sleeps on one until the deadline it waits for. A
+//     lease dropped unreleased on a key nobody locks again is ended by a sweep: a lock call
+//     that finds the map past twice its size at the last sweep ends every lapsed lease.
 //   - Every lock call holds its leases under a generation of its own. Releasing or lapsing
 //     ends a key's lease only while that generation still holds it, so a late release by a
 //     holder whose lease lapsed never frees the next holder's (the Redis unlock script
@@ -32,9 +34,10 @@ var ErrBusy = errors.New("lease held by another holder")
 type leases struct {
 	name string // the store, for errors: "memory", "bolt"
 
-	mu   sync.Mutex
-	gen  uint64
-	held map[string]*lease
+	mu    sync.Mutex
+	gen   uint64
+	held  map[string]*lease
+	sweep int // len(held) past which lock sweeps lapsed leases (a dropped release)
 }
 
 type lease struct {
@@ -80,6 +83,14 @@ func (l *leases) lock(ctx context.Context, keys []string, ttl time.Duration) (fu
 				cur = nil
 			}
 			if cur == nil {
+				if len(l.held) >= l.sweep {
+					for sk, le := range l.held {
+						if !now.Before(le.until) {
+							l.endLocked(sk, le.gen)
+						}
+					}
+					l.sweep = 2*len(l.held) + 64
+				}
 				l.held[k] = &lease{gen: h.gen, until: now.Add(ttl)}
 				h.n++
 				l.mu.Unlock()
@@ -150,9 +161,6 @@ func checkLease(ttl time.Duration) error {
 
 // sortedKeys returns keys sorted, without repeats, in a new slice.
 func sortedKeys(keys []string) []string {
-	if len(keys) == 1 {
-		return keys[:1:1] // read only, like the others
-	}
 	keys = slices.Clone(keys)
 	slices.Sort(keys)
 	return slices.Compact(keys)

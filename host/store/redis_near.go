@@ -41,9 +41,11 @@ import (
 //   - A dead server or link is found by TCP keep-alive probes (on Linux: a second idle,
 //     then three a second apart: about four seconds, as rueidis's PING with its 3 s
 //     timeout found it, which other systems keep),
-//     which the server's kernel answers without sending the connection any data. A server
-//     that is up but stalled is not found (the PING found it), and needs not be: it runs
-//     no write, so nothing it holds in the cache goes stale meanwhile.
+//     which the server's kernel answers without sending the connection any data, and, as
+//     no probe goes while sent data is unacknowledged, by TCP_USER_TIMEOUT (4 s) then. A
+//     server that is up but stalled is not found (the PING found it), and needs not be: it
+//     runs no write, so nothing it holds in the cache goes stale meanwhile (a stalled TCP
+//     proxy in front of it, acknowledging for it, is not found either).
 //   - Reads from the cache do not refresh a key's idle TTL on the server. An entry whose
 //     key would expire within half the idle TTL is read again with GETEX (one round trip,
 //     which refreshes it), so a key read often enough stays, as with Get.

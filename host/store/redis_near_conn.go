@@ -112,7 +112,8 @@ func (t *trackedConn) caughtUp() (ok, pending bool) {
 
 // keepAliveConfig finds a dead server or link under the tracking connection in about four
 // seconds (rueidis's keep-alive PING, which it replaces, is off: see netDialer). The
-// probes carry no data, so they never show in caughtUp's peek.
+// probes carry no data, so they never show in caughtUp's peek. The kernel sends no probe
+// while sent data is unacknowledged, so nearUserTimeout covers that case.
 var keepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 3}
 
 // tunedKeepAlive: keepAliveConfig can be set per socket (Linux; OpenBSD, for one, has no
@@ -135,6 +136,10 @@ func (w *connWatch) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.
 	}
 	if tunedKeepAlive {
 		if err := tc.SetKeepAliveConfig(keepAliveConfig); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if err := setUserTimeout(tc, nearUserTimeout); err != nil {
 			c.Close()
 			return nil, err
 		}
