@@ -177,7 +177,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	case o.kind == exchange.AnswerJSON:
 		o.mode = modeJSON
 		if n, err := strconv.Atoi(headers.Get("Content-Length")); err == nil && n > 0 && n <= o.f.o.MaxBodyBytes {
-			o.buf = unzeroed(n) // read whole: sized once, not grown chunk by chunk
+			o.buf = unzeroed(min(n, maxPresize)) // read whole: sized once, not grown chunk by chunk
 		}
 		if o.keepHead {
 			o.started = true
@@ -405,6 +405,11 @@ func contentLength(h Headers) string {
 	}
 	return v
 }
+
+// maxPresize bounds the buffer an answer's announced Content-Length sizes: past it the
+// buffer grows as bytes arrive (an upstream that announces 16 MiB and sends one byte holds
+// no 16 MiB), and a tools/list of a thousand tools (~250 KB) is still read without growing.
+const maxPresize = 1 << 20
 
 // grow appends chunk to buf, doubling buf's capacity when it must grow: an answer read
 // whole in chunks of unknown number is copied about once over, not once per chunk.

@@ -80,13 +80,18 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 
 func (s *statusRecorder) Flush() { flush(s.ResponseWriter) }
 
+// maxPresize bounds the buffer readAll sizes from an announced length.
+const maxPresize = 64 << 10
+
 // readAll is io.ReadAll of at most limit bytes of r, into a buffer sized for the size the
-// body announced (Content-Length; -1 unknown): a large body is not copied over and over as
-// the buffer grows, and no LimitReader is allocated.
+// body announced (Content-Length; -1 unknown) up to maxPresize: a body of that size is not
+// copied as the buffer grows, and no LimitReader is allocated. Past maxPresize the buffer
+// grows as bytes arrive: an announced size is the peer's word, and a client that announces
+// 16 MiB and sends one byte must not have the gateway hold 16 MiB for it.
 func readAll(r io.Reader, size, limit int64) ([]byte, error) {
 	n := int64(512)
 	if size > 0 && size < limit {
-		n = size + 1 // +1: the end is seen without growing
+		n = min(size+1, maxPresize) // +1: the end is seen without growing
 	}
 	b := make([]byte, 0, min(n, limit))
 	for int64(len(b)) < limit {
