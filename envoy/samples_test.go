@@ -108,6 +108,14 @@ func TestEnvoyYAML(t *testing.T) {
 	if settings.HoldRequestHeaders != cfg.GetAllowOnHeadersStopIteration().GetValue() {
 		t.Error("holdRequestHeaders needs allow_on_headers_stop_iteration: true (and only then): Envoy stalls held POSTs otherwise")
 	}
+	// A buffered answer over Envoy's buffer limit resets its stream before the filter sees
+	// its end (proxytest has no such limit): both limits must hold maxResponseBodyBytes.
+	if l := listeners[0].GetPerConnectionBufferLimitBytes(); l == nil || int64(l.GetValue()) <= int64(settings.MaxResponseBodyBytes) {
+		t.Errorf("listener per_connection_buffer_limit_bytes = %v; want above maxResponseBodyBytes (%d)", l, settings.MaxResponseBodyBytes)
+	}
+	if l := bs.GetStaticResources().GetClusters()[0].GetPerConnectionBufferLimitBytes(); l == nil || int64(l.GetValue()) <= int64(settings.MaxResponseBodyBytes) {
+		t.Errorf("cluster per_connection_buffer_limit_bytes = %v; want above maxResponseBodyBytes (%d)", l, settings.MaxResponseBodyBytes)
+	}
 	if cfg.GetFailurePolicy().String() != "FAIL_CLOSED" {
 		t.Errorf("failure_policy = %v; a failed VM must not bypass the gate", cfg.GetFailurePolicy())
 	}

@@ -153,6 +153,37 @@ func (h *httpContext) OnHttpRequestBody(size int, eos bool) (act types.Action) {
 	return types.ActionContinue
 }
 
+// OnHttpRequestTrailers refuses a request whose body ends with trailers while it is
+// buffered for admission. Such a body (HTTP/2, HTTP/3) never reaches OnHttpRequestBody with
+// eos, so continuing here would send it upstream unadmitted: a denied call would run. A
+// body can no longer be replaced at this point (proxy-wasm-cpp-host#331), so it is not
+// admitted late either. MCP clients send no trailers.
+func (h *httpContext) OnHttpRequestTrailers(int) (act types.Action) {
+	defer h.recoverTo(&act)
+	switch h.phase {
+	case reqBuffer:
+		return h.send(400, jsonrpc.AppendError(nil, nil, jsonrpc.CodeInvalidRequest, "request trailers are not accepted"))
+	case reqAnswered:
+		return types.ActionPause
+	}
+	return types.ActionContinue
+}
+
+// OnHttpResponseTrailers ends the flow of an answer whose body ends with trailers (it then
+// never reaches OnHttpResponseBody with eos), so a moving call's transition is settled. Its
+// body can no longer be replaced here (proxy-wasm-cpp-host#331): the client gets the
+// upstream's bytes, and the fault is counted.
+func (h *httpContext) OnHttpResponseTrailers(int) (act types.Action) {
+	defer h.recoverTo(&act)
+	if h.resp != respFlow || h.ans.o == nil || h.ans.o.Ended() {
+		return types.ActionContinue
+	}
+	h.ans.o.Answer(0, nil, nil, false)
+	h.resp = respNone
+	h.p.fault(abi.FaultUpstreamBody, "response trailers: the answer passed unchanged")
+	return types.ActionContinue
+}
+
 func (h *httpContext) send(status int, body []byte) types.Action {
 	h.phase = reqAnswered
 	if err := proxywasm.SendHttpResponse(uint32(status), [][2]string{{"content-type", "application/json"}}, body, -1); err != nil {
