@@ -35,8 +35,9 @@ func FuzzYAMLToJSON(f *testing.F) {
 			if !json.Valid(out) {
 				t.Fatalf("YAMLToJSON(%q) = %q: not JSON", src, out)
 			}
-			again, err := YAMLToJSON(out)
-			if err != nil || !bytes.Equal(again, out) {
+			// JSON is YAML but for one limit: YAML reads a key of over 1024 characters
+			// followed by ':' as no key at all, so such a document is not read back.
+			if again, err := YAMLToJSON(out); (err != nil || !bytes.Equal(again, out)) && !longKey(decodeNumbers(t, out)) {
 				t.Fatalf("output %q read back as %q, %v", out, again, err)
 			}
 		}
@@ -50,6 +51,26 @@ func FuzzYAMLToJSON(f *testing.F) {
 			t.Fatalf("valid JSON %q read as YAML gives another document: %q", src, out)
 		}
 	})
+}
+
+// longKey reports whether v (decodeNumbers's) holds an object member whose name is over
+// 1024 characters, YAML's limit for an implicit key.
+func longKey(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if len([]rune(k)) > 1024 || longKey(x) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if longKey(x) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // sameJSON reports whether a and b are the same JSON document: numbers by their text,

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/stategate/stategate/plugin/jsonx"
 	"go.yaml.in/yaml/v3"
@@ -254,27 +255,49 @@ func (c *converter) scalar(n *yaml.Node) error {
 	return nil
 }
 
-// appendString writes s as a JSON string whose text is also YAML for the same string: the
-// line breaks of YAML 1.1 that JSON leaves raw (U+0085 NEL, U+2028, U+2029) are escaped,
-// since a YAML reader may fold them into a space, and the output must read back unchanged.
+// appendString writes s as a JSON string whose text is also YAML for the same string:
+// what JSON leaves raw but YAML does not read as itself is escaped. That is the line breaks
+// of YAML 1.1 (U+0085 NEL, U+2028, U+2029), which a YAML reader may fold into a space, and
+// the characters YAML does not allow in a stream at all (DEL, the C1 controls, U+FFFE and
+// U+FFFF; and U+FEFF, a byte order mark to some readers), so the output reads back
+// unchanged.
 func appendString(dst []byte, s string) []byte {
 	start := len(dst)
 	dst = jsonx.AppendString(dst, s)
-	if !bytes.Contains(dst[start:], nel) && !bytes.Contains(dst[start:], lineSep[:2]) {
+	i := start
+	for i < len(dst) && !yamlRaw(dst[i:]) {
+		i++
+	}
+	if i == len(dst) {
 		return dst
 	}
-	out := append([]byte(nil), dst[start:]...)
-	out = bytes.ReplaceAll(out, nel, []byte(`\u0085`))
-	out = bytes.ReplaceAll(out, lineSep, []byte(`\u2028`))
-	out = bytes.ReplaceAll(out, paraSep, []byte(`\u2029`))
+	out := append([]byte(nil), dst[start:i]...)
+	for _, r := range string(dst[i:]) {
+		if yamlEscaped(r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = utf8.AppendRune(out, r)
+		}
+	}
 	return append(dst[:start], out...)
 }
 
-var (
-	nel     = []byte("\u0085")
-	lineSep = []byte("\u2028")
-	paraSep = []byte("\u2029")
-)
+// yamlRaw reports whether b starts with a character appendString escapes (each is 0x7F
+// or starts with the lead byte 0xC2 or 0xE2 or 0xEF in UTF-8).
+func yamlRaw(b []byte) bool {
+	if b[0] != 0x7f && b[0] != 0xc2 && b[0] != 0xe2 && b[0] != 0xef {
+		return false
+	}
+	r, _ := utf8.DecodeRune(b)
+	return yamlEscaped(r)
+}
+
+// yamlEscaped: the characters appendString writes as \u escapes.
+func yamlEscaped(r rune) bool {
+	return r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0x2028 || r == 0x2029 || r == 0xfeff || r == 0xfffe || r == 0xffff
+}
+
+var nel = []byte("\u0085")
 
 // appendInt writes a core-schema integer in decimal, exactly.
 func appendInt(dst []byte, s string) []byte {
