@@ -266,7 +266,13 @@ func (e *scaleEnv) acked(key string) (acked, failed int) {
 // counterState reads the counter workflow's state index for session sid from the store.
 func (e *scaleEnv) counterState(t *testing.T, sid string) int {
 	t.Helper()
+	// Right after a failover a replica's store may not have learnt the new primary yet
+	// (Sentinel's notice reaches each client in its own time): read again until it has.
 	v, err := e.stores[0].Get(context.Background(), counterKey(sid))
+	for deadline := time.Now().Add(15 * time.Second); err != nil && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		v, err = e.stores[0].Get(context.Background(), counterKey(sid))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
