@@ -72,6 +72,7 @@ type callState struct {
 	lease     Lease // a moving call's lease on its workflow keys (nil: none held)
 	hold      bool  // a fault's policy is HoldLease: Close keeps the lease
 	onTimeout []byte
+	retry     bool // a multi round-trip retry (inputResponses or requestState): never cached
 	// settled is check_limits' "settled": the transition of the call's success on st,
 	// stored after a success instead of calling transition (nil when not answered): the
 	// bytes of check_limits' answer, never written to.

@@ -129,6 +129,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 		}
 		return msg, nil
 	case MethodToolsList:
+		ex.core.params.learn(result) // before decoration: the upstream's own schemas
 		return ex.core.decorateTools(ctx, ex, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
@@ -150,10 +151,22 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		}
 	}
 	ok := jsonrpc.Succeeded(root) // once: the walk is the answer's length
-	before := ex.moveWorkflows(ctx, root, ok)
-	if ok {
+	var before [][]byte
+	switch {
+	case !ok && ex.settle == settleNone && jsonrpc.Incomplete(root):
+		// Not the call's completion (input_required: the client is to retry with the
+		// input asked for): nothing ran to its end, so nothing moves, tool health is not
+		// told, and the lease goes. The retry is an ordinary call in the unchanged state.
+		ex.health.due.Store(false)
+		if !ex.call.hold {
+			ex.releaseNow()
+		}
+		ex.called(OutcomeIncomplete)
+	case ok:
+		before = ex.moveWorkflows(ctx, root, ok)
 		ex.called(OutcomeSuccess)
-	} else {
+	default:
+		before = ex.moveWorkflows(ctx, root, ok)
 		ex.called(OutcomeError)
 	}
 	out := ex.decorateCall(ctx, msg, root, ok)
