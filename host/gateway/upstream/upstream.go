@@ -36,7 +36,9 @@
 //     decoded and encoded by its jsonrpc package: ids are strings or integers (the exchange
 //     core replaces any other id before a request gets here), unknown top-level members
 //     are not carried, and a line that is not JSON-RPC ends the connection.
-//   - MaxSessions bounds the live connections; an initialize beyond it is answered 503.
+//   - MaxSessions bounds the live connections, sessionless ones included; beyond it the
+//     least recently used idle sessionless connection is closed to make room, and
+//     without one a request that needs a new connection is answered 503.
 package upstream
 
 import (
