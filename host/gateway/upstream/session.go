@@ -96,6 +96,10 @@ func (l *link) closeIfDone() {
 // one when it was opened with who's credentials; otherwise, with BindCredentials, a new
 // one opened with them; without, the current one (its Dial carries no credentials).
 func (ss *session) acquire(req *http.Request, who identity) (*link, error) {
+	<-ss.ready // a session another request is still opening
+	if ss.dialErr != nil {
+		return nil, ss.dialErr
+	}
 	for range 3 {
 		ss.mu.Lock()
 		l := ss.link

@@ -488,7 +488,9 @@ func (s *Sessions) get(req *http.Request, shared bool, id, key string, who ident
 		return nil, ss.dialErr
 	}
 	l := &link{conn: conn, scope: who.scope}
+	ss.mu.Lock()
 	ss.link = l
+	ss.mu.Unlock()
 	close(ss.ready)
 	s.wg.Add(1)
 	go ss.read(l)
