@@ -154,6 +154,14 @@ func New(opts Options) *Core {
 // PrincipalHeader is the request header naming the principal ("" for none).
 func (c *Core) PrincipalHeader() string { return c.facts.principal }
 
+// CredentialHeaders names the request headers that, with Authorization, make up a
+// caller's credentials: the principal header ("" for none) and cache.varyHeaders. The
+// response cache keys by them; a host keeps anything it holds for a caller (an upstream
+// connection) apart by them too.
+func (c *Core) CredentialHeaders() (principal string, others []string) {
+	return c.facts.principal, append([]string(nil), c.facts.varyHeaders...)
+}
+
 // LeaseTTL is how long a moving call may hold its state keys.
 func (c *Core) LeaseTTL() time.Duration { return c.facts.leaseTTL }
 
