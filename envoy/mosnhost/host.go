@@ -93,6 +93,9 @@ func New(o Options) (*Proxy, error) {
 	if err := ins.RegisterFunc("env", "proxy_send_local_response", v1.ProxySendHttpResponse); err != nil {
 		return nil, fmt.Errorf("mosnhost: shim[proxy_send_local_response]: %w", err)
 	}
+	if err := ins.RegisterFunc("wasi_snapshot_preview1", "poll_oneoff", pollOneoff); err != nil {
+		return nil, fmt.Errorf("mosnhost: shim[poll_oneoff]: %w", err)
+	}
 	if err := ins.Start(); err != nil {
 		return nil, fmt.Errorf("mosnhost: start: %w", err)
 	}
