@@ -17,6 +17,8 @@ import (
 	"mosn.io/proxy-wasm-go-host/proxywasm/common"
 	v1 "mosn.io/proxy-wasm-go-host/proxywasm/v1"
 	"mosn.io/proxy-wasm-go-host/wasmer"
+
+	"github.com/stategate/stategate/internal/wasmexport"
 )
 
 // Options configure a Proxy.
@@ -57,11 +59,11 @@ type Module struct{ mod common.WasmModule }
 // Compile compiles a built filter (build/stategate-envoy.wasm, build/stategate-envoy-go.wasm)
 // after the export shims (package notes).
 func Compile(wasm []byte) (*Module, error) {
-	module, err := aliasExport(wasm, "_initialize", "_start")
+	module, err := wasmexport.Alias(wasm, "_initialize", "_start")
 	if err != nil {
 		return nil, fmt.Errorf("mosnhost: shim[_start]: %w", err)
 	}
-	if module, err = aliasExport(module, "proxy_on_memory_allocate", "malloc"); err != nil {
+	if module, err = wasmexport.Alias(module, "proxy_on_memory_allocate", "malloc"); err != nil {
 		return nil, fmt.Errorf("mosnhost: shim[malloc]: %w", err)
 	}
 	mod := wasmer.NewWasmerVM().NewModule(module)
@@ -93,8 +95,17 @@ func New(o Options) (*Proxy, error) {
 	if err := ins.RegisterFunc("env", "proxy_send_local_response", v1.ProxySendHttpResponse); err != nil {
 		return nil, fmt.Errorf("mosnhost: shim[proxy_send_local_response]: %w", err)
 	}
-	if err := ins.RegisterFunc("wasi_snapshot_preview1", "poll_oneoff", pollOneoff); err != nil {
-		return nil, fmt.Errorf("mosnhost: shim[poll_oneoff]: %w", err)
+	for _, f := range []struct {
+		module, name string
+		f            any
+	}{
+		{"wasi_snapshot_preview1", "poll_oneoff", pollOneoff},
+		{"env", "proxy_get_buffer_bytes", getBufferBytes},
+		{"env", "proxy_get_shared_data", p.getSharedData},
+	} {
+		if err := ins.RegisterFunc(f.module, f.name, f.f); err != nil {
+			return nil, fmt.Errorf("mosnhost: shim[%s]: %w", f.name, err)
+		}
 	}
 	if err := ins.Start(); err != nil {
 		return nil, fmt.Errorf("mosnhost: start: %w", err)

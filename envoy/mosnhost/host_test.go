@@ -45,17 +45,6 @@ var leftOut = map[string]string{
 	"repeated_session_header_is_refused":           "mosn folds repeated headers (proxy_get_header_map_pairs builds a map): the filter sees one Mcp-Session-Id line and cannot refuse the second",
 }
 
-// leftOutGo are cases the standard-Go module cannot run in mosn besides those: mosn copies
-// an empty value into the guest with malloc(0) (Envoy copies nothing), the module's malloc
-// is here proxy_on_memory_allocate, and the SDK's proxy_on_memory_allocate indexes its empty
-// buffer: a panic inside a host call, which Go on wasm cannot unwind through the host's
-// frame ("traceback did not unwind completely"), so the VM dies. The TinyGo module's own
-// malloc answers 0 bytes with a null pointer.
-var leftOutGo = map[string]string{
-	"delete_ends_a_gateway_session":    "mosn's malloc(0) for an empty value panics the standard-Go module (leftOutGo)",
-	"upstream_404_frees_session_state": "mosn's malloc(0) for an empty value panics the standard-Go module (leftOutGo)",
-}
-
 // TestExchangeSuite runs the exchange suite (exchange/exchangetest) through the built
 // filter in mosn's host: a real net/http client, the mosn proxy, an upstream that answers
 // as each case says.
@@ -66,9 +55,6 @@ func TestExchangeSuite(t *testing.T) {
 			exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 				name := t.Name()[strings.LastIndex(t.Name(), "/")+1:]
 				if why, ok := leftOut[name]; ok {
-					t.Skip("left out in mosn's host: " + why)
-				}
-				if why, ok := leftOutGo[name]; ok && m.name == "go" {
 					t.Skip("left out in mosn's host: " + why)
 				}
 				vmConfig := holdHeaders

@@ -255,3 +255,37 @@ func (h *headerMap) ByteSize() uint64 {
 	}
 	return n
 }
+
+// getBufferBytes and getSharedData copy an empty value as Envoy does, with no allocation
+// (a null pointer and size 0): mosn asks the guest's malloc for 0 bytes, which the SDK's
+// proxy_on_memory_allocate cannot answer (it indexes its empty buffer and panics). Other
+// values go to mosn's own functions.
+func getBufferBytes(ins common.WasmInstance, bufferType, start, length, retPtr, retSize int32) int32 {
+	buf := v1.GetBuffer(ins, v1.BufferType(bufferType))
+	if buf != nil && start >= 0 && length >= 0 && (length == 0 || int(start) >= buf.Len()) {
+		return emptyValue(ins, retPtr, retSize)
+	}
+	return v1.ProxyGetBufferBytes(ins, bufferType, start, length, retPtr, retSize)
+}
+
+func (p *Proxy) getSharedData(ins common.WasmInstance, keyPtr, keySize, valuePtr, valueSizePtr, casPtr int32) int32 {
+	key, err := ins.GetMemory(uint64(keyPtr), uint64(keySize))
+	if err != nil {
+		return v1.WasmResultInvalidMemoryAccess.Int32()
+	}
+	v, cas, res := p.shared.get(string(key))
+	if res != v1.WasmResultOk || v != "" {
+		return v1.ProxyGetSharedData(ins, keyPtr, keySize, valuePtr, valueSizePtr, casPtr)
+	}
+	if ins.PutUint32(uint64(casPtr), cas) != nil {
+		return v1.WasmResultInvalidMemoryAccess.Int32()
+	}
+	return emptyValue(ins, valuePtr, valueSizePtr)
+}
+
+func emptyValue(ins common.WasmInstance, retPtr, retSize int32) int32 {
+	if ins.PutUint32(uint64(retPtr), 0) != nil || ins.PutUint32(uint64(retSize), 0) != nil {
+		return v1.WasmResultInvalidMemoryAccess.Int32()
+	}
+	return v1.WasmResultOk.Int32()
+}
