@@ -5,12 +5,15 @@
 //
 // # Notes
 //
-//   - Two shims, both on the host's side: mosn knows proxy_send_http_response (the ABI's
-//     earlier name) but not proxy_send_local_response, which the filter imports (the same
-//     eight i32 parameters: one implementation, registered under both names); and mosn starts
-//     a module with `_start`, which a reactor lacks, so the module is given a `_start` export
-//     naming its `_initialize` (aliasExport). A module without `malloc` (the standard-Go
-//     build) is given one naming `proxy_on_memory_allocate`, the function Envoy falls back to.
+//   - Shims, all on the host's side, each making mosn do what Envoy does: mosn knows
+//     proxy_send_http_response (the ABI's earlier name) but not proxy_send_local_response,
+//     which the filter imports (the same eight i32 parameters: one implementation under
+//     both names); mosn starts a module with `_start`, which a reactor lacks, so the module
+//     gets a `_start` export naming its `_initialize` (internal/wasmexport); a module without
+//     `malloc` (the standard-Go build) gets one naming `proxy_on_memory_allocate`; an empty
+//     value is copied with no allocation (mosn would ask the guest for 0 bytes, which the
+//     SDK's allocator cannot give); and wasmer's WASI poll_oneoff, which panics (aborting
+//     the process) on the clock subscriptions the standard-Go runtime makes, is replaced.
 //   - mosn folds repeated headers: proxy_get_header_map_pairs hands the guest one pair per
 //     name. The filter's defence against a repeated identity header cannot see the second
 //     line here; the exchange suite's cases that need it are left out, saying so.

@@ -73,7 +73,7 @@ func Compile(wasm []byte) (*Module, error) {
 	return &Module{mod: mod}, nil
 }
 
-// New loads the module into mosn's wasmer VM with the two shims the filter needs (module
+// New instantiates the module in mosn's wasmer VM with the shims the filter needs (package
 // notes), starts it and configures the plugin; an error names the step that failed.
 func New(o Options) (*Proxy, error) {
 	up, err := url.Parse(o.Upstream)
@@ -320,7 +320,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			header = append(header, [2]string{k, v})
 		}
 	}
-	if len(body) > 0 || r.ContentLength == 0 {
+	if len(body) > 0 || (r.ContentLength == 0 && r.Method == http.MethodPost) {
 		header = append(header, [2]string{"content-length", strconv.Itoa(len(body))})
 	}
 	out := p.Exchange(r.Method, r.URL.RequestURI(), r.Host, header, body)
