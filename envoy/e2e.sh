@@ -122,7 +122,7 @@ pay=$(post '{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"cart
 check "DELETE cleared the session's state" "$pay" 'TOOL_NOT_AVAILABLE|Session not found|session'
 
 if (( fail )); then
-  echo "e2e.envoy: FAILED against $proxy (logs in $work)"
+  echo "e2e.envoy: FAILED against $proxy (logs below)"
   cat "$work"/*.log || true
   exit 1
 fi
