@@ -8,7 +8,7 @@ EMBEDDED := plugin/built/stategate.wasm
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative -panic=trap -opt=s
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
-# (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, host/dockermcp)
+# (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, internal/dockermcp)
 .PHONY: build build.exchange build.go build.debug build.cli tinygo docker-mcp test check.embedded browser oci bench fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm

@@ -18,7 +18,7 @@ import (
 )
 
 // The hook endpoints with Docker's payload shapes, on the native engine (the built module
-// behind the real docker-mcp binary: host/dockermcp).
+// behind the real docker-mcp binary: internal/dockermcp).
 
 type enginePlugin struct{ e *engine.Engine }
 
