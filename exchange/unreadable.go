@@ -1,0 +1,130 @@
+package exchange
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// Messages the core cannot read (issue 38). An SSE event's data lines are joined with "\n"
+// into one payload (the SSE spec), and a payload, like a JSON answer body, is one JSON-RPC
+// message or nothing a client should act on. Clients do not agree on what to make of one
+// that is not a single JSON value: a strict one drops it, a line-oriented one (the stdio
+// bridge was one) reads each line as a message, a streaming decoder reads the values one
+// after another. An upstream could so put an answer the gateway never checked (an
+// undecorated tools/list, a result with no invalidation block) in front of a client while
+// the gateway saw only an unreadable event. So:
+//
+//   - an event whose payload is not blank and not one JSON value is withheld (Unreadable),
+//     on a POST's stream and on a standing GET stream alike;
+//   - when such a payload, or a JSON answer body that is not one JSON value, holds anything
+//     a lenient reader could take for the answer to the request (carriesAnswer), the client
+//     gets the gateway's error in its place (unreadableAnswer): never the undecorated
+//     answer, and never no answer at all. A moving call's outcome is then unknown: its
+//     lease is kept until it lapses, as for an answer that broke off;
+//   - a second answer to the same request on one stream is withheld: the client takes the
+//     first, which is the one the core rewrote.
+
+// Unreadable reports whether data (an SSE event's payload) carries something that is not
+// one JSON value. A blank payload carries no message: clients dispatch nothing for it.
+func Unreadable(data []byte) bool {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return false
+	}
+	return jsonx.Validate(data, maxValidateDepth) != nil
+}
+
+// carriesAnswer reports whether text, which is not one JSON value, holds an object that a
+// lenient reader could take for the answer to this request: a reader that decodes values
+// one after another (over the whole text, or over each line), or one that reads the first
+// object it meets however it ends. Each pass is bounded by the length of what it reads.
+func (ex *Exchange) carriesAnswer(text []byte) bool {
+	s := string(text)
+	if ex.answerInSequence(s) {
+		return true
+	}
+	for len(s) > 0 {
+		line := s
+		if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+			line, s = s[:i], s[i+1:]
+		} else {
+			s = ""
+		}
+		if ex.answerInSequence(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// answerInSequence reads s as a sequence of JSON values (whitespace between them) up to
+// the first that is not one, and reports whether one of them, or that first broken one
+// read leniently, is an object answering this request.
+func (ex *Exchange) answerInSequence(s string) bool {
+	for i := skipSpace(s, 0); i < len(s); i = skipSpace(s, i) {
+		end, err := jsonx.ValidValue(s, i, maxValidateDepth)
+		if err != nil {
+			// A broken value: a lenient reader may still find members in it.
+			v := gjson.Parse(s[i:])
+			return v.IsObject() && answersID(v, ex.upstreamID)
+		}
+		if v := gjson.Parse(s[i:end]); v.IsObject() && answersID(v, ex.upstreamID) {
+			return true
+		}
+		i = end
+	}
+	return false
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// answersID reports whether v (an object, read leniently) has the id and a result or an
+// error: what a client matches an answer by.
+func answersID(v gjson.Result, id []byte) bool {
+	got := v.Get("id")
+	if !got.Exists() || v.Get("method").Exists() {
+		return false
+	}
+	if !v.Get("result").Exists() && !v.Get("error").Exists() {
+		return false
+	}
+	want := gjson.ParseBytes(id)
+	if got.Type != want.Type {
+		return false
+	}
+	if got.Type == gjson.String {
+		return got.Str == want.Str
+	}
+	return got.Raw == want.Raw || got.Type == gjson.Number && got.Num == want.Num
+}
+
+// UnreadableAnswer is the client's answer in place of an answer the core could not read
+// (see above): a JSON-RPC error (-32603) whose data carries UPSTREAM_UNAVAILABLE, counted
+// as a broken answer for tool health. The exchange stays unanswered: a moving call's
+// outcome is unknown and its lease is kept until it lapses (Close).
+func (ex *Exchange) UnreadableAnswer(ctx context.Context) []byte {
+	return ex.errorAnswer(ctx, healthError, "the MCP server's answer could not be read")
+}
+
+// Withhold counts an event whose payload, data, is not one JSON value (Unreadable) as
+// withheld, and reports whether it may carry the answer to the request: then, unless a
+// readable answer follows on the stream, the client gets UnreadableAnswer when it ends.
+func (ex *Exchange) Withhold(data []byte) (mayAnswer bool) {
+	mayAnswer = ex.carriesAnswer(data)
+	what := "an SSE event whose data is not one JSON-RPC message: withheld"
+	if mayAnswer {
+		what = "an SSE event whose data is not one JSON-RPC message but holds an answer to request " + string(ex.clientID) + ": withheld"
+	}
+	ex.core.Fault(abi.FaultUpstreamBody, errors.New(what), "method", ex.Method)
+	return mayAnswer
+}
