@@ -88,7 +88,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	if list != nil {
 		sub = list.sub // validates the list's result while finding its tools
 	}
-	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && !jsonrpc.NotAnObject(err) {
+	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && (!jsonrpc.NotAnObject(err) || ex.InBatch(body)) {
 		if ex.carriesAnswer(body) {
 			// Not one message, yet a lenient client could find the answer in it: never
 			// passed undecorated (unreadable.go).
@@ -104,6 +104,12 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	}
 	root := gjson.Parse(s)
 	result, ok := top.Answer(ex.upstreamID)
+	if ok && (top.Repeated() || result.IsObject() && objectRepeats(s, result.Index)) {
+		// The core would read the first of a repeated member ("result", or "tools" in
+		// it), the client the last: an answer the gateway never checked (unreadable.go).
+		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer to request "+string(ex.clientID)+" repeats a member: withheld"), "method", ex.Method)
+		return ex.UnreadableAnswer(ctx), nil
+	}
 	if !ok {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
 		ex.reportHealth(ctx, healthError)

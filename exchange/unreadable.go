@@ -44,6 +44,9 @@ func Unreadable(data []byte) bool {
 // one after another (over the whole text, or over each line), or one that reads the first
 // object it meets however it ends. Each pass is bounded by the length of what it reads.
 func (ex *Exchange) carriesAnswer(text []byte) bool {
+	if len(ex.upstreamID) == 0 {
+		return false // a batch, or no request: no answer to find
+	}
 	s := string(text)
 	if ex.answerInSequence(s) {
 		return true
@@ -73,8 +76,12 @@ func (ex *Exchange) answerInSequence(s string) bool {
 			v := gjson.Parse(s[i:])
 			return v.IsObject() && answersID(v, ex.upstreamID)
 		}
-		if v := gjson.Parse(s[i:end]); v.IsObject() && answersID(v, ex.upstreamID) {
+		v := gjson.Parse(s[i:end])
+		if v.IsObject() && answersID(v, ex.upstreamID) {
 			return true
+		}
+		if v.IsArray() && arrayAnswers(v, ex.upstreamID) {
+			return true // a batch's answer: clients that take batches read its messages
 		}
 		i = end
 	}
@@ -86,6 +93,25 @@ func skipSpace(s string, i int) int {
 		i++
 	}
 	return i
+}
+
+// arrayAnswers reports whether an element of the array v (valid JSON) answers id.
+func arrayAnswers(v gjson.Result, id []byte) bool {
+	found := false
+	v.ForEach(func(_, e gjson.Result) bool {
+		found = e.IsObject() && answersID(e, id)
+		return !found
+	})
+	return found
+}
+
+// InBatch reports whether data, one JSON value, is an array that holds an answer to the
+// request: a client that takes batches (the TypeScript SDK does, in a JSON answer) would
+// read it, while the core, which matches one message, would pass it unread. Such an
+// answer is withheld like an unreadable one (Withhold).
+func (ex *Exchange) InBatch(data []byte) bool {
+	t := bytes.TrimSpace(data)
+	return len(t) > 0 && t[0] == '[' && len(ex.upstreamID) > 0 && arrayAnswers(gjson.ParseBytes(t), ex.upstreamID)
 }
 
 // answersID reports whether v (an object, read leniently) has the id and a result or an
@@ -116,9 +142,10 @@ func (ex *Exchange) UnreadableAnswer(ctx context.Context) []byte {
 	return ex.errorAnswer(ctx, healthError, "the MCP server's answer could not be read")
 }
 
-// Withhold counts an event whose payload, data, is not one JSON value (Unreadable) as
-// withheld, and reports whether it may carry the answer to the request: then, unless a
-// readable answer follows on the stream, the client gets UnreadableAnswer when it ends.
+// Withhold counts an event whose payload, data, is not one JSON value (Unreadable), or is a
+// batch holding the answer (InBatch), as withheld, and reports whether it may carry the
+// answer to the request: then, unless a readable answer follows on the stream, the client
+// gets UnreadableAnswer when it ends.
 func (ex *Exchange) Withhold(data []byte) (mayAnswer bool) {
 	mayAnswer = ex.carriesAnswer(data)
 	what := "an SSE event whose data is not one JSON-RPC message: withheld"
@@ -127,4 +154,18 @@ func (ex *Exchange) Withhold(data []byte) (mayAnswer bool) {
 	}
 	ex.core.Fault(abi.FaultUpstreamBody, errors.New(what), "method", ex.Method)
 	return mayAnswer
+}
+
+// objectRepeats reports whether the object at s[at] (valid JSON) names one of its own
+// members twice; nested objects are not looked into (a tool object that repeats a member
+// is withheld from its list on its own).
+func objectRepeats(s string, at int) bool {
+	var keys jsonx.Keys
+	it := jsonx.Object(s, at)
+	for key, _, more := it.Next(); more; key, _, more = it.Next() {
+		if keys.Repeats(key) {
+			return true
+		}
+	}
+	return false
 }

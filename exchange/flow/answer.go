@@ -240,7 +240,7 @@ func (o *Open) collapse(ctx context.Context, chunk []byte, eos bool, out *Output
 		if !has {
 			continue
 		}
-		if exchange.Unreadable(data) {
+		if exchange.Unreadable(data) || ex.InBatch(data) {
 			// Not one message: withheld; the gateway's error at the end unless a readable
 			// answer follows, when it may hold the answer (exchange/unreadable.go).
 			o.suspect = ex.Withhold(data) || o.suspect
