@@ -233,10 +233,12 @@ func FuzzStdioFraming(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	// One core for every input, as a gateway serves one request after another: tools/list
+	// moves no workflow, so each input meets cart.checkout hidden.
+	st := &kvstate.State{KV: memKV{}}
+	core := exchange.New(exchange.Options{Plugin: nativeEngine{e}, State: st, Config: cfg, MaxBodyBytes: 1 << 22})
+	fl := flow.New(flow.Options{Core: core, Busy: st.TakeBusy, MaxBodyBytes: 1 << 22, Origins: admission.OriginPolicy{Loopback: true}})
 	f.Fuzz(func(t *testing.T, sse bool, body string, chunk uint8) {
-		st := &kvstate.State{KV: memKV{}}
-		core := exchange.New(exchange.Options{Plugin: nativeEngine{e}, State: st, Config: cfg, MaxBodyBytes: 1 << 22})
-		fl := flow.New(flow.Options{Core: core, Busy: st.TakeBusy, MaxBodyBytes: 1 << 22, Origins: admission.OriginPolicy{Loopback: true}})
 		h := flow.Headers{{"Host", "127.0.0.1"}, {"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"},
 			{"MCP-Protocol-Version", "2025-06-18"}, {"Mcp-Session-Id", "s1"}}
 		req := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
