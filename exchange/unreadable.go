@@ -22,7 +22,7 @@ import (
 //
 //   - an event whose payload is not blank and not one JSON value is withheld (Unreadable),
 //     on a POST's stream and on a standing GET stream alike;
-//   - when such a payload, or a JSON answer body that is not one JSON value, holds anything
+//   - when such a payload, or a JSON answer body that is not one JSON value, holds a message
 //     a lenient reader could take for the answer to the request (carriesAnswer), the client
 //     gets the gateway's error in its place (unreadableAnswer): never the undecorated
 //     answer, and never no answer at all. A moving call's outcome is then unknown: its
@@ -41,8 +41,10 @@ func Unreadable(data []byte) bool {
 
 // carriesAnswer reports whether text, which is not one JSON value, holds an object that a
 // lenient reader could take for the answer to this request: a reader that decodes values
-// one after another (over the whole text, or over each line), or one that reads the first
-// object it meets however it ends. Each pass is bounded by the length of what it reads.
+// one after another, over the whole text or over each line, up to the first that is not
+// JSON (or into a batch). A value that is not JSON is no reader's message: a body cut short
+// stays the upstream's to pass on (decoration fails open). Each pass is bounded by the
+// length of what it reads.
 func (ex *Exchange) carriesAnswer(text []byte) bool {
 	if len(ex.upstreamID) == 0 {
 		return false // a batch, or no request: no answer to find
@@ -66,15 +68,13 @@ func (ex *Exchange) carriesAnswer(text []byte) bool {
 }
 
 // answerInSequence reads s as a sequence of JSON values (whitespace between them) up to
-// the first that is not one, and reports whether one of them, or that first broken one
-// read leniently, is an object answering this request.
+// the first that is not one, and reports whether one of them is an object answering this
+// request, or a batch holding one.
 func (ex *Exchange) answerInSequence(s string) bool {
 	for i := skipSpace(s, 0); i < len(s); i = skipSpace(s, i) {
 		end, err := jsonx.ValidValue(s, i, maxValidateDepth)
 		if err != nil {
-			// A broken value: a lenient reader may still find members in it.
-			v := gjson.Parse(s[i:])
-			return v.IsObject() && answersID(v, ex.upstreamID)
+			return false
 		}
 		v := gjson.Parse(s[i:end])
 		if v.IsObject() && answersID(v, ex.upstreamID) {
