@@ -58,8 +58,11 @@ type Exchange struct {
 	cached cacheState  // a cacheable call's entry and flight (cache.go)
 	health healthState // its tool health accounting (health.go)
 
-	own         bool   // Session is a live gateway session: never sent upstream
-	initVersion string // initialize: the params.protocolVersion it asks for (its era)
+	own bool // Session is a live gateway session: never sent upstream
+	// authorization is a tools/list request's Authorization: with the principal, the
+	// credential scope its Mcp-Param declarations are learnt for (paramheaders.go).
+	authorization string
+	initVersion   string // initialize: the params.protocolVersion it asks for (its era)
 }
 
 // callState is a tools/call's part in the state loop: the engine input check_limits and
@@ -72,6 +75,7 @@ type callState struct {
 	lease     Lease // a moving call's lease on its workflow keys (nil: none held)
 	hold      bool  // a fault's policy is HoldLease: Close keeps the lease
 	onTimeout []byte
+	retry     bool // a multi round-trip retry (inputResponses or requestState): never cached
 	// settled is check_limits' "settled": the transition of the call's success on st,
 	// stored after a success instead of calling transition (nil when not answered): the
 	// bytes of check_limits' answer, never written to.
@@ -211,6 +215,8 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Enve
 		}
 	case MethodInitialize:
 		ex.initVersion = params.Get("protocolVersion").Str
+	case MethodToolsList:
+		ex.authorization = h.Get(admission.HeaderAuthorization) // the list's credential scope
 	}
 	return ex
 }

@@ -141,6 +141,10 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 		}
 		return msg, nil
 	case MethodToolsList:
+		if ex.core.params.m.Len() > 0 || strings.Contains(result.Raw, xMcpHeader) {
+			// Before decoration: the upstream's own schemas, as listed to this caller.
+			ex.core.params.learn(paramScope(ex.principal, ex.authorization), result)
+		}
 		return ex.core.decorateTools(ctx, ex, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
@@ -162,10 +166,28 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		}
 	}
 	ok := jsonrpc.Succeeded(root) // once: the walk is the answer's length
-	before := ex.moveWorkflows(ctx, root, ok)
-	if ok {
+	var before [][]byte
+	switch {
+	case !ok && ex.settle == settleNone && jsonrpc.Incomplete(root):
+		// Not the call's completion (input_required: the client is to retry with the
+		// input asked for): nothing ran to its end, so nothing moves, tool health is not
+		// told, and the lease goes. The retry is an ordinary call in the unchanged state.
+		if ex.health.probe && ex.health.due.CompareAndSwap(true, false) {
+			// The probe of an auto-disabled unit learnt nothing: it is freed (the engine's
+			// inconclusive probe), so the client's retry may probe, not wait for the claim
+			// to lapse. No workflow moves (isError), the lease goes below.
+			ex.transition(ctx, false, healthIncomplete, "")
+		}
+		ex.health.due.Store(false)
+		if !ex.call.hold {
+			ex.releaseNow()
+		}
+		ex.called(OutcomeIncomplete)
+	case ok:
+		before = ex.moveWorkflows(ctx, root, ok)
 		ex.called(OutcomeSuccess)
-	} else {
+	default:
+		before = ex.moveWorkflows(ctx, root, ok)
 		ex.called(OutcomeError)
 	}
 	out := ex.decorateCall(ctx, msg, root, ok)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -24,6 +25,15 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 	c.count(CountToolCalls)
 	if !ex.readCall(params) {
 		return
+	}
+	if h != nil {
+		// Mcp-Param-* headers must mirror the arguments the listed schema names (2026-07-28):
+		// refused before any state is read or leased.
+		decl := c.params.get(ex.principal, h.Get(admission.HeaderAuthorization), ex.Tool)
+		if r := admission.Params(h, decl, params.Arguments, ex.version >= cacheableVersion); r != nil {
+			ex.refuse(r)
+			return
+		}
 	}
 	listed := c.upstreamListed(ex.Tool)
 	var lock func([]string) ([]Slot, error)
@@ -81,6 +91,7 @@ func (ex *Exchange) readCall(params jsonrpc.Params) bool {
 	}
 	ex.Tool = tool
 	ex.task = params.Task.Exists()
+	ex.call.retry = params.Retry()
 	in := make([]byte, 0, 256)
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)
@@ -289,9 +300,11 @@ func (c *Core) admitted(ctx context.Context, ex *Exchange, lim *limits, h Header
 	if c.cache != nil {
 		ex.cached.purges = lim.purges.Type == gjson.True
 		// A task-augmented call is owed a CreateTaskResult: never answered from the cache.
-		// Only a listed tool gets an index entry, a generation and figures: names a client
-		// makes up leave no record (upstreamListed).
-		if k := lim.cache.Get("key"); k.Str != "" && !ex.task && listed {
+		// A multi round-trip retry (inputResponses, requestState) is neither served nor
+		// stored: the spec forbids caching its result, and its answer depends on what the
+		// user gave. Only a listed tool gets an index entry, a generation and figures:
+		// names a client makes up leave no record (upstreamListed).
+		if k := lim.cache.Get("key"); k.Str != "" && !ex.task && !ex.call.retry && listed {
 			ex.cached.key = c.callers.key(k.Str, h) // never shared across credentials
 			ex.cached.ttl = time.Duration(lim.cache.Get("ttlMs").Int()) * time.Millisecond
 			if c.cacheLookup(ctx, ex, ex.Timeout) {

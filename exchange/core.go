@@ -100,9 +100,10 @@ type Core struct {
 	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
 	stateKeys   *keyMemo // check_limits input -> the state keys it asked for (bound tools, no health)
 	listed      *listedTools
-	seen        *seenTools   // every name the upstream listed (shared across reloads)
-	unknown     unknownNames // this configuration's names no listed tool meets
-	tasks       taskLeases   // leases held for running tasks of moving calls
+	seen        *seenTools    // every name the upstream listed (shared across reloads)
+	params      *paramHeaders // listed tools' Mcp-Param-* declarations (shared across reloads)
+	unknown     unknownNames  // this configuration's names no listed tool meets
+	tasks       taskLeases    // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *Stats
 }
@@ -130,10 +131,10 @@ func New(opts Options) *Core {
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
 		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
-		seen: newSeenTools()}
+		seen: newSeenTools(), params: newParamHeaders()}
 	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {
-		c.Stats, c.listed, c.seen = prev.Stats, prev.listed, prev.seen
+		c.Stats, c.listed, c.seen, c.params = prev.Stats, prev.listed, prev.seen, prev.params
 		c.checkUnknown(context.Background()) // the new configuration against the names known
 	}
 	c.opts.Previous = nil // the old core is not kept alive
@@ -152,6 +153,14 @@ func New(opts Options) *Core {
 
 // PrincipalHeader is the request header naming the principal ("" for none).
 func (c *Core) PrincipalHeader() string { return c.facts.principal }
+
+// CredentialHeaders names the request headers that, with Authorization, make up a
+// caller's credentials: the principal header ("" for none) and cache.varyHeaders. The
+// response cache keys by them; a host keeps anything it holds for a caller (an upstream
+// connection) apart by them too.
+func (c *Core) CredentialHeaders() (principal string, others []string) {
+	return c.facts.principal, append([]string(nil), c.facts.varyHeaders...)
+}
 
 // LeaseTTL is how long a moving call may hold its state keys.
 func (c *Core) LeaseTTL() time.Duration { return c.facts.leaseTTL }

@@ -51,6 +51,9 @@ const (
 	OutcomeDenied  = "denied"  // refused by the gate or the limits; the upstream was not called
 	OutcomeTimeout = "timeout" // TOOL_TIMEOUT
 	OutcomeFailed  = "failed"  // the upstream could not be reached or broke the exchange
+	// OutcomeIncomplete: a result that is not the call's completion (2026-07-28 resultType
+	// "input_required"): the server asks for input and the client is to retry the call.
+	OutcomeIncomplete = "input_required"
 )
 
 // Event is one thing that happened, published after it was committed (a transition after

@@ -133,7 +133,7 @@ func (p *pluginContext) defineMetrics() {
 		p.counters[c] = proxywasm.DefineCounterMetric("stategate." + c.String())
 	}
 	p.outcomes = map[string]proxywasm.MetricCounter{}
-	for _, o := range []string{exchange.OutcomeSuccess, exchange.OutcomeError, exchange.OutcomeDenied, exchange.OutcomeTimeout, exchange.OutcomeFailed} {
+	for _, o := range []string{exchange.OutcomeSuccess, exchange.OutcomeError, exchange.OutcomeDenied, exchange.OutcomeTimeout, exchange.OutcomeFailed, exchange.OutcomeIncomplete} {
 		p.outcomes[o] = proxywasm.DefineCounterMetric("stategate.tool_calls." + o)
 	}
 	p.events = map[string]proxywasm.MetricCounter{}

@@ -27,6 +27,8 @@ type Host struct {
 	upstream *url.URL
 	client   *http.Client
 	maxBody  int64
+	// bodyTimeout bounds how long a request body may take to arrive.
+	bodyTimeout time.Duration
 
 	mu     sync.Mutex // one plugin instance; calls are serialised
 	plugin *extism.Plugin
@@ -46,6 +48,9 @@ type Options struct {
 	PublicURL string
 	// Cache keeps the module's compiled code across hosts (nil: compiled for this one).
 	Cache wazero.CompilationCache
+	// BodyTimeout bounds how long a request body may take to arrive (default 30 s, as the
+	// Go gateway): a slow client is answered 400 and its connection closed.
+	BodyTimeout time.Duration
 }
 
 // New loads the module with the stategate configuration.
@@ -56,7 +61,10 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	}
 	// A redirect is the client's to follow: the forward is sent once, as given (abi/ABI.md).
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	h := &Host{upstream: u, client: &http.Client{CheckRedirect: noRedirect}, maxBody: 16 << 20, store: map[string]string{}}
+	h := &Host{upstream: u, client: &http.Client{CheckRedirect: noRedirect}, maxBody: 16 << 20, bodyTimeout: o.BodyTimeout, store: map[string]string{}}
+	if h.bodyTimeout <= 0 {
+		h.bodyTimeout = 30 * time.Second
+	}
 	get := extism.NewHostFunctionWithStack("state_get", func(_ context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		in, _ := p.ReadBytes(stack[0])
 		stack[0], _ = p.WriteBytes(h.get(in))
@@ -171,7 +179,18 @@ func ServeHTTPError(w http.ResponseWriter, err error) {
 
 // ServeHTTP is the loop: http_request, then answer, wait, stream or forward.
 func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, h.maxBody+1))
+	// A body must arrive within bodyTimeout: slow-body connections do not pile up. One
+	// that does not is refused and its connection closed (the deadline stays).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.bodyTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.maxBody+1))
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		write(w, http.StatusBadRequest, [][2]string{{"Content-Type", "application/json"}},
+			[]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"the request body could not be read in time"}}`))
+		return
+	}
+	_ = rc.SetReadDeadline(time.Time{})
 	hdr := [][2]string{{"Host", r.Host}}
 	for k, vs := range r.Header {
 		for _, v := range vs {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 )
 
 func main() {
@@ -33,7 +34,18 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	log.Fatal(http.ListenAndServe(*listen, h))
+	log.Fatal(newServer(*listen, h, headerTimeout).ListenAndServe())
+}
+
+// headerTimeout bounds how long a request's headers may take to arrive, as in `stategate
+// serve`; the Host bounds the body (Options.BodyTimeout).
+const headerTimeout = 10 * time.Second
+
+// newServer is the listener's server: a client that sends its headers slower than
+// headerTimeout has its connection closed, so slow clients cannot hold connections for
+// ever.
+func newServer(addr string, h http.Handler, headerTimeout time.Duration) *http.Server {
+	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: headerTimeout}
 }
 
 // defaultPublicURL is the public URL a listen address implies: http:// and the address,

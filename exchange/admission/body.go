@@ -61,10 +61,32 @@ func Agree(h Headers, e *jsonrpc.Envelope, version, method string) (string, *Ref
 	if hm := h.Get(hdrMethod); hm != "" && hm != method {
 		return version, &Refusal{400, CodeHeaderMismatch, "Mcp-Method header " + strconv.Quote(hm) + " does not match the body's method " + strconv.Quote(method)}
 	}
-	if hn := h.Get(hdrName); hn != "" && (method == "tools/call" || method == "prompts/get") && hn != e.Call.Name.Str {
-		return version, &Refusal{400, CodeHeaderMismatch, "Mcp-Name header " + strconv.Quote(hn) + " does not match the body's name " + strconv.Quote(e.Call.Name.Str)}
+	if hn := h.Get(hdrName); hn != "" {
+		// The value may be Base64-wrapped (=?base64?...?=): decoded before comparing.
+		var target gjson.Result
+		switch method {
+		case "tools/call", "prompts/get":
+			target = e.Call.Name
+		case "resources/read":
+			target = e.Call.URI
+		default:
+			return version, nil
+		}
+		if name, ok := DecodeHeaderValue(hn); !ok {
+			return version, &Refusal{400, CodeHeaderMismatch, "Mcp-Name header holds invalid characters or an invalid =?base64?...?= value"}
+		} else if name != target.Str || target.Type != gjson.String {
+			return version, &Refusal{400, CodeHeaderMismatch, "Mcp-Name header " + strconv.Quote(hn) + " does not match the body's " + nameMember(method) + " " + strconv.Quote(target.Str)}
+		}
 	}
 	return version, nil
+}
+
+// nameMember is the params member Mcp-Name mirrors for method.
+func nameMember(method string) string {
+	if method == "resources/read" {
+		return "uri"
+	}
+	return "name"
 }
 
 // Batch applies the batch rule: batches exist only before 2025-06-18, do not nest, hold at

@@ -12,7 +12,8 @@
 //   - Each step states by hand what must hold (status, whether the upstream ran, what the
 //     answer contains) and carries the exact bytes out ("body", recorded from the gateway
 //     with -update and reviewed). Every host must give those bytes.
-//   - Durations (dev.stategate/durationMs) are set to 0 before comparing; an id the core
+//   - Durations (dev.stategate/durationMs) and a cache hit's ageMs are set to 0 before
+//     comparing; an id the core
 //     replaced for the upstream is checked (a string of the client id's length) and then
 //     written as "MINTED" before comparing.
 //   - Sessions: an upstream answer may carry an Mcp-Session-Id ("session"); a step may say
@@ -234,10 +235,14 @@ func RunOptions(t *testing.T, newHost func(t *testing.T, config []byte, o HostOp
 	}
 }
 
-var durationRE = regexp.MustCompile(`"dev\.stategate/durationMs":[0-9.eE+-]+`)
+var (
+	durationRE = regexp.MustCompile(`"dev\.stategate/durationMs":[0-9.eE+-]+`)
+	cacheAgeRE = regexp.MustCompile(`("dev\.stategate/cache":\{"hit":true,"ageMs":)[0-9]+`)
+)
 
 func normalise(t *testing.T, got Got, s Step) string {
-	return durationRE.ReplaceAllString(got.Body, `"dev.stategate/durationMs":0`)
+	out := durationRE.ReplaceAllString(got.Body, `"dev.stategate/durationMs":0`)
+	return cacheAgeRE.ReplaceAllString(out, `${1}0`)
 }
 
 func check(t *testing.T, i int, s Step, got Got, body string) {

@@ -20,8 +20,15 @@ type Envelope struct {
 	Variant, VariantOf string       // a member differing from VariantOf only in case ("" for none)
 }
 
-// Params are the members of a tools/call's params the core reads.
-type Params struct{ Name, Arguments, Task gjson.Result }
+// Params are the members of a tools/call's params the core reads. InputResponses and
+// RequestState are a multi round-trip retry's (2026-07-28, SEP-2322): the client's answers
+// to the server's inputRequests and the server's opaque state, echoed. URI is a
+// resources/read request's target.
+type Params struct{ Name, Arguments, Task, InputResponses, RequestState, URI gjson.Result }
+
+// Retry reports whether the params carry a multi round-trip retry's inputResponses or
+// requestState: the answer to such a request must never be cached, nor one served to it.
+func (p Params) Retry() bool { return p.InputResponses.Exists() || p.RequestState.Exists() }
 
 // versionMember is the member of params._meta holding the protocol version.
 const versionMember = "io.modelcontextprotocol/protocolVersion"
@@ -32,7 +39,8 @@ func ReadEnvelope(msg gjson.Result) Envelope {
 	var e Envelope
 	var meta gjson.Result
 	e.Variant, e.VariantOf = readMembers(msg, envelopeRead, []*gjson.Result{&e.Method, &e.ID, &e.Params}, envelopeMembers)
-	variant, of := readMembers(e.Params, paramsRead, []*gjson.Result{&e.Call.Name, &e.Call.Arguments, &e.Call.Task, &meta}, paramsMembers)
+	variant, of := readMembers(e.Params, paramsRead, []*gjson.Result{&e.Call.Name, &e.Call.Arguments, &e.Call.Task, &meta,
+		&e.Call.InputResponses, &e.Call.RequestState, &e.Call.URI}, paramsMembers)
 	if e.Variant == "" {
 		e.Variant, e.VariantOf = variant, of
 	}
@@ -45,14 +53,16 @@ func ReadEnvelope(msg gjson.Result) Envelope {
 // The members ReadEnvelope reads, in the order of its array.
 var (
 	envelopeRead = []string{"method", "id", "params"}
-	paramsRead   = []string{"name", "arguments", "task", "_meta"}
+	paramsRead   = []string{"name", "arguments", "task", "_meta", "inputResponses", "requestState", "uri"}
+	// callRead are the members ReadParams reads.
+	callRead = []string{"name", "arguments", "task", "inputResponses", "requestState"}
 )
 
 // ReadParams reads a tools/call's params (a valid JSON document; anything but an object
 // reads as no members).
 func ReadParams(params gjson.Result) Params {
 	var p Params
-	readMembers(params, paramsRead[:3], []*gjson.Result{&p.Name, &p.Arguments, &p.Task}, nil)
+	readMembers(params, callRead, []*gjson.Result{&p.Name, &p.Arguments, &p.Task, &p.InputResponses, &p.RequestState}, nil)
 	return p
 }
 

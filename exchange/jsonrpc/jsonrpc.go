@@ -220,7 +220,7 @@ func Splice[T ~string | ~[]byte](msg []byte, v gjson.Result, raw T) []byte {
 // request could pass ungated as one method and run as another.
 var (
 	envelopeMembers = []string{"jsonrpc", "id", "method", "params"}
-	paramsMembers   = []string{"name", "arguments", "_meta"}
+	paramsMembers   = []string{"name", "arguments", "_meta", "uri", "inputResponses", "requestState"}
 )
 
 // CaseVariant returns the first member of a message (or of its params) that differs from

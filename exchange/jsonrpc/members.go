@@ -31,9 +31,9 @@ func RepeatsMember(v gjson.Result, depth int) bool {
 }
 
 // Succeeded reports whether a tools/call answer is a success: a result object whose isError
-// is absent or exactly false, in a message that repeats no member. Anything else (a JSON-RPC
-// error, isError true or not a boolean, a result that is not an object) is a failure: the
-// workflow does not move on it.
+// is absent or exactly false and that is the call's completion (Incomplete is false), in a
+// message that repeats no member. Anything else (a JSON-RPC error, isError true or not a
+// boolean, a result that is not an object) is a failure: the workflow does not move on it.
 func Succeeded(msg gjson.Result) bool {
 	s := msg.Raw
 	if !msg.IsObject() || walkMembers(s, 0) {
@@ -43,8 +43,43 @@ func Succeeded(msg gjson.Result) bool {
 	if e, _ := MemberAt(s, 0, "error"); e >= 0 || res < 0 || s[res] != '{' {
 		return false
 	}
+	if incompleteAt(s, res) {
+		return false
+	}
 	e, _ := MemberAt(s, res, "isError")
 	return e < 0 || strings.HasPrefix(s[e:], "false")
+}
+
+// Incomplete reports whether an answer's result is not the request's completion: a result
+// object whose resultType (2026-07-28) is present and is not exactly "complete", such as
+// "input_required" (the server asks the client for input; the client retries the request
+// with inputResponses and requestState, SEP-2322) or "task" (a task was created). Such an
+// answer is neither a success nor a failure of the tool: it has not run to its end, so it
+// moves no workflow, counts for no tool health, gets no invalidation block and is never
+// cached. A message that is not an object, repeats a member or has no result object is not
+// incomplete (Succeeded judges it).
+func Incomplete(msg gjson.Result) bool {
+	s := msg.Raw
+	if !msg.IsObject() || walkMembers(s, 0) {
+		return false
+	}
+	res, _ := MemberAt(s, 0, "result")
+	if e, _ := MemberAt(s, 0, "error"); e >= 0 || res < 0 || s[res] != '{' {
+		return false
+	}
+	return incompleteAt(s, res)
+}
+
+// ResultIncomplete is Incomplete for a result object itself (not its message).
+func ResultIncomplete(result gjson.Result) bool {
+	return result.IsObject() && incompleteAt(result.Raw, 0)
+}
+
+// incompleteAt reports whether the result object at s[res] has a resultType other than
+// "complete".
+func incompleteAt(s string, res int) bool {
+	rt, _ := MemberAt(s, res, "resultType")
+	return rt >= 0 && !strings.HasPrefix(s[rt:], `"complete"`)
 }
 
 // level is an open container in the walk.

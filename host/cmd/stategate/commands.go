@@ -494,6 +494,11 @@ func startGateway(ctx context.Context, cfg []byte, upstream upstreamSpec, o serv
 	if err != nil {
 		return fail(err)
 	}
+	if upstream.sessions != nil {
+		// Upstream connections are kept apart by the credentials the configuration names
+		// (the current one's, after a reload too).
+		upstream.sessions.SetCredentials(func() (string, []string) { return gw.Core().CredentialHeaders() })
+	}
 	var h http.Handler = gw
 	if hk.handler != nil {
 		h = hk.handler(gw)

@@ -78,8 +78,11 @@ func resolveUpstream(raw, transport string, command []string, maxSessions int, i
 		return upstreamSpec{}, fmt.Errorf("--upstream %q is not an http(s) URL", raw)
 	}
 	if transport == "sse" || ((transport == "" || transport == "auto") && strings.HasSuffix(u.Path, "/sse")) {
+		// Each upstream SSE session carries the credentials of the requests that use it:
+		// sessionless requests share one only with the same credentials, and a session
+		// whose requests come with others (a refreshed token) moves to a new one.
 		s := upstream.New(upstream.Options{Kind: "sse", MaxSessions: maxSessions, IdleTimeout: idle, Logger: logger,
-			Dial: upstream.LegacySSE{Endpoint: u.String()}.Dial})
+			Dial: upstream.LegacySSE{Endpoint: u.String()}.Dial, BindCredentials: true})
 		return upstreamSpec{url: u, kind: "sse", transport: s, sessions: s}, nil
 	}
 	return upstreamSpec{url: u, kind: "http"}, nil

@@ -12,7 +12,8 @@ import (
 // LegacySSE reaches a server of the 2024-11-05 HTTP+SSE transport: each connection GETs
 // Endpoint, takes the message URL from the stream's first event (endpoint), POSTs messages
 // there and reads answers off the stream, with the official Go SDK's SSEClientTransport.
-// One upstream SSE session per gateway session.
+// One upstream SSE session per gateway session and set of credentials: with
+// Options.BindCredentials, Sessions opens a new one when a session's credentials change.
 type LegacySSE struct {
 	Endpoint string
 	// Transport carries the HTTP requests (nil: http.DefaultTransport).

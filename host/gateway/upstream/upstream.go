@@ -11,8 +11,21 @@
 //     upstream SSE session), named by an Mcp-Session-Id that Sessions issues. Later
 //     requests name it; an unknown one is answered 404 (-32001) as a server would, and
 //     DELETE ends the connection (a child is sent EOF on stdin, then SIGTERM, then SIGKILL).
-//   - Requests without a session (the 2026-07-28 era has none) share one connection,
-//     opened on first use.
+//   - A connection belongs to one set of credentials: the request's Authorization, the
+//     principal header and the other credential headers (Options.Credentials), digested
+//     (HMAC-SHA256 under a secret of this Sessions; no credential is kept in clear).
+//     Requests without a session (the 2026-07-28 era has none) share a connection only
+//     with requests of the same credentials: one per credential set, opened on first use,
+//     closed when idle and, at MaxSessions, the least recently used idle one first.
+//   - A session is bound to the principal that opened it: a request naming it under
+//     another principal is answered 404, as if it did not exist. With BindCredentials (a
+//     Dial that carries the credentials upstream: HTTP+SSE), a request of the session
+//     whose credentials differ from those of its connection (a refreshed token) moves the
+//     session to a new connection opened with them: initialize and
+//     notifications/initialized are replayed on it, the server's queued messages and an
+//     open GET stream of the old one end, and the old connection closes once its requests
+//     in flight are answered. So no request ever reaches the server with credentials other
+//     than its own.
 //   - A request is answered application/json with the connection's response of the same
 //     id; two requests of one session with the same id in flight are sent one after the
 //     other. Notifications and responses (a client answering the server) are answered 202.
@@ -23,20 +36,29 @@
 //     decoded and encoded by its jsonrpc package: ids are strings or integers (the exchange
 //     core replaces any other id before a request gets here), unknown top-level members
 //     are not carried, and a line that is not JSON-RPC ends the connection.
-//   - MaxSessions bounds the live connections; an initialize beyond it is answered 503.
+//   - MaxSessions bounds the live connections, sessionless ones included; beyond it the
+//     least recently used idle sessionless connection is closed to make room, and
+//     without one a request that needs a new connection is answered 503.
 package upstream
 
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,6 +88,16 @@ type Options struct {
 	// Ended is told when a session's connection ended on its own (a child exited, the
 	// upstream stream closed), with why; not when DELETE or Close ended it.
 	Ended func(session string, err error)
+	// Credentials names the request headers that, with Authorization, make up a caller's
+	// credentials: the principal header ("" for none) and others (cache.varyHeaders).
+	// Called on each request, so a reloaded configuration takes effect; nil: Authorization
+	// alone.
+	Credentials func() (principal string, others []string)
+	// BindCredentials says Dial carries the opening request's credentials to the server
+	// (HTTP+SSE): a session's request with other credentials then goes on a new connection
+	// opened with them. Without it (stdio: a child is given no credentials) a session
+	// keeps its connection whatever the credentials of the principal that opened it.
+	BindCredentials bool
 	// AdoptUnknown opens a connection for a session id Sessions never issued, under that
 	// id, instead of answering 404: for conformance runs whose cases name sessions no
 	// server issued. A server answers 404 there, and so does Sessions by default.
@@ -77,7 +109,9 @@ type Options struct {
 type Sessions struct {
 	opts   Options
 	mu     sync.Mutex
-	m      map[string]*session // by session id; "" is the sessionless connection
+	m      map[string]*session // by session id
+	pool   map[string]*session // the sessionless connections, by credential scope
+	secret [32]byte            // keys the credential digests
 	closed bool
 	wg     sync.WaitGroup
 	stop   chan struct{} // ends the idle reaper
@@ -100,7 +134,8 @@ func New(opts Options) *Sessions {
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = 30 * time.Minute
 	}
-	s := &Sessions{opts: opts, m: map[string]*session{}, stop: make(chan struct{})}
+	s := &Sessions{opts: opts, m: map[string]*session{}, pool: map[string]*session{}, stop: make(chan struct{})}
+	rand.Read(s.secret[:]) // never fails: crypto/rand ends the program rather than return an error
 	if opts.IdleTimeout > 0 {
 		go s.reap()
 	}
@@ -122,10 +157,12 @@ func (s *Sessions) reap() {
 		case now := <-t.C:
 			var idle []*session
 			s.mu.Lock()
-			for id, ss := range s.m {
-				if ss.idleSince(now) >= s.opts.IdleTimeout {
-					delete(s.m, id)
-					idle = append(idle, ss)
+			for _, m := range []map[string]*session{s.m, s.pool} {
+				for key, ss := range m {
+					if ss.idleSince(now) >= s.opts.IdleTimeout {
+						delete(m, key)
+						idle = append(idle, ss)
+					}
 				}
 			}
 			s.mu.Unlock()
@@ -154,11 +191,18 @@ func (s *Sessions) SetEnded(f func(session string, err error)) {
 	s.mu.Unlock()
 }
 
-// Live returns how many sessions have a connection now.
+// SetCredentials sets Options.Credentials (before the first request).
+func (s *Sessions) SetCredentials(f func() (principal string, others []string)) {
+	s.mu.Lock()
+	s.opts.Credentials = f
+	s.mu.Unlock()
+}
+
+// Live returns how many sessions, and sessionless connections, have a connection now.
 func (s *Sessions) Live() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.m)
+	return len(s.m) + len(s.pool)
 }
 
 // Close ends every connection and waits for them (children exit, or are killed).
@@ -168,11 +212,14 @@ func (s *Sessions) Close() error {
 		close(s.stop)
 	}
 	s.closed = true
-	all := make([]*session, 0, len(s.m))
+	all := make([]*session, 0, len(s.m)+len(s.pool))
 	for _, ss := range s.m {
 		all = append(all, ss)
 	}
-	s.m = map[string]*session{}
+	for _, ss := range s.pool {
+		all = append(all, ss)
+	}
+	s.m, s.pool = map[string]*session{}, map[string]*session{}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ss := range all {
@@ -199,21 +246,28 @@ func (s *Sessions) RoundTrip(req *http.Request) (*http.Response, error) {
 		if sid == "" {
 			return answer(req, http.StatusMethodNotAllowed, "", nil), nil
 		}
+		who := s.identify(req.Header)
 		ss := s.lookup(sid)
-		if ss == nil {
+		if ss == nil || !s.owns(ss, who) {
 			return s.unknown(req), nil
 		}
 		ss.touch()
+		if err := ss.follow(req, who); err != nil {
+			return answer(req, http.StatusBadGateway, "application/json", errorBody(nil, jsonrpc.CodeInternalError, err.Error())), nil
+		}
 		return ss.stream(req), nil
 	case http.MethodDelete:
 		if sid == "" {
 			return answer(req, http.StatusBadRequest, "", nil), nil
 		}
+		who := s.identify(req.Header)
 		s.mu.Lock()
 		ss := s.m[sid]
-		delete(s.m, sid)
+		if ss != nil && ss.principal == who.principal {
+			delete(s.m, sid)
+		}
 		s.mu.Unlock()
-		if ss == nil {
+		if ss == nil || !s.owns(ss, who) {
 			return s.unknown(req), nil
 		}
 		ss.close(errClosed)
@@ -226,6 +280,28 @@ func (s *Sessions) lookup(sid string) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.m[sid]
+}
+
+// lookupBusy is lookup, the session it finds made busy under s.mu (the reaper does not
+// take it between the two).
+func (s *Sessions) lookupBusy(sid string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.m[sid]
+	if ss != nil {
+		ss.busy.Add(1)
+	}
+	return ss
+}
+
+// owns reports whether the principal of who may use ss; when not, the request is logged
+// (no credential in the line) and answered as for an unknown session.
+func (s *Sessions) owns(ss *session, who identity) bool {
+	if ss.principal == who.principal {
+		return true
+	}
+	s.opts.Logger.Warn("a session named under another principal than the one that opened it: answered as unknown", "kind", s.opts.Kind)
+	return false
 }
 
 func (s *Sessions) unknown(req *http.Request) *http.Response {
@@ -261,37 +337,53 @@ func (s *Sessions) post(req *http.Request, sid string) (*http.Response, error) {
 	if len(msgs) == 0 {
 		return answer(req, http.StatusBadRequest, "application/json", errorBody(nil, jsonrpc.CodeInvalidRequest, "empty batch")), nil
 	}
+	who := s.identify(req.Header)
 	var ss *session
 	opened := ""
 	if r, ok := msgs[0].(*jsonrpc.Request); ok && r.Method == "initialize" {
-		if ss, err = s.open(req, true); err != nil {
+		params := r.Params
+		if len(params) == 0 {
+			params = json.RawMessage(`{}`)
+		}
+		if ss, err = s.openAs(req, newSessionID(s.opts.Kind), who, params); err != nil {
 			return s.refused(req, msgs, err), nil
 		}
 		opened = ss.id
 	} else if sid != "" {
-		if ss = s.lookup(sid); ss == nil && !s.opts.AdoptUnknown {
+		if ss = s.lookupBusy(sid); ss == nil && !s.opts.AdoptUnknown {
 			return s.unknown(req), nil
 		} else if ss == nil {
-			if ss, err = s.openAs(req, sid); err != nil {
+			if ss, err = s.openAs(req, sid, who, nil); err != nil {
 				return s.refused(req, msgs, err), nil
 			}
 		}
-	} else if ss, err = s.open(req, false); err != nil {
+		if !s.owns(ss, who) {
+			ss.busy.Add(-1)
+			return s.unknown(req), nil
+		}
+	} else if ss, err = s.shared(req, who); err != nil {
 		return s.refused(req, msgs, err), nil
 	}
-	ss.touch()
-	ss.busy.Add(1)
 	defer func() { ss.busy.Add(-1); ss.touch() }()
+	ss.touch()
+	l, err := ss.acquire(req, who)
+	if err != nil {
+		if opened != "" {
+			s.drop(ss)
+		}
+		return s.refused(req, msgs, err), nil
+	}
+	defer l.release()
 	var out [][]byte
 	for _, m := range msgs {
 		r, isReq := m.(*jsonrpc.Request)
 		if !isReq || !r.ID.IsValid() {
-			if err := ss.conn.Write(req.Context(), m); err != nil {
+			if err := l.conn.Write(req.Context(), m); err != nil {
 				return nil, ss.failure(err)
 			}
 			continue
 		}
-		resp, err := ss.call(req.Context(), r)
+		resp, err := ss.call(req.Context(), l, r)
 		if err != nil {
 			if opened != "" {
 				s.drop(ss)
@@ -338,67 +430,159 @@ func (s *Sessions) refused(req *http.Request, msgs []jsonrpc.Message, err error)
 
 var errTooMany = errors.New("too many sessions")
 
-// open opens a connection: a new session (initialize), or the sessionless one.
-func (s *Sessions) open(req *http.Request, fresh bool) (*session, error) {
-	id := ""
-	if fresh {
-		id = newSessionID(s.opts.Kind)
-	}
-	return s.openAs(req, id)
+// shared returns the sessionless connection of who's credentials, opened on first use.
+func (s *Sessions) shared(req *http.Request, who identity) (*session, error) {
+	return s.get(req, true, "", who.scope, who, nil)
 }
 
-// openAs opens the connection of session id, or returns the one it has ("" is the
-// sessionless one; a fresh id has none).
-func (s *Sessions) openAs(req *http.Request, id string) (*session, error) {
+// openAs opens the connection of session id, or returns the one it has (a fresh id has
+// none), for a request of who; init holds the params of the initialize that opens it, to
+// replay on a connection for new credentials.
+func (s *Sessions) openAs(req *http.Request, id string, who identity, init json.RawMessage) (*session, error) {
+	return s.get(req, false, id, id, who, init)
+}
+
+// get returns the session at key (in the pool when shared), or opens a connection there
+// for who: session id ("" for a sessionless one). The session comes busy: the caller
+// takes that off (busy.Add(-1)).
+func (s *Sessions) get(req *http.Request, shared bool, id, key string, who identity, init json.RawMessage) (*session, error) {
 	s.mu.Lock()
+	m := s.m
+	if shared {
+		m = s.pool
+	}
 	if s.closed {
 		s.mu.Unlock()
 		return nil, errClosed
 	}
-	{
-		if ss := s.m[id]; ss != nil {
+	if ss := m[key]; ss != nil {
+		ss.busy.Add(1) // under s.mu: neither the reaper nor an eviction takes it now
+		s.mu.Unlock()
+		<-ss.ready
+		if ss.dialErr != nil {
+			ss.busy.Add(-1)
+			return nil, ss.dialErr
+		}
+		return ss, nil
+	}
+	if len(s.m)+len(s.pool) >= s.opts.MaxSessions {
+		if old := s.evictLocked(); old != nil {
+			go old.close(errClosed)
+		} else {
 			s.mu.Unlock()
-			<-ss.ready
-			if ss.dialErr != nil {
-				return nil, ss.dialErr
-			}
-			return ss, nil
+			return nil, fmt.Errorf("%s: %w: %d live, the bound is %d (--max-sessions)", s.opts.Kind, errTooMany, s.opts.MaxSessions, s.opts.MaxSessions)
 		}
 	}
-	if len(s.m) >= s.opts.MaxSessions {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%s: %w: %d live, the bound is %d (--max-sessions)", s.opts.Kind, errTooMany, s.opts.MaxSessions, s.opts.MaxSessions)
-	}
-	ss := &session{owner: s, id: id, waiting: map[jsonrpc.ID]*waiter{}, done: make(chan struct{}), ready: make(chan struct{})}
+	ss := &session{owner: s, id: id, key: key, shared: shared, principal: who.principal,
+		init: bytes.Clone(init), waiting: map[jsonrpc.ID]*waiter{}, done: make(chan struct{}), ready: make(chan struct{})}
 	ss.touch()
-	s.m[ss.id] = ss // reserved while dialling: the bound holds
+	ss.busy.Add(1)
+	m[key] = ss // reserved while dialling: the bound holds
 	s.mu.Unlock()
 	conn, err := s.opts.Dial(context.WithoutCancel(req.Context()), req.Header.Clone())
 	if err != nil {
 		ss.dialErr = notSent{fmt.Errorf("%s: %w", s.opts.Kind, err)}
+		ss.busy.Add(-1)
 		close(ss.ready)
-		s.mu.Lock()
-		if s.m[ss.id] == ss {
-			delete(s.m, ss.id)
-		}
-		s.mu.Unlock()
+		s.forget(ss)
 		return nil, ss.dialErr
 	}
-	ss.conn = conn
+	l := &link{conn: conn, scope: who.scope}
+	ss.mu.Lock()
+	ss.link = l
+	ss.mu.Unlock()
 	close(ss.ready)
 	s.wg.Add(1)
-	go ss.read()
+	go ss.read(l)
 	return ss, nil
+}
+
+// evictLocked takes the least recently used idle sessionless connection out of the pool
+// to make room (nil: none is idle). s.mu is held.
+func (s *Sessions) evictLocked() *session {
+	now := time.Now()
+	var lru *session
+	var most time.Duration
+	for _, ss := range s.pool {
+		if d := ss.idleSince(now); d > 0 && (lru == nil || d > most) {
+			lru, most = ss, d
+		}
+	}
+	if lru != nil {
+		delete(s.pool, lru.key)
+		s.opts.Logger.Info("idle sessionless upstream connection ended to make room", "kind", s.opts.Kind)
+	}
+	return lru
+}
+
+// forget takes ss out of its table, if it is still there; true when it was.
+func (s *Sessions) forget(ss *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.m
+	if ss.shared {
+		m = s.pool
+	}
+	if m[ss.key] == ss {
+		delete(m, ss.key)
+		return true
+	}
+	return false
 }
 
 // drop forgets ss and ends its connection.
 func (s *Sessions) drop(ss *session) {
-	s.mu.Lock()
-	if s.m[ss.id] == ss {
-		delete(s.m, ss.id)
-	}
-	s.mu.Unlock()
+	s.forget(ss)
 	ss.close(errClosed)
+}
+
+// identity is who a request comes as, digested: scope covers every credential header
+// (Authorization, the principal header, the others), principal the principal header
+// alone ("" when none is configured).
+type identity struct{ scope, principal string }
+
+// identify digests the credentials in h. Each header counts by all of its values in
+// order, and an absent header differs from one sent empty.
+func (s *Sessions) identify(h http.Header) identity {
+	s.mu.Lock()
+	creds := s.opts.Credentials
+	s.mu.Unlock()
+	var principal string
+	var others []string
+	if creds != nil {
+		principal, others = creds()
+	}
+	principal = strings.ToLower(principal)
+	names := []string{"authorization"}
+	for _, n := range append([]string{principal}, others...) {
+		if n = strings.ToLower(n); n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	digest := func(names []string) string {
+		m := hmac.New(sha256.New, s.secret[:])
+		var n [8]byte
+		field := func(v string) {
+			binary.BigEndian.PutUint64(n[:], uint64(len(v)))
+			m.Write(n[:])
+			m.Write([]byte(v))
+		}
+		for _, name := range names {
+			field(name)
+			values := h.Values(name)
+			binary.BigEndian.PutUint64(n[:], uint64(len(values))) // 0: absent, unlike one empty value
+			m.Write(n[:])
+			for _, v := range values {
+				field(v)
+			}
+		}
+		return hex.EncodeToString(m.Sum(nil))
+	}
+	who := identity{scope: digest(names)}
+	if principal != "" {
+		who.principal = digest([]string{principal})
+	}
+	return who
 }
 
 func newSessionID(kind string) string {

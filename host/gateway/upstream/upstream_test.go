@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -139,5 +140,126 @@ func TestSessions_idle(t *testing.T) {
 	}
 	if r := do(t, s, http.MethodPost, streaming, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); r.StatusCode != 200 {
 		t.Fatalf("the session with a GET stream: %d, want 200", r.StatusCode)
+	}
+}
+
+func doWith(t *testing.T, s *Sessions, method, session, body string, h map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://up/mcp", strings.NewReader(body))
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func waitOpen(open *atomic.Int32, want int32) int32 {
+	for i := 0; i < 200 && open.Load() != want; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return open.Load()
+}
+
+const ping = `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+
+// TestSessions_principal: a session is its principal's: under another principal it is
+// unknown (POST, GET and DELETE are 404 and it lives on); requests without a session share
+// a connection only within one principal, even with the same (no) Authorization.
+func TestSessions_principal(t *testing.T) {
+	var open atomic.Int32
+	s := New(Options{Kind: "stdio", Dial: echoDial(&open), Credentials: func() (string, []string) { return "X-Principal", nil }})
+	defer s.Close()
+	alice, bob := map[string]string{"X-Principal": "alice"}, map[string]string{"X-Principal": "bob"}
+	sid := doWith(t, s, http.MethodPost, "", initialize, alice).Header.Get("Mcp-Session-Id")
+	for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		r := doWith(t, s, m, sid, ping, bob)
+		r.Body.Close()
+		if r.StatusCode != http.StatusNotFound {
+			t.Errorf("bob's %s on alice's session: %d, want 404", m, r.StatusCode)
+		}
+	}
+	if r := doWith(t, s, http.MethodPost, sid, ping, nil); r.StatusCode != http.StatusNotFound {
+		t.Errorf("alice's session without a principal: %d, want 404", r.StatusCode)
+	}
+	if r := doWith(t, s, http.MethodPost, sid, ping, alice); r.StatusCode != http.StatusOK {
+		t.Errorf("alice's session after bob's tries: %d, want 200", r.StatusCode)
+	}
+	for _, h := range []map[string]string{alice, bob, alice, nil} {
+		if r := doWith(t, s, http.MethodPost, "", ping, h); r.StatusCode != http.StatusOK {
+			t.Fatalf("sessionless ping as %v: %d", h, r.StatusCode)
+		}
+	}
+	if n := open.Load(); n != 4 || s.Live() != 4 {
+		t.Errorf("%d connections (%d live), want 4: alice's session, and one sessionless for alice, bob and no principal", n, s.Live())
+	}
+	// Without BindCredentials (a child is given no credentials) a refreshed token keeps
+	// the session's connection.
+	if r := doWith(t, s, http.MethodPost, sid, ping, map[string]string{"X-Principal": "alice", "Authorization": "Bearer new"}); r.StatusCode != http.StatusOK || open.Load() != 4 {
+		t.Errorf("alice's session with a new token: %d, %d connections; want 200 on the same one", r.StatusCode, open.Load())
+	}
+}
+
+// TestSessions_sharedConnectionsAreBounded: sessionless connections, one per set of
+// credentials, count under MaxSessions; past it the least recently used idle one is
+// closed to make room (for another one or a session), and idle ones end.
+func TestSessions_sharedConnectionsAreBounded(t *testing.T) {
+	var open atomic.Int32
+	s := New(Options{Kind: "sse", Dial: echoDial(&open), MaxSessions: 2, IdleTimeout: 300 * time.Millisecond, BindCredentials: true})
+	defer s.Close()
+	for i := range 5 {
+		tok := map[string]string{"Authorization": "Bearer t" + strconv.Itoa(i)}
+		if r := doWith(t, s, http.MethodPost, "", ping, tok); r.StatusCode != http.StatusOK {
+			t.Fatalf("sessionless ping with token %d: %d", i, r.StatusCode)
+		}
+		if n := waitOpen(&open, min(int32(i+1), 2)); n > 2 || s.Live() > 2 {
+			t.Fatalf("after %d tokens: %d connections, %d live; the bound is 2", i+1, n, s.Live())
+		}
+	}
+	if r := doWith(t, s, http.MethodPost, "", initialize, nil); r.StatusCode != http.StatusOK {
+		t.Fatalf("initialize with the bound held by idle sessionless connections: %d, want 200", r.StatusCode)
+	}
+	if n := waitOpen(&open, 0); n != 0 || s.Live() != 0 {
+		t.Errorf("%d connections, %d live after the idle timeout; want none", n, s.Live())
+	}
+}
+
+// TestSessions_newCredentialsMoveTheSession: with BindCredentials a session's request with
+// other credentials moves the session to a new connection: initialize is replayed there,
+// the open GET stream (of the old connection's messages) ends, the old connection closes,
+// and the session answers on.
+func TestSessions_newCredentialsMoveTheSession(t *testing.T) {
+	var open atomic.Int32
+	s := New(Options{Kind: "sse", Dial: echoDial(&open), BindCredentials: true})
+	defer s.Close()
+	a, b := map[string]string{"Authorization": "Bearer a"}, map[string]string{"Authorization": "Bearer b"}
+	sid := doWith(t, s, http.MethodPost, "", initialize, a).Header.Get("Mcp-Session-Id")
+	get := doWith(t, s, http.MethodGet, sid, "", a)
+	ended := make(chan error, 1)
+	go func() { _, err := io.ReadAll(get.Body); ended <- err }()
+	r := doWith(t, s, http.MethodPost, sid, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, b)
+	body, _ := io.ReadAll(r.Body)
+	if r.StatusCode != 200 || gjson.GetBytes(body, "result.method").Str != "tools/list" {
+		t.Fatalf("the session's request with new credentials: %d %s", r.StatusCode, body)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the GET stream opened with the old credentials is still open")
+	}
+	if n := waitOpen(&open, 1); n != 1 {
+		t.Errorf("%d connections, want 1: the old one closed", n)
+	}
+	// The old credentials again: the session moves back, still answering.
+	if r := doWith(t, s, http.MethodPost, sid, ping, a); r.StatusCode != 200 {
+		t.Errorf("the old credentials again: %d, want 200", r.StatusCode)
+	}
+	if n := waitOpen(&open, 1); n != 1 || s.Live() != 1 {
+		t.Errorf("%d connections, %d live; want 1", n, s.Live())
 	}
 }

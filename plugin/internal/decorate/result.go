@@ -48,12 +48,15 @@ type Message struct {
 	ContentAt  int  // offset of the result's content value; -1 when absent
 	ContentEnd int
 	IsErrorAt  int // offset of the result's isError value; -1 when absent
+	// ResultTypeAt is the offset of the result's resultType value (2026-07-28); -1 when
+	// absent.
+	ResultTypeAt int
 }
 
 // ReadMessage reads msg (valid JSON; on anything else it answers without panicking) in
 // one walk: the envelope's members, and the result's members in the same pass.
 func ReadMessage(msg string) Message {
-	m := Message{Msg: msg, ResAt: -1, ContentAt: -1, IsErrorAt: -1}
+	m := Message{Msg: msg, ResAt: -1, ContentAt: -1, IsErrorAt: -1, ResultTypeAt: -1}
 	top := jsonx.SkipWS(msg, 0)
 	if top >= len(msg) || msg[top] != '{' {
 		return m
@@ -84,6 +87,8 @@ func ReadMessage(msg string) Message {
 					rit.Skip(e)
 				case rkey == "isError" && m.IsErrorAt < 0:
 					m.IsErrorAt = rval
+				case rkey == "resultType" && m.ResultTypeAt < 0:
+					m.ResultTypeAt = rval
 				}
 			}
 			m.ResAt, m.ResEnd = val, rit.End()
@@ -94,11 +99,23 @@ func ReadMessage(msg string) Message {
 }
 
 // Succeeded reports whether m answers a successful tools/call: no "error" member, and a
-// "result" that is an object whose isError is absent or exactly false. Anything else (a
-// JSON-RPC error, a result that is not an object, an isError of any other value) is not a
-// success and gets no invalidation block.
+// "result" that is an object whose isError is absent or exactly false and whose resultType
+// is absent or exactly "complete". Anything else (a JSON-RPC error, a result that is not an
+// object, an isError of any other value, a result that is not the call's completion such
+// as 2026-07-28's "input_required") is not a success and gets no invalidation block.
 func (m *Message) Succeeded() bool {
-	return !m.HasError && m.ResAt >= 0 && (m.IsErrorAt < 0 || strings.HasPrefix(m.Msg[m.IsErrorAt:], "false"))
+	return !m.HasError && m.ResAt >= 0 && (m.IsErrorAt < 0 || strings.HasPrefix(m.Msg[m.IsErrorAt:], "false")) && m.Complete()
+}
+
+// Complete reports whether m's result, if any, is the call's completion: its resultType is
+// absent (every era before 2026-07-28) or exactly "complete". A result of another
+// resultType ("input_required": the server asks the client for input and the call is to be
+// retried; "task": a task was created) means the tool has not run to its end.
+func (m *Message) Complete() bool {
+	if m.ResultTypeAt < 0 {
+		return true
+	}
+	return strings.HasPrefix(m.Msg[m.ResultTypeAt:], `"complete"`)
 }
 
 // Succeeded is ReadMessage(msg).Succeeded().
