@@ -111,7 +111,7 @@ func (s *SSERewriter) event(out, ev []byte) []byte {
 		return append(out, ev...) // notifications, requests, other messages
 	}
 	if s.matched {
-		s.ex.core.Fault(abi.FaultUpstreamBody, errors.New("a second answer to request "+string(s.ex.clientID)+": withheld"), "method", s.ex.Method)
+		s.ex.core.Fault(abi.FaultUpstreamBody, errSecondAnswer, "method", s.ex.Method)
 		return out
 	}
 	s.matched = true
@@ -124,3 +124,5 @@ func (s *SSERewriter) event(out, ev []byte) []byte {
 	}
 	return sse.Rewrite(out, ev, msg)
 }
+
+var errSecondAnswer = errors.New("a second answer to the request: withheld")

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -228,7 +227,7 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 	defer cancel()
 	slots, err := c.state.Load(sctx, keys, false)
 	if err == nil && len(slots) != len(keys) {
-		err = errors.New("the store read " + strconv.Itoa(len(slots)) + " of 2 keys")
+		err = errors.New("the store read fewer keys than asked")
 	}
 	if err != nil {
 		c.Fault(abi.FaultTransition, storeError{err}, "task", id)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -117,22 +118,13 @@ func (ex *Exchange) InBatch(data []byte) bool {
 // answersID reports whether v (an object, read leniently) has the id and a result or an
 // error: what a client matches an answer by.
 func answersID(v gjson.Result, id []byte) bool {
-	got := v.Get("id")
-	if !got.Exists() || v.Get("method").Exists() {
+	if v.Get("method").Exists() || !v.Get("result").Exists() && !v.Get("error").Exists() {
 		return false
 	}
-	if !v.Get("result").Exists() && !v.Get("error").Exists() {
-		return false
-	}
-	want := gjson.ParseBytes(id)
-	if got.Type != want.Type {
-		return false
-	}
-	if got.Type == gjson.String {
-		return got.Str == want.Str
-	}
-	return got.Raw == want.Raw || got.Type == gjson.Number && got.Num == want.Num
+	return jsonrpc.SameID(v.Get("id"), id)
 }
+
+var errUnreadableEvent = errors.New("an SSE event whose data is not one JSON-RPC message: withheld")
 
 // UnreadableAnswer is the client's answer in place of an answer the core could not read
 // (see above): a JSON-RPC error (-32603) whose data carries UPSTREAM_UNAVAILABLE, counted
@@ -148,11 +140,7 @@ func (ex *Exchange) UnreadableAnswer(ctx context.Context) []byte {
 // gets UnreadableAnswer when it ends.
 func (ex *Exchange) Withhold(data []byte) (mayAnswer bool) {
 	mayAnswer = ex.carriesAnswer(data)
-	what := "an SSE event whose data is not one JSON-RPC message: withheld"
-	if mayAnswer {
-		what = "an SSE event whose data is not one JSON-RPC message but holds an answer to request " + string(ex.clientID) + ": withheld"
-	}
-	ex.core.Fault(abi.FaultUpstreamBody, errors.New(what), "method", ex.Method)
+	ex.core.Fault(abi.FaultUpstreamBody, errUnreadableEvent, "method", ex.Method, "mayAnswer", mayAnswer)
 	return mayAnswer
 }
 

@@ -290,7 +290,7 @@ func (o *Open) observeEvents(ctx context.Context, dst, chunk []byte, eos bool) [
 			if exchange.Unreadable(data) {
 				// Not one message: no client may read it otherwise than the core
 				// (exchange/unreadable.go).
-				o.f.o.Core.Fault(abi.FaultUpstreamBody, errors.New("an SSE event whose data is not one JSON-RPC message: withheld"), "method", "GET")
+				o.f.o.Core.Fault(abi.FaultUpstreamBody, errWithheld, "method", "GET")
 				continue
 			}
 			o.f.o.Core.Observe(ctx, o.h, data)
@@ -461,3 +461,5 @@ func (o *Open) toSession(msgs [][]byte) {
 		o.f.o.Notify(Notice{To: o.ex.Session, Msg: m})
 	}
 }
+
+var errWithheld = errors.New("an SSE event whose data is not one JSON-RPC message: withheld")
