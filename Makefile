@@ -30,7 +30,8 @@ $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 # The exchange module: the engine and the exchange core (exchange/, exchange/flow) in one
 # Extism plugin, with the exchange exports (abi/ABI.md, "The exchange exports") beside the
 # engine's. A second module: the exchange costs more than the engine module's budget
-# (RATIONALE.md, "The exchange in the module").
+# (RATIONALE.md, "The exchange in the module"). Budget 800,000 -> 810,000 B for issue 38
+# (803,476 B: answers a client could read otherwise withheld, task records by principal).
 EXCHANGE_SRC := $(PLUGIN_SRC) $(shell find exchange host/respcache -name '*.go' -not -name '*_test.go' -not -path 'exchange/exchangetest/*')
 build.exchange: $(BUILD)/stategate-exchange.wasm
 
@@ -41,7 +42,7 @@ $(BUILD)/stategate-exchange.wasm: $(EXCHANGE_SRC)
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate-exchange.tinygo.wasm ./exchange/module
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-exchange.tinygo.wasm -o $@
-	@scripts/check-size.sh $@ 800000
+	@scripts/check-size.sh $@ 810000
 
 # What the binary embeds is what the source builds to: after `make build`, the committed
 # $(EMBEDDED) must be unchanged (a fresh clone builds the module and compares).

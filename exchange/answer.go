@@ -88,7 +88,13 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	if list != nil {
 		sub = list.sub // validates the list's result while finding its tools
 	}
-	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && !jsonrpc.NotAnObject(err) {
+	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && (!jsonrpc.NotAnObject(err) || ex.InBatch(body)) {
+		if ex.carriesAnswer(body) {
+			// Not one message, yet a lenient client could find the answer in it: never
+			// passed undecorated (unreadable.go).
+			ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not one JSON-RPC message but holds one to request "+string(ex.clientID)+": withheld"), "method", ex.Method)
+			return ex.UnreadableAnswer(ctx), nil
+		}
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
 		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
 		return body, nil
@@ -98,6 +104,12 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	}
 	root := gjson.Parse(s)
 	result, ok := top.Answer(ex.upstreamID)
+	if ok && (top.Repeated() || result.IsObject() && objectRepeats(s, result.Index)) {
+		// The core would read the first of a repeated member ("result", or "tools" in
+		// it), the client the last: an answer the gateway never checked (unreadable.go).
+		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer to request "+string(ex.clientID)+" repeats a member: withheld"), "method", ex.Method)
+		return ex.UnreadableAnswer(ctx), nil
+	}
 	if !ok {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
 		ex.reportHealth(ctx, healthError)
@@ -357,11 +369,18 @@ func (ex *Exchange) timeout() time.Duration {
 // tools/call, the duration.
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
+	return ex.errorAnswer(context.Background(), healthUnreachable, "the gateway could not get an answer from the MCP server")
+}
+
+// errorAnswer is the gateway's JSON-RPC error (-32603) for a request whose upstream answer
+// the client cannot have: text, and UPSTREAM_UNAVAILABLE (retryable) in its data; health
+// is the outcome tool health counts.
+func (ex *Exchange) errorAnswer(ctx context.Context, health, text string) []byte {
 	ex.upstreamDone()
 	ex.called(OutcomeFailed)
 	ex.refused(abi.DenyUpstreamUnavailable, gjson.Result{})
-	ex.reportHealth(context.Background(), healthUnreachable)
-	msg := jsonrpc.AppendError(nil, ex.clientID, jsonrpc.CodeInternal, "the gateway could not get an answer from the MCP server")
+	ex.reportHealth(ctx, health)
+	msg := jsonrpc.AppendError(nil, ex.clientID, jsonrpc.CodeInternal, text)
 	data := `{"` + abi.MetaError + `":{"code":"` + abi.DenyUpstreamUnavailable + `","retryable":` + strconv.FormatBool(abi.Retryable(abi.DenyUpstreamUnavailable)) + `}}`
 	msg, _ = answer.Set(msg, []byte(data), "error", "data")
 	if ex.Method == MethodToolsCall {
