@@ -26,10 +26,10 @@ import (
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/demo"
-	"github.com/stategate/stategate/internal/dockermcp"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/intercept"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/internal/dockermcp"
 	"github.com/stategate/stategate/internal/testenv"
 )
 
