@@ -1,4 +1,4 @@
-package httpwasm_test
+package main_test
 
 import (
 	"context"

@@ -25,6 +25,7 @@ import (
 )
 
 func main() {
+	growHeap()
 	cfg := handler.Host.GetConfig()
 	unique := seed(cfg)
 	g, err := guest.Load(cfg, handler.Host, guest.MemKV{}, func(path string) (kvstate.KV, error) {
@@ -37,6 +38,18 @@ func main() {
 	}
 	handler.HandleRequestFn = g.HandleRequest
 	handler.HandleResponseFn = g.HandleResponse
+}
+
+// heapReserve is heap taken once and given back at once, so that TinyGo keeps it as free
+// space: without room to spare, the heap is collected on nearly every request (as in the
+// engine module, plugin/main.go).
+const heapReserve = 4 << 20
+
+var reserve []byte
+
+func growHeap() {
+	reserve = make([]byte, heapReserve)
+	reserve = nil
 }
 
 // seed replaces crypto/rand's reader, which every id the core mints reads (gateway

@@ -167,7 +167,7 @@ func (d *Dir) CAS(_ string, key string, prev, next kvstate.Value) (bool, error) 
 // another holds it, and breaking it once past its expiry.
 func (d *Dir) lock(n string) (func(), error) {
 	path := d.file("l-", n)
-	start := d.now()
+	start := d.now().UnixMilli() // wall clock only: a host's monotonic clock may not be time
 	for step := 0; ; step++ {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
@@ -184,7 +184,7 @@ func (d *Dir) lock(n string) (func(), error) {
 			return nil, errors.New("filestate: lock: " + err.Error())
 		}
 		d.breakStale(path)
-		if d.now().Sub(start) > d.Wait {
+		if d.now().UnixMilli()-start > d.Wait.Milliseconds() {
 			return nil, errors.New("filestate: lock: held by another caller for longer than " + d.Wait.String())
 		}
 		time.Sleep(time.Duration(min(step+1, 10)) * 100 * time.Microsecond)
@@ -205,7 +205,7 @@ func (d *Dir) breakStale(path string) {
 		if err == nil && exp > now.UnixMilli() {
 			return
 		}
-	} else if st, err := os.Stat(path); err != nil || now.Sub(st.ModTime()) < d.Hold {
+	} else if st, err := os.Stat(path); err != nil || now.UnixMilli()-st.ModTime().UnixMilli() < d.Hold.Milliseconds() {
 		return
 	}
 	gone := path + ".stale." + d.next()

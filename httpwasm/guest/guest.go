@@ -244,7 +244,17 @@ func (g *Guest) sleep(d time.Duration) {
 		g.Sleep(d)
 		return
 	}
-	time.Sleep(d)
+	Pause(d)
+}
+
+// Pause waits d by the wall clock. A host may give its guests a sleep that returns at once
+// and a monotonic clock that is not time (Traefik keeps wazero's defaults for both, and
+// gives the real wall clock only): the wait is then a spin on the wall clock.
+func Pause(d time.Duration) {
+	end := time.Now().UnixNano() + int64(d)
+	for time.Now().UnixNano() < end {
+		time.Sleep(d)
+	}
 }
 
 // requestHeaders reads every field of h (Host included: the host reports it as a field).
