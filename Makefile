@@ -57,7 +57,7 @@ $(BUILD)/stategate-httpwasm.wasm: $(HTTPWASM_SRC)
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(HTTPWASM_FLAGS) -o $(BUILD)/stategate-httpwasm.tinygo.wasm ./httpwasm
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-httpwasm.tinygo.wasm -o $@
-	@scripts/check-size.sh $@ 1000000
+	@scripts/check-size.sh $@ 850000
 
 # Traefik's local plugin folder (examples/traefik): plugins-local/src/MODULE/ with the
 # manifest and the http-wasm build as plugin.wasm. Run Traefik from $(BUILD)/traefik.
