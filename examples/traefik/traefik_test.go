@@ -90,7 +90,7 @@ type traefikOptions struct {
 // whose plugin failed to load is dropped, so the caller sees 404 there.
 func startTraefik(t testing.TB, o traefikOptions) *traefik {
 	t.Helper()
-	bin := traefikBinary(t)
+	traefikBinary(t)
 	testenv.NeedFile(t, modulePath, "run `make build.httpwasm`")
 	dir := t.TempDir()
 	plugin := filepath.Join(dir, "plugins-local", "src", filepath.FromSlash(moduleName))
@@ -128,13 +128,22 @@ func startTraefik(t testing.TB, o traefikOptions) *traefik {
 	writeJSON(t, filepath.Join(dir, "traefik.yml"), static) // JSON is YAML
 	writeJSON(t, filepath.Join(dir, "dynamic.yml"), dynamic)
 
+	tr := runTraefik(t, dir, filepath.Join(dir, "traefik.yml"), "http://127.0.0.1:"+port)
+	waitFor(t, tr, "/traefik-ready", func(status int) bool { return status == 200 })
+	return tr
+}
+
+// runTraefik starts Traefik in dir with the static configuration file static; origin is
+// its entry point's. It is stopped when t ends (its log shown when t failed).
+func runTraefik(t testing.TB, dir, static, origin string) *traefik {
+	t.Helper()
 	logs := &syncBuffer{}
-	cmd := exec.Command(bin, "--configFile="+filepath.Join(dir, "traefik.yml"))
+	cmd := exec.Command(traefikBinary(t), "--configFile="+static)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.Env = os.Environ()
 	must(t, cmd.Start())
-	tr := &traefik{URL: "http://127.0.0.1:" + port, logs: logs, cmd: cmd}
+	tr := &traefik{URL: origin, logs: logs, cmd: cmd}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
@@ -149,17 +158,23 @@ func startTraefik(t testing.TB, o traefikOptions) *traefik {
 			t.Logf("traefik's log:\n%s", tail(logs.String(), 6000))
 		}
 	})
+	return tr
+}
+
+// waitFor polls GET path until ready(status) holds, for at most 60 s.
+func waitFor(t testing.TB, tr *traefik, path string, ready func(status int) bool) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(tr.URL + "/traefik-ready")
+		resp, err := http.Get(tr.URL + path)
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return tr
+			if ready(resp.StatusCode) {
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("traefik did not apply its configuration in 60 s:\n%s", tail(logs.String(), 6000))
+			t.Fatalf("traefik did not serve %s as expected in 60 s:\n%s", path, tail(tr.logs.String(), 6000))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
