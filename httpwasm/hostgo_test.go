@@ -95,6 +95,8 @@ func TestLoad_refusals(t *testing.T) {
 	}{
 		{"workflows_without_state_dir", string(demo.Config()), "workflows (their tools are gated and moved) need state shared by every guest instance"},
 		{"health_without_state_dir", `{"version":1,"health":{}}`, "tool health need state"},
+		{"annotations_without_state_dir", `{"version":1,"stateSync":{"fromAnnotations":true}}`, "stateSync.fromAnnotations (the listed annotations)"},
+		{"cache_without_state_dir", `{"version":1,"cache":{"maxEntries":10}}`, "the response cache"},
 		{"not_json", `version: 1`, "not a JSON object"},
 		{"engine_refuses", `{"version":2}`, "configuration refused: version"},
 		{"unknown_option", `{"version":1,"httpWasm":{"statedir":"/state"}}`, "httpWasm.statedir: unknown field"},

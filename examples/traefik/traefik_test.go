@@ -110,7 +110,7 @@ func startTraefik(t testing.TB, o traefikOptions) *traefik {
 		"global":      map[string]any{"checkNewVersion": false, "sendAnonymousUsage": false},
 		"entryPoints": map[string]any{"web": map[string]any{"address": "127.0.0.1:" + port}},
 		"ping":        map[string]any{"manualRouting": true},
-		"log":         map[string]any{"level": "DEBUG"},
+		"log":         map[string]any{"level": "DEBUG", "noColor": true},
 		"providers":   map[string]any{"file": map[string]any{"filename": filepath.Join(dir, "dynamic.yml")}},
 		"experimental": map[string]any{"localPlugins": map[string]any{"stategate": map[string]any{
 			"moduleName": moduleName, "settings": settings}}},

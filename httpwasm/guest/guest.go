@@ -80,10 +80,14 @@ func Load(doc []byte, host Host, kv kvstate.KV, newDir func(path string) (kvstat
 	}
 	eng, err := engine.New(cfg)
 	if err != nil {
+		cfg = restoreScalars(cfg) // a host that hands options over as strings (Traefik)
+		eng, err = engine.New(cfg)
+	}
+	if err != nil {
 		return nil, errors.New("stategate: configuration refused: " + configProblems(cfg, err))
 	}
 	if opts.StateDir == "" {
-		if need := sharedState(eng.HostFacts()); need != "" {
+		if need := sharedState(eng.HostFacts(), gjson.GetBytes(cfg, "stateSync.fromAnnotations").Type == gjson.True); need != "" {
 			return nil, errors.New("stategate: " + need + " need state shared by every guest instance, and this build keeps it only in a state directory: " +
 				"set " + OptionsMember + ".stateDir to a directory mounted into the guest (Traefik: the plugin's settings.mounts), or remove them")
 		}
@@ -141,8 +145,13 @@ func configProblems(cfg []byte, err error) string {
 
 // sharedState names what in the configuration needs state every guest instance shares
 // ("" when nothing does).
-func sharedState(f engine.HostFacts) string {
+func sharedState(f engine.HostFacts, fromAnnotations bool) string {
 	var need []string
+	if fromAnnotations {
+		// The listed tools' annotations are recorded in State by tools/list and read by the
+		// calls: a call in another instance would lose its invalidation block.
+		need = append(need, "stateSync.fromAnnotations (the listed annotations)")
+	}
 	if len(f.Tools) > 0 {
 		need = append(need, "workflows (their tools are gated and moved)")
 	}
@@ -249,10 +258,12 @@ func (g *Guest) HandleResponse(reqCtx uint32, _ api.Request, resp api.Response, 
 		out = o.Answer(int(status), h, body, false)
 	}
 	if out.Start {
-		resp.SetStatusCode(uint32(out.Status))
 		setHeaders(resp.Headers(), out.Headers)
 	}
 	resp.Headers().Set("Content-Length", strconv.Itoa(len(out.Body)))
+	if out.Start {
+		resp.SetStatusCode(uint32(out.Status))
+	}
 	resp.Body().Write(out.Body)
 }
 
@@ -312,11 +323,12 @@ func setHeaders(h api.Header, want flow.Headers) {
 	}
 }
 
-// writeAnswer writes an answer the guest makes itself.
+// writeAnswer writes an answer the guest makes itself: headers first, since a host that
+// does not buffer the answer sends them with the status (http-wasm-host-go's WriteHeader).
 func writeAnswer(resp api.Response, status int, h flow.Headers, body []byte) {
-	resp.SetStatusCode(uint32(status))
 	setHeaders(resp.Headers(), h)
 	resp.Headers().Set("Content-Length", strconv.Itoa(len(body)))
+	resp.SetStatusCode(uint32(status))
 	if len(body) > 0 {
 		resp.Body().Write(body)
 	}

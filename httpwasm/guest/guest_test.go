@@ -8,6 +8,8 @@ import (
 
 	"github.com/http-wasm/http-wasm-guest-tinygo/handler/api"
 	"github.com/stategate/stategate/exchange/exchangetest"
+	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/tidwall/sjson"
 )
 
 // Fakes of http-wasm's request, response, header and body, over net/http's types.
@@ -75,8 +77,9 @@ type host struct{ logged []string }
 func (h *host) EnableFeatures(f api.Features) api.Features { return f }
 func (h *host) Log(_ api.LogLevel, m string)               { h.logged = append(h.logged, m) }
 
+// load loads cfg with its state directory (if it names one) in memory.
 func load(t testing.TB, cfg string) *Guest {
-	g, err := Load([]byte(cfg), &host{}, MemKV{}, nil)
+	g, err := Load([]byte(cfg), &host{}, MemKV{}, func(string) (kvstate.KV, error) { return MemKV{}, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +103,8 @@ func FuzzHandle(f *testing.F) {
 	f.Add("GET", "/mcp", "", "", uint32(500), "text/plain", "x")
 	f.Add("DELETE", "/mcp?x=1", "", "", uint32(204), "", "")
 	f.Add("POST", "/mcp", "application/json", `[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}]`, uint32(1000), "application/json", `{`)
-	g := load(f, string(exchangetest.Config("annotations.json")))
+	cfg, _ := sjson.SetBytes(exchangetest.Config("sample.json"), "httpWasm.stateDir", "/state")
+	g := load(f, string(cfg))
 	f.Fuzz(func(t *testing.T, method, uri, ctype, reqBody string, status uint32, rtype, respBody string) {
 		h := http.Header{"Content-Type": {ctype}, "Accept": {"application/json, text/event-stream"}, "Host": {"127.0.0.1"}}
 		req := &request{method: method, uri: uri, h: h, b: &body{b: []byte(reqBody)}}
@@ -115,4 +119,23 @@ func FuzzHandle(f *testing.F) {
 		up := &response{status: status, h: http.Header{"Content-Type": {rtype}}, b: &body{b: []byte(respBody)}}
 		g.HandleResponse(reqCtx, req, up, strings.Contains(respBody, "isError"))
 	})
+}
+
+// TestRestoreScalars: a document as Traefik's file provider hands it over (every leaf a
+// string) loads as the typed one; strings the engine takes as strings stay strings.
+func TestRestoreScalars(t *testing.T) {
+	typed := `{"version":1,"stateSync":{"policies":[{"match":"a.*","cacheControl":"no-store","invalidates":["a.*"]}]},"limits":{"maxArraySize":100,"tools":{"a.b":{"timeoutMs":5000}}},"workflows":[{"id":"w","initial":"2","key":"session","states":{"2":{"on":{"E":"3"}},"3":{"type":"final"}},"tools":{"a.b":{"states":["2"],"event":"E"}}}]}`
+	stringy := `{"version":"1","stateSync":{"policies":[{"match":"a.*","cacheControl":"no-store","invalidates":["a.*"]}]},"limits":{"maxArraySize":"100","tools":{"a.b":{"timeoutMs":"5000"}}},"workflows":[{"id":"w","initial":"2","key":"session","states":{"2":{"on":{"E":"3"}},"3":{"type":"final"}},"tools":{"a.b":{"states":["2"],"event":"E"}}}]}`
+	if got := string(restoreScalars([]byte(stringy))); got != typed {
+		t.Fatalf("restored:\n%s\nwant:\n%s", got, typed)
+	}
+	for _, p := range []struct{ in, want string }{
+		{`limits.tools["a.b"].timeoutMs`, `limits.tools.a\.b.timeoutMs`},
+		{`workflows[0].states["t x"]`, `workflows.0.states.t x`},
+		{`version`, `version`},
+	} {
+		if got, ok := gjsonPath(p.in); !ok || got != p.want {
+			t.Errorf("gjsonPath(%s) = %q, %v; want %q", p.in, got, ok, p.want)
+		}
+	}
 }
