@@ -9,6 +9,7 @@ import (
 	"github.com/http-wasm/http-wasm-guest-tinygo/handler/api"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
@@ -124,8 +125,8 @@ func FuzzHandle(f *testing.F) {
 // TestRestoreScalars: a document as Traefik's file provider hands it over (every leaf a
 // string) loads as the typed one; strings the engine takes as strings stay strings.
 func TestRestoreScalars(t *testing.T) {
-	typed := `{"version":1,"stateSync":{"policies":[{"match":"a.*","cacheControl":"no-store","invalidates":["a.*"]}]},"limits":{"maxArraySize":100,"tools":{"a.b":{"timeoutMs":5000}}},"workflows":[{"id":"w","initial":"2","key":"session","states":{"2":{"on":{"E":"3"}},"3":{"type":"final"}},"tools":{"a.b":{"states":["2"],"event":"E"}}}]}`
-	stringy := `{"version":"1","stateSync":{"policies":[{"match":"a.*","cacheControl":"no-store","invalidates":["a.*"]}]},"limits":{"maxArraySize":"100","tools":{"a.b":{"timeoutMs":"5000"}}},"workflows":[{"id":"w","initial":"2","key":"session","states":{"2":{"on":{"E":"3"}},"3":{"type":"final"}},"tools":{"a.b":{"states":["2"],"event":"E"}}}]}`
+	typed := `{"version":1,"stateSync":{"policies":[{"match":"a.*","cacheControl":"no-store","invalidates":["a.*"]}]},"limits":{"maxArraySize":100,"tools":{"a.b":{"timeoutMs":5000}}},"workflows":[{"id":"w","initial":"2","key":"session","states":{"2":{"on":{"E":"3"}},"3":{}},"tools":{"a.b":{"states":["2"],"event":"E"}}}]}`
+	stringy := `{"version":"1","stateSync":{"policies":[{"match":"a.*","cacheControl":"no-store","invalidates":["a.*"]}]},"limits":{"maxArraySize":"100","tools":{"a.b":{"timeoutMs":"5000"}}},"workflows":[{"id":"w","initial":"2","key":"session","states":{"2":{"on":{"E":"3"}},"3":""},"tools":{"a.b":{"states":["2"],"event":"E"}}}]}`
 	if got := string(restoreScalars([]byte(stringy))); got != typed {
 		t.Fatalf("restored:\n%s\nwant:\n%s", got, typed)
 	}
@@ -136,6 +137,23 @@ func TestRestoreScalars(t *testing.T) {
 	} {
 		if got, ok := gjsonPath(p.in); !ok || got != p.want {
 			t.Errorf("gjsonPath(%s) = %q, %v; want %q", p.in, got, ok, p.want)
+		}
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	for _, tc := range []struct{ in, err string }{
+		{`{"stateDir":"/state","leaseWaitMs":60000,"maxBodyBytes":"1024","loopback":"true"}`, ""},
+		{`{"leaseWaitMs":"0"}`, "httpWasm.leaseWaitMs: must be an integer from 1 to 600000"},
+		{`{"leaseWaitMs":1.5}`, "httpWasm.leaseWaitMs: must be an integer"},
+		{`{"stateDir":"state"}`, "httpWasm.stateDir: must be an absolute path"},
+		{`{"loopback":"yes"}`, "httpWasm.loopback: must be true or false"},
+		{`{"allowedHosts":[1]}`, "httpWasm.allowedHosts: must be an array of strings"},
+		{`[]`, "httpWasm: must be an object"},
+	} {
+		_, err := ParseOptions(gjson.Parse(tc.in))
+		if (err == nil) != (tc.err == "") || err != nil && !strings.HasPrefix(err.Error(), tc.err) {
+			t.Errorf("ParseOptions(%s) = %v, want %q", tc.in, err, tc.err)
 		}
 	}
 }

@@ -65,10 +65,13 @@ func ParseOptions(v gjson.Result) (Options, error) {
 		case "allowedHosts":
 			o.AllowedHosts, err = stringList(name, m)
 		case "loopback":
-			if m.Type != gjson.True && m.Type != gjson.False {
+			switch {
+			case m.Type == gjson.True || m.Type == gjson.String && m.Str == "true":
+				o.Loopback = true
+			case m.Type == gjson.False || m.Type == gjson.String && m.Str == "false":
+			default:
 				err = errors.New(name + ": must be true or false")
 			}
-			o.Loopback = m.Type == gjson.True
 		default:
 			err = errors.New(name + ": unknown field")
 		}
@@ -77,9 +80,17 @@ func ParseOptions(v gjson.Result) (Options, error) {
 	return o, err
 }
 
+// positive reads an integer from 1 to max: a JSON number, or a string of one (Traefik's
+// file provider hands every option over as a string).
 func positive(name string, v gjson.Result, max int64) (int, error) {
-	n := v.Int()
-	if v.Type != gjson.Number || strconv.FormatInt(n, 10) != v.Raw || n <= 0 || n > max {
+	raw := v.Raw
+	if v.Type == gjson.String {
+		raw = v.Str
+	} else if v.Type != gjson.Number {
+		raw = ""
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n <= 0 || n > max {
 		return 0, errors.New(name + ": must be an integer from 1 to " + strconv.FormatInt(max, 10))
 	}
 	return int(n), nil

@@ -19,8 +19,9 @@ import (
 //
 // # Notes
 //
-//   - Traefik also turns an empty list or map into "" or drops it; the engine names those,
-//     and they are left for the operator (the refusal says where).
+//   - Traefik also turns an empty map or list into "": where the engine wants an object or
+//     an array and finds "", it gets {} or []. An empty map Traefik drops is the engine's
+//     to name (the refusal says where).
 func restoreScalars(doc []byte) []byte {
 	for range 4 {
 		type edit struct {
@@ -29,7 +30,7 @@ func restoreScalars(doc []byte) []byte {
 		}
 		var edits []edit
 		gjson.GetBytes(engine.CheckConfig(doc), "errors").ForEach(func(_, e gjson.Result) bool {
-			path, _, ok := strings.Cut(e.String(), ": ")
+			path, msg, ok := strings.Cut(e.String(), ": ")
 			if !ok {
 				return true
 			}
@@ -41,8 +42,13 @@ func restoreScalars(doc []byte) []byte {
 			if v.Type != gjson.String || v.Index <= 0 || v.Index+len(v.Raw) > len(doc) || string(doc[v.Index:v.Index+len(v.Raw)]) != v.Raw {
 				return true
 			}
-			if s, ok := scalar(v.Str); ok {
+			switch s, ok := scalar(v.Str); {
+			case ok:
 				edits = append(edits, edit{v.Index, len(v.Raw), s})
+			case v.Str == "" && strings.HasPrefix(msg, "must be an object"):
+				edits = append(edits, edit{v.Index, len(v.Raw), "{}"}) // an empty map, emptied to ""
+			case v.Str == "" && strings.HasPrefix(msg, "must be an array"):
+				edits = append(edits, edit{v.Index, len(v.Raw), "[]"})
 			}
 			return true
 		})
