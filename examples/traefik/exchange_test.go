@@ -20,6 +20,7 @@ var leftOut = map[string]string{
 	// A task's lease is held in the memory of the instance that admitted its call, and the
 	// task's end is seen by whichever instance serves the tasks/get or the stream.
 	"task_moves_the_workflow_when_it_completes": "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
+	"task_input_required_status_moves_nothing":  "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
 	"task_that_failed_never_moves":              "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
 }
 

@@ -58,7 +58,8 @@ type Guest struct {
 	openID uint32
 	nextID uint32
 
-	Sleep func(time.Duration) // how a Wait decision waits (nil: time.Sleep)
+	Sleep func(time.Duration) // how a Wait decision waits (nil: Pause)
+	rep   *reporter
 }
 
 // Load builds the exchange from the configuration document (the stategate configuration
@@ -97,8 +98,10 @@ func Load(doc []byte, host Host, kv kvstate.KV, newDir func(path string) (kvstat
 		}
 	}
 	g := &Guest{host: host, opts: opts, eng: eng, state: &kvstate.State{KV: kv}}
+	rep := &reporter{host: host}
+	g.rep = rep
 	wait := time.Duration(opts.LeaseWaitMs) * time.Millisecond
-	g.core = exchange.New(exchange.Options{Plugin: inProcess{eng}, State: g.state, Reporter: reporter{host}, Config: cfg,
+	g.core = exchange.New(exchange.Options{Plugin: inProcess{eng}, State: g.state, Reporter: rep, Config: cfg,
 		MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
 		NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
 	g.flw = flow.New(flow.Options{Core: g.core, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
@@ -184,11 +187,13 @@ func (g *Guest) HandleRequest(req api.Request, resp api.Response) (next bool, re
 	ctx := context.Background()
 	d := g.flw.Request(ctx, r)
 	for d.Do == flow.DoWait {
+		g.rep.pending = g.rep.pending[:0] // the refusal is not final: nothing to report yet
 		step := time.Duration(max(d.AfterMs, 1)) * time.Millisecond
 		g.sleep(step)
 		r.Waited += step
 		d = g.flw.Request(ctx, r)
 	}
+	g.rep.flush()
 	switch d.Do {
 	case flow.DoAnswer:
 		writeAnswer(resp, d.Status, d.Headers, d.Body)
@@ -246,6 +251,7 @@ func (g *Guest) HandleResponse(reqCtx uint32, _ api.Request, resp api.Response, 
 	}
 	g.open = nil
 	var out flow.Output
+	defer g.rep.flush()
 	if isError {
 		out = o.Fail("unreachable")
 	} else {
@@ -352,10 +358,20 @@ func readBody(b api.Body, limit int) (body []byte, tooLarge bool) {
 	}
 }
 
-// reporter logs the core's faults through the host.
-type reporter struct{ host Host }
+// reporter logs the core's faults through the host, once a request's decision is final.
+type reporter struct {
+	host    Host
+	pending []string
+}
 
-func (r reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
+func (r *reporter) flush() {
+	for _, m := range r.pending {
+		r.host.Log(api.LogLevelWarn, m)
+	}
+	r.pending = r.pending[:0]
+}
+
+func (r *reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	msg := "stategate: fault " + f.String() + " (" + p.String() + ")"
 	if err != nil {
 		msg += ": " + err.Error()
@@ -369,7 +385,9 @@ func (r reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 			msg += " " + k + "=" + strconv.Itoa(v)
 		}
 	}
-	r.host.Log(api.LogLevelWarn, msg)
+	if len(r.pending) < 64 {
+		r.pending = append(r.pending, msg)
+	}
 }
 
-func (reporter) Count(exchange.Counter) {}
+func (*reporter) Count(exchange.Counter) {}
