@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/exchange/exchangetest"
+	"github.com/tidwall/sjson"
 )
 
 // leftOut are the exchange suite's cases that Traefik (its pool of guest instances, its
@@ -17,6 +18,10 @@ var leftOut = map[string]string{
 	// Traefik decodes the middleware's configuration into Go maps and hands it over as
 	// JSON with every object's members sorted by name: parallel regions come in name order.
 	"statechart_result_guard_and_parallel_regions": "Traefik hands the configuration over with object members sorted by name, so parallel regions are listed in name order (the same decisions, another order in the messages)",
+	// Traefik cleans a request's path (dot segments, encoded dots) before its middlewares
+	// run: the guest and the upstream both see the cleaned path, so no discovery path can
+	// resolve elsewhere at the upstream than the guest read it, and the 404 never comes.
+	"oauth_discovery_path_that_resolves_elsewhere_is_refused": "Traefik cleans the path (dot segments, encoded dots) before the middleware: the guest reads the path the upstream gets",
 	// A task's lease is held in the memory of the instance that admitted its call, and the
 	// task's end is seen by whichever instance serves the tasks/get or the stream.
 	"task_moves_the_workflow_when_it_completes": "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
@@ -28,14 +33,21 @@ var leftOut = map[string]string{
 // built http-wasm module, state in a mounted directory: the bytes the Go gateway gives.
 func TestExchangeSuite(t *testing.T) {
 	traefikBinary(t)
-	exchangetest.Run(t, func(t *testing.T, cfg []byte) exchangetest.Host {
+	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		if why, ok := leftOut[caseName(t)]; ok {
 			t.Skip("left out: " + why)
 		}
 		sh, upstream := exchangetest.NewHTTPHost(t)
 		u, err := url.Parse(upstream)
 		must(t, err)
-		tr := startTraefik(t, traefikOptions{Config: withStateDir(t, cfg), Upstream: u.Scheme + "://" + u.Host, StateDir: t.TempDir()})
+		cfg = withStateDir(t, cfg)
+		if o.PublicURL != "" {
+			cfg, err = sjson.SetBytes(cfg, "httpWasm.publicUrl", o.PublicURL)
+			must(t, err)
+			cfg, err = sjson.SetBytes(cfg, "httpWasm.upstream", upstream)
+			must(t, err)
+		}
+		tr := startTraefik(t, traefikOptions{Config: cfg, Upstream: u.Scheme + "://" + u.Host, StateDir: t.TempDir()})
 		sh.URL = tr.URL + "/mcp"
 		return sh
 	})

@@ -8,9 +8,10 @@
 //
 //   - handle_request reads the client's request whole and asks the flow: an answer is
 //     written at once (next=false); a forward rewrites the request in place and returns
-//     next=true. An admitted call's answer (and a DELETE's) is buffered by the host
-//     (FeatureBufferResponse, for that request only) and handed back in handle_response,
-//     where the flow rewrites it whole. Any other answer passes unbuffered.
+//     next=true. An answer the flow reads (an admitted call's, a DELETE's, an OAuth
+//     document's or challenge's) is buffered by the host (FeatureBufferResponse, for that
+//     request only) and handed back in handle_response, where the flow rewrites it whole.
+//     A GET for an event stream (a session's standing stream) is never held: it passes.
 //   - A lease another call holds is a Wait decision: the guest sleeps and asks again, up
 //     to leaseWaitMs, in the same handle_request (the host's other requests run in other
 //     guest instances meanwhile).
@@ -24,6 +25,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +99,10 @@ func Load(doc []byte, host Host, kv kvstate.KV, newDir func(path string) (kvstat
 			return nil, errors.New("stategate: " + OptionsMember + ".stateDir: " + err.Error())
 		}
 	}
+	oauth, err := oauthMap(opts)
+	if err != nil {
+		return nil, errors.New("stategate: " + err.Error())
+	}
 	g := &Guest{host: host, opts: opts, eng: eng, state: &kvstate.State{KV: kv}}
 	rep := &reporter{host: host}
 	g.rep = rep
@@ -106,8 +112,33 @@ func Load(doc []byte, host Host, kv kvstate.KV, newDir func(path string) (kvstat
 		NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
 	g.flw = flow.New(flow.Options{Core: g.core, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
 		Origins: admission.OriginPolicy{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts, Loopback: opts.Loopback},
-		Busy:    g.state.TakeBusy})
+		Busy:    g.state.TakeBusy, OAuth: oauth})
 	return g, nil
+}
+
+// oauthMap is the flow's OAuth option from publicUrl and upstream (nil without upstream:
+// discovery documents pass as any request).
+func oauthMap(o Options) (*exchange.OAuthMap, error) {
+	if o.Upstream == "" {
+		if o.PublicURL != "" {
+			return nil, errors.New(OptionsMember + ".publicUrl: needs " + OptionsMember + ".upstream (the MCP server's URL)")
+		}
+		return nil, nil
+	}
+	m := &exchange.OAuthMap{}
+	if o.PublicURL != "" {
+		p, err := exchange.ParsePublicURL(o.PublicURL)
+		if err != nil {
+			return nil, errors.New(OptionsMember + ".publicUrl: must be an http(s) origin (scheme://host[:port])")
+		}
+		m.Public = p
+	}
+	u, err := url.Parse(o.Upstream)
+	if err != nil || !u.IsAbs() || u.Host == "" {
+		return nil, errors.New(OptionsMember + ".upstream: must be the MCP server's absolute URL")
+	}
+	m.EndpointPath = u.Path
+	return m, nil
 }
 
 // without is the object doc without its members named name (the others as they are, in
@@ -226,8 +257,8 @@ func (g *Guest) HandleRequest(req api.Request, resp api.Response) (next bool, re
 		req.Body().Write(d.Body) // the read consumed the body: it is written back
 	}
 	o := d.Open
-	if o == nil || (o.Exchange() == nil && !strings.EqualFold(method, "DELETE")) {
-		return true, 0 // the answer passes as it comes (a stream is never held)
+	if o == nil || o.Exchange() == nil && strings.EqualFold(method, "GET") && strings.Contains(strings.ToLower(h.Get("Accept")), "text/event-stream") {
+		return true, 0 // the answer passes as it comes: a standing stream is never held
 	}
 	if g.host.EnableFeatures(api.FeatureBufferResponse)&api.FeatureBufferResponse == 0 {
 		g.host.Log(api.LogLevelError, "stategate: the host cannot buffer answers: this call's answer passes unread")

@@ -32,6 +32,11 @@ type Options struct {
 	// Host names answered besides loopback ones, and whether loopback alone is answered.
 	AllowedOrigins, AllowedHosts []string
 	Loopback                     bool
+	// PublicURL (the origin clients reach the MCP endpoint at) and Upstream (the MCP
+	// server's URL as the host forwards to: its path is the endpoint) turn on OAuth
+	// discovery routing and rewriting, as the exchange module's options of the same names
+	// (exchange.OAuthMap); both are needed.
+	PublicURL, Upstream string
 }
 
 // DefaultOptions are the options of a document without the member.
@@ -71,6 +76,14 @@ func ParseOptions(v gjson.Result) (Options, error) {
 			case m.Type == gjson.False || m.Type == gjson.String && m.Str == "false":
 			default:
 				err = errors.New(name + ": must be true or false")
+			}
+		case "publicUrl", "upstream":
+			if m.Type != gjson.String || m.Str == "" {
+				err = errors.New(name + ": must be a URL")
+			} else if k.String() == "publicUrl" {
+				o.PublicURL = m.Str
+			} else {
+				o.Upstream = m.Str
 			}
 		default:
 			err = errors.New(name + ": unknown field")
