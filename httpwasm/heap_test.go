@@ -120,3 +120,25 @@ func BenchmarkGuestHeap(b *testing.B) {
 		b.Errorf("the guest's memory grew from %d to %d bytes over %d requests", before, after, b.N)
 	}
 }
+
+// BenchmarkGuestRequest is one request's cost through the built module in
+// http-wasm-host-go (one instance, as BenchmarkGuestHeap), by kind: a decorated tools/list,
+// a call that passes (its result decorated), a gated call the engine denies (a lease taken
+// and released, the state read: file operations in the state directory).
+func BenchmarkGuestRequest(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	g, err := newGuest(b, withStateDir(b, demo.Config()), b.TempDir(), cannedUpstream())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 300 {
+		serve(b, g.h, i)
+	}
+	for k, name := range []string{"tools_list", "call_passed", "call_denied"} {
+		b.Run(name, func(b *testing.B) {
+			for i := range b.N {
+				serve(b, g.h, i*len(heapRequests)+k)
+			}
+		})
+	}
+}
