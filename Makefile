@@ -8,7 +8,7 @@ EMBEDDED := plugin/built/stategate.wasm
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc=conservative -panic=trap -opt=s
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
-# (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, host/dockermcp)
+# (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, internal/dockermcp)
 .PHONY: build build.exchange build.httpwasm build.traefik traefik build.go build.debug build.cli tinygo docker-mcp test check.embedded browser oci bench fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm
@@ -30,7 +30,8 @@ $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 # The exchange module: the engine and the exchange core (exchange/, exchange/flow) in one
 # Extism plugin, with the exchange exports (abi/ABI.md, "The exchange exports") beside the
 # engine's. A second module: the exchange costs more than the engine module's budget
-# (RATIONALE.md, "The exchange in the module").
+# (RATIONALE.md, "The exchange in the module"). Budget 800,000 -> 810,000 B for issue 38
+# (803,476 B: answers a client could read otherwise withheld, task records by principal).
 EXCHANGE_SRC := $(PLUGIN_SRC) $(shell find exchange host/respcache -name '*.go' -not -name '*_test.go' -not -path 'exchange/exchangetest/*')
 build.exchange: $(BUILD)/stategate-exchange.wasm
 
@@ -41,7 +42,7 @@ $(BUILD)/stategate-exchange.wasm: $(EXCHANGE_SRC)
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate-exchange.tinygo.wasm ./exchange/module
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-exchange.tinygo.wasm -o $@
-	@scripts/check-size.sh $@ 800000
+	@scripts/check-size.sh $@ 810000
 
 # The http-wasm build: the engine and the exchange core behind http-wasm's handle_request
 # and handle_response (httpwasm/), for Traefik's and Dapr's http-wasm middleware. A command
@@ -166,7 +167,9 @@ check:
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 
-run: build build.cli
+# The demo needs only Go: the binary carries the committed module (plugin/built), which
+# `make test` checks is what the source builds to; no TinyGo on the way to the first output.
+run: build.cli
 	$(BUILD)/stategate demo
 
 build.cli:

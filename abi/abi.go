@@ -128,6 +128,21 @@ const (
 	DenyToolAutoDisabled = "TOOL_AUTO_DISABLED"
 )
 
+// State keys: every key the engine names for a workflow, tool health or the cache starts
+// with StateKeyPrefix; the response cache's own records live under CacheKeyPrefix.
+const (
+	StateKeyPrefix = "stategate/v1/"
+	CacheKeyPrefix = StateKeyPrefix + "cache/"
+)
+
+// IsWorkflowKey reports whether key holds a workflow's snapshot: under StateKeyPrefix, and
+// neither tool health (compare-and-set counters, never leased) nor the cache's records.
+// The principal's annotation record lives outside StateKeyPrefix.
+func IsWorkflowKey(key string) bool {
+	return len(key) > len(StateKeyPrefix) && key[:len(StateKeyPrefix)] == StateKeyPrefix && !IsHealthKey(key) &&
+		!(len(key) >= len(CacheKeyPrefix) && key[:len(CacheKeyPrefix)] == CacheKeyPrefix)
+}
+
 // Tool health storage keys: a unit's record lives under HealthKeyPrefix + the unit name
 // percent-encoded, and HealthIndexKey lists the known units. Hosts never build them (the
 // engine names them in needState); they recognise them to keep them out of leases.

@@ -3,7 +3,7 @@
 BUILD ?= build
 GO ?= go
 ENVOY_WASM := $(BUILD)/stategate-envoy.wasm
-ENVOY_SRC = $(shell find envoy exchange plugin abi internal/termsafe -name '*.go' -not -name '*_test.go') go.mod go.sum
+ENVOY_SRC = $(shell find envoy exchange plugin abi internal/termsafe internal/wasmexport -name '*.go' -not -name '*_test.go' -not -path 'envoy/mosnhost/*') go.mod go.sum
 EXTISM_NODE := examples/extism-node
 
 .PHONY: build.envoy build.envoy.go test.envoy bench.envoy e2e.envoy node.extism-node
@@ -15,6 +15,10 @@ EXTISM_NODE := examples/extism-node
 # (faster; the filter's budget allows it) and -gc=precise (the collector skips the buffered
 # bodies and the list memo instead of scanning them word by word: tools/list twice as fast).
 # TinyGo is installed on first use (scripts/install-tinygo.sh). Size budget 1.5 MB (issue 31).
+# The `malloc` export is pointed at `proxy_on_memory_allocate`: Envoy copies every value it
+# hands the guest (headers, bodies, shared data) into memory from `malloc` when the module
+# exports one, and TinyGo's `malloc` keeps each allocation alive until `free`, which Envoy
+# never calls (RATIONALE.md, "The filter's malloc"; TestLongLivedVM_memoryIsFlat).
 ENVOY_WASM_GO := $(BUILD)/stategate-envoy-go.wasm
 ENVOY_TINYGO_FLAGS := $(subst -gc=conservative,-gc=precise,$(subst -opt=s,-opt=2,$(TINYGO_FLAGS)))
 
@@ -26,7 +30,9 @@ $(ENVOY_WASM): $(ENVOY_SRC)
 	@$(GO) mod edit -modfile=$(BUILD)/tinygo-envoy.mod -replace github.com/tidwall/pretty=$(CURDIR)/plugin/internal/nopretty
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
 		GOFLAGS=-modfile=$(BUILD)/tinygo-envoy.mod $$TINYGO build $(ENVOY_TINYGO_FLAGS) -o $(BUILD)/stategate-envoy.tinygo.wasm ./envoy
-	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-envoy.tinygo.wasm -o $@
+	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-envoy.tinygo.wasm -o $@.tmp
+	$(GO) run ./internal/wasmexport/cmd/point $@.tmp malloc proxy_on_memory_allocate
+	@mv $@.tmp $@
 	@scripts/check-size.sh $@ 1500000
 
 # The same filter from standard Go (GOOS=wasip1): the fallback where TinyGo cannot be had

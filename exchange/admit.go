@@ -58,8 +58,11 @@ type Exchange struct {
 	cached cacheState  // a cacheable call's entry and flight (cache.go)
 	health healthState // its tool health accounting (health.go)
 
-	own         bool   // Session is a live gateway session: never sent upstream
-	initVersion string // initialize: the params.protocolVersion it asks for (its era)
+	own bool // Session is a live gateway session: never sent upstream
+	// authorization is a tools/list request's Authorization: with the principal, the
+	// credential scope its Mcp-Param declarations are learnt for (paramheaders.go).
+	authorization string
+	initVersion   string // initialize: the params.protocolVersion it asks for (its era)
 }
 
 // callState is a tools/call's part in the state loop: the engine input check_limits and
@@ -212,6 +215,8 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Enve
 		}
 	case MethodInitialize:
 		ex.initVersion = params.Get("protocolVersion").Str
+	case MethodToolsList:
+		ex.authorization = h.Get(admission.HeaderAuthorization) // the list's credential scope
 	}
 	return ex
 }

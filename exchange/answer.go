@@ -88,7 +88,13 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	if list != nil {
 		sub = list.sub // validates the list's result while finding its tools
 	}
-	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && !jsonrpc.NotAnObject(err) {
+	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && (!jsonrpc.NotAnObject(err) || ex.InBatch(body)) {
+		if ex.carriesAnswer(body) {
+			// Not one message, yet a lenient client could find the answer in it: never
+			// passed undecorated (unreadable.go).
+			ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not one JSON-RPC message but holds one to request "+string(ex.clientID)+": withheld"), "method", ex.Method)
+			return ex.UnreadableAnswer(ctx), nil
+		}
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
 		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
 		return body, nil
@@ -98,6 +104,12 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	}
 	root := gjson.Parse(s)
 	result, ok := top.Answer(ex.upstreamID)
+	if ok && (top.Repeated() || result.IsObject() && objectRepeats(s, result.Index)) {
+		// The core would read the first of a repeated member ("result", or "tools" in
+		// it), the client the last: an answer the gateway never checked (unreadable.go).
+		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer to request "+string(ex.clientID)+" repeats a member: withheld"), "method", ex.Method)
+		return ex.UnreadableAnswer(ctx), nil
+	}
 	if !ok {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
 		ex.reportHealth(ctx, healthError)
@@ -129,7 +141,10 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 		}
 		return msg, nil
 	case MethodToolsList:
-		ex.core.params.learn(result) // before decoration: the upstream's own schemas
+		if ex.core.params.m.Len() > 0 || strings.Contains(result.Raw, xMcpHeader) {
+			// Before decoration: the upstream's own schemas, as listed to this caller.
+			ex.core.params.learn(paramScope(ex.principal, ex.authorization), result)
+		}
 		return ex.core.decorateTools(ctx, ex, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
@@ -157,6 +172,12 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		// Not the call's completion (input_required: the client is to retry with the
 		// input asked for): nothing ran to its end, so nothing moves, tool health is not
 		// told, and the lease goes. The retry is an ordinary call in the unchanged state.
+		if ex.health.probe && ex.health.due.CompareAndSwap(true, false) {
+			// The probe of an auto-disabled unit learnt nothing: it is freed (the engine's
+			// inconclusive probe), so the client's retry may probe, not wait for the claim
+			// to lapse. No workflow moves (isError), the lease goes below.
+			ex.transition(ctx, false, healthIncomplete, "")
+		}
 		ex.health.due.Store(false)
 		if !ex.call.hold {
 			ex.releaseNow()
@@ -348,11 +369,18 @@ func (ex *Exchange) timeout() time.Duration {
 // tools/call, the duration.
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
+	return ex.errorAnswer(context.Background(), healthUnreachable, "the gateway could not get an answer from the MCP server")
+}
+
+// errorAnswer is the gateway's JSON-RPC error (-32603) for a request whose upstream answer
+// the client cannot have: text, and UPSTREAM_UNAVAILABLE (retryable) in its data; health
+// is the outcome tool health counts.
+func (ex *Exchange) errorAnswer(ctx context.Context, health, text string) []byte {
 	ex.upstreamDone()
 	ex.called(OutcomeFailed)
 	ex.refused(abi.DenyUpstreamUnavailable, gjson.Result{})
-	ex.reportHealth(context.Background(), healthUnreachable)
-	msg := jsonrpc.AppendError(nil, ex.clientID, jsonrpc.CodeInternal, "the gateway could not get an answer from the MCP server")
+	ex.reportHealth(ctx, health)
+	msg := jsonrpc.AppendError(nil, ex.clientID, jsonrpc.CodeInternal, text)
 	data := `{"` + abi.MetaError + `":{"code":"` + abi.DenyUpstreamUnavailable + `","retryable":` + strconv.FormatBool(abi.Retryable(abi.DenyUpstreamUnavailable)) + `}}`
 	msg, _ = answer.Set(msg, []byte(data), "error", "data")
 	if ex.Method == MethodToolsCall {

@@ -79,8 +79,8 @@ type CacheLimits struct {
 }
 
 const (
-	cacheIndexKey  = "stategate/v1/cache/tools"
-	cacheGenPrefix = "stategate/v1/cache/gen/"
+	cacheIndexKey  = abi.CacheKeyPrefix + "tools"
+	cacheGenPrefix = abi.CacheKeyPrefix + "gen/"
 	maxCacheTools  = 10000 // tools the index lists at most; beyond, calls are not cached
 )
 

@@ -29,7 +29,8 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 	if h != nil {
 		// Mcp-Param-* headers must mirror the arguments the listed schema names (2026-07-28):
 		// refused before any state is read or leased.
-		if r := admission.Params(h, c.params.get(ex.Tool), params.Arguments, ex.version >= cacheableVersion); r != nil {
+		decl := c.params.get(ex.principal, h.Get(admission.HeaderAuthorization), ex.Tool)
+		if r := admission.Params(h, decl, params.Arguments, ex.version >= cacheableVersion); r != nil {
 			ex.refuse(r)
 			return
 		}

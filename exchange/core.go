@@ -131,7 +131,7 @@ func New(opts Options) *Core {
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
 		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
-		seen: newSeenTools(), params: &paramHeaders{}}
+		seen: newSeenTools(), params: newParamHeaders()}
 	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {
 		c.Stats, c.listed, c.seen, c.params = prev.Stats, prev.listed, prev.seen, prev.params

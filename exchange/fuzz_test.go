@@ -7,7 +7,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
@@ -89,13 +91,17 @@ func FuzzAdmit(f *testing.F) {
 }
 
 // FuzzAnswer: whatever the upstream answers, as JSON or as an event stream cut anywhere,
-// rewriting never panics, and an event stream that holds no answer passes byte for byte.
+// rewriting never panics; every event that goes on holds one JSON value or no data (issue
+// 38: nothing a client could read otherwise); and an event stream that holds no answer
+// passes byte for byte unless the core withheld something of it, counted as a fault.
 func FuzzAnswer(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}`,
 		"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n\r\n",
 		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\r\r: c\n\n",
 		`{"jsonrpc":"2.0","id":1,"result":{"isError":true,"isError":false}}`,
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n",
+		"\xEF\xBB\xBFdata: [{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}]\n\n",
 	} {
 		f.Add(s, uint8(7))
 	}
@@ -114,9 +120,23 @@ func FuzzAnswer(f *testing.F) {
 		ex = c.Admit(context.Background(), http.Header{}, call)
 		rw := ex.SSE(context.Background(), 1<<16)
 		at := int(cut) % (len(answer) + 1)
+		withheld := c.Stats.Faults(abi.FaultUpstreamBody)
 		got := string(rw.Feed([]byte(answer[:at]), false)) + string(rw.Feed([]byte(answer[at:]), true))
-		if !ex.answered && got != answer {
+		withheld = c.Stats.Faults(abi.FaultUpstreamBody) - withheld
+		if !ex.answered && got != answer && withheld == 0 && "\xEF\xBB\xBF"+got != answer {
 			t.Fatalf("a stream without the answer changed:\n%q\n%q", answer, got)
+		}
+		if len(answer) <= 1<<16 {
+			for rest := []byte(got); ; {
+				ev, r, ok := sse.Next(rest, true)
+				if !ok {
+					break
+				}
+				if data, has := sse.Data(ev); has && Unreadable(data) {
+					t.Fatalf("an event that is not one message went on: %q\nfrom %q", ev, answer)
+				}
+				rest = r
+			}
 		}
 		ex.Close()
 	})

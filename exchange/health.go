@@ -20,6 +20,7 @@ const (
 	healthError       = "error"
 	healthTimeout     = "timeout"
 	healthUnreachable = "unreachable"
+	healthIncomplete  = "incomplete" // not the call's completion: frees a probe, counts nothing
 )
 
 // appendNow appends ,"now":<unix ms>: the engine has no clock of its own.

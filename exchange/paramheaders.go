@@ -1,9 +1,11 @@
 package exchange
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
-	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/tidwall/gjson"
 )
@@ -13,100 +15,115 @@ import (
 // admission refuses a tools/call whose headers disagree with its body (admission.Params).
 
 const (
-	// maxParamTools bounds the tools whose header declarations a core remembers.
-	maxParamTools = 10000
+	// maxParamEntries bounds the (credential scope, tool) declarations a core remembers
+	// (least recently used out).
+	maxParamEntries = 10000
+	// maxParamDecls bounds one tool's declarations: a tool declaring more has none kept.
+	maxParamDecls = 64
 	// maxParamDepth bounds how deep a declaration is looked for (properties of properties).
 	maxParamDepth = 16
 	xMcpHeader    = "x-mcp-header"
 )
 
-// paramHeaders are the x-mcp-header declarations of the tools the upstream listed, by tool
-// name: the last list naming a tool decides (a tool listed again without declarations
+// paramHeaders are the x-mcp-header declarations of the tools the upstream listed, by the
+// credential scope that listed them (a list may vary by authorization) and tool name: the
+// last list of a scope naming a tool decides (a tool listed again without declarations
 // loses them).
 type paramHeaders struct {
-	mu sync.RWMutex
-	m  map[string][]admission.ParamHeader
+	m *lru.Cache[string, []admission.ParamHeader]
 }
 
-// learn reads a tools/list answer's result (one page) for declarations. A list without the
-// text x-mcp-header anywhere costs one substring search while no tool has declarations.
-func (p *paramHeaders) learn(result gjson.Result) {
+func newParamHeaders() *paramHeaders {
+	m, _ := lru.New[string, []admission.ParamHeader](maxParamEntries) // > 0: never an error
+	return &paramHeaders{m: m}
+}
+
+// paramScope is the credential scope of a request: its principal and Authorization, as a
+// digest ("" for neither: every anonymous caller shares one scope).
+func paramScope(principal, authorization string) string {
+	if principal == "" && authorization == "" {
+		return ""
+	}
+	h := sha256.New()
+	h.Write([]byte(principal))
+	h.Write([]byte{0})
+	h.Write([]byte(authorization))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// learn reads a tools/list answer's result (one page), listed to scope, for declarations.
+// A list without the text x-mcp-header anywhere costs one substring search while no tool
+// has declarations.
+func (p *paramHeaders) learn(scope string, result gjson.Result) {
 	has := strings.Contains(result.Raw, xMcpHeader)
-	p.mu.RLock()
-	empty := len(p.m) == 0
-	p.mu.RUnlock()
-	if !has && empty {
+	if !has && p.m.Len() == 0 {
 		return
 	}
-	found := map[string][]admission.ParamHeader{}
-	var names []string
 	result.Get("tools").ForEach(func(_, t gjson.Result) bool {
 		name := t.Get("name")
 		if name.Type != gjson.String || name.Str == "" {
 			return true
 		}
-		n := strings.Clone(name.Str) // the answer's buffer is not kept
-		names = append(names, n)
+		key := scope + "\x00" + name.Str // a new string: the answer's buffer is not kept
+		var d []admission.ParamHeader
 		if has {
-			if d := paramDecls(t.Get("inputSchema"), nil, 0); len(d) > 0 {
-				found[n] = d
-			}
+			d = paramDecls(t.Get("inputSchema"))
+		}
+		if len(d) > 0 {
+			p.m.Add(key, d)
+		} else {
+			p.m.Remove(key)
 		}
 		return true
 	})
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string][]admission.ParamHeader{}
-	}
-	for _, n := range names {
-		if d, ok := found[n]; ok {
-			if _, known := p.m[n]; known || len(p.m) < maxParamTools {
-				p.m[n] = d
-			}
-		} else {
-			delete(p.m, n)
-		}
-	}
 }
 
-// get returns tool's declarations (nil for none).
-func (p *paramHeaders) get(tool string) []admission.ParamHeader {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return p.m[tool]
+// get returns the declarations of tool as listed to the caller (principal, authorization),
+// nil for none. No digest is taken while no tool has declarations.
+func (p *paramHeaders) get(principal, authorization, tool string) []admission.ParamHeader {
+	if p.m.Len() == 0 {
+		return nil
+	}
+	d, _ := p.m.Get(paramScope(principal, authorization) + "\x00" + tool)
+	return d
 }
 
 // paramDecls collects the declarations statically reachable from schema through properties
 // keys only (the spec ignores any elsewhere: items, composition, $ref). A declaration whose
-// name is not a header token, or that repeats another's name in any case, is dropped: the
-// spec has clients drop such a tool, so no conforming client sends its header.
-func paramDecls(schema gjson.Result, path []string, depth int) []admission.ParamHeader {
-	props := schema.Get("properties")
-	if !props.IsObject() || depth >= maxParamDepth {
-		return nil
-	}
+// name is not a header token is dropped; a tool whose declarations repeat a name in any
+// case, or number over maxParamDecls, has none kept (the spec has clients drop such a tool,
+// so no conforming client sends its headers).
+func paramDecls(schema gjson.Result) []admission.ParamHeader {
 	var out []admission.ParamHeader
-	props.ForEach(func(k, v gjson.Result) bool {
-		if !v.IsObject() {
-			return true
+	seen := map[string]bool{}
+	bad := false
+	var walk func(schema gjson.Result, path []string, depth int)
+	walk = func(schema gjson.Result, path []string, depth int) {
+		props := schema.Get("properties")
+		if !props.IsObject() || depth >= maxParamDepth || bad {
+			return
 		}
-		p := append(append([]string(nil), path...), strings.Clone(k.Str))
-		if h := v.Get(gjson.Escape(xMcpHeader)); h.Type == gjson.String && admission.ValidParamName(h.Str) {
-			out = append(out, admission.ParamHeader{Name: strings.Clone(h.Str), Path: p})
-		}
-		out = append(out, paramDecls(v, p, depth+1)...)
-		return true
-	})
-	if depth > 0 {
-		return out
-	}
-	for i := 0; i < len(out); i++ {
-		for j := i + 1; j < len(out); j++ {
-			if strings.EqualFold(out[i].Name, out[j].Name) {
-				return nil // the tool's declarations are invalid as a whole
+		props.ForEach(func(k, v gjson.Result) bool {
+			if !v.IsObject() {
+				return true
 			}
-		}
+			p := append(append(make([]string, 0, len(path)+1), path...), strings.Clone(k.Str))
+			if h := v.Get(gjson.Escape(xMcpHeader)); h.Type == gjson.String && admission.ValidParamName(h.Str) {
+				lower := strings.ToLower(h.Str)
+				if seen[lower] || len(out) >= maxParamDecls {
+					bad = true
+					return false
+				}
+				seen[lower] = true
+				out = append(out, admission.ParamHeader{Name: strings.Clone(h.Str), Path: p})
+			}
+			walk(v, p, depth+1)
+			return !bad
+		})
+	}
+	walk(schema, nil, 0)
+	if bad {
+		return nil
 	}
 	return out
 }

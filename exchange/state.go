@@ -280,3 +280,34 @@ func strs(arr gjson.Result) []string {
 	})
 	return out
 }
+
+// Replace replaces the value under key by the core's state protocol, as a transition stores
+// a snapshot: the key is leased (waiting at most wait for a moving call that holds it) and
+// read in one step, fn's value stored by compare-and-set against what was read, under the
+// lease, and the lease released. fn gets what is stored (Exists false: nothing) and returns
+// the new value, or an error that leaves the key unchanged (returned as it is). owner is the
+// session the key belongs to ("" for a state handle's). Errors: one wrapping ErrBusy when the
+// lease could not be had within wait, ErrConflict when the value changed under the lease
+// (it lapsed), any other the store's. Operators' changes (POST /admin/state/reset) go
+// through it, so they can never interleave with a call's transition.
+func Replace(ctx context.Context, st State, owner, key string, wait time.Duration, fn func(Slot) ([]byte, error)) error {
+	lctx, cancel := context.WithTimeout(ctx, wait)
+	lease, slots, err := st.Lock(lctx, []string{key}, 2*wait, true)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer lease.Release()
+	if len(slots) != 1 {
+		return errors.New("state: a lease with its read gave no value")
+	}
+	value, err := fn(slots[0])
+	if err != nil {
+		return err
+	}
+	var pass Lease
+	if st.Capabilities().ReleasingWrites {
+		pass = lease
+	}
+	return st.Store(ctx, owner, key, value, slots[0], pass)
+}

@@ -60,11 +60,28 @@ const taskKeyPrefix = "stategate/tasks/v1/"
 // maxTaskLeases bounds the leases held for running tasks in one core.
 const maxTaskLeases = 10000
 
-// taskKey is the record of task id for a session and principal: the digest keeps the
-// caller's names out of the key and one client from naming another's task.
-func taskKey(session, principal, id string) string {
+// taskKey is the record of task id for a principal: what owns a task across sessions. The
+// spec lets a client poll a task from any session (a client that reconnected reads
+// tasks/result from its new one), so a record keyed by the session missed the task's end
+// there, and once the lease lapsed the same once-only step was admitted and ran again. The
+// principal scopes it (another principal computes another key: it can neither settle nor
+// read the record); without a principal header every client shares the scope, as they
+// share handle-keyed state. The digest keeps the caller's names out of the key.
+func taskKey(principal, id string) string {
+	return taskDigest("principal", principal, id)
+}
+
+// sessionTaskKey is where a task's record goes when its principal's key is taken (an
+// upstream that reuses a task id within one principal's scope, such as a stdio child per
+// session counting from 1), and where records written before issue 38 are: a session's
+// own, read first in that session.
+func sessionTaskKey(session, principal, id string) string {
+	return taskDigest(session, principal, id)
+}
+
+func taskDigest(parts ...string) string {
 	h := sha256.New()
-	for _, s := range []string{session, principal, id} {
+	for _, s := range parts {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -167,11 +184,20 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 	c := ex.core
 	c.count(CountTasksCreated)
 	ex.health.due.Store(false) // counted when the task ends
-	key := taskKey(ex.Session, ex.principal, id)
+	key := taskKey(ex.principal, id)
 	rec := taskRecord{tool: ex.Tool, input: string(ex.call.input) + "}", moves: ex.call.moves, purges: ex.cached.purges}
 	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := c.state.Store(ctx, ex.Session, key, rec.encode(), Slot{}, nil); err != nil {
+	// The principal's record outlives the session (owner ""): the store's idle TTL ends it.
+	err := c.state.Store(ctx, "", key, rec.encode(), Slot{}, nil)
+	if errors.Is(err, ErrConflict) && ex.Session != "" {
+		// The id is taken in the principal's scope: the record stays with this session,
+		// where only this session's answers settle it.
+		c.Fault(abi.FaultUpstreamBody, errors.New("a task id the upstream gave before in this principal's scope: its record is kept with the session"), "tool", ex.Tool, "task", id)
+		key = sessionTaskKey(ex.Session, ex.principal, id)
+		err = c.state.Store(ctx, ex.Session, key, rec.encode(), Slot{}, nil)
+	}
+	if err != nil {
 		// Without its record the task's end cannot move the workflow: the lease is held
 		// until it lapses, as for any transition that could not be stored.
 		ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "task", id)
@@ -193,23 +219,34 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 // gets it (nil when msg is nil) and the notifications to send before it (list_changed).
 func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, msg []byte) ([]byte, [][]byte) {
 	c := ex.core
-	key := taskKey(ex.Session, ex.principal, id)
+	// This session's own record first (a reused id, or a record from before issue 38),
+	// then the principal's.
+	keys := []string{sessionTaskKey(ex.Session, ex.principal, id), taskKey(ex.principal, id)}
+	owners := []string{ex.Session, ""}
 	sctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	slots, err := c.state.Load(sctx, []string{key}, false)
+	slots, err := c.state.Load(sctx, keys, false)
+	if err == nil && len(slots) != len(keys) {
+		err = errors.New("the store read fewer keys than asked")
+	}
 	if err != nil {
 		c.Fault(abi.FaultTransition, storeError{err}, "task", id)
 		return msg, nil
 	}
-	rec, ok := parseTaskRecord(slots[0].Value)
-	if !slots[0].Exists || !ok {
+	at := 0
+	if !slots[0].Exists {
+		at = 1
+	}
+	key, slot := keys[at], slots[at]
+	rec, ok := parseTaskRecord(slot.Value)
+	if !slot.Exists || !ok {
 		return msg, nil // not a task the gateway saw created: nothing to settle or decorate
 	}
 	won := false
 	if !rec.done {
 		done := rec
 		done.done = true
-		switch err := c.state.Store(sctx, ex.Session, key, done.encode(), slots[0], nil); {
+		switch err := c.state.Store(sctx, owners[at], key, done.encode(), slot, nil); {
 		case err == nil:
 			won = true
 		case errors.Is(err, ErrConflict): // settled by another answer first

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
 
@@ -194,18 +196,90 @@ func TestTask_secondRunRefusedWhileLeased(t *testing.T) {
 	}
 }
 
-// TestTask_otherSessionsCannotSettle: a task id named from another session settles nothing
-// (the record is keyed by session, principal and id).
-func TestTask_otherSessionsCannotSettle(t *testing.T) {
+// TestTask_settledFromAnotherSession: the task's record is keyed by what owns the task
+// across sessions (the principal, here none, and the task id): a client that reconnected
+// and reads the task's end from its new session moves the workflow, once, and frees the
+// lease, so the once-only step is not admitted again (issue 38: it ran twice once the lease
+// lapsed).
+func TestTask_settledFromAnotherSession(t *testing.T) {
 	c, st := newHookCore(t, 50*time.Millisecond)
 	startTask(t, c)
 	ctx := context.Background()
-	ex := c.Admit(ctx, headers("s2"), []byte(`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"T"}}`))
-	ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":{"taskId":"T","status":"completed"}}`))
+	ex := c.Admit(ctx, headers("s2"), []byte(`{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"T"}}`))
+	out, _ := ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"added"}]}}`))
 	ex.Close()
+	if c.Stats.Get(CountTasksSettled) != 1 || stateOf(t, st) != "has_items" {
+		t.Fatalf("the task's end read from another session settled %d times, state %s", c.Stats.Get(CountTasksSettled), stateOf(t, st))
+	}
+	if !strings.Contains(string(out), "durationMs") {
+		t.Fatalf("the result read from another session is not decorated: %s", out)
+	}
+	if st.leased() {
+		t.Fatal("the lease outlived the settlement")
+	}
 	c.Observe(ctx, headers("s3"), []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T","status":"completed"}}`))
-	if c.Stats.Get(CountTasksSettled) != 0 || stateOf(t, st) != "empty" {
-		t.Fatalf("another session settled s1's task")
+	if c.Stats.Get(CountTasksSettled) != 1 || c.Stats.Get(CountTransitions) != 1 {
+		t.Fatalf("settled %d times, %d transitions: want once", c.Stats.Get(CountTasksSettled), c.Stats.Get(CountTransitions))
+	}
+}
+
+// principalHookConfig is hookConfig with a principal header.
+var principalHookConfig = strings.Replace(hookConfig, `{"version":1,`, `{"version":1,"principal":{"header":"X-Auth-Subject"},`, 1)
+
+func as(session, principal string) http.Header {
+	h := headers(session)
+	h.Set("X-Auth-Subject", principal)
+	return h
+}
+
+// TestTask_otherPrincipalsCannotSettle: with a principal header, another principal naming
+// the task id, from any session, settles and reads nothing (its answer passes undecorated);
+// the task's principal does, from another session.
+func TestTask_otherPrincipalsCannotSettle(t *testing.T) {
+	e, err := engine.New([]byte(principalHookConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newTestState(true)
+	c := New(Options{Plugin: enginePlugin{e}, State: st, Config: []byte(principalHookConfig), LeaseWait: 50 * time.Millisecond})
+	ctx := context.Background()
+	ex := c.Admit(ctx, as("s1", "alice"), []byte(taskCall))
+	ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
+	ex.Close()
+	result := []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"added"}]}}`)
+	for _, s := range []string{"s1", "s2"} {
+		ex := c.Admit(ctx, as(s, "bob"), []byte(`{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"T"}}`))
+		if out, _ := ex.RewriteJSON(ctx, append([]byte(nil), result...)); string(out) != string(result) {
+			t.Fatalf("bob's answer was decorated with alice's task: %s", out)
+		}
+		ex.Close()
+		c.Observe(ctx, as(s, "bob"), []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T","status":"completed"}}`))
+	}
+	if n := c.Stats.Get(CountTasksSettled); n != 0 {
+		t.Fatalf("another principal settled alice's task (%d)", n)
+	}
+	c.Observe(ctx, as("s2", "alice"), []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T","status":"completed"}}`))
+	if n := c.Stats.Get(CountTasksSettled); n != 1 {
+		t.Fatalf("alice's task read from her new session settled %d times, want once", n)
+	}
+}
+
+// TestTask_reusedIDStaysWithItsSession: an upstream that gives the same task id again in
+// one principal's scope (a stdio child per session counting from 1) gets the second record
+// kept with its session: each session's end settles its own task, once each.
+func TestTask_reusedIDStaysWithItsSession(t *testing.T) {
+	c, _ := newHookCore(t, 50*time.Millisecond)
+	ctx := context.Background()
+	for _, s := range []string{"s1", "s2"} {
+		ex := c.Admit(ctx, headers(s), []byte(taskCall))
+		ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
+		ex.Close()
+	}
+	for i, s := range []string{"s2", "s1", "s2"} {
+		c.Observe(ctx, headers(s), []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T","status":"completed"}}`))
+		if n, want := c.Stats.Get(CountTasksSettled), int64(min(i+1, 2)); n != want {
+			t.Fatalf("after %d ends: settled %d times, want %d", i+1, n, want)
+		}
 	}
 }
 
@@ -245,6 +319,113 @@ func FuzzTaskAnswers(f *testing.F) {
 		}
 		if n := c.Stats.Get(CountTransitions); n > 1 {
 			t.Fatalf("the workflow moved %d times", n)
+		}
+	})
+}
+
+// onceConfig: a handle-keyed workflow with a principal whose one step, cart.pay, is
+// once-only (paid is final).
+const onceConfig = `{"version":1,"principal":{"header":"X-Auth-Subject"},
+ "workflows":[{"id":"order","initial":"open","key":"argument:cart_id",
+   "states":{"open":{"on":{"PAY":"paid"}},"paid":{"type":"final"}},
+   "tools":{"cart.pay":{"states":["open"],"event":"PAY"}}}]}`
+
+// FuzzTaskRecords: alice starts the once-only cart.pay as a task; then any order of
+// reconnecting (a new session), polls that show the task working, completed, failed or
+// cancelled (tasks/get, tasks/result, tasks/cancel, the status notification), the lease
+// lapsing, and plain retries of cart.pay, by alice or by bob (another principal, with the
+// same cart id). Once the gateway has learnt that alice's payment happened (the task's
+// first end was a completion, or a retry ran), no retry of hers is admitted: the step runs
+// once. Bob settles nothing of alice's, and a task settles at most once.
+func FuzzTaskRecords(f *testing.F) {
+	f.Add([]byte{0, 3, 6, 7})             // issue 38: reconnect, tasks/result, lapse, retry
+	f.Add([]byte{0, 0x83, 0x87, 6, 7, 2}) // bob reads the task, and retries his own cart
+	f.Add([]byte{1, 0, 4, 6, 7, 7})       // cancelled first: a retry may run, once
+	f.Add([]byte{6, 7, 0, 5, 7})          // the lease lapses before the end: a retry runs
+	f.Add([]byte{0, 8, 3, 6, 7})          // failed, then a late success: no move
+	e, err := engine.New([]byte(onceConfig))
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 64 {
+			ops = ops[:64]
+		}
+		st := newTestState(true)
+		c := New(Options{Plugin: enginePlugin{e}, State: st, Config: []byte(onceConfig), LeaseWait: time.Millisecond})
+		const pay = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"cart.pay","arguments":{"cart_id":"c1"}}}`
+		ex := c.Admit(ctx, as("a0", "alice"), []byte(strings.Replace(pay, `}}}`, `},"task":{"ttl":60000}}}`, 1)))
+		if ex.Verdict != Forward {
+			t.Fatalf("the task call was not admitted: %s", ex.Body)
+		}
+		ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
+		ex.Close()
+		sessions := map[string]int{"alice": 0, "bob": 0}
+		ended, paid := false, map[string]bool{}
+		for i, b := range ops {
+			who := "alice"
+			if b&0x80 != 0 {
+				who = "bob"
+			}
+			h := as(fmt.Sprintf("%s%d", who[:1], sessions[who]), who)
+			settled := c.Stats.Get(CountTasksSettled)
+			end := "" // the end this op shows, if any
+			switch op := b & 0x7f % 9; op {
+			case 0:
+				sessions[who]++
+			case 1, 2, 4:
+				method, status := MethodTasksGet, "working"
+				if op == 2 {
+					status, end = "completed", "completed"
+				} else if op == 4 {
+					method, status, end = MethodTasksCancel, "cancelled", "cancelled"
+				}
+				ex := c.Admit(ctx, h, []byte(`{"jsonrpc":"2.0","id":2,"method":"`+method+`","params":{"taskId":"T"}}`))
+				ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":{"taskId":"T","status":"`+status+`"}}`))
+				ex.Close()
+			case 3, 8:
+				res := `{"content":[{"type":"text","text":"paid"}]}`
+				end = "completed"
+				if op == 8 {
+					res, end = `{"content":[{"type":"text","text":"declined"}],"isError":true}`, "failed"
+				}
+				ex := c.Admit(ctx, h, []byte(`{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"T"}}`))
+				ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":`+res+`}`))
+				ex.Close()
+			case 5:
+				end = "completed"
+				c.Observe(ctx, h, []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T","status":"completed"}}`))
+			case 6:
+				st.mu.Lock()
+				for k := range st.leases {
+					st.leases[k] = time.Time{} // the lease lapses
+				}
+				st.mu.Unlock()
+			case 7:
+				ex := c.Admit(ctx, h, []byte(pay))
+				if ex.Verdict == Forward {
+					if paid[who] {
+						t.Fatalf("op %d: %s's once-only cart.pay admitted again after it ran (ops %v)", i, who, ops)
+					}
+					ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"paid"}]}}`))
+					paid[who] = true
+				}
+				ex.Close()
+			}
+			got := c.Stats.Get(CountTasksSettled)
+			switch {
+			case who == "bob" && got != settled:
+				t.Fatalf("op %d: bob settled alice's task (ops %v)", i, ops)
+			case got > 1:
+				t.Fatalf("op %d: the task settled %d times (ops %v)", i, got, ops)
+			case who == "alice" && end != "" && !ended:
+				if got != 1 {
+					t.Fatalf("op %d: alice's task ended (%s) and the gateway did not settle it (ops %v)", i, end, ops)
+				}
+				ended = true
+				paid["alice"] = paid["alice"] || end == "completed"
+			}
 		}
 	})
 }

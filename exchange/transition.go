@@ -158,7 +158,7 @@ func (ex *Exchange) pendingWrites(states gjson.Result, written map[string]bool) 
 	states.ForEach(func(k, v gjson.Result) bool {
 		if !written[k.Str] {
 			w := write{key: k.Str, value: []byte(v.Raw)}
-			if ex.call.lease != nil && ex.core.caps.ReleasingWrites && isWorkflowKey(w.key) {
+			if ex.call.lease != nil && ex.core.caps.ReleasingWrites && abi.IsWorkflowKey(w.key) {
 				last = append(last, w)
 			} else {
 				first = append(first, w)
@@ -169,22 +169,16 @@ func (ex *Exchange) pendingWrites(states gjson.Result, written map[string]bool) 
 	return append(first, last...)
 }
 
-// workflowKeys returns keys without the tool health keys.
+// workflowKeys returns keys without the tool health keys (and any other key that is not a
+// workflow snapshot's: abi.IsWorkflowKey).
 func workflowKeys(keys []string) []string {
 	out := keys[:0:0]
 	for _, k := range keys {
-		if isWorkflowKey(k) {
+		if abi.IsWorkflowKey(k) {
 			out = append(out, k)
 		}
 	}
 	return out
-}
-
-// isWorkflowKey reports whether k is a workflow snapshot's key: not tool health
-// (compare-and-set only), not the principal's annotation record (outside stategate/v1/),
-// not the cache's keys.
-func isWorkflowKey(k string) bool {
-	return strings.HasPrefix(k, "stategate/v1/") && !abi.IsHealthKey(k) && !strings.HasPrefix(k, "stategate/v1/cache/")
 }
 
 func failedHealth(failed map[string]bool) bool {

@@ -328,7 +328,9 @@ func TestHostRules_unfaithfulIdsStillMoveTheWorkflow(t *testing.T) {
 }
 
 // Only an object result with isError absent or exactly false is a success: anything else
-// leaves the workflow where it was.
+// leaves the workflow where it was. An answer repeating isError is withheld as unreadable
+// (issue 38: the client would read the last member): the call's outcome is unknown, so its
+// lease is held and the next moving call is refused busy instead of not available.
 func TestHostRules_successRule(t *testing.T) {
 	var mu sync.Mutex
 	var answer string
@@ -352,7 +354,11 @@ func TestHostRules_successRule(t *testing.T) {
 			mu.Unlock()
 			session := fmt.Sprintf("success-%d", i)
 			call(t, gw, session, "1", "cart.add_item", `{}`)
-			if out := call(t, gw, session, "2", "cart.checkout", `{}`); !strings.Contains(out, abi.DenyToolNotAvailable) {
+			want := abi.DenyToolNotAvailable
+			if tt.name == "repeated_is_error" {
+				want = abi.DenyGateUnavailable
+			}
+			if out := call(t, gw, session, "2", "cart.checkout", `{}`); !strings.Contains(out, want) {
 				t.Errorf("cart.checkout admitted after a failed cart.add_item: %s", out)
 			}
 		})

@@ -29,10 +29,13 @@ const (
 	HeaderVersion = "MCP-Protocol-Version"
 )
 
+// HeaderAuthorization carries a request's credentials.
+const HeaderAuthorization = "Authorization"
+
 const (
 	hdrMethod        = "Mcp-Method"
 	hdrName          = "Mcp-Name"
-	hdrAuthorization = "Authorization"
+	hdrAuthorization = HeaderAuthorization
 	hdrEncoding      = "Content-Encoding"
 	hdrType          = "Content-Type"
 )

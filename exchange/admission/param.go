@@ -2,12 +2,10 @@ package admission
 
 import (
 	"encoding/base64"
-	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/tidwall/gjson"
 )
 
@@ -89,9 +87,12 @@ func Params(h Headers, decl []ParamHeader, args gjson.Result, strict bool) *Refu
 	for _, d := range decl {
 		header := ParamHeaderPrefix + d.Name
 		vals := h.Values(header)
-		v := argumentAt(args, d.Path)
+		v, ambiguous := argumentAt(args, d.Path)
 		present := v.Exists() && v.Type != gjson.Null
 		switch {
+		case ambiguous:
+			return mismatch("argument " + strconv.Quote(strings.Join(d.Path, ".")) + " is mirrored into the " + header +
+				" header, and the arguments also hold a member of that name in another case: the server could read either")
 		case len(vals) > 1:
 			return mismatch("the " + header + " header is sent " + strconv.Itoa(len(vals)) + " times; send it once")
 		case len(vals) == 0:
@@ -118,23 +119,39 @@ func mismatch(text string) *Refusal {
 }
 
 // argumentAt is the value at path in the arguments object (nothing when a step is not an
-// object member).
-func argumentAt(args gjson.Result, path []string) gjson.Result {
-	v := args
+// object member); ambiguous when an object on the way has a member whose name differs from
+// the step only in case: the server may read that one (encoding/json matches names
+// case-insensitively) while the header mirrors the other.
+func argumentAt(args gjson.Result, path []string) (v gjson.Result, ambiguous bool) {
+	v = args
 	for _, k := range path {
 		if !v.IsObject() {
-			return gjson.Result{}
+			return gjson.Result{}, false
 		}
-		at, end := jsonrpc.MemberAt(v.Raw, 0, k)
-		if at < 0 {
-			return gjson.Result{}
+		var next gjson.Result
+		v.ForEach(func(name, val gjson.Result) bool {
+			switch {
+			case name.Str == k:
+				if !next.Exists() {
+					next = val
+				}
+			case strings.EqualFold(name.Str, k):
+				ambiguous = true
+			}
+			return !ambiguous
+		})
+		if ambiguous {
+			return gjson.Result{}, true
 		}
-		v = gjson.Parse(v.Raw[at:end])
+		v = next
 	}
-	return v
+	return v, false
 }
 
-// paramMatches reports whether a decoded header value mirrors the argument v.
+// paramMatches reports whether a decoded header value mirrors the argument v: a string
+// exactly, a boolean as "true" or "false", a number when the header is a JSON number of the
+// same value (compared exactly, digit by digit: 42.0 and 4.2e1 match 42, 9007199254740993
+// does not match 9007199254740992).
 func paramMatches(header string, v gjson.Result) bool {
 	switch v.Type {
 	case gjson.String:
@@ -144,8 +161,76 @@ func paramMatches(header string, v gjson.Result) bool {
 	case gjson.False:
 		return header == "false"
 	case gjson.Number:
-		f, err := strconv.ParseFloat(strings.TrimSpace(header), 64)
-		return err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) && f == v.Num
+		h, ok := canonicalNumber(header)
+		b, okb := canonicalNumber(v.Raw)
+		return ok && okb && h == b
 	}
 	return false
+}
+
+// maxNumberLen bounds the numbers canonicalNumber reads (an exponent could otherwise ask
+// for any number of zeros).
+const maxNumberLen = 64
+
+// canonicalNumber is a JSON number (RFC 8259 grammar only: no '+', hex, '_' or spaces) as
+// sign, significant digits and exponent ("-42e0" for -42.0), so that two numbers are equal
+// exactly when their forms are; false for anything else.
+func canonicalNumber(s string) (string, bool) {
+	if len(s) == 0 || len(s) > maxNumberLen {
+		return "", false
+	}
+	i, neg := 0, false
+	if s[0] == '-' {
+		neg, i = true, 1
+	}
+	digits := func() string {
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return s[j:i]
+	}
+	intPart := digits()
+	if intPart == "" || (len(intPart) > 1 && intPart[0] == '0') {
+		return "", false
+	}
+	frac := ""
+	if i < len(s) && s[i] == '.' {
+		i++
+		if frac = digits(); frac == "" {
+			return "", false
+		}
+	}
+	exp := 0
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			eneg, i = s[i] == '-', i+1
+		}
+		e := digits()
+		if e == "" || len(e) > 6 {
+			return "", false
+		}
+		exp, _ = strconv.Atoi(e)
+		if eneg {
+			exp = -exp
+		}
+	}
+	if i != len(s) {
+		return "", false
+	}
+	mant := strings.TrimLeft(intPart+frac, "0")
+	exp -= len(frac)
+	if mant == "" {
+		return "0", true // -0 and 0.000 are 0
+	}
+	for len(mant) > 1 && mant[len(mant)-1] == '0' {
+		mant, exp = mant[:len(mant)-1], exp+1
+	}
+	out := mant + "e" + strconv.Itoa(exp)
+	if neg {
+		out = "-" + out
+	}
+	return out, true
 }

@@ -35,6 +35,7 @@ type Open struct {
 	respHeaders Headers
 	sse         *exchange.SSERewriter
 	length      string // the upstream's Content-Length, kept while the body passes unchanged
+	suspect     bool   // a collapsed stream's unreadable event that may hold the answer was withheld
 }
 
 const (
@@ -239,6 +240,12 @@ func (o *Open) collapse(ctx context.Context, chunk []byte, eos bool, out *Output
 		if !has {
 			continue
 		}
+		if exchange.Unreadable(data) || ex.InBatch(data) {
+			// Not one message: withheld; the gateway's error at the end unless a readable
+			// answer follows, when it may hold the answer (exchange/unreadable.go).
+			o.suspect = ex.Withhold(data) || o.suspect
+			continue
+		}
 		if !ex.Match(data) {
 			ex.Observe(ctx, data)
 			o.toSession([][]byte{data})
@@ -254,6 +261,10 @@ func (o *Open) collapse(ctx context.Context, chunk []byte, eos bool, out *Output
 	}
 	if len(o.buf) > o.f.o.MaxBodyBytes || eos {
 		o.buf = nil
+		if o.suspect {
+			o.answerJSON(o.status, ex.UnreadableAnswer(ctx), out)
+			return
+		}
 		o.answerJSON(502, ex.UpstreamError(errStream), out)
 	}
 }
@@ -276,6 +287,12 @@ func (o *Open) observeEvents(ctx context.Context, dst, chunk []byte, eos bool) [
 		}
 		o.buf = rest
 		if data, has := sse.Data(ev); has {
+			if exchange.Unreadable(data) {
+				// Not one message: no client may read it otherwise than the core
+				// (exchange/unreadable.go).
+				o.f.o.Core.Fault(abi.FaultUpstreamBody, errWithheld, "method", "GET")
+				continue
+			}
 			o.f.o.Core.Observe(ctx, o.h, data)
 		}
 		dst = append(dst, ev...)
@@ -331,6 +348,13 @@ func (o *Open) Timeout() (out Output, abandon bool) {
 	if o.ex == nil {
 		o.finish(&out)
 		return Output{End: true}, true
+	}
+	if o.mode == modeSSE && o.sse.Matched() {
+		// The client has its answer (or the gateway's error in its place) and the stream
+		// ran on: a timeout answer would be a second answer to the same request, which a
+		// client may read as well. The stream ends here.
+		o.finish(&out)
+		return out, true
 	}
 	msg := o.ex.TimeoutAnswer()
 	switch {
@@ -437,3 +461,5 @@ func (o *Open) toSession(msgs [][]byte) {
 		o.f.o.Notify(Notice{To: o.ex.Session, Msg: m})
 	}
 }
+
+var errWithheld = errors.New("an SSE event whose data is not one JSON-RPC message: withheld")

@@ -71,17 +71,28 @@ func IsAnswer(msg gjson.Result, id []byte) bool {
 // AnswerOf is IsAnswer that also returns msg's result member, reading msg once.
 func AnswerOf(msg gjson.Result, id []byte) (result gjson.Result, ok bool) {
 	m := Members(msg, "method", "id", "result", "error")
-	return (&AnswerMembers{m[0], m[1], m[2], m[3]}).Answer(id)
+	return (&AnswerMembers{method: m[0], id: m[1], result: m[2], error: m[3]}).Answer(id)
 }
 
 // AnswerMembers are the Members that make a message the answer to a request (the first of
 // repeated ones), read by Members (AnswerOf) or by the validator's pass over an answer
 // (RewriteJSON).
-type AnswerMembers struct{ method, id, result, error gjson.Result }
+type AnswerMembers struct {
+	method, id, result, error gjson.Result
+	keys                      jsonx.Keys
+	repeated                  bool
+}
+
+// Repeated reports whether the answer names a top-level member twice: the core reads the
+// first, a client's decoder (encoding/json, JSON.parse) the last.
+func (m *AnswerMembers) Repeated() bool { return m.repeated }
 
 // See returns the validator's callback that fills m from s, the answer as a string.
 func (m *AnswerMembers) See(s string) func(key string, start, end int) {
 	return func(key string, start, end int) {
+		if m.keys.Repeats(key) {
+			m.repeated = true
+		}
 		var slot *gjson.Result
 		switch key {
 		case "method":
@@ -209,7 +220,7 @@ func Splice[T ~string | ~[]byte](msg []byte, v gjson.Result, raw T) []byte {
 // request could pass ungated as one method and run as another.
 var (
 	envelopeMembers = []string{"jsonrpc", "id", "method", "params"}
-	paramsMembers   = []string{"name", "arguments", "_meta"}
+	paramsMembers   = []string{"name", "arguments", "_meta", "uri", "inputResponses", "requestState"}
 )
 
 // CaseVariant returns the first member of a message (or of its params) that differs from

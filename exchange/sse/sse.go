@@ -79,15 +79,21 @@ func Append(dst, data []byte) []byte {
 	return appendData(dst, data)
 }
 
+// appendData writes data as data lines, a line break in data (CRLF, LF, or a lone CR, all
+// of which end a line for an SSE reader) ending each: a CR left inside a data line would
+// end it early for the client, which would then read the rest as another line.
 func appendData(dst, data []byte) []byte {
 	for {
-		i := bytes.IndexByte(data, '\n')
+		i := bytes.IndexAny(data, "\r\n")
 		if i < 0 {
 			break
 		}
 		dst = append(dst, "data: "...)
-		dst = append(dst, bytes.TrimSuffix(data[:i], []byte{'\r'})...)
+		dst = append(dst, data[:i]...)
 		dst = append(dst, '\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
 		data = data[i+1:]
 	}
 	dst = append(dst, "data: "...)

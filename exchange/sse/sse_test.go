@@ -48,3 +48,17 @@ func TestRewrite(t *testing.T) {
 		t.Errorf("got %q; want %q", got, want)
 	}
 }
+
+// TestAppend_loneCRIsALineBreak: a lone CR in a message (JSON whitespace, as an upstream may
+// send it in a JSON answer the gateway then sends as an event) ends a data line, as it does
+// for every SSE reader; left inside a line it would cut the message for the client.
+func TestAppend_loneCRIsALineBreak(t *testing.T) {
+	got := string(sse.Append(nil, []byte("{\"a\"\r:1,\r\n\"b\":2}")))
+	if want := "event: message\ndata: {\"a\"\ndata: :1,\ndata: \"b\":2}\n\n"; got != want {
+		t.Fatalf("got %q; want %q", got, want)
+	}
+	ev, _, _ := sse.Next([]byte(got), true)
+	if data, _ := sse.Data(ev); string(data) != "{\"a\"\n:1,\n\"b\":2}" {
+		t.Fatalf("read back as %q", data)
+	}
+}

@@ -83,6 +83,9 @@ func stdioUnfit(name string) string {
 				if u.Session != "" {
 					return "the upstream issues an HTTP session"
 				}
+				if repeatsTopLevel(strings.ReplaceAll(u.Body, "{{id}}", "1")) {
+					return "the upstream's answer repeats a top-level member: the SDK's framing decodes each message, so the gateway gets it once"
+				}
 			}
 			if s.Want.Session != "" || (s.Want.UpstreamSession != "" && s.Want.UpstreamSession != "none") {
 				return "checks HTTP sessions"
@@ -90,6 +93,31 @@ func stdioUnfit(name string) string {
 		}
 	}
 	return ""
+}
+
+// repeatsTopLevel reports whether body, a JSON object, names a top-level member twice.
+func repeatsTopLevel(body string) bool {
+	d := json.NewDecoder(strings.NewReader(body))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			return false
+		}
+		if key, _ := k.(string); seen[key] {
+			return true
+		} else {
+			seen[key] = true
+		}
+		var v json.RawMessage
+		if d.Decode(&v) != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // stdioHost answers the gateway's upstream requests over a newline-delimited stream.

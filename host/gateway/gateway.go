@@ -166,7 +166,7 @@ func (g *Gateway) newCore(plugin *host.Pool, config []byte, prev *exchange.Core)
 	if g.opts.Tracer != nil {
 		p = tracedPlugin{p: plugin, tr: g.opts.Tracer}
 	}
-	return exchange.New(exchange.Options{Plugin: p, State: storeState{s: g.opts.Store, tr: g.opts.Tracer}, Reporter: rep,
+	return exchange.New(exchange.Options{Plugin: p, State: traceState(store.StateOf(g.opts.Store), g.opts.Tracer), Reporter: rep,
 		Config: config, MaxBodyBytes: g.opts.MaxBodyBytes, LeaseWait: g.opts.LeaseWait, Publisher: g.opts.Publisher,
 		NewCache: g.opts.NewCache, Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) },
 		Previous: prev})

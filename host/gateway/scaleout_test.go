@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
@@ -81,62 +82,53 @@ func (a *ackStore) count(key string, ok bool, err error) {
 	}
 }
 
-// LockLease and CompareAndSwapReleasing pass through to a store whose last write of a
-// transition releases the leases too (counted as CompareAndSwap is).
-func (a *ackStore) LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (*store.Lease, [][]byte, error) {
-	return a.Store.(*store.Redis).LockLease(ctx, keys, ttl, load)
+// State makes ackStore a store.Stater: the state of the store underneath (its round trips,
+// its releasing writes on Redis), with every write counted as CompareAndSwap is.
+func (a *ackStore) State() exchange.State { return ackState{State: store.StateOf(a.Store), a: a} }
+
+// ackState counts the writes of a store's exchange.State.
+type ackState struct {
+	exchange.State
+	a *ackStore
 }
 
-func (a *ackStore) CompareAndSwapReleasing(ctx context.Context, session, key string, old, new []byte, lease *store.Lease) (bool, error) {
-	ok, err := a.Store.(*store.Redis).CompareAndSwapReleasing(ctx, session, key, old, new, lease)
-	a.count(key, ok, err)
-	return ok, err
-}
-
-// GetMany passes through to a store that reads several keys at once, so the gateway's
-// round trips are those of the store underneath.
-func (a *ackStore) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
-	return a.Store.(interface {
-		GetMany(context.Context, []string) ([][]byte, error)
-	}).GetMany(ctx, keys)
-}
-
-// GetNear passes through to a store with a near cache.
-func (a *ackStore) GetNear(ctx context.Context, keys []string) ([][]byte, error) {
-	return a.Store.(interface {
-		GetNear(context.Context, []string) ([][]byte, error)
-	}).GetNear(ctx, keys)
-}
-
-// LockLoad passes through to a store that leases and reads in one step.
-func (a *ackStore) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
-	return a.Store.(interface {
-		LockLoad(context.Context, []string, time.Duration) (func(), [][]byte, error)
-	}).LockLoad(ctx, keys, ttl)
+func (s ackState) Store(ctx context.Context, owner, key string, value []byte, prev exchange.Slot, lease exchange.Lease) error {
+	err := s.State.Store(ctx, owner, key, value, prev, lease)
+	if errors.Is(err, exchange.ErrConflict) {
+		s.a.count(key, false, nil) // not written, and known not to be
+	} else {
+		s.a.count(key, err == nil, err)
+	}
+	return err
 }
 
 // releaseApart is an ackStore without the write that releases leases: the gateway then
 // releases a moving call's leases in a round trip of their own after its writes, as it did
 // before that write existed (the "before" of TestRoundTrips and BenchmarkRoundTrips).
-type releaseApart struct{ store.Store } // an *ackStore, its other methods hidden
+type releaseApart struct{ store.Store } // an *ackStore
 
-func (s releaseApart) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
-	return s.Store.(*ackStore).GetMany(ctx, keys)
-}
-
-func (s releaseApart) GetNear(ctx context.Context, keys []string) ([][]byte, error) {
-	return s.Store.(*ackStore).GetNear(ctx, keys)
-}
-
-func (s releaseApart) LockLoad(ctx context.Context, keys []string, ttl time.Duration) (func(), [][]byte, error) {
+// State implements store.Stater: the ackStore's state, declaring no releasing writes, with
+// the leases it takes counted until released.
+func (s releaseApart) State() exchange.State {
 	a := s.Store.(*ackStore)
-	release, values, err := a.LockLoad(ctx, keys, ttl)
+	return apartState{State: a.State(), a: a}
+}
+
+type apartState struct {
+	exchange.State
+	a *ackStore
+}
+
+func (s apartState) Capabilities() exchange.Capabilities { return exchange.Capabilities{} }
+
+func (s apartState) Lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (exchange.Lease, []exchange.Slot, error) {
+	lease, slots, err := s.State.Lock(ctx, keys, ttl, load)
 	if err != nil {
-		return release, values, err
+		return lease, slots, err
 	}
-	a.apart.Add(1)
+	s.a.apart.Add(1)
 	var once sync.Once
-	return func() { once.Do(func() { release(); a.apart.Add(-1) }) }, values, nil
+	return exchange.LeaseFunc(func() { once.Do(func() { lease.Release(); s.a.apart.Add(-1) }) }), slots, nil
 }
 
 func (a *ackStore) counts(key string) (acked, failed int) {
@@ -524,16 +516,25 @@ type failingRedisWrites struct {
 	releasing atomic.Int32 // releasing writes that failed
 }
 
-func (f *failingRedisWrites) LockLease(ctx context.Context, keys []string, ttl time.Duration, load bool) (*store.Lease, [][]byte, error) {
-	return f.Store.(*store.Redis).LockLease(ctx, keys, ttl, load)
+// State implements store.Stater: Redis's state, whose writes fail while armed (those given
+// the call's lease, which would release it, counted).
+func (f *failingRedisWrites) State() exchange.State {
+	return failingState{State: f.Store.(*store.Redis).State(), f: f}
 }
 
-func (f *failingRedisWrites) CompareAndSwapReleasing(ctx context.Context, session, key string, old, new []byte, lease *store.Lease) (bool, error) {
-	if f.armed.Load() {
-		f.releasing.Add(1)
-		return false, errors.New("store went away")
+type failingState struct {
+	exchange.State
+	f *failingRedisWrites
+}
+
+func (s failingState) Store(ctx context.Context, owner, key string, value []byte, prev exchange.Slot, lease exchange.Lease) error {
+	if s.f.armed.Load() {
+		if lease != nil {
+			s.f.releasing.Add(1)
+		}
+		return errors.New("store went away")
 	}
-	return f.Store.(*store.Redis).CompareAndSwapReleasing(ctx, session, key, old, new, lease)
+	return s.State.Store(ctx, owner, key, value, prev, lease)
 }
 
 // TestE2E_failedTransitionWriteHoldsLease: cart.pay ran upstream but its transition could

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
@@ -120,16 +121,61 @@ func (t tracedPlugin) Call(ctx context.Context, fn abi.Function, in []byte) ([]b
 	return out, err
 }
 
-// storeSpan starts a store operation's span (nil without a tracer).
-func (st storeState) storeSpan(ctx context.Context, op string) (context.Context, func(error)) {
-	if st.tr == nil {
-		return ctx, func(error) {}
+// tracedState gives each state operation a span ("stategate.store load", "load_near",
+// "store", "lock", "forget"): a decorator around any exchange.State.
+type tracedState struct {
+	next exchange.State
+	tr   trace.Tracer
+}
+
+// traceState wraps st with spans when tr is set.
+func traceState(st exchange.State, tr trace.Tracer) exchange.State {
+	if tr == nil {
+		return st
 	}
-	ctx, span := st.tr.Start(ctx, "stategate.store "+op)
+	return tracedState{next: st, tr: tr}
+}
+
+func (t tracedState) span(ctx context.Context, op string) (context.Context, func(error)) {
+	ctx, span := t.tr.Start(ctx, "stategate.store "+op)
 	return ctx, func(err error) {
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End()
 	}
+}
+
+func (t tracedState) Capabilities() exchange.Capabilities { return t.next.Capabilities() }
+
+func (t tracedState) Load(ctx context.Context, keys []string, near bool) ([]exchange.Slot, error) {
+	op := "load"
+	if near {
+		op = "load_near"
+	}
+	ctx, end := t.span(ctx, op)
+	out, err := t.next.Load(ctx, keys, near)
+	end(err)
+	return out, err
+}
+
+func (t tracedState) Store(ctx context.Context, owner, key string, value []byte, prev exchange.Slot, lease exchange.Lease) error {
+	ctx, end := t.span(ctx, "store")
+	err := t.next.Store(ctx, owner, key, value, prev, lease)
+	end(err)
+	return err
+}
+
+func (t tracedState) Lock(ctx context.Context, keys []string, ttl time.Duration, load bool) (exchange.Lease, []exchange.Slot, error) {
+	ctx, end := t.span(ctx, "lock")
+	lease, slots, err := t.next.Lock(ctx, keys, ttl, load)
+	end(err)
+	return lease, slots, err
+}
+
+func (t tracedState) Forget(ctx context.Context, session string, keys []string) error {
+	ctx, end := t.span(ctx, "forget")
+	err := t.next.Forget(ctx, session, keys)
+	end(err)
+	return err
 }

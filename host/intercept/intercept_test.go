@@ -11,7 +11,6 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/host/demo"
-	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/intercept"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/plugin/engine"
@@ -19,7 +18,7 @@ import (
 )
 
 // The hook endpoints with Docker's payload shapes, on the native engine (the built module
-// behind the real docker-mcp binary: host/dockermcp).
+// behind the real docker-mcp binary: internal/dockermcp).
 
 type enginePlugin struct{ e *engine.Engine }
 
@@ -35,7 +34,7 @@ func newHooks(t *testing.T) (*intercept.Handler, *httptest.Server) {
 		t.Fatal(err)
 	}
 	h, err := intercept.New(intercept.Options{Plugin: enginePlugin{e}, Config: cfg,
-		State: gateway.State(store.NewMemory(store.Options{})), Origins: admission.OriginPolicy{Loopback: true}})
+		State: store.StateOf(store.NewMemory(store.Options{})), Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
-	"github.com/stategate/stategate/host/store"
 )
 
 // Operator is the health feature's operator surface (exchange.Core implements it).
@@ -47,8 +46,10 @@ type AdminOptions struct {
 	Metrics   *Metrics
 	// Operator returns the exchange core serving now (it changes on reload).
 	Operator func() Operator
-	// Store returns the gateway's state store (nil while starting).
-	Store func() store.Store
+	// State returns the gateway's state, as the exchange core keeps it (nil while
+	// starting): read for GET /admin/state, replaced by the core's state protocol
+	// (exchange.Replace) for POST /admin/state/reset.
+	State func() exchange.State
 	// StateKey derives a workflow's state key from its session id or handle (the
 	// engine's StateKey for the configuration serving now).
 	StateKey func(workflow, principal, value string) (string, error)
@@ -349,4 +350,12 @@ func (a *Admin) operatorError(w http.ResponseWriter, err error) {
 		return
 	}
 	a.fail(w, http.StatusInternalServerError, "internal", err.Error())
+}
+
+// stateOf is the gateway's state (nil while starting or when the host gives none).
+func (a *Admin) stateOf() exchange.State {
+	if a.opts.State == nil {
+		return nil
+	}
+	return a.opts.State()
 }

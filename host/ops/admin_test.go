@@ -88,7 +88,7 @@ func newAdminEnv(t *testing.T, token string, healthOff bool) *adminEnv {
 	e.app = NewApp(bus, nil)
 	a := NewAdmin(AdminOptions{Token: token, App: e.app, Bus: bus, Metrics: NewMetrics(nil, nil),
 		Operator: func() Operator { return e.op },
-		Store:    func() store.Store { return e.st },
+		State:    func() exchange.State { return store.StateOf(e.st) },
 		StateKey: func(w, p, v string) (string, error) { return "stategate/v1/" + w + "/session/" + p + "/" + v, nil },
 		Reload:   func(context.Context) ReloadResult { e.reloads++; return ReloadResult{OK: true} },
 	})
@@ -382,7 +382,7 @@ func TestAdmin_resetWaitsForTheLease(t *testing.T) {
 	st.CompareAndSwap(context.Background(), "s1", key, nil, []byte(`{"workflow":"checkout","state":"payment","seq":3}`))
 	bus := NewBus()
 	a := NewAdmin(AdminOptions{Token: "tok", App: NewApp(bus, nil), Bus: bus,
-		Store:    func() store.Store { return st },
+		State:    func() exchange.State { return store.StateOf(st) },
 		StateKey: func(w, p, v string) (string, error) { return "stategate/v1/" + w + "/session/" + p + "/" + v, nil },
 		ResetSnapshot: func(w, to string, old []byte) ([]byte, string, error) {
 			return []byte(`{"workflow":"checkout","state":"empty","seq":4}`), "payment", nil

@@ -1,13 +1,11 @@
 package ops
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/stategate/stategate/exchange"
-	"github.com/stategate/stategate/host/store"
 	"github.com/tidwall/gjson"
 )
 
@@ -24,6 +22,8 @@ type resetRequest struct {
 }
 
 // resetWait bounds how long a reset waits for a moving call holding the instance's state.
+// The reset goes through the core's state protocol (exchange.Replace): a lease, a read, a
+// compare-and-set under it, as a transition.
 const resetWait = 5 * time.Second
 
 // reset answers POST /admin/state/reset: the instance's stored snapshot is replaced, by
@@ -55,48 +55,47 @@ func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusBadRequest, "bad_request", "workflow["+req.Workflow+"]: "+err.Error())
 		return
 	}
-	st := a.opts.Store()
+	st := a.stateOf()
 	if st == nil {
 		a.fail(w, http.StatusServiceUnavailable, "starting", "the store is not open yet")
-		return
-	}
-	lctx, cancel := context.WithTimeout(r.Context(), resetWait)
-	release, err := st.Lock(lctx, []string{key}, 2*resetWait)
-	cancel()
-	if errors.Is(err, store.ErrBusy) {
-		a.fail(w, http.StatusConflict, "busy", "a moving call holds this workflow's state: try again when it ends")
-		return
-	} else if err != nil {
-		a.fail(w, http.StatusServiceUnavailable, "store_unavailable", "the store did not answer: "+err.Error())
-		return
-	}
-	defer release()
-	old, err := st.Get(r.Context(), key)
-	if err != nil {
-		a.fail(w, http.StatusServiceUnavailable, "store_unavailable", "the store did not answer: "+err.Error())
 		return
 	}
 	who := "session"
 	if req.Handle != "" {
 		who = "handle"
 	}
-	if old == nil {
+	var snap []byte
+	var from string
+	errNotFound, errBadState := errors.New("not found"), errors.New("bad state")
+	var badState error
+	err = exchange.Replace(r.Context(), st, req.Session, key, resetWait, func(old exchange.Slot) ([]byte, error) {
+		if !old.Exists {
+			return nil, errNotFound
+		}
+		var err error
+		if snap, from, err = a.opts.ResetSnapshot(req.Workflow, req.To, old.Value); err != nil {
+			badState = err
+			return nil, errBadState
+		}
+		return snap, nil
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, errNotFound):
 		a.fail(w, http.StatusNotFound, "not_found", "workflow["+req.Workflow+"]: nothing is stored for that "+who+
 			" (it never moved, was forgotten or expired: it is in its initial state)")
 		return
-	}
-	snap, from, err := a.opts.ResetSnapshot(req.Workflow, req.To, old)
-	if err != nil {
-		a.fail(w, http.StatusBadRequest, "bad_request", "workflow["+req.Workflow+"]: "+err.Error())
+	case errors.Is(err, errBadState):
+		a.fail(w, http.StatusBadRequest, "bad_request", "workflow["+req.Workflow+"]: "+badState.Error())
 		return
-	}
-	ok, err := st.CompareAndSwap(r.Context(), req.Session, key, old, snap)
-	if err != nil {
-		a.fail(w, http.StatusServiceUnavailable, "store_unavailable", "the store did not answer: "+err.Error())
+	case errors.Is(err, exchange.ErrBusy):
+		a.fail(w, http.StatusConflict, "busy", "a moving call holds this workflow's state: try again when it ends")
 		return
-	}
-	if !ok {
+	case errors.Is(err, exchange.ErrConflict):
 		a.fail(w, http.StatusConflict, "conflict", "the state moved meanwhile: look it up and try again")
+		return
+	default:
+		a.fail(w, http.StatusServiceUnavailable, "store_unavailable", "the store did not answer: "+err.Error())
 		return
 	}
 	to := gjson.GetBytes(snap, "state").Str

@@ -266,17 +266,18 @@ func (a *Admin) state(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusBadRequest, "bad_request", `a state key starts with "stategate/v1/" (see /admin/state?workflow=...)`)
 		return
 	}
-	st := a.opts.Store()
+	st := a.stateOf()
 	if st == nil {
 		a.fail(w, http.StatusServiceUnavailable, "starting", "the store is not open yet")
 		return
 	}
-	v, err := st.Get(r.Context(), key)
+	slots, err := st.Load(r.Context(), []string{key}, false)
 	if err != nil {
 		a.fail(w, http.StatusServiceUnavailable, "store_unavailable", "the store did not answer: "+err.Error())
 		return
 	}
-	if v == nil {
+	v := slots[0].Value
+	if !slots[0].Exists {
 		a.fail(w, http.StatusNotFound, "not_found", "no state under key["+key+"] (never moved, forgotten, or expired)")
 		return
 	}

@@ -16,11 +16,14 @@ const (
 	outcomeError       = "error"       // a JSON-RPC error answer, or an answer that could not be read
 	outcomeTimeout     = "timeout"     // TOOL_TIMEOUT
 	outcomeUnreachable = "unreachable" // the upstream could not be reached or broke off
+	// outcomeIncomplete: an answer that is not the call's completion (2026-07-28
+	// input_required): says nothing of the tool, but frees a probe (the next call probes).
+	outcomeIncomplete = "incomplete"
 )
 
 func validOutcome(s string) bool {
 	switch s {
-	case outcomeSuccess, outcomeIsError, outcomeError, outcomeTimeout, outcomeUnreachable:
+	case outcomeSuccess, outcomeIsError, outcomeError, outcomeTimeout, outcomeUnreachable, outcomeIncomplete:
 		return true
 	}
 	return false

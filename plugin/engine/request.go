@@ -145,7 +145,7 @@ func parseIndexing(r *request, in []byte, needTool, needMessage bool, tools *dec
 			r.now = v.Int()
 		case "outcome":
 			if v.Type != gjson.String || !validOutcome(v.Str) {
-				bad = "outcome must be one of success, is_error, error, timeout, unreachable"
+				bad = "outcome must be one of success, is_error, error, timeout, unreachable, incomplete"
 				return
 			}
 			r.outcome = v.Str

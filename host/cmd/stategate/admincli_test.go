@@ -17,7 +17,6 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/ops"
-	"github.com/stategate/stategate/host/store"
 )
 
 // TestAdminCLI_againstServe: the admin commands against a running `stategate serve`:
@@ -124,7 +123,7 @@ func selected(a exchange.Action, all []exchange.ModeChange) []exchange.ModeChang
 // operator behind the real admin handler.
 func TestAdminCLI_healthFake(t *testing.T) {
 	a := ops.NewAdmin(ops.AdminOptions{Token: "tok", App: ops.NewApp(nil, nil), Bus: ops.NewBus(),
-		Operator: func() ops.Operator { return cliOperator{} }, Store: func() store.Store { return nil }})
+		Operator: func() ops.Operator { return cliOperator{} }, State: func() exchange.State { return nil }})
 	srv := httptest.NewServer(a)
 	defer srv.Close()
 	t.Setenv(adminTokenEnv, "tok")
@@ -148,7 +147,7 @@ func TestAdminCLI_healthFake(t *testing.T) {
 func TestAdminCLI_globAsksFirst(t *testing.T) {
 	op := &recordingOperator{}
 	a := ops.NewAdmin(ops.AdminOptions{Token: "tok", App: ops.NewApp(nil, nil), Bus: ops.NewBus(),
-		Operator: func() ops.Operator { return op }, Store: func() store.Store { return nil }})
+		Operator: func() ops.Operator { return op }, State: func() exchange.State { return nil }})
 	srv := httptest.NewServer(a)
 	defer srv.Close()
 	t.Setenv(adminTokenEnv, "tok")

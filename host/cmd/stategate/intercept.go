@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/host"
-	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/intercept"
 	"github.com/stategate/stategate/host/store"
 )
@@ -66,7 +65,7 @@ func cmdIntercept(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	h, err := intercept.New(intercept.Options{Plugin: pool, Config: cfg, State: gateway.State(st), Logger: logger,
+	h, err := intercept.New(intercept.Options{Plugin: pool, Config: cfg, State: store.StateOf(st), Logger: logger,
 		Origins: o.originPolicy(ln.Addr())})
 	if err != nil {
 		ln.Close()

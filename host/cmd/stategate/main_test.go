@@ -177,7 +177,7 @@ func TestIntercept_refusesBadArguments(t *testing.T) {
 	}
 }
 
-// The sample configuration for Docker's MCP gateway is valid (host/dockermcp runs it).
+// The sample configuration for Docker's MCP gateway is valid (internal/dockermcp runs it).
 func TestCheck_dockerSample(t *testing.T) {
 	code, out, errOut := runCLI(t, "", "check", "../../../examples/docker-mcp/stategate.yaml")
 	if code != 0 || !strings.Contains(out, "valid (0 warning(s))") {

@@ -114,9 +114,9 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 				}
 				return offOperator{}
 			},
-			Store: func() store.Store {
+			State: func() exchange.State {
 				if s := stp.Load(); s != nil {
-					return *s
+					return store.StateOf(*s)
 				}
 				return nil
 			},

@@ -17,8 +17,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
+	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
@@ -178,21 +180,64 @@ func (b *stdioBridge) run(ctx context.Context, stdin io.Reader) {
 	b.endSession()
 }
 
-// write sends one message to the client as one line.
-func (b *stdioBridge) write(msg []byte) {
-	msg = bytes.TrimSpace(msg)
-	if len(msg) == 0 {
-		return
-	}
-	if bytes.IndexByte(msg, '\n') >= 0 {
-		var c bytes.Buffer
-		if json.Compact(&c, msg) == nil {
-			msg = c.Bytes()
+// write sends msg to the client as one line when it is one JSON-RPC message (see message),
+// and reports whether it did. Anything else is never written: a client reads stdout line
+// by line, so bytes that are not one message (two messages joined by a newline, an event
+// the gateway could not read) would reach it as messages the gateway never checked.
+func (b *stdioBridge) write(msg []byte) bool {
+	line, ok := message(msg)
+	if !ok {
+		if len(bytes.TrimSpace(msg)) > 0 {
+			b.log.Warn("stdio: withheld what is not one JSON-RPC message", "bytes", len(msg))
 		}
+		return false
 	}
 	b.outMu.Lock()
 	defer b.outMu.Unlock()
-	b.out.Write(append(msg, '\n'))
+	b.out.Write(append(line, '\n'))
+	return true
+}
+
+// message returns msg as one line: msg must be exactly one JSON value, an object whose
+// "jsonrpc" is "2.0" and that names no member twice at its top level (a client reads the
+// last of them, the gateway the first). It is compacted: the line holds no newline.
+func message(msg []byte) ([]byte, bool) {
+	msg = bytes.TrimSpace(msg)
+	if len(msg) == 0 || msg[0] != '{' || jsonx.Validate(msg, admission.MaxDepth) != nil {
+		return nil, false
+	}
+	var keys jsonx.Keys
+	it := jsonx.Object(string(msg), 0)
+	for key, _, more := it.Next(); more; key, _, more = it.Next() {
+		if keys.Repeats(key) {
+			return nil, false
+		}
+	}
+	if v := gjson.GetBytes(msg, "jsonrpc"); v.Type != gjson.String || v.Str != "2.0" {
+		return nil, false
+	}
+	var c bytes.Buffer
+	if json.Compact(&c, msg) != nil {
+		return nil, false
+	}
+	return c.Bytes(), true
+}
+
+// answers reports whether msg (one message, as message accepts it) is an answer to the
+// request whose id is id.
+func answers(msg []byte, id gjson.Result) bool {
+	m := gjson.ParseBytes(msg)
+	if m.Get("method").Exists() || !m.Get("result").Exists() && !m.Get("error").Exists() {
+		return false
+	}
+	got := m.Get("id")
+	if got.Type != id.Type {
+		return false
+	}
+	if got.Type == gjson.String {
+		return got.Str == id.Str
+	}
+	return got.Raw == id.Raw || got.Type == gjson.Number && got.Num == id.Num
 }
 
 func (b *stdioBridge) headers(h http.Header) {
@@ -231,34 +276,14 @@ func (b *stdioBridge) post(ctx context.Context, line []byte) {
 	}
 	defer resp.Body.Close()
 	initialize := gjson.GetBytes(line, "method").Str == "initialize"
-	var protocol string
-	emit := func(m []byte) {
-		if v := gjson.GetBytes(m, "result.protocolVersion"); initialize && v.Type == gjson.String {
-			protocol = v.Str
-		}
-		b.write(m)
-	}
-	ct := resp.Header.Get("Content-Type")
-	switch {
-	case containsFoldCI(ct, "text/event-stream"):
-		eachEventData(resp.Body, emit)
-	case containsFoldCI(ct, "application/json"):
-		body, _ := io.ReadAll(resp.Body)
-		if gjson.ValidBytes(body) && (gjson.GetBytes(body, "jsonrpc").Exists() || bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))) {
-			if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
-				for _, m := range gjson.ParseBytes(body).Array() {
-					emit([]byte(m.Raw))
-				}
-			} else {
-				emit(body)
-			}
-		} else if resp.StatusCode/100 != 2 {
-			fail(fmt.Sprintf("the gateway answered %s", resp.Status))
-		}
-	default:
-		io.Copy(io.Discard, resp.Body)
+	protocol, answered := b.relay(resp.StatusCode, resp.Header.Get("Content-Type"), resp.Body, id, isRequest, initialize)
+	if isRequest && !answered {
+		// Nothing readable answered it (an answer withheld, a stream that ended without
+		// one, a status without a message): the client is told, never left waiting.
 		if resp.StatusCode/100 != 2 {
 			fail(fmt.Sprintf("the gateway answered %s", resp.Status))
+		} else {
+			fail("the gateway's answer to this request could not be read")
 		}
 	}
 	if initialize && resp.StatusCode/100 == 2 {
@@ -272,9 +297,52 @@ func (b *stdioBridge) post(ctx context.Context, line []byte) {
 	}
 }
 
-// eachEventData hands emit the data of each SSE event read from r, until r ends.
+// relay writes to stdout each JSON-RPC message of the gateway's answer to a message (a
+// request when isRequest, whose id is id): one message per line, each checked by message,
+// at most one answer to id (the first; a client would take either). It returns the
+// negotiated protocol version of an initialize answer, and whether id was answered.
+func (b *stdioBridge) relay(status int, contentType string, body io.Reader, id gjson.Result, isRequest, initialize bool) (protocol string, answered bool) {
+	emit := func(m []byte) {
+		line, ok := message(m)
+		if ok && isRequest && answers(line, id) {
+			if answered {
+				b.log.Warn("stdio: withheld a second answer to one request")
+				return
+			}
+			if v := gjson.GetBytes(line, "result.protocolVersion"); initialize && v.Type == gjson.String {
+				protocol = v.Str
+			}
+			answered = b.write(line)
+			return
+		}
+		b.write(m)
+	}
+	switch {
+	case containsFoldCI(contentType, "text/event-stream"):
+		eachEventData(body, emit)
+	case containsFoldCI(contentType, "application/json"):
+		raw, _ := io.ReadAll(body)
+		if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' && jsonx.Validate(t, admission.MaxDepth) == nil {
+			for _, m := range gjson.ParseBytes(t).Array() { // a batch's answers
+				emit([]byte(m.Raw))
+			}
+		} else {
+			emit(raw)
+		}
+	default:
+		io.Copy(io.Discard, body)
+	}
+	return protocol, answered
+}
+
+// eachEventData hands emit the data of each SSE event read from r, until r ends: an
+// event's data lines joined with "\n", as the SSE spec reads them (a byte order mark at
+// the start dropped, as clients drop it). emit decides whether that is one message.
 func eachEventData(r io.Reader, emit func([]byte)) {
 	rd := bufio.NewReaderSize(r, 64<<10)
+	if b, err := rd.Peek(3); err == nil && string(b) == "\xEF\xBB\xBF" {
+		rd.Discard(3)
+	}
 	var buf []byte
 	for {
 		chunk, err := rd.ReadBytes('\n')
@@ -326,7 +394,7 @@ func (b *stdioBridge) openStream(ctx context.Context) {
 				}
 				continue
 			}
-			eachEventData(resp.Body, b.write)
+			eachEventData(resp.Body, func(m []byte) { b.write(m) })
 			resp.Body.Close()
 		}
 	}()

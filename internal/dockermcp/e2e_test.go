@@ -26,7 +26,7 @@ import (
 	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/demo"
-	"github.com/stategate/stategate/host/dockermcp"
+	"github.com/stategate/stategate/internal/dockermcp"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/intercept"
 	"github.com/stategate/stategate/host/store"
@@ -245,7 +245,7 @@ func TestIntercepting(t *testing.T) {
 	dockermcp.Binary(t)
 	cfg := readYAML(t, sampleConfig)
 	up := startUpstream(t)
-	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
+	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: store.StateOf(store.NewMemory(store.Options{})),
 		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func TestIntercepting_afterHookFirst(t *testing.T) {
 	dockermcp.Binary(t)
 	cfg := readYAML(t, sampleConfig)
 	up := startUpstream(t)
-	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
+	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: store.StateOf(store.NewMemory(store.Options{})),
 		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func TestIntercepting_concurrentCalls(t *testing.T) {
 	dockermcp.Binary(t)
 	cfg := readYAML(t, sampleConfig)
 	up := startUpstream(t)
-	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
+	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: store.StateOf(store.NewMemory(store.Options{})),
 		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +390,7 @@ func TestIntercepting_streamingTransport(t *testing.T) {
 	bin := dockermcp.Binary(t)
 	cfg := readYAML(t, sampleConfig)
 	up := startUpstream(t)
-	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: gateway.State(store.NewMemory(store.Options{})),
+	h, err := intercept.New(intercept.Options{Plugin: pool(t, cfg), Config: cfg, State: store.StateOf(store.NewMemory(store.Options{})),
 		Origins: admission.OriginPolicy{Loopback: true}})
 	if err != nil {
 		t.Fatal(err)
