@@ -24,9 +24,10 @@ var leftOut = map[string]string{
 	"oauth_discovery_path_that_resolves_elsewhere_is_refused": "Traefik cleans the path (dot segments, encoded dots) before the middleware: the guest reads the path the upstream gets",
 	// A task's lease is held in the memory of the instance that admitted its call, and the
 	// task's end is seen by whichever instance serves the tasks/get or the stream.
-	"task_moves_the_workflow_when_it_completes": "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
-	"task_input_required_status_moves_nothing":  "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
-	"task_that_failed_never_moves":              "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
+	"task_moves_the_workflow_when_it_completes":        "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
+	"task_input_required_status_moves_nothing":         "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
+	"task_result_read_from_another_session_moves_once": "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
+	"task_that_failed_never_moves":                     "a running task's lease is held in the memory of the instance that admitted the call; its end, seen by another instance, cannot release it before its expiry",
 }
 
 // TestExchangeSuite runs the exchange suite's cases through real Traefik running the
