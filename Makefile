@@ -9,7 +9,7 @@ TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
 # (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, internal/dockermcp)
-.PHONY: build build.exchange build.go build.debug build.cli tinygo docker-mcp test check.embedded browser oci bench fuzz fuzz.long check run clean node
+.PHONY: build build.exchange build.httpwasm build.traefik traefik build.go build.debug build.cli tinygo docker-mcp test check.embedded browser oci bench fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -43,6 +43,35 @@ $(BUILD)/stategate-exchange.wasm: $(EXCHANGE_SRC)
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate-exchange.tinygo.wasm ./exchange/module
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-exchange.tinygo.wasm -o $@
 	@scripts/check-size.sh $@ 810000
+
+# The http-wasm build: the engine and the exchange core behind http-wasm's handle_request
+# and handle_response (httpwasm/), for Traefik's and Dapr's http-wasm middleware. A command
+# module (-buildmode=wasi-legacy): Dapr calls _start only, Traefik calls either.
+HTTPWASM_SRC := $(EXCHANGE_SRC) $(shell find httpwasm -name '*.go' -not -name '*_test.go')
+HTTPWASM_FLAGS := -target=wasip1 -buildmode=wasi-legacy -no-debug -scheduler=none -gc=conservative -panic=trap -opt=s
+build.httpwasm: $(BUILD)/stategate-httpwasm.wasm
+
+$(BUILD)/stategate-httpwasm.wasm: $(HTTPWASM_SRC)
+	@mkdir -p $(BUILD)
+	@cp go.mod $(BUILD)/tinygo.mod && cp go.sum $(BUILD)/tinygo.sum
+	@$(GO) mod edit -modfile=$(BUILD)/tinygo.mod -replace github.com/tidwall/pretty=$(CURDIR)/plugin/internal/nopretty
+	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
+		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(HTTPWASM_FLAGS) -o $(BUILD)/stategate-httpwasm.tinygo.wasm ./httpwasm
+	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-httpwasm.tinygo.wasm -o $@
+	@scripts/check-size.sh $@ 850000
+
+# Traefik's local plugin folder (examples/traefik): plugins-local/src/MODULE/ with the
+# manifest and the http-wasm build as plugin.wasm. Run Traefik from $(BUILD)/traefik.
+TRAEFIK_PLUGIN := $(BUILD)/traefik/plugins-local/src/github.com/stategate/stategate
+build.traefik: build.httpwasm
+	@mkdir -p $(TRAEFIK_PLUGIN)
+	cp examples/traefik/.traefik.yml $(TRAEFIK_PLUGIN)/.traefik.yml
+	cp $(BUILD)/stategate-httpwasm.wasm $(TRAEFIK_PLUGIN)/plugin.wasm
+
+# Traefik v3.6.12 built from the Go module proxy into ~/.cache/stategate/traefik
+# (scripts/install-traefik.sh: about 10 min once, instant after; never in the repo).
+traefik:
+	@scripts/install-traefik.sh >/dev/null
 
 # What the binary embeds is what the source builds to: after `make build`, the committed
 # $(EMBEDDED) must be unchanged (a fresh clone builds the module and compares).
@@ -110,7 +139,7 @@ browser:
 # gofmt, vet and go.mod tidiness, then every test on the built artifacts (a missing artifact
 # fails instead of skipping), then
 # a short run of every fuzz target.
-test: check build check.embedded build.exchange build.go build.envoy build.envoy.go oci node node.extism-node docker-mcp browser
+test: check build check.embedded build.exchange build.httpwasm build.traefik build.go build.envoy build.envoy.go oci node node.extism-node docker-mcp traefik browser
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./... -count=1
 	scripts/fuzz.sh $(or $(FUZZTIME),5s)
 

@@ -11,6 +11,8 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/jsonschema-go v0.4.3
 	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/http-wasm/http-wasm-guest-tinygo v0.4.0
+	github.com/http-wasm/http-wasm-host-go v0.7.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
