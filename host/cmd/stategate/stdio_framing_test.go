@@ -283,7 +283,7 @@ func FuzzStdioFraming(f *testing.F) {
 			}
 			if answers(m, gjson.Parse("1")) {
 				answered++
-				if strings.Contains(l, "cart.checkout") {
+				if listsHidden(m) {
 					t.Fatalf("a list the gateway did not check reached the client: %q", l)
 				}
 			}
@@ -292,4 +292,16 @@ func FuzzStdioFraming(f *testing.F) {
 			t.Fatalf("%d answers to the request on stdout, want one:\n%s", answered, stdout.String())
 		}
 	})
+}
+
+// listsHidden reports whether an answer lists cart.checkout (hidden in the workflow's
+// initial state) where a client reads its tools: result.tools[].name. Text elsewhere in the
+// answer (under another member, as the fuzzer found) lists nothing.
+func listsHidden(m []byte) bool {
+	hidden := false
+	gjson.GetBytes(m, "result.tools").ForEach(func(_, tool gjson.Result) bool {
+		hidden = tool.Get("name").Str == "cart.checkout"
+		return !hidden
+	})
+	return hidden
 }
