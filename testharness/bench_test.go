@@ -11,7 +11,7 @@ import (
 	"github.com/stategate/stategate/internal/testenv"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
@@ -55,7 +55,7 @@ func runnersFor(b *testing.B, cfg []byte) []runner {
 		return rs
 	}
 	ctx := context.Background()
-	rt, err := host.New(ctx, wasm, host.Options{})
+	rt, err := wasmrt.New(ctx, wasm, wasmrt.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

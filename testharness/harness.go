@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/plugin/engine"
 )
 
@@ -174,12 +174,12 @@ func (w Wasm) RunBatch(ctx context.Context, jobs []Job) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt, err := host.New(ctx, wasm, host.Options{Name: filepath.Base(w.Path)})
+	rt, err := wasmrt.New(ctx, wasm, wasmrt.Options{Name: filepath.Base(w.Path)})
 	if err != nil {
 		return nil, err
 	}
 	defer rt.Close(ctx)
-	instances := map[string]*host.Instance{}
+	instances := map[string]*wasmrt.Instance{}
 	out := make([][]byte, len(jobs))
 	for i, j := range jobs {
 		in, ok := instances[string(j.Config)]

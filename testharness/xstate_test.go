@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/internal/testenv"
 	"github.com/stategate/stategate/plugin/engine"
 )
@@ -105,7 +105,7 @@ func chartEngines(t *testing.T, ctx context.Context) map[string]func(cfg []byte)
 		t.Logf("skipping tinygo/raw: %v", err)
 		return es
 	}
-	rt, err := host.New(ctx, wasm, host.Options{Name: "stategate.wasm"})
+	rt, err := wasmrt.New(ctx, wasm, wasmrt.Options{Name: "stategate.wasm"})
 	if err != nil {
 		t.Fatal(err)
 	}

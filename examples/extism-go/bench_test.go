@@ -12,9 +12,9 @@ import (
 
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/exchangetest"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/internal/testenv"
 )
 
@@ -44,11 +44,11 @@ func BenchmarkExchange(b *testing.B) {
 	engine := "../../build/stategate.wasm"
 	testenv.NeedFile(b, engine, "run `make build`")
 	if wasm, err := readFile(engine); err == nil {
-		rt, err := host.New(context.Background(), wasm, host.Options{})
+		rt, err := wasmrt.New(context.Background(), wasm, wasmrt.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		pool, err := host.NewPool(context.Background(), rt, cfg, host.PoolOptions{Size: 1})
+		pool, err := wasmrt.NewPool(context.Background(), rt, cfg, wasmrt.PoolOptions{Size: 1})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // Gateway benchmarks: tools/call and tools/list (1000 tools) straight to the upstream, through
@@ -62,7 +62,7 @@ func benchTargets(b *testing.B) []target {
 	b.Cleanup(rp.Close)
 	rt := pluginRuntime(b)
 	ctx := context.Background()
-	pool, err := host.NewPool(ctx, rt, demo.Config(), host.PoolOptions{Size: 8})
+	pool, err := wasmrt.NewPool(ctx, rt, demo.Config(), wasmrt.PoolOptions{Size: 8})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func benchTargets(b *testing.B) []target {
 	cached := []byte(strings.Replace(string(demo.Config()), `"policies": [`,
 		`"policies": [{"match": "users.get", "cacheControl": "immutable"},`, 1))
 	cached = []byte(strings.Replace(string(cached), `"version": 1,`, `"version": 1, "cache": {},`, 1))
-	cpool, err := host.NewPool(ctx, rt, cached, host.PoolOptions{Size: 8})
+	cpool, err := wasmrt.NewPool(ctx, rt, cached, wasmrt.PoolOptions{Size: 8})
 	if err != nil {
 		b.Fatal(err)
 	}

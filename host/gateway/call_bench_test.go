@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // BenchmarkGatewayCall measures the gateway's own work for one tools/call, without
@@ -28,7 +28,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 	} {
 		b.Run(row.name, func(b *testing.B) {
 			ctx := context.Background()
-			pool, err := host.NewPool(ctx, pluginRuntime(b), pathsConfig, host.PoolOptions{Size: 4})
+			pool, err := wasmrt.NewPool(ctx, pluginRuntime(b), pathsConfig, wasmrt.PoolOptions{Size: 4})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,11 +21,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // End-to-end tests: the official MCP Go SDK as client and as upstream server, the built
@@ -39,11 +39,11 @@ const (
 
 var (
 	runtimeOnce sync.Once
-	sharedRT    *host.Runtime
+	sharedRT    *wasmrt.Runtime
 	rtErr       error
 )
 
-func pluginRuntime(t testing.TB) *host.Runtime {
+func pluginRuntime(t testing.TB) *wasmrt.Runtime {
 	t.Helper()
 	runtimeOnce.Do(func() {
 		wasm, err := os.ReadFile("../../build/stategate.wasm")
@@ -51,7 +51,7 @@ func pluginRuntime(t testing.TB) *host.Runtime {
 			rtErr = err
 			return
 		}
-		sharedRT, rtErr = host.New(context.Background(), wasm, host.Options{})
+		sharedRT, rtErr = wasmrt.New(context.Background(), wasm, wasmrt.Options{})
 	})
 	if rtErr != nil {
 		testenv.Missing(t, fmt.Errorf("plugin: %w (run make build)", rtErr))
@@ -124,7 +124,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	up := httptest.NewServer(counter.wrap(h))
 	t.Cleanup(up.Close)
-	pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 4})
+	pool, err := wasmrt.NewPool(ctx, rt, cfg, wasmrt.PoolOptions{Size: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -830,7 +830,7 @@ func redisReplicas(t *testing.T, cfg []byte, o demo.Options) (*mcp.ClientSession
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 8})
+		pool, err := wasmrt.NewPool(ctx, rt, cfg, wasmrt.PoolOptions{Size: 8})
 		if err != nil {
 			t.Fatal(err)
 		}

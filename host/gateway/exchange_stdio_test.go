@@ -16,10 +16,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/exchangetest"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/gateway/upstream"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // TestExchangeSuite_stdio runs the exchange suite with the upstream behind the stdio
@@ -36,7 +36,7 @@ func TestExchangeSuite_stdio(t *testing.T) {
 		}
 		h := &stdioHost{}
 		ctx := context.Background()
-		pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2})
+		pool, err := wasmrt.NewPool(ctx, rt, cfg, wasmrt.PoolOptions{Size: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/exchangetest"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // TestExchangeSuite runs the exchange-level conformance suite through the gateway: a real
@@ -21,7 +21,7 @@ func TestExchangeSuite(t *testing.T) {
 	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		h, upstream := exchangetest.NewHTTPHost(t)
 		ctx := context.Background()
-		pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2})
+		pool, err := wasmrt.NewPool(ctx, rt, cfg, wasmrt.PoolOptions{Size: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

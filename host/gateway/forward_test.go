@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange/admission"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // TestForward_collapsedAnswerEndsAtItsMessage: a client that takes only JSON gets the
@@ -37,7 +37,7 @@ func TestForward_collapsedAnswerEndsAtItsMessage(t *testing.T) {
 	defer up.Close()
 	ctx := context.Background()
 	cfg := counterConfig(1)
-	pool, err := host.NewPool(ctx, pluginRuntime(t), cfg, host.PoolOptions{Size: 1})
+	pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), cfg, wasmrt.PoolOptions{Size: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestForward_clientLeavingCancelsCallThatMovesNothing(t *testing.T) {
 	}))
 	defer up.Close()
 	ctx := context.Background()
-	pool, err := host.NewPool(ctx, pluginRuntime(t), pathsConfig, host.PoolOptions{Size: 1})
+	pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), pathsConfig, wasmrt.PoolOptions{Size: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestForward_timeoutOfCallThatMovesNothing(t *testing.T) {
 	defer up.Close()
 	cfg := []byte(strings.Replace(string(pathsConfig), `"workflows"`, `"limits":{"tools":{"records.op2":{"timeoutMs":200}}},"workflows"`, 1))
 	ctx := context.Background()
-	pool, err := host.NewPool(ctx, pluginRuntime(t), cfg, host.PoolOptions{Size: 1})
+	pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), cfg, wasmrt.PoolOptions{Size: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,9 +25,9 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/flow"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -35,7 +35,7 @@ import (
 // Options configures a Gateway.
 type Options struct {
 	Upstream *url.URL
-	Plugin   *host.Pool
+	Plugin   *wasmrt.Pool
 	Config   []byte // the stategate configuration the plugin runs with
 	Store    store.Store
 	Logger   *slog.Logger
@@ -157,7 +157,7 @@ func New(opts Options) (*Gateway, error) {
 type bodyKey struct{}
 
 // newCore builds the exchange core for one configuration (prev: the core it replaces).
-func (g *Gateway) newCore(plugin *host.Pool, config []byte, prev *exchange.Core) *exchange.Core {
+func (g *Gateway) newCore(plugin *wasmrt.Pool, config []byte, prev *exchange.Core) *exchange.Core {
 	var rep exchange.Reporter = reporter{log: g.log}
 	if g.opts.Reporter != nil {
 		rep = reporter{log: g.log, next: g.opts.Reporter}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
-	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // generation is one configuration's exchange core and plugin pool. A reload (Swap) makes
@@ -15,7 +15,7 @@ import (
 type generation struct {
 	core   *exchange.Core
 	flow   *flow.Flow // the HTTP level over core
-	plugin *host.Pool
+	plugin *wasmrt.Pool
 	config []byte
 
 	mu      sync.Mutex
@@ -24,7 +24,7 @@ type generation struct {
 	idle    chan struct{}
 }
 
-func (g *Gateway) newGeneration(core *exchange.Core, plugin *host.Pool, config []byte) *generation {
+func (g *Gateway) newGeneration(core *exchange.Core, plugin *wasmrt.Pool, config []byte) *generation {
 	f := flow.New(flow.Options{Core: core, Origins: g.opts.Origins, MaxBodyBytes: g.opts.MaxBodyBytes, Notify: g.notify})
 	return &generation{core: core, flow: f, plugin: plugin, config: config, idle: make(chan struct{})}
 }
@@ -88,7 +88,7 @@ func (g *Gateway) Listed(name string) bool { return g.current().core.Listed(name
 // known tool names carry over); requests already admitted, and moving calls still
 // running, finish on the old one. It returns the old pool and a channel closed once the
 // old generation has no request left; the caller closes the old pool then.
-func (g *Gateway) Swap(plugin *host.Pool, config []byte) (old *host.Pool, drained <-chan struct{}) {
+func (g *Gateway) Swap(plugin *wasmrt.Pool, config []byte) (old *wasmrt.Pool, drained <-chan struct{}) {
 	g.swapMu.Lock()
 	defer g.swapMu.Unlock()
 	prev := g.gen.Load()

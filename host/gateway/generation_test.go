@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // answered wraps the demo upstream and records when it starts answering slow.wait: the
@@ -84,7 +84,7 @@ func TestSwap_drainsTheOldGeneration(t *testing.T) {
 	up := &answered{h: demo.Handler(demo.Options{SlowDelay: 600 * time.Millisecond, JSONResponse: true})}
 	cfg := slowConfig(t)
 	e := newEnv(t, envOptions{upstream: up, config: cfg})
-	pool, err := host.NewPool(context.Background(), pluginRuntime(t), cfg, host.PoolOptions{Size: 2})
+	pool, err := wasmrt.NewPool(context.Background(), pluginRuntime(t), cfg, wasmrt.PoolOptions{Size: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

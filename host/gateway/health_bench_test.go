@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // countingStore counts the store round trips the gateway makes.
@@ -62,7 +62,7 @@ func BenchmarkHealth(b *testing.B) {
 		for _, c := range configs {
 			b.Run(s.name+"/"+c.name, func(b *testing.B) {
 				ctx := context.Background()
-				pool, err := host.NewPool(ctx, pluginRuntime(b), []byte(c.cfg), host.PoolOptions{Size: 4})
+				pool, err := wasmrt.NewPool(ctx, pluginRuntime(b), []byte(c.cfg), wasmrt.PoolOptions{Size: 4})
 				if err != nil {
 					b.Fatal(err)
 				}

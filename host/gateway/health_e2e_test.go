@@ -19,10 +19,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // Tool health end to end: an official-SDK upstream whose tools fail on demand and whose
@@ -127,7 +127,7 @@ const healthConfig = `{"version":1,
 func healthGateway(t *testing.T, up *httptest.Server, st store.Store, cfg string, ev exchange.Publisher) (*gateway.Gateway, string) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := host.NewPool(ctx, pluginRuntime(t), []byte(cfg), host.PoolOptions{Size: 8})
+	pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), []byte(cfg), wasmrt.PoolOptions{Size: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

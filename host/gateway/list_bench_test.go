@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // BenchmarkGatewayList measures the gateway's own work for one tools/list of 1000 tools,
@@ -34,7 +34,7 @@ func BenchmarkGatewayList(b *testing.B) {
 			up := newChangingList(1000, row.one)
 			var h http.Handler = up
 			if !row.raw {
-				pool, err := host.NewPool(ctx, pluginRuntime(b), pathsConfig, host.PoolOptions{Size: 4})
+				pool, err := wasmrt.NewPool(ctx, pluginRuntime(b), pathsConfig, wasmrt.PoolOptions{Size: 4})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -17,9 +17,9 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // mrtrServer is a 2026-07-28 MCP server over the raw wire (no SDK speaks multi round-trip
@@ -229,7 +229,7 @@ func TestMRTR_endToEnd(t *testing.T) {
 	up := httptest.NewServer(srv)
 	t.Cleanup(up.Close)
 	ctx := context.Background()
-	pool, err := host.NewPool(ctx, pluginRuntime(t), []byte(mrtrConfig), host.PoolOptions{Size: 2})
+	pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), []byte(mrtrConfig), wasmrt.PoolOptions{Size: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

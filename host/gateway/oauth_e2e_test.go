@@ -22,10 +22,10 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // OAuth discovery through the gateway, with the official Go SDK on both sides: the upstream
@@ -91,7 +91,7 @@ func (u *oauthUpstream) seen() (auths []string, hits int) {
 func oauthGateway(t *testing.T, up *oauthUpstream) (*gateway.Gateway, string) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := host.NewPool(ctx, pluginRuntime(t), demo.Config(), host.PoolOptions{Size: 2})
+	pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), demo.Config(), wasmrt.PoolOptions{Size: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/internal/testenv"
 )
 
@@ -211,7 +211,7 @@ func pathRows(b *testing.B) []*pathRow {
 	}
 	gw := func(up string, st store.Store) (string, *gateway.Gateway) {
 		u, _ := url.Parse(up)
-		pool, err := host.NewPool(ctx, rt, pathsConfig, host.PoolOptions{Size: 4})
+		pool, err := wasmrt.NewPool(ctx, rt, pathsConfig, wasmrt.PoolOptions{Size: 4})
 		if err != nil {
 			b.Fatal(err)
 		}

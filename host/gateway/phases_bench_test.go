@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 	"golang.org/x/sys/unix"
 )
 
@@ -80,7 +80,7 @@ func BenchmarkGatewayPhases(b *testing.B) {
 	}
 	gw := func(up string) string {
 		u, _ := url.Parse(up + "/mcp")
-		pool, err := host.NewPool(ctx, rt, pathsConfig, host.PoolOptions{Size: 4})
+		pool, err := wasmrt.NewPool(ctx, rt, pathsConfig, wasmrt.PoolOptions{Size: 4})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -21,11 +21,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 // Scaling out: gateway replicas on a real Redis Cluster and on a real Sentinel-managed
@@ -201,7 +201,7 @@ func newScaleEnvOf(t testing.TB, spec string, cfg []byte, wrap func(*ackStore) s
 		t.Cleanup(func() { st.Close() })
 		as := newAckStore(st)
 		e.stores = append(e.stores, as)
-		pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 8})
+		pool, err := wasmrt.NewPool(ctx, rt, cfg, wasmrt.PoolOptions{Size: 8})
 		if err != nil {
 			t.Fatal(err)
 		}

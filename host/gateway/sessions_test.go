@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/tidwall/gjson"
 )
 
@@ -349,7 +349,7 @@ func TestSessions_replicasShareThem(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		pool, err := host.NewPool(context.Background(), rt, demo.Config(), host.PoolOptions{Size: 2})
+		pool, err := wasmrt.NewPool(context.Background(), rt, demo.Config(), wasmrt.PoolOptions{Size: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +406,7 @@ func BenchmarkSessions(b *testing.B) {
 		up := httptest.NewServer(demo.Handler(demo.Options{Stateless: true, JSONResponse: true}))
 		b.Cleanup(up.Close)
 		u, _ := url.Parse(up.URL + "/mcp")
-		pool, err := host.NewPool(context.Background(), rt, demo.Config(), host.PoolOptions{Size: 4})
+		pool, err := wasmrt.NewPool(context.Background(), rt, demo.Config(), wasmrt.PoolOptions{Size: 4})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/internal/testenv"
 )
 
@@ -35,7 +35,7 @@ func BenchmarkOpsCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	rt, err := host.New(ctx, wasm, host.Options{})
+	rt, err := wasmrt.New(ctx, wasm, wasmrt.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func BenchmarkOpsCost(b *testing.B) {
 	defer up.Close()
 	upURL, _ := url.Parse(up.URL + "/mcp")
 	newGW := func(o gateway.Options) *gateway.Gateway {
-		pool, err := host.NewPool(ctx, rt, demo.Config(), host.PoolOptions{Size: 4})
+		pool, err := wasmrt.NewPool(ctx, rt, demo.Config(), wasmrt.PoolOptions{Size: 4})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,11 +10,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/exchange"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/internal/testenv"
 )
 
@@ -29,12 +29,12 @@ func TestBus_slowSubscriberDoesNotHoldCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rt, err := host.New(ctx, wasm, host.Options{})
+	rt, err := wasmrt.New(ctx, wasm, wasmrt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	pool, err := host.NewPool(ctx, rt, demo.Config(), host.PoolOptions{Size: 2})
+	pool, err := wasmrt.NewPool(ctx, rt, demo.Config(), wasmrt.PoolOptions{Size: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/host"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/internal/benchinput"
 	"github.com/tidwall/gjson"
 )
@@ -66,13 +66,13 @@ func run(fnName, cfgPath string, rounds int, modules []string) error {
 		return err
 	}
 	ctx := context.Background()
-	insts := make([]*host.Instance, len(modules))
+	insts := make([]*wasmrt.Instance, len(modules))
 	for k, path := range modules {
 		wasm, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		rt, err := host.New(ctx, wasm, host.Options{})
+		rt, err := wasmrt.New(ctx, wasm, wasmrt.Options{})
 		if err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func run(fnName, cfgPath string, rounds int, modules []string) error {
 
 // transitionInput is a moving call of sample.json's cart.add_item as the gateway sends it
 // once the workflow has a snapshot (BenchmarkTransition/bound_stored).
-func transitionInput(ctx context.Context, inst *host.Instance) ([]byte, error) {
+func transitionInput(ctx context.Context, inst *wasmrt.Instance) ([]byte, error) {
 	const key = "stategate/v1/checkout/session//s1"
 	out, err := inst.Call(ctx, abi.FuncTransition, []byte(`{"tool":"cart.add_item","session":"s1","states":{"`+key+`":null}}`))
 	if err != nil {

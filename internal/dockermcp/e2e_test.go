@@ -23,12 +23,12 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/intercept"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/internal/dockermcp"
 	"github.com/stategate/stategate/internal/testenv"
 )
@@ -83,7 +83,7 @@ func (u *upstream) ran(tool string) int {
 }
 
 // pool is the built plugin with cfg.
-func pool(t *testing.T, cfg []byte) *host.Pool {
+func pool(t *testing.T, cfg []byte) *wasmrt.Pool {
 	t.Helper()
 	testenv.NeedFile(t, "../../build/stategate.wasm", "run `make build`")
 	wasm, err := os.ReadFile("../../build/stategate.wasm")
@@ -91,12 +91,12 @@ func pool(t *testing.T, cfg []byte) *host.Pool {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rt, err := host.New(ctx, wasm, host.Options{})
+	rt, err := wasmrt.New(ctx, wasm, wasmrt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(ctx) })
-	p, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 4})
+	p, err := wasmrt.NewPool(ctx, rt, cfg, wasmrt.PoolOptions{Size: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

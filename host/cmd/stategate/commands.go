@@ -22,10 +22,10 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/stategate/stategate/internal/termsafe"
 	"github.com/stategate/stategate/plugin/built"
 	"github.com/stategate/stategate/plugin/engine"
@@ -74,7 +74,7 @@ func validate(path string, cfg []byte) (*engine.Engine, error) {
 
 // loadPlugin compiles the plugin module: the file at path, or the embedded one when path
 // is empty.
-func loadPlugin(ctx context.Context, path string, logger *slog.Logger, interruptible bool) (*host.Runtime, error) {
+func loadPlugin(ctx context.Context, path string, logger *slog.Logger, interruptible bool) (*wasmrt.Runtime, error) {
 	wasm, name := built.Module, built.Name
 	if path != "" {
 		var err error
@@ -83,7 +83,7 @@ func loadPlugin(ctx context.Context, path string, logger *slog.Logger, interrupt
 		}
 		name = filepath.Base(path)
 	}
-	return host.New(ctx, wasm, host.Options{Interruptible: interruptible, Logger: logger, Name: name})
+	return wasmrt.New(ctx, wasm, wasmrt.Options{Interruptible: interruptible, Logger: logger, Name: name})
 }
 
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -413,10 +413,10 @@ type running struct {
 	srv   *http.Server
 	ln    net.Listener
 	gw    *gateway.Gateway
-	rt    *host.Runtime
+	rt    *wasmrt.Runtime
 	store store.Store
 	// pool is the plugin pool serving now (reload swaps it; guarded by the reloader).
-	pool    *host.Pool
+	pool    *wasmrt.Pool
 	cleanup func()
 }
 
@@ -434,8 +434,8 @@ type hooks struct {
 }
 
 // newPool builds a plugin pool of cfg on rt.
-func newPool(ctx context.Context, rt *host.Runtime, cfg []byte, replaced func()) (*host.Pool, error) {
-	return host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2 * runtime.GOMAXPROCS(0), Timeout: 2 * time.Second, Replaced: replaced})
+func newPool(ctx context.Context, rt *wasmrt.Runtime, cfg []byte, replaced func()) (*wasmrt.Pool, error) {
+	return wasmrt.NewPool(ctx, rt, cfg, wasmrt.PoolOptions{Size: 2 * runtime.GOMAXPROCS(0), Timeout: 2 * time.Second, Replaced: replaced})
 }
 
 // startGateway builds the gateway for cfg in front of upstream and serves it on listen.

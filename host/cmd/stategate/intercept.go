@@ -10,9 +10,9 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/stategate/stategate/host"
 	"github.com/stategate/stategate/host/intercept"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
 )
 
 const interceptUsage = "usage: stategate intercept --config FILE [--listen 127.0.0.1:8090] [--store bolt:stategate-intercept.db|memory|redis://HOST:PORT/DB] [--plugin FILE]"
@@ -51,7 +51,7 @@ func cmdIntercept(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer rt.Close(context.Background())
-	pool, err := host.NewPool(ctx, rt, cfg, host.PoolOptions{Size: 2 * runtime.GOMAXPROCS(0), Timeout: 2 * time.Second})
+	pool, err := wasmrt.NewPool(ctx, rt, cfg, wasmrt.PoolOptions{Size: 2 * runtime.GOMAXPROCS(0), Timeout: 2 * time.Second})
 	if err != nil {
 		return err
 	}

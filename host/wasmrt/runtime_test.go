@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"bytes"
@@ -212,7 +212,7 @@ func TestCall_trapDiscardsInstance(t *testing.T) {
 }
 
 func builtPlugin(t testing.TB) []byte {
-	wasm, err := os.ReadFile("../build/stategate.wasm")
+	wasm, err := os.ReadFile("../../build/stategate.wasm")
 	if err != nil {
 		testenv.Missing(t, fmt.Errorf("build/stategate.wasm: %w (run make build)", err))
 	}
@@ -226,7 +226,7 @@ func TestInstance_matchesNativeEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	cfg, _ := os.ReadFile("../abi/testdata/config/sample.json")
+	cfg, _ := os.ReadFile("../../abi/testdata/config/sample.json")
 	eng, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +281,7 @@ func TestInstance_deadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	cfg, _ := os.ReadFile("../abi/testdata/config/sample.json")
+	cfg, _ := os.ReadFile("../../abi/testdata/config/sample.json")
 	in, err := rt.Instantiate(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +305,7 @@ func TestInstance_deadline(t *testing.T) {
 // trapped on the twelfth call.
 func TestInstance_largeResultsSteadyMemory(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := os.ReadFile("../abi/testdata/config/sample.json")
+	cfg, err := os.ReadFile("../../abi/testdata/config/sample.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-// Package host runs the stategate plugin on wazero: it compiles the module once, checks
+// Package wasmrt runs the stategate plugin on wazero: it compiles the module once, checks
 // at load time that it exports the ABI, and calls it through the zero-copy raw entry or
 // through the named Extism exports.
-package host
+package wasmrt
 
 import (
 	"context"

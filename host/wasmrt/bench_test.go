@@ -1,4 +1,4 @@
-package host
+package wasmrt
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // host's per-call overhead.
 func BenchmarkCall(b *testing.B) {
 	ctx := context.Background()
-	cfg, _ := os.ReadFile("../abi/testdata/config/sample.json")
+	cfg, _ := os.ReadFile("../../abi/testdata/config/sample.json")
 	in := benchinput.CheckInput()
 	eng, err := engine.New(cfg)
 	if err != nil {
