@@ -5,7 +5,7 @@ package abi
 // to the same fault (ABI.md, "Hosts"). The Go hosts apply it through package exchange.
 type Fault int
 
-// The faults. Each has exactly one policy, in PolicyFor; README.md and ABI.md show the same
+// The faults. Each has exactly one policy, in PolicyFor; docs/failures.md and ABI.md show the same
 // table.
 const (
 	FaultDecoratePlugin   Fault = iota // decorate_tools / decorate_result failed

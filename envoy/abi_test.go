@@ -14,7 +14,7 @@ import (
 )
 
 // hostFunctions are the proxy-wasm functions the filter imports (module "env"), as
-// envoy/README.md "What the filter needs of a host" lists them: all of ABI 0.2.0.
+// docs/envoy.md "What the filter needs of a host" lists them: all of ABI 0.2.0.
 var hostFunctions = []string{
 	"proxy_log", "proxy_set_effective_context", "proxy_define_metric", "proxy_increment_metric",
 	"proxy_get_buffer_bytes", "proxy_set_buffer_bytes",
@@ -31,12 +31,12 @@ var guestExports = []string{
 	"proxy_on_done", "proxy_on_log", "proxy_on_delete",
 }
 
-// TestModuleABI holds the built modules and envoy/README.md to one contract: the ABI
+// TestModuleABI holds the built modules and docs/envoy.md to one contract: the ABI
 // version they declare, the host functions they import, the exports a host calls, and (the
 // TinyGo module) `malloc` naming proxy_on_memory_allocate, so that Envoy's copies into the
 // guest are collected (envoy.mk).
 func TestModuleABI(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "envoy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +47,11 @@ func TestModuleABI(t *testing.T) {
 			section = section[:j+3]
 		}
 	} else {
-		t.Fatal(`README.md has no section "What the filter needs of a host"`)
+		t.Fatal(`docs/envoy.md has no section "What the filter needs of a host"`)
 	}
 	for _, name := range append(append([]string{}, hostFunctions...), guestExports...) {
 		if !strings.Contains(section, "`"+name+"`") {
-			t.Errorf("README.md's host section does not name `%s`", name)
+			t.Errorf("docs/envoy.md's host section does not name `%s`", name)
 		}
 	}
 	for _, m := range []struct{ path, make string }{
@@ -82,7 +82,7 @@ func TestModuleABI(t *testing.T) {
 			slices.Sort(env)
 			want := slices.Sorted(slices.Values(hostFunctions))
 			if !slices.Equal(env, want) {
-				t.Errorf("proxy-wasm imports\n got %v\nwant %v (envoy/README.md)", env, want)
+				t.Errorf("proxy-wasm imports\n got %v\nwant %v (docs/envoy.md)", env, want)
 			}
 			exports := mod.ExportedFunctions()
 			for _, name := range guestExports {

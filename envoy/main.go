@@ -6,7 +6,7 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o build/stategate-envoy-go.wasm ./envoy
 //
 // The plugin configuration is the stategate configuration document; the optional VM
-// configuration holds the filter's own settings (filter.Settings). See README.md.
+// configuration holds the filter's own settings (filter.Settings). See docs/envoy.md.
 package main
 
 import (

@@ -9,7 +9,7 @@ import (
 )
 
 // Event types the core publishes. Wave-2 features add theirs here, so that every host and
-// every subscriber sees one vocabulary (README "Events" lists them with their fields).
+// every subscriber sees one vocabulary (docs/operations.md lists them with their fields).
 const (
 	EventToolCalled           = "tool_called"           // Tool; Data: durationMs, durationUs, upstreamUs (when sent upstream), outcome
 	EventWorkflowTransitioned = "workflow_transitioned" // Tool; OldState, NewState (state values: a name, or compact JSON for compound and parallel states); Data: workflow, event, key (handle-keyed only), session (digest)

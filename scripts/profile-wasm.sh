@@ -5,7 +5,7 @@
 # times on the benchmark inputs) with TinyGo for wasip1, with function names, and runs it
 # under Node's WASI with V8's sampling profiler; it prints the functions by self time.
 # V8's code is not wazero's, but the engine's code, TinyGo's allocator and collector are
-# the same, so the shares point at the same places (docs: README "Performance").
+# the same, so the shares point at the same places (docs/performance.md).
 #
 #   scripts/profile-wasm.sh decorate_tools 400
 #   scripts/profile-wasm.sh decorate_result 50

@@ -12,7 +12,7 @@ import (
 
 // TestExchangeSuite runs the exchange-level conformance suite through the filter, natively
 // and as the built .wasm under proxytest, with the request headers held (the mode in which
-// Envoy lets the filter answer exactly as the gateway does; see envoy/README.md).
+// Envoy lets the filter answer exactly as the gateway does; see docs/envoy.md).
 func TestExchangeSuite(t *testing.T) {
 	for _, r := range runners {
 		t.Run(r.name, func(t *testing.T) {

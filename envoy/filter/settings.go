@@ -50,7 +50,7 @@ type Settings struct {
 	// collection off (gc_wasm.go). 0 keeps each runtime's default; standard Go's is
 	// collecting whenever the heap doubles. In a wasm VM that default collects on
 	// nearly every buffered tools/list (the live heap is small, so it doubles after a few
-	// MB), and a collection there costs milliseconds: README "Performance" has the figures.
+	// MB), and a collection there costs milliseconds: docs/performance.md has the figures.
 	// Set it above the largest working set one VM (one Envoy worker) holds at once: its
 	// concurrent streams' buffered bodies (maxRequestBodyBytes, maxResponseBodyBytes) plus
 	// a few MB; a live heap above it makes the runtime collect continually.

@@ -26,7 +26,7 @@ import (
 //     if another worker created it meanwhile, which gives create-if-absent semantics.
 //   - Shared data has no leases: Lock does nothing, so racing workflow calls on two Envoy
 //     workers are serialised only by compare-and-set (each transition applies once; both
-//     calls may be admitted). envoy/README.md says so.
+//     calls may be admitted). docs/envoy.md says so.
 type sharedState struct {
 	maxKeys int
 	created int // keys this VM created

@@ -94,7 +94,7 @@ func run(t testing.TB, p *Proxy, n int) (before, after int) {
 // TestLongLivedVM_memoryIsFlat: one VM of the TinyGo filter, as an Envoy worker keeps it,
 // takes 30,000 requests; its linear memory must not grow after the warm-up.
 // BenchmarkLongLivedVM runs the same mix for as many requests as -benchtime says
-// (`-benchtime=1000000x` for the figures in envoy/README.md).
+// (`-benchtime=1000000x` for the figures in docs/envoy.md).
 func TestLongLivedVM_memoryIsFlat(t *testing.T) {
 	n := 30000
 	if testing.Short() {

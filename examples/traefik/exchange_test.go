@@ -9,8 +9,8 @@ import (
 )
 
 // leftOut are the exchange suite's cases that Traefik (its pool of guest instances, its
-// configuration handling) does not allow, and why. Each is a limit the README and
-// RATIONALE.md ("The http-wasm build") state.
+// configuration handling) does not allow, and why. Each is a limit docs/works-with.md, the
+// example's README and RATIONALE.md ("The http-wasm build") state.
 var leftOut = map[string]string{
 	// The core keeps the listed tools' Mcp-Param-* declarations in memory: a call that
 	// another guest instance than the tools/list's serves is not checked against them.

@@ -241,7 +241,7 @@ func countTrips(t *testing.T, e *scaleEnv, kinds []callKind) map[string]float64 
 
 // BenchmarkRoundTrips times each call kind through two replicas on each deployment, with
 // its round trips per call and the CPU time the Redis primaries spent per call (the
-// figure the capacity model in README.md divides a core by); ungated on the same
+// figure the capacity model in docs/scaling.md divides a core by); ungated on the same
 // deployment is the baseline. The moving kinds run twice: with the release in the last
 // write, and with the release apart (releaseApart: the path before it), on the same
 // servers in the same run.

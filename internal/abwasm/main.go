@@ -11,8 +11,8 @@
 //	make build && cp build/stategate.wasm /tmp/b.wasm   # after it
 //	go run ./internal/abwasm -fn decorate_tools /tmp/a.wasm /tmp/b.wasm
 //
-// The inputs are the benchmarks' (internal/benchinput); the figures for README stay the
-// `make bench` ones.
+// The inputs are the benchmarks' (internal/benchinput); the figures for docs/performance.md
+// stay the `make bench` ones.
 package main
 
 import (

@@ -383,7 +383,7 @@ func TestIntercepting_concurrentCalls(t *testing.T) {
 // TestIntercepting_streamingTransport pins docker/mcp-gateway#358: with --transport
 // streaming, docker-mcp cannot even marshal the before-hook's payload (its Extra holds a
 // func), so every tools/call fails and nothing reaches the upstream. Intercepting is
-// therefore stdio only; when this test fails, #358 is fixed and README's limit can go.
+// therefore stdio only; when this test fails, #358 is fixed and docs/docker-mcp.md's limit can go.
 func TestIntercepting_streamingTransport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -434,7 +434,7 @@ func TestIntercepting_streamingTransport(t *testing.T) {
 	defer s.Close()
 	_, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "cart.create"})
 	if err == nil || !strings.Contains(err.Error(), "marshalling request") {
-		t.Fatalf("cart.create through streaming docker-mcp with hooks: %v; want docker/mcp-gateway#358's marshalling error (fixed? update README)", err)
+		t.Fatalf("cart.create through streaming docker-mcp with hooks: %v; want docker/mcp-gateway#358's marshalling error (fixed? update docs/docker-mcp.md)", err)
 	}
 	if n := up.ran("cart.create"); n != 0 {
 		t.Errorf("cart.create reached the upstream %d time(s)", n)
@@ -479,7 +479,7 @@ func TestFronting_sessionKeyedToolsNeverOffered(t *testing.T) {
 		t.Fatal("cart.add_item not listed")
 	}
 	if _, ok := tools["cart.checkout"]; ok {
-		t.Fatal("cart.checkout is listed: docker-mcp refreshed its tool list (update README and the sample)")
+		t.Fatal("cart.checkout is listed: docker-mcp refreshed its tool list (update docs/docker-mcp.md and the sample)")
 	}
 	res, err := d.Session.CallTool(ctx, &mcp.CallToolParams{Name: "cart.checkout"})
 	if err == nil && !res.IsError {

@@ -1,4 +1,4 @@
-// A stategate workflow (README "Configuration") as a real XState v5 machine.
+// A stategate workflow (docs/configuration.md) as a real XState v5 machine.
 //
 // The workflow's states are XState state nodes as they stand, with two adaptations that
 // keep XState's own meaning:

@@ -11,8 +11,8 @@ import (
 
 // TestExamples: the configurations shipped in examples/config are valid and meet every
 // tool of examples/config/tools.json (the demo upstream's list) without a warning, explain
-// runs on them, and stategate.yaml is the configuration README's "Configuration" section
-// shows.
+// runs on them, and stategate.yaml is the configuration docs/configuration.md
+// shows (its first JSON block).
 func TestExamples(t *testing.T) {
 	files, _ := filepath.Glob("../../../examples/config/*.yaml")
 	if len(files) < 2 {
@@ -28,25 +28,33 @@ func TestExamples(t *testing.T) {
 		}
 	}
 
-	readme, err := os.ReadFile("../../../README.md")
+	page, err := os.ReadFile("../../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(readme[strings.Index(string(readme), "## Configuration"):])
-	start := strings.Index(section, "```json\n") + len("```json\n")
-	block := section[start : start+strings.Index(section[start:], "```")]
+	section := string(page)
+	start := strings.Index(section, "```json\n")
+	if !strings.HasPrefix(section, "# Configuration\n") || start < 0 {
+		t.Fatal("docs/configuration.md: no \"# Configuration\" page with a JSON block")
+	}
+	start += len("```json\n")
+	end := strings.Index(section[start:], "```")
+	if end < 0 {
+		t.Fatal("docs/configuration.md: the configuration block is not closed")
+	}
+	block := section[start : start+end]
 	yamlJSON, err := loadConfig("../../../examples/config/stategate.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var fromReadme, fromYAML any
 	if err := json.Unmarshal([]byte(block), &fromReadme); err != nil {
-		t.Fatalf("README's configuration block: %v\n%s", err, block)
+		t.Fatalf("docs/configuration.md's configuration block: %v\n%s", err, block)
 	}
 	if err := json.Unmarshal(yamlJSON, &fromYAML); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(fromReadme, fromYAML) {
-		t.Fatalf("examples/config/stategate.yaml is not README's configuration:\nREADME: %s\nYAML:   %s", block, yamlJSON)
+		t.Fatalf("examples/config/stategate.yaml is not docs/configuration.md's configuration:\ndocs:   %s\nYAML:   %s", block, yamlJSON)
 	}
 }

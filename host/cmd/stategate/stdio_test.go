@@ -254,16 +254,16 @@ func TestStdio_admin(t *testing.T) {
 	}
 }
 
-// TestReadmeMCPServersEntry: README's copy-paste mcpServers entry is valid JSON that runs
+// TestReadmeMCPServersEntry: docs/stdio.md's copy-paste mcpServers entry is valid JSON that runs
 // `stategate stdio --config FILE -- COMMAND`, and stdio takes its flags.
 func TestReadmeMCPServersEntry(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../../../docs/stdio.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?s)```json\n(\\{\\s*\"mcpServers\".*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README has no mcpServers entry")
+		t.Fatal("docs/stdio.md has no mcpServers entry")
 	}
 	var doc struct {
 		MCPServers map[string]struct {
@@ -273,7 +273,7 @@ func TestReadmeMCPServersEntry(t *testing.T) {
 		} `json:"mcpServers"`
 	}
 	if err := json.Unmarshal(m[1], &doc); err != nil {
-		t.Fatalf("README's mcpServers entry: %v\n%s", err, m[1])
+		t.Fatalf("docs/stdio.md's mcpServers entry: %v\n%s", err, m[1])
 	}
 	for name, e := range doc.MCPServers {
 		dash := slices.Index(e.Args, "--")
