@@ -14,7 +14,7 @@
 //   - Leases (kvstate) are keys like any other: compare-and-set on them is what makes them
 //     exclusive, and their expiry is what frees them, so no lock file is held across calls.
 //   - Nothing is fsynced: a value survives the guest and the host process, not a power
-//     loss of the machine (RATIONALE.md, "State in the http-wasm build").
+//     loss of the machine (RATIONALE.md, "State in a host whose ABI has none").
 package filestate
 
 import (

@@ -38,16 +38,31 @@ func pages(t *testing.T) []string {
 }
 
 var (
-	fence   = regexp.MustCompile("(?ms)^ *```.*?^ *```[^\\n]*$")
 	code    = regexp.MustCompile("`[^`\\n]*`")
 	link    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	heading = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *#* *$`)
 )
 
+// unfenced answers a Markdown document without its fenced blocks.
+func unfenced(doc string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.SplitAfter(doc, "\n") {
+		if strings.HasPrefix(strings.TrimLeft(line, " "), "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
 // prose answers a Markdown document without its fenced blocks and code spans, where a
 // link or a heading is text, not markup.
 func prose(doc string) string {
-	return code.ReplaceAllString(fence.ReplaceAllString(doc, ""), "")
+	return code.ReplaceAllString(unfenced(doc), "")
 }
 
 // anchors answers the heading anchors of a Markdown document as GitHub makes them:
@@ -56,7 +71,7 @@ func prose(doc string) string {
 func anchors(doc string) map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]int{}
-	for _, m := range heading.FindAllStringSubmatch(fence.ReplaceAllString(doc, ""), -1) {
+	for _, m := range heading.FindAllStringSubmatch(unfenced(doc), -1) {
 		var b strings.Builder
 		for _, r := range strings.ToLower(m[1]) {
 			switch {
