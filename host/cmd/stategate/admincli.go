@@ -19,6 +19,7 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/ops"
+	"github.com/stategate/stategate/host/serve"
 	"github.com/stategate/stategate/internal/termsafe"
 )
 
@@ -39,7 +40,7 @@ func adminFlags(name string, args []string, stderr io.Writer, usage string, extr
 	fs := newFlags(name, stderr)
 	base := fs.String("admin", "", "the gateway's admin listener URL (default: the running gateway found in the state directory)")
 	gwName := fs.String("name", "", "the running gateway to reach, by its name (when several run)")
-	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (or set "+adminTokenEnv+")")
+	tokenFile := fs.String("admin-token-file", "", "file holding the admin token (or set "+ops.TokenEnv+")")
 	if extra != nil {
 		extra(fs)
 	}
@@ -54,18 +55,18 @@ func adminFlags(name string, args []string, stderr io.Writer, usage string, extr
 		rest = append(rest, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	tok, err := adminToken(*tokenFile)
+	tok, err := ops.ReadToken(*tokenFile)
 	if err != nil {
 		return nil, nil, err
 	}
 	if *base == "" {
-		rec, err := findGateway(*gwName)
+		rec, err := serve.FindGateway(*gwName)
 		if err != nil {
 			return nil, nil, &exitError{code: 1, msg: "stategate: " + err.Error()}
 		}
 		*base = rec.Admin
 		if tok == "" && rec.TokenFile != "" {
-			if tok, err = adminToken(rec.TokenFile); err != nil {
+			if tok, err = ops.ReadToken(rec.TokenFile); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -625,7 +626,7 @@ func authHint(status int) string {
 	if status != http.StatusUnauthorized {
 		return ""
 	}
-	return "; give the gateway's admin token with --admin-token-file FILE or " + adminTokenEnv
+	return "; give the gateway's admin token with --admin-token-file FILE or " + ops.TokenEnv
 }
 
 // seconds writes a latency in seconds as milliseconds ("" for none).

@@ -24,7 +24,7 @@ import (
 // commands say health is not configured, and a wrong token is refused.
 func TestAdminCLI_againstServe(t *testing.T) {
 	s := startServe(t, demo.Options{})
-	t.Setenv(adminTokenEnv, s.token)
+	t.Setenv(ops.TokenEnv, s.token)
 	type result struct {
 		code     int
 		out, err string
@@ -81,7 +81,7 @@ func TestAdminCLI_againstServe(t *testing.T) {
 			t.Errorf("%v: exit %d: %s", args, code, errOut)
 		}
 	}
-	t.Setenv(adminTokenEnv, "wrong")
+	t.Setenv(ops.TokenEnv, "wrong")
 	if code, _, errOut := runCLI(t, "", "tools", "--admin", s.adminURL); code != 1 || !strings.Contains(errOut, "HTTP 401") {
 		t.Errorf("wrong token: exit %d: %s", code, errOut)
 	}
@@ -126,7 +126,7 @@ func TestAdminCLI_healthFake(t *testing.T) {
 		Operator: func() ops.Operator { return cliOperator{} }, State: func() exchange.State { return nil }})
 	srv := httptest.NewServer(a)
 	defer srv.Close()
-	t.Setenv(adminTokenEnv, "tok")
+	t.Setenv(ops.TokenEnv, "tok")
 	code, out, _ := runCLI(t, "", "tools", "--admin", srv.URL)
 	if code != 0 || !strings.Contains(out, "cart.pay") || !strings.Contains(out, "auto_disabled") || !strings.Contains(out, "0123456789ab ") || !strings.Contains(out, "upstream 502") {
 		t.Fatalf("tools: exit %d\n%s", code, out)
@@ -150,7 +150,7 @@ func TestAdminCLI_globAsksFirst(t *testing.T) {
 		Operator: func() ops.Operator { return op }, State: func() exchange.State { return nil }})
 	srv := httptest.NewServer(a)
 	defer srv.Close()
-	t.Setenv(adminTokenEnv, "tok")
+	t.Setenv(ops.TokenEnv, "tok")
 
 	code, out, errOut := runCLI(t, "", "approve", "**", "--admin", srv.URL)
 	if code != 2 || out != "" || !strings.Contains(errOut, "** matches 3 tool(s); it would change:\n  ** (quarantined -> active) [pending: ** sha256:fp-of-**-012]\n  a.* (quarantined -> active) [pending: a.* sha256:fp-of-a.*-01]\n  a.b (quarantined -> active) [pending: a.b sha256:fp-of-a.b-01]\n") ||
@@ -246,7 +246,7 @@ func (o *recordingOperator) Approve(_ context.Context, a exchange.Action) ([]exc
 // purges it and lists it.
 func TestAdminCLI_purge(t *testing.T) {
 	s := startServe(t, demo.Options{})
-	t.Setenv(adminTokenEnv, s.token)
+	t.Setenv(ops.TokenEnv, s.token)
 	if code, _, errOut := runCLI(t, "", "purge", "users.*", "--admin", s.adminURL); code != 1 || !strings.Contains(errOut, "HTTP 409") {
 		t.Fatalf("purge without a cache: exit %d: %s", code, errOut)
 	}
@@ -304,7 +304,7 @@ func TestAdminCLI_purge(t *testing.T) {
 // state or session.
 func TestAdminCLI_reset(t *testing.T) {
 	s := startServe(t, demo.Options{})
-	t.Setenv(adminTokenEnv, s.token)
+	t.Setenv(ops.TokenEnv, s.token)
 	cs := mcpClient(t, s.mcpURL)
 	mustCall(t, cs, "cart.add_item", map[string]any{"sku": "tea"})
 	sid := cs.ID()
@@ -345,7 +345,7 @@ func TestAdminCLI_reset(t *testing.T) {
 func TestServe_historySurvivesARestart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gw.db")
 	s := startServe(t, demo.Options{}, "--store", "bolt:"+db)
-	t.Setenv(adminTokenEnv, s.token)
+	t.Setenv(ops.TokenEnv, s.token)
 	cs := mcpClient(t, s.mcpURL)
 	mustCall(t, cs, "cart.pay", nil) // refused
 	_, before, _ := runCLI(t, "", "events", "--type", "call_refused", "--count", "1", "--admin", s.adminURL)
@@ -356,7 +356,7 @@ func TestServe_historySurvivesARestart(t *testing.T) {
 	s.done <- nil // for the first server's cleanup
 
 	s2 := startServe(t, demo.Options{}, "--store", "bolt:"+db)
-	t.Setenv(adminTokenEnv, s2.token)
+	t.Setenv(ops.TokenEnv, s2.token)
 	code, after, errOut := runCLI(t, "", "events", "--type", "call_refused", "--count", "5", "--admin", s2.adminURL)
 	if code != 0 || strings.TrimSpace(after) != strings.TrimSpace(before) || !strings.Contains(after, "TOOL_NOT_AVAILABLE") {
 		t.Fatalf("after the restart: exit %d\n%s\nbefore:\n%s\n%s", code, after, before, errOut)

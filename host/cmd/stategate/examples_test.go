@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stategate/stategate/host/configfile"
 )
 
 // TestExamples: the configurations shipped in examples/config are valid and meet every
@@ -35,7 +37,7 @@ func TestExamples(t *testing.T) {
 	section := string(readme[strings.Index(string(readme), "## Configuration"):])
 	start := strings.Index(section, "```json\n") + len("```json\n")
 	block := section[start : start+strings.Index(section[start:], "```")]
-	yamlJSON, err := loadConfig("../../../examples/config/stategate.yaml")
+	yamlJSON, err := configfile.Load("../../../examples/config/stategate.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/host/configfile"
+	"github.com/stategate/stategate/host/serve"
 	"github.com/stategate/stategate/internal/termsafe"
 	"github.com/tidwall/gjson"
 )
@@ -60,11 +61,11 @@ func cmdExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // explainAnswer asks the engine's check_config about the configuration at cfgPath and
 // the tools listed in toolsPath or by the server at upstream.
 func explainAnswer(ctx context.Context, cfgPath, toolsPath, upstream string) (gjson.Result, error) {
-	cfg, err := loadConfig(cfgPath)
+	cfg, err := configfile.Load(cfgPath)
 	if err != nil {
 		return gjson.Result{}, err
 	}
-	eng, err := validate(cfgPath, cfg)
+	eng, err := serve.Validate(cfgPath, cfg)
 	if err != nil {
 		return gjson.Result{}, err
 	}
@@ -106,27 +107,7 @@ func toolsFromFile(path string) ([]byte, error) {
 
 // toolsFromUpstream lists every tool of a live MCP server with the official Go SDK client.
 func toolsFromUpstream(ctx context.Context, url string) ([]byte, error) {
-	return toolsOver(ctx, url, &mcp.StreamableClientTransport{Endpoint: url})
-}
-
-// toolsOver lists every tool of the server t reaches (named url in errors).
-func toolsOver(ctx context.Context, url string, t mcp.Transport) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	c := mcp.NewClient(&mcp.Implementation{Name: "stategate-explain", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, t, nil)
-	if err != nil {
-		return nil, fmt.Errorf("upstream[%s]: %w", url, err)
-	}
-	defer cs.Close()
-	var tools []*mcp.Tool
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("upstream[%s]: tools/list: %w", url, err)
-		}
-		tools = append(tools, t)
-	}
-	return json.Marshal(tools)
+	return serve.ListTools(ctx, url, &mcp.StreamableClientTransport{Endpoint: url})
 }
 
 func printExplain(w io.Writer, ans gjson.Result) {
