@@ -9,10 +9,10 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// resetRequest is the body of POST /admin/state/reset: the instance (workflow and one of
+// ResetRequest is the body of POST /admin/state/reset: the instance (workflow and one of
 // session or handle, with principal when state is scoped by principal), the state to put
 // it in ("" for the workflow's initial state), and why.
-type resetRequest struct {
+type ResetRequest struct {
 	Workflow  string `json:"workflow"`
 	Session   string `json:"session"`
 	Handle    string `json:"handle"`
@@ -38,7 +38,7 @@ const resetWait = 5 * time.Second
 //   - The event names the session or handle by a digest (exchange.SessionDigest): a
 //     session id acts as a credential.
 func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
-	var req resetRequest
+	var req ResetRequest
 	if !a.decode(w, r, &req) {
 		return
 	}

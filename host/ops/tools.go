@@ -108,10 +108,10 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, map[string]any{"tools": out, "health": health})
 }
 
-// target is what every acting endpoint's body says it acts on: one tool by its exact
+// Target is what every acting endpoint's body says it acts on: one tool by its exact
 // name ("tool", byte for byte: never a glob), or a glob ("match"), exactly one of them;
 // "dryRun" previews the action (what it would touch) and changes nothing.
-type target struct {
+type Target struct {
 	Tool   string `json:"tool"`
 	Match  string `json:"match"`
 	DryRun bool   `json:"dryRun"`
@@ -119,7 +119,7 @@ type target struct {
 
 // action checks the target: a request naming both a tool and a glob, or neither, is
 // refused before it reaches anything.
-func (a *Admin) action(w http.ResponseWriter, t target) (exchange.Action, bool) {
+func (a *Admin) action(w http.ResponseWriter, t Target) (exchange.Action, bool) {
 	switch {
 	case t.Tool != "" && t.Match != "":
 		a.fail(w, http.StatusBadRequest, "bad_request", `give "tool" (one tool, by its exact name) or "match" (a glob), not both`)
@@ -131,19 +131,19 @@ func (a *Admin) action(w http.ResponseWriter, t target) (exchange.Action, bool) 
 	return exchange.Action{Tool: t.Tool, Match: t.Match, DryRun: t.DryRun}, true
 }
 
-// modeRequest is the body of POST /admin/tools/mode.
-type modeRequest struct {
-	target
+// ModeRequest is the body of POST /admin/tools/mode.
+type ModeRequest struct {
+	Target
 	Mode   string `json:"mode"`
 	Reason string `json:"reason"`
 }
 
 func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
-	var req modeRequest
+	var req ModeRequest
 	if !a.decode(w, r, &req) {
 		return
 	}
-	act, ok := a.action(w, req.target)
+	act, ok := a.action(w, req.Target)
 	if !ok {
 		return
 	}
@@ -155,7 +155,7 @@ func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
 	a.log.Info("operator action", "action", "mode", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"mode", req.Mode, "reason", req.Reason, "changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
 	if !req.DryRun {
-		a.acted(r, "mode", actionData(req.target, err, map[string]any{"mode": req.Mode, "reason": req.Reason, "changes": changeNames(changes)}))
+		a.acted(r, "mode", actionData(req.Target, err, map[string]any{"mode": req.Mode, "reason": req.Reason, "changes": changeNames(changes)}))
 	}
 	if err != nil {
 		a.operatorError(w, err)
@@ -164,21 +164,21 @@ func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, changesAnswer(changes, req.DryRun))
 }
 
-// approveRequest is the body of POST /admin/tools/approve. "pending" is what the operator
+// ApproveRequest is the body of POST /admin/tools/approve. "pending" is what the operator
 // was shown (a dryRun answer's changes[].pending, merged): only those definitions are
 // approved, so a server that lists another one between the preview and the click does not
 // get it approved unseen. The status page and the CLI always send it.
-type approveRequest struct {
-	target
+type ApproveRequest struct {
+	Target
 	Pending map[string]string `json:"pending"`
 }
 
 func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
-	var req approveRequest
+	var req ApproveRequest
 	if !a.decode(w, r, &req) {
 		return
 	}
-	act, ok := a.action(w, req.target)
+	act, ok := a.action(w, req.Target)
 	if !ok {
 		return
 	}
@@ -187,7 +187,7 @@ func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
 	a.log.Info("operator action", "action", "approve", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
 	if !req.DryRun {
-		a.acted(r, "approve", actionData(req.target, err, map[string]any{"changes": changeNames(changes)}))
+		a.acted(r, "approve", actionData(req.Target, err, map[string]any{"changes": changeNames(changes)}))
 	}
 	if err != nil {
 		a.operatorError(w, err)
@@ -198,7 +198,7 @@ func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
 
 // actionData is an operator_action event's data: the target, the error when it failed,
 // and extra.
-func actionData(t target, err error, extra map[string]any) map[string]any {
+func actionData(t Target, err error, extra map[string]any) map[string]any {
 	if t.Tool != "" {
 		extra["tool"] = t.Tool
 	} else {
@@ -330,7 +330,7 @@ type CachePurger interface {
 // generation moves), and the purged tools are listed; with "dryRun" they are listed and
 // nothing is purged.
 func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
-	var req target
+	var req Target
 	if !a.decode(w, r, &req) {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host/cli"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/ops"
 )
@@ -160,8 +161,8 @@ func TestAdminCLI_globAsksFirst(t *testing.T) {
 	if got := op.acted(); len(got) != 0 {
 		t.Fatalf("a glob acted without confirmation: %q", got)
 	}
-	defer func(f func(io.Reader) bool) { isTerminal = f }(isTerminal)
-	isTerminal = func(io.Reader) bool { return true }
+	defer func(f func(io.Reader) bool) { cli.IsTerminal = f }(cli.IsTerminal)
+	cli.IsTerminal = func(io.Reader) bool { return true }
 	for _, answer := range []string{"", "n\n", "no\n", "yess\n"} {
 		if code, _, errOut := runCLI(t, answer, "mode", "a.*", "disabled", "--admin", srv.URL); code != 1 || !strings.Contains(errOut, "Proceed with these 2 tool(s)? [y/N]") || !strings.Contains(errOut, "cancelled") {
 			t.Fatalf("answer %q: exit %d\n%s", answer, code, errOut)
@@ -178,7 +179,7 @@ func TestAdminCLI_globAsksFirst(t *testing.T) {
 	if got, want := strings.Join(op.acted(), "|"), "mode tool=a.*|mode tool=a.b"; got != want {
 		t.Fatalf("acted %q, want %q", got, want)
 	}
-	isTerminal = func(io.Reader) bool { return false }
+	cli.IsTerminal = func(io.Reader) bool { return false }
 	if code, out, errOut := runCLI(t, "", "approve", "--tool", "**", "--admin", srv.URL); code != 0 || out != "**: quarantined -> active\n" {
 		t.Fatalf("approve --tool **: exit %d\n%s\n%s", code, out, errOut)
 	}

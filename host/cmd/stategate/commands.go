@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -9,11 +8,9 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/host/cli"
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/serve"
-	"github.com/stategate/stategate/internal/termsafe"
-	"github.com/stategate/stategate/plugin/engine"
-	"github.com/tidwall/gjson"
 )
 
 // defaultPlugin, the --plugin default, is the module the binary embeds (plugin/built).
@@ -30,7 +27,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var files []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
-			return &exitError{code: 2, msg: usage}
+			return &exitError{Code: 2, Msg: usage}
 		}
 		if fs.NArg() == 0 {
 			break
@@ -39,34 +36,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		args = fs.Args()[1:]
 	}
 	if len(files) != 1 || (*toolsPath != "" && *upstream != "") {
-		return &exitError{code: 2, msg: usage}
+		return &exitError{Code: 2, Msg: usage}
 	}
-	args = files
-	cfg, err := configfile.Load(args[0])
-	if err != nil {
-		return err
-	}
-	res := gjson.ParseBytes(engine.CheckConfig(cfg))
-	if res.Get("valid").Bool() && (*toolsPath != "" || *upstream != "") {
-		// With the tool list, the engine also says which configuration no listed tool meets.
-		if res, err = explainAnswer(ctx, args[0], *toolsPath, *upstream); err != nil {
-			return err
-		}
-	}
-	for _, e := range res.Get("errors").Array() {
-		fmt.Fprintln(stdout, "error:   "+termsafe.String(e.Str))
-	}
-	for _, w := range res.Get("warnings").Array() {
-		fmt.Fprintln(stdout, "warning: "+termsafe.String(w.Str)) // may name the upstream's tools
-	}
-	if !res.Get("valid").Bool() {
-		return &exitError{code: 1, msg: fmt.Sprintf("%s: invalid (%d error(s))", args[0], len(res.Get("errors").Array()))}
-	}
-	for _, w := range res.Get("workflows").Array() {
-		fmt.Fprintf(stdout, "workflow %s: fingerprint %s\n", termsafe.String(w.Get("id").Str), w.Get("fingerprint").Str)
-	}
-	fmt.Fprintf(stdout, "%s: valid (%d warning(s))\n", args[0], len(res.Get("warnings").Array()))
-	return nil
+	return cli.Check(ctx, files[0], *toolsPath, *upstream, stdout)
 }
 
 func cmdGraph(args []string, stdout, stderr io.Writer) error {
@@ -75,7 +47,7 @@ func cmdGraph(args []string, stdout, stderr io.Writer) error {
 	var files []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
-			return &exitError{code: 2, msg: "usage: stategate graph FILE [--format mermaid|dot]"}
+			return &exitError{Code: 2, Msg: "usage: stategate graph FILE [--format mermaid|dot]"}
 		}
 		if fs.NArg() == 0 {
 			break
@@ -84,7 +56,7 @@ func cmdGraph(args []string, stdout, stderr io.Writer) error {
 		args = fs.Args()[1:]
 	}
 	if len(files) != 1 || (*format != "mermaid" && *format != "dot") {
-		return &exitError{code: 2, msg: "usage: stategate graph FILE [--format mermaid|dot]"}
+		return &exitError{Code: 2, Msg: "usage: stategate graph FILE [--format mermaid|dot]"}
 	}
 	cfg, err := configfile.Load(files[0])
 	if err != nil {
@@ -96,7 +68,7 @@ func cmdGraph(args []string, stdout, stderr io.Writer) error {
 	}
 	graphs := serve.WorkflowGraphs(eng, *format)
 	if len(graphs) == 0 {
-		return &exitError{code: 1, msg: files[0] + ": no workflows"}
+		return &exitError{Code: 1, Msg: files[0] + ": no workflows"}
 	}
 	for _, g := range graphs {
 		fmt.Fprint(stdout, g.Text)
@@ -112,44 +84,16 @@ func cmdCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return fs.Parse([]string{"-h"})
 	}
 	if len(args) == 0 {
-		return &exitError{code: 2, msg: "usage: stategate call FUNC --config FILE [--plugin FILE] < input.json (FUNC: " + functionNames() + ")"}
+		return &exitError{Code: 2, Msg: "usage: stategate call FUNC --config FILE [--plugin FILE] < input.json (FUNC: " + functionNames() + ")"}
 	}
 	fn, ok := abi.FunctionByName(args[0])
 	if !ok {
-		return &exitError{code: 2, msg: fmt.Sprintf("stategate call: unknown function %q (one of %s)", args[0], functionNames())}
+		return &exitError{Code: 2, Msg: fmt.Sprintf("stategate call: unknown function %q (one of %s)", args[0], functionNames())}
 	}
 	if err := fs.Parse(args[1:]); err != nil {
-		return &exitError{code: 2}
+		return &exitError{Code: 2}
 	}
-	var cfg []byte
-	if *cfgPath != "" {
-		var err error
-		if cfg, err = configfile.Load(*cfgPath); err != nil {
-			return err
-		}
-	}
-	in, err := io.ReadAll(stdin)
-	if err != nil {
-		return err
-	}
-	rt, err := serve.LoadPlugin(ctx, *plugin, nil, false)
-	if err != nil {
-		return err
-	}
-	defer rt.Close(ctx)
-	inst, err := rt.Instantiate(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	out, err := inst.Call(ctx, fn, bytes.TrimSpace(in))
-	if err != nil {
-		return err
-	}
-	stdout.Write(append(out, '\n'))
-	if gjson.GetBytes(out, "error").Exists() {
-		return &exitError{code: 1}
-	}
-	return nil
+	return cli.Call(ctx, fn, *cfgPath, *plugin, stdin, stdout)
 }
 
 // functionNames lists the plugin's exports `stategate call` runs.
@@ -175,10 +119,10 @@ func cmdIntercept(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.Origins, "allowed-origins", "", "comma-separated browser origins allowed to call the hooks (default: loopback origins only)")
 	fs.StringVar(&o.Hosts, "allowed-hosts", "", "comma-separated Host names the listener answers to besides loopback names")
 	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2}
+		return &exitError{Code: 2}
 	}
 	if *cfgPath == "" || fs.NArg() != 0 {
-		return &exitError{code: 2, msg: interceptUsage}
+		return &exitError{Code: 2, Msg: interceptUsage}
 	}
 	return serve.Intercept(ctx, *cfgPath, o, stdout, stderr)
 }
@@ -194,7 +138,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&d.NoScript, "no-script", false, "skip the scripted session")
 	fs.BoolVar(&d.Once, "once", false, "exit after the scripted session")
 	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2}
+		return &exitError{Code: 2}
 	}
 	if d.UpstreamOnly && isSet(fs, "listen") {
 		d.UpstreamListen = o.Listen // --listen names the upstream's address in this mode

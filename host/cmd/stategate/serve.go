@@ -42,20 +42,20 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&a.History, "event-history", 10000, "how many events the admin listener keeps for replay (GET /admin/events?since=, stategate events --count); in the store file when the store is bolt")
 	fs.DurationVar(&a.Probe, "probe-interval", 5*time.Second, "how often the store, the plugin and the upstream are probed (app state degraded/ready)")
 	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2}
+		return &exitError{Code: 2}
 	}
 	fs.Visit(func(f *flag.Flag) { a.AdminSet = a.AdminSet || f.Name == "admin" })
 	var err error
 	if *cfgPath == "" {
-		return &exitError{code: 2, msg: "stategate serve: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from, `stategate serve --help` lists every flag)"}
+		return &exitError{Code: 2, Msg: "stategate serve: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from, `stategate serve --help` lists every flag)"}
 	}
 	if o.PublicURL != "" {
 		if o.PublicURL, err = exchange.ParsePublicURL(o.PublicURL); err != nil {
-			return &exitError{code: 2, msg: "stategate serve: --public-url: " + strings.TrimPrefix(err.Error(), "public url ")}
+			return &exitError{Code: 2, Msg: "stategate serve: --public-url: " + strings.TrimPrefix(err.Error(), "public url ")}
 		}
 	}
 	if a.LogFormat != "text" && a.LogFormat != "json" {
-		return &exitError{code: 2, msg: fmt.Sprintf("stategate serve: --log-format %q: want text or json", a.LogFormat)}
+		return &exitError{Code: 2, Msg: fmt.Sprintf("stategate serve: --log-format %q: want text or json", a.LogFormat)}
 	}
 	logger := serve.NewLogger(a.LogFormat, stderr)
 	if *idle == 0 {
@@ -63,19 +63,19 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	upstream, err := serve.ResolveUpstream(*up, *upTransport, fs.Args(), *maxSessions, *idle, logger)
 	if err != nil {
-		return &exitError{code: 2, msg: "stategate serve: " + err.Error()}
+		return &exitError{Code: 2, Msg: "stategate serve: " + err.Error()}
 	}
 	if upstream.Sessions != nil {
 		defer upstream.Sessions.Close() // children end with the gateway
 	}
 	if o.Name, err = serve.GatewayName(o.Name, o.Listen); err != nil {
-		return &exitError{code: 2, msg: "stategate serve: " + err.Error()}
+		return &exitError{Code: 2, Msg: "stategate serve: " + err.Error()}
 	}
 	// The state directory holds the default store, the generated admin token and the
 	// record the admin commands find the gateway by; without one, each must be given.
 	a.StateDir, err = serve.StateDir()
 	if err != nil && (o.Store == "" || (a.Admin == serve.DefaultAdmin && !a.AdminSet)) {
-		return &exitError{code: 2, msg: "stategate serve: " + err.Error()}
+		return &exitError{Code: 2, Msg: "stategate serve: " + err.Error()}
 	}
 	if o.Store == "" {
 		if err := os.MkdirAll(a.StateDir, 0o700); err != nil {
@@ -108,14 +108,14 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	fs.StringVar(&a.LogFormat, "log-format", "text", "log format (on stderr): text or json")
 	fs.DurationVar(&a.Drain, "drain-timeout", 5*time.Second, "when stdin closes, how long calls in flight may take to finish")
 	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2}
+		return &exitError{Code: 2}
 	}
 	fs.Visit(func(f *flag.Flag) { a.AdminSet = a.AdminSet || f.Name == "admin" })
 	if *cfgPath == "" {
-		return &exitError{code: 2, msg: "stategate stdio: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from)"}
+		return &exitError{Code: 2, Msg: "stategate stdio: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from)"}
 	}
 	if a.LogFormat != "text" && a.LogFormat != "json" {
-		return &exitError{code: 2, msg: fmt.Sprintf("stategate stdio: --log-format %q: want text or json", a.LogFormat)}
+		return &exitError{Code: 2, Msg: fmt.Sprintf("stategate stdio: --log-format %q: want text or json", a.LogFormat)}
 	}
 	logger := serve.NewLogger(a.LogFormat, stderr)
 	// One client: its session, and one spare for a client that initializes again (the
@@ -123,13 +123,13 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	// may stay quiet for hours: its session never ends for idling (-1).
 	upstream, err := serve.ResolveUpstream(*up, *upTransport, fs.Args(), 2, -1, logger)
 	if err != nil {
-		return &exitError{code: 2, msg: "stategate stdio: " + err.Error()}
+		return &exitError{Code: 2, Msg: "stategate stdio: " + err.Error()}
 	}
 	if o.Name == "" {
 		o.Name = "stdio-" + strconv.Itoa(os.Getpid())
 	}
 	if o.Name, err = serve.GatewayName(o.Name, ""); err != nil {
-		return &exitError{code: 2, msg: "stategate stdio: " + err.Error()}
+		return &exitError{Code: 2, Msg: "stategate stdio: " + err.Error()}
 	}
 	if a.Admin != "off" {
 		if a.StateDir, err = serve.StateDir(); err != nil {
@@ -138,7 +138,7 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	err = stdio.Run(ctx, stdio.Options{ConfigPath: *cfgPath, Upstream: upstream, Serve: o, Ops: a, Logger: logger}, stdin, stdout, stderr)
 	if ended := (*stdio.EndedError)(nil); errors.As(err, &ended) {
-		return &exitError{code: 1, msg: "stategate stdio: " + ended.Cause.Error()}
+		return &exitError{Code: 1, Msg: "stategate stdio: " + ended.Cause.Error()}
 	}
 	return err
 }
