@@ -46,11 +46,12 @@ func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusBadRequest, "bad_request", `give "workflow" and one of "session" or "handle" (and "principal" when state is scoped by principal)`)
 		return
 	}
-	if a.opts.ResetSnapshot == nil || a.opts.StateKey == nil {
+	rs, ok := a.opts.Gateway.(Resetter)
+	if !ok {
 		a.fail(w, http.StatusNotImplemented, "reset_unavailable", "this gateway cannot reset workflow state")
 		return
 	}
-	key, err := a.opts.StateKey(req.Workflow, req.Principal, req.Session+req.Handle)
+	key, err := a.opts.Gateway.StateKey(req.Workflow, req.Principal, req.Session+req.Handle)
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, "bad_request", "workflow["+req.Workflow+"]: "+err.Error())
 		return
@@ -73,7 +74,7 @@ func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 			return nil, errNotFound
 		}
 		var err error
-		if snap, from, err = a.opts.ResetSnapshot(req.Workflow, req.To, old.Value); err != nil {
+		if snap, from, err = rs.ResetSnapshot(req.Workflow, req.To, old.Value); err != nil {
 			badState = err
 			return nil, errBadState
 		}

@@ -26,13 +26,13 @@ type CacheFigures struct {
 }
 
 func (a *Admin) tools(w http.ResponseWriter, r *http.Request) {
-	ts, err := a.opts.Operator().Tools(r.Context())
+	ts, err := a.operator().Tools(r.Context())
 	if err != nil {
 		a.operatorError(w, err)
 		return
 	}
 	out := make([]ToolView, len(ts))
-	figures, _ := a.opts.Operator().(CacheFigurer)
+	figures, _ := a.operator().(CacheFigurer)
 	for i, t := range ts {
 		out[i] = ToolView{ToolStatus: t}
 		if figures != nil {
@@ -69,13 +69,13 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request) {
 		names = append(names, n)
 		return t
 	}
-	if a.opts.Listed != nil {
-		for _, n := range a.opts.Listed() {
+	if a.opts.Gateway != nil {
+		for _, n := range a.opts.Gateway.Listed() {
 			add(n)
 		}
 	}
 	health := true
-	if ts, err := a.opts.Operator().Tools(r.Context()); err == nil {
+	if ts, err := a.operator().Tools(r.Context()); err == nil {
 		for _, t := range ts {
 			if t.Unit == "tool" || t.Unit == "" {
 				add(t.Name).Mode = t.Mode
@@ -100,8 +100,8 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request) {
 	sort.Strings(names)
 	out := make([]ToolOverview, len(names))
 	for i, n := range names {
-		if a.opts.ToolHint != nil {
-			byName[n].Hint = a.opts.ToolHint(n)
+		if a.opts.Gateway != nil {
+			byName[n].Hint = a.opts.Gateway.ToolHint(n)
 		}
 		out[i] = *byName[n]
 	}
@@ -151,7 +151,7 @@ func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusBadRequest, "bad_request", `"mode" is required`)
 		return
 	}
-	changes, err := a.opts.Operator().SetMode(r.Context(), act, req.Mode, req.Reason)
+	changes, err := a.operator().SetMode(r.Context(), act, req.Mode, req.Reason)
 	a.log.Info("operator action", "action", "mode", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"mode", req.Mode, "reason", req.Reason, "changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
 	if !req.DryRun {
@@ -183,7 +183,7 @@ func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	act.Pending = req.Pending
-	changes, err := a.opts.Operator().Approve(r.Context(), act)
+	changes, err := a.operator().Approve(r.Context(), act)
 	a.log.Info("operator action", "action", "approve", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
 	if !req.DryRun {
@@ -256,8 +256,12 @@ func (a *Admin) state(w http.ResponseWriter, r *http.Request) {
 			a.fail(w, http.StatusBadRequest, "bad_request", "give ?key=KEY, or ?workflow=ID with one of &session=ID or &handle=VALUE (and &principal=P)")
 			return
 		}
+		if a.opts.Gateway == nil {
+			a.fail(w, http.StatusServiceUnavailable, "starting", "the store is not open yet")
+			return
+		}
 		var err error
-		if key, err = a.opts.StateKey(wf, q.Get("principal"), session+handle); err != nil {
+		if key, err = a.opts.Gateway.StateKey(wf, q.Get("principal"), session+handle); err != nil {
 			a.fail(w, http.StatusBadRequest, "bad_request", "workflow["+wf+"]: "+err.Error())
 			return
 		}
@@ -304,7 +308,7 @@ type CacheLister interface {
 // tool looked up in it, whether or not tool health is configured (GET /admin/tools lists
 // only the tools health knows). 409 cache_off without a cache section.
 func (a *Admin) cache(w http.ResponseWriter, r *http.Request) {
-	l, ok := a.opts.Operator().(CacheLister)
+	l, ok := a.operator().(CacheLister)
 	var all map[string]exchange.ToolCacheFigures
 	if ok {
 		all, ok = l.AllCacheFigures()
@@ -338,7 +342,7 @@ func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, ok := a.opts.Operator().(CachePurger)
+	p, ok := a.operator().(CachePurger)
 	if !ok {
 		a.fail(w, http.StatusConflict, "cache_off", exchange.ErrCacheOff.Error())
 		return

@@ -18,7 +18,6 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
-	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/plugin/engine"
@@ -54,30 +53,16 @@ func Run(ctx context.Context, cfgPath string, cfg []byte, eng *engine.Engine, up
 		}
 		defer os.Remove(tokenFile)
 	}
-	var gwp atomic.Pointer[gateway.Gateway]
-	var stp atomic.Pointer[store.Store]
+	sv := &served{}
 	bus := ops.NewBusHistory(a.History)
-	metrics := ops.NewMetrics(func(name string) bool {
-		g := gwp.Load()
-		return g != nil && g.Listed(name)
-	}, func(ctx context.Context) ([]exchange.ToolStatus, error) {
-		if g := gwp.Load(); g != nil {
-			return g.Core().Tools(ctx)
-		}
-		return nil, exchange.ErrHealthOff
-	})
+	metrics := ops.NewMetrics(sv.listed, sv.tools)
 	bus.OnDrop = metrics.Dropped
-	unknownTools := func() []exchange.UnknownTool {
-		if g := gwp.Load(); g != nil {
-			return g.Core().UnknownTools()
-		}
-		return nil
-	}
-	metrics.WatchUnknownTools(unknownTools)
+	metrics.WatchUnknownTools(sv.UnknownTools)
 	pub := ops.Publishers{metrics, bus}
 	app := ops.NewApp(pub, metrics.AppState)
 	rl := &reloader{path: cfgPath, pub: pub, log: logger, replaced: metrics.PluginReplaced}
 	rl.eng.Store(eng)
+	sv.rl = rl
 
 	// The admin listener opens first: probes answer "starting" while the plugin compiles,
 	// and a refused admin address stops start-up before anything else is opened.
@@ -88,45 +73,7 @@ func Run(ctx context.Context, cfgPath string, cfg []byte, eng *engine.Engine, up
 		if err != nil {
 			return err
 		}
-		admin := ops.NewAdmin(ops.AdminOptions{Token: token, App: app, Bus: bus, Publisher: pub, Metrics: metrics, Logger: logger,
-			Operator: func() ops.Operator {
-				if g := gwp.Load(); g != nil {
-					return g.Core()
-				}
-				return offOperator{}
-			},
-			State: func() exchange.State {
-				if s := stp.Load(); s != nil {
-					return store.StateOf(*s)
-				}
-				return nil
-			},
-			StateKey: func(workflow, principal, value string) (string, error) {
-				return rl.eng.Load().StateKey(workflow, principal, value)
-			},
-			ResetSnapshot: func(workflow, to string, old []byte) ([]byte, string, error) {
-				return rl.eng.Load().ResetSnapshot(workflow, to, old)
-			},
-			Reload:       rl.reload,
-			Workflows:    func() any { return WorkflowGraphs(rl.eng.Load(), "mermaid") },
-			UnknownTools: unknownTools,
-			Listed: func() []string {
-				if g := gwp.Load(); g != nil {
-					return g.Core().ListedNames()
-				}
-				return nil
-			},
-			ToolHint: func(name string) string { return ToolHint(rl.eng.Load(), name) },
-			Stats: func() map[string]int64 {
-				out := map[string]int64{}
-				if g := gwp.Load(); g != nil {
-					for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
-						out[c.String()] = g.Stats.Get(c)
-					}
-					out["plugin_instances_replaced"] = g.PluginReplaced.Load()
-				}
-				return out
-			}})
+		admin := ops.NewAdmin(ops.AdminOptions{Token: token, App: app, Bus: bus, Publisher: pub, Metrics: metrics, Logger: logger, Gateway: sv})
 		adminAddr = aln.Addr().String()
 		adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(aln)
@@ -161,8 +108,8 @@ func Run(ctx context.Context, cfgPath string, cfg []byte, eng *engine.Engine, up
 		return err
 	}
 	rl.run = run
-	gwp.Store(run.gw)
-	stp.Store(&run.store)
+	sv.gw.Store(run.gw)
+	sv.st.Store(&run.store)
 	fmt.Fprintf(stdout, "stategate: serving http://%s -> %s (store %s)\n", run.ln.Addr(), upstream, o.Store)
 	if adminSrv != nil && a.StateDir != "" {
 		rec := Record{Name: o.Name, PID: os.Getpid(), Admin: "http://" + adminAddr, Listen: "http://" + run.ln.Addr().String(), TokenFile: tokenFile}
@@ -218,19 +165,6 @@ func Run(ctx context.Context, cfgPath string, cfg []byte, eng *engine.Engine, up
 	rl.mu.Unlock()
 	_ = app.Move(ops.StateStopped, "drained")
 	return nil
-}
-
-// offOperator answers while the gateway is starting: health is not available yet.
-type offOperator struct{}
-
-func (offOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
-	return nil, exchange.ErrHealthOff
-}
-func (offOperator) SetMode(context.Context, exchange.Action, string, string) ([]exchange.ModeChange, error) {
-	return nil, exchange.ErrHealthOff
-}
-func (offOperator) Approve(context.Context, exchange.Action) ([]exchange.ModeChange, error) {
-	return nil, exchange.ErrHealthOff
 }
 
 // reloader re-reads the configuration file and swaps a valid one in.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -120,11 +121,26 @@ func selected(a exchange.Action, all []exchange.ModeChange) []exchange.ModeChang
 	return nil
 }
 
+// operatorGateway is a gateway of an operator alone, for the admin handler: no state, no
+// listing, no configuration.
+type operatorGateway struct{ op ops.Operator }
+
+func (g operatorGateway) Operator() ops.Operator { return g.op }
+func (operatorGateway) State() exchange.State    { return nil }
+func (operatorGateway) StateKey(string, string, string) (string, error) {
+	return "", errors.New("no configuration")
+}
+func (operatorGateway) Stats() map[string]int64              { return nil }
+func (operatorGateway) Listed() []string                     { return nil }
+func (operatorGateway) ToolHint(string) string               { return "" }
+func (operatorGateway) UnknownTools() []exchange.UnknownTool { return nil }
+func (operatorGateway) Workflows() any                       { return []any{} }
+
 // TestAdminCLI_healthFake is a unit test of the health commands' output over a fake
 // operator behind the real admin handler.
 func TestAdminCLI_healthFake(t *testing.T) {
 	a := ops.NewAdmin(ops.AdminOptions{Token: "tok", App: ops.NewApp(nil, nil), Bus: ops.NewBus(),
-		Operator: func() ops.Operator { return cliOperator{} }, State: func() exchange.State { return nil }})
+		Gateway: operatorGateway{cliOperator{}}})
 	srv := httptest.NewServer(a)
 	defer srv.Close()
 	t.Setenv(ops.TokenEnv, "tok")
@@ -148,7 +164,7 @@ func TestAdminCLI_healthFake(t *testing.T) {
 func TestAdminCLI_globAsksFirst(t *testing.T) {
 	op := &recordingOperator{}
 	a := ops.NewAdmin(ops.AdminOptions{Token: "tok", App: ops.NewApp(nil, nil), Bus: ops.NewBus(),
-		Operator: func() ops.Operator { return op }, State: func() exchange.State { return nil }})
+		Gateway: operatorGateway{op}})
 	srv := httptest.NewServer(a)
 	defer srv.Close()
 	t.Setenv(ops.TokenEnv, "tok")
