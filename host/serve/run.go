@@ -1,3 +1,11 @@
+// Package serve is what `stategate serve` does once its flags are parsed (Run): load and
+// validate the configuration, compile the plugin, open the store, start the gateway in
+// front of its upstream with the operations surface (the admin listener, the event bus and
+// metrics, probes of the parts), reload on SIGHUP or the admin API, and drain on SIGTERM.
+// `stategate stdio` runs the same on an in-process listener (host/stdio); Intercept and
+// Demo are the lifecycles of `stategate intercept` and `stategate demo`. The registry of
+// running gateways in the state directory (registry.go) is how the admin commands find
+// one.
 package serve
 
 import (
