@@ -16,6 +16,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
 )
@@ -241,8 +242,7 @@ func TestCache_operatorPurge(t *testing.T) {
 	if cacheMeta(c.call(t, "sprints.list", nil))["hit"] != true {
 		t.Fatal("no cache hit before the purge")
 	}
-	admin := httptest.NewServer(ops.NewAdmin(ops.AdminOptions{Token: "s3cret",
-		Operator: func() ops.Operator { return e.gw.Core() }}))
+	admin := httptest.NewServer(ops.NewAdmin(ops.AdminOptions{Token: "s3cret", Gateway: coreGateway{e.gw}}))
 	t.Cleanup(admin.Close)
 	post := func(token, body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, admin.URL+"/admin/cache/purge", strings.NewReader(body))
@@ -321,3 +321,17 @@ func TestCache_operatorPurge(t *testing.T) {
 		t.Fatalf("the upstream ran sprints.list %d times, want 2", n)
 	}
 }
+
+// coreGateway is the admin API's view of a test gateway: its exchange core.
+type coreGateway struct{ gw *gateway.Gateway }
+
+func (g coreGateway) Operator() ops.Operator { return g.gw.Core() }
+func (coreGateway) State() exchange.State    { return nil }
+func (coreGateway) StateKey(string, string, string) (string, error) {
+	return "", errors.New("no state")
+}
+func (coreGateway) Stats() map[string]int64              { return nil }
+func (coreGateway) Listed() []string                     { return nil }
+func (coreGateway) ToolHint(string) string               { return "" }
+func (coreGateway) UnknownTools() []exchange.UnknownTool { return nil }
+func (coreGateway) Workflows() any                       { return []any{} }

@@ -44,34 +44,47 @@ type AdminOptions struct {
 	// bus); nil: the Bus.
 	Publisher exchange.Publisher
 	Metrics   *Metrics
-	// Operator returns the exchange core serving now (it changes on reload).
-	Operator func() Operator
-	// State returns the gateway's state, as the exchange core keeps it (nil while
-	// starting): read for GET /admin/state, replaced by the core's state protocol
-	// (exchange.Replace) for POST /admin/state/reset.
-	State func() exchange.State
-	// StateKey derives a workflow's state key from its session id or handle (the
-	// engine's StateKey for the configuration serving now).
-	StateKey func(workflow, principal, value string) (string, error)
-	// ResetSnapshot builds the snapshot that puts a workflow instance, stored as old, in
-	// state to ("" for the initial state) and names the state it leaves
-	// (engine.ResetSnapshot); nil: reset is not available.
-	ResetSnapshot func(workflow, to string, old []byte) ([]byte, string, error)
-	// Reload re-reads the configuration; nil: reload is not available.
-	Reload func(ctx context.Context) ReloadResult
-	// Stats returns the exchange counters (for the status page).
-	Stats func() map[string]int64
-	// Workflows returns the configuration's workflows as diagrams (the graph command's
-	// output), for the status page; nil: none.
-	Workflows func() any
-	// Listed returns the tool names the upstream listed (exchange.Core.ListedNames), and
-	// ToolHint what the configuration does with one, for the status page; nil: none.
-	Listed   func() []string
-	ToolHint func(name string) string
-	// UnknownTools returns the configuration's tool names no listed tool meets, for the
-	// status page; nil: none.
-	UnknownTools UnknownLister
-	Logger       *slog.Logger
+	// Gateway is the gateway the API reads and acts on; nil: none (every route that needs
+	// it answers as a gateway still starting would).
+	Gateway Gateway
+	Logger  *slog.Logger
+}
+
+// Gateway is what the admin API reads of the gateway and acts on. Each method answers for
+// what serves at the time of the call: a reload swaps the configuration and the exchange
+// core. A Gateway that is also a Reloader can reload (POST /admin/reload) and one that is a
+// Resetter can reset workflow state (POST /admin/state/reset); without, those answer 501.
+type Gateway interface {
+	// Operator is the exchange core serving now (nil while starting: health is off then).
+	Operator() Operator
+	// State is the gateway's state, as the exchange core keeps it (nil while starting):
+	// read for GET /admin/state, replaced by the core's state protocol (exchange.Replace)
+	// for POST /admin/state/reset.
+	State() exchange.State
+	// StateKey derives a workflow's state key from its session id or handle (the engine's
+	// StateKey for the configuration serving now).
+	StateKey(workflow, principal, value string) (string, error)
+	// For the status page: the exchange counters; the tool names the upstream listed
+	// (exchange.Core.ListedNames); what the configuration does with a tool; the
+	// configuration's tool names no listed tool meets; its workflows as diagrams (the
+	// graph command's output).
+	Stats() map[string]int64
+	Listed() []string
+	ToolHint(name string) string
+	UnknownTools() []exchange.UnknownTool
+	Workflows() any
+}
+
+// Reloader is a Gateway whose configuration can be re-read.
+type Reloader interface {
+	Reload(ctx context.Context) ReloadResult
+}
+
+// Resetter is a Gateway that can reset a workflow instance: ResetSnapshot builds the
+// snapshot that puts an instance, stored as old, in state to ("" for the initial state)
+// and names the state it leaves (engine.ResetSnapshot).
+type Resetter interface {
+	ResetSnapshot(workflow, to string, old []byte) ([]byte, string, error)
 }
 
 // Admin is the admin listener's handler.
@@ -95,27 +108,27 @@ func NewAdmin(o AdminOptions) *Admin {
 		a.token = sha256.Sum256([]byte(o.Token))
 	}
 	m := a.mux
-	m.HandleFunc("GET /healthz", a.healthz)
-	m.HandleFunc("GET /readyz", a.readyz)
-	m.HandleFunc("GET /{$}", a.page)
-	m.HandleFunc("GET /admin/{$}", a.page)
-	m.HandleFunc("GET /admin/static/", a.asset)
-	m.Handle("GET /metrics", a.auth(a.metrics))
-	m.Handle("GET /admin/info", a.auth(a.info))
-	m.Handle("GET /admin/latency", a.auth(a.latency))
-	m.Handle("GET /admin/tools", a.auth(a.tools))
-	m.Handle("GET /admin/tools/overview", a.auth(a.overview))
-	m.Handle("GET /admin/workflows", a.auth(a.workflows))
-	m.Handle("POST /admin/tools/mode", a.auth(a.mode))
-	m.Handle("POST /admin/tools/approve", a.auth(a.approve))
-	m.Handle("POST /admin/cache/purge", a.auth(a.purge))
-	m.Handle("GET /admin/cache", a.auth(a.cache))
-	m.Handle("GET /admin/state", a.auth(a.state))
-	m.Handle("POST /admin/state/reset", a.auth(a.reset))
-	m.Handle("POST /admin/reload", a.auth(a.reload))
-	m.Handle("GET /admin/events", a.auth(a.sse))
-	m.Handle("GET /admin/events/history", a.auth(a.history))
-	m.Handle("GET /admin/ws/events", a.auth(a.ws))
+	m.HandleFunc(RouteHealthz.pattern(), a.healthz)
+	m.HandleFunc(RouteReadyz.pattern(), a.readyz)
+	m.HandleFunc(RoutePage.pattern(), a.page)
+	m.HandleFunc(RouteAdminPage.pattern(), a.page)
+	m.HandleFunc(RouteStatic.pattern(), a.asset)
+	m.Handle(RouteMetrics.pattern(), a.auth(a.metrics))
+	m.Handle(RouteInfo.pattern(), a.auth(a.info))
+	m.Handle(RouteLatency.pattern(), a.auth(a.latency))
+	m.Handle(RouteTools.pattern(), a.auth(a.tools))
+	m.Handle(RouteToolsOverview.pattern(), a.auth(a.overview))
+	m.Handle(RouteWorkflows.pattern(), a.auth(a.workflows))
+	m.Handle(RouteMode.pattern(), a.auth(a.mode))
+	m.Handle(RouteApprove.pattern(), a.auth(a.approve))
+	m.Handle(RoutePurge.pattern(), a.auth(a.purge))
+	m.Handle(RouteCache.pattern(), a.auth(a.cache))
+	m.Handle(RouteState.pattern(), a.auth(a.state))
+	m.Handle(RouteReset.pattern(), a.auth(a.reset))
+	m.Handle(RouteReload.pattern(), a.auth(a.reload))
+	m.Handle(RouteEvents.pattern(), a.auth(a.sse))
+	m.Handle(RouteHistory.pattern(), a.auth(a.history))
+	m.Handle(RouteWSEvents.pattern(), a.auth(a.ws))
 	return a
 }
 
@@ -206,13 +219,12 @@ func (a *Admin) metrics(w http.ResponseWriter, r *http.Request) {
 // info is the status page's summary: the gateway's state, counters and bus figures.
 func (a *Admin) info(w http.ResponseWriter, r *http.Request) {
 	s, parts := a.opts.App.State()
-	out := map[string]any{"state": s, "parts": parts, "reload": a.opts.Reload != nil}
-	if a.opts.Stats != nil {
-		out["counters"] = a.opts.Stats()
-	}
+	_, reload := a.opts.Gateway.(Reloader)
+	out := map[string]any{"state": s, "parts": parts, "reload": reload}
 	unknown := []exchange.UnknownTool{}
-	if a.opts.UnknownTools != nil {
-		unknown = append(unknown, a.opts.UnknownTools()...)
+	if g := a.opts.Gateway; g != nil {
+		out["counters"] = g.Stats()
+		unknown = append(unknown, g.UnknownTools()...)
 	}
 	out["unknownTools"] = unknown
 	if a.opts.Bus != nil {
@@ -233,18 +245,19 @@ func (a *Admin) latency(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) workflows(w http.ResponseWriter, r *http.Request) {
 	var out any = []any{}
-	if a.opts.Workflows != nil {
-		out = a.opts.Workflows()
+	if a.opts.Gateway != nil {
+		out = a.opts.Gateway.Workflows()
 	}
 	a.reply(w, http.StatusOK, map[string]any{"workflows": out})
 }
 
 func (a *Admin) reload(w http.ResponseWriter, r *http.Request) {
-	if a.opts.Reload == nil {
+	rl, ok := a.opts.Gateway.(Reloader)
+	if !ok {
 		a.fail(w, http.StatusNotImplemented, "reload_unavailable", "this gateway has no configuration file to reload")
 		return
 	}
-	res := a.opts.Reload(r.Context())
+	res := rl.Reload(r.Context())
 	a.log.Info("operator action", "action", "reload", "ok", res.OK, "errors", len(res.Errors), "remote", r.RemoteAddr)
 	a.acted(r, "reload", map[string]any{"ok": res.OK})
 	status := http.StatusOK
@@ -354,8 +367,31 @@ func (a *Admin) operatorError(w http.ResponseWriter, err error) {
 
 // stateOf is the gateway's state (nil while starting or when the host gives none).
 func (a *Admin) stateOf() exchange.State {
-	if a.opts.State == nil {
+	if a.opts.Gateway == nil {
 		return nil
 	}
-	return a.opts.State()
+	return a.opts.Gateway.State()
+}
+
+// operator is the exchange core serving now (one whose health is off while starting).
+func (a *Admin) operator() Operator {
+	if a.opts.Gateway != nil {
+		if op := a.opts.Gateway.Operator(); op != nil {
+			return op
+		}
+	}
+	return offOperator{}
+}
+
+// offOperator answers while the gateway is starting: health is not available yet.
+type offOperator struct{}
+
+func (offOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
+	return nil, exchange.ErrHealthOff
+}
+func (offOperator) SetMode(context.Context, exchange.Action, string, string) ([]exchange.ModeChange, error) {
+	return nil, exchange.ErrHealthOff
+}
+func (offOperator) Approve(context.Context, exchange.Action) ([]exchange.ModeChange, error) {
+	return nil, exchange.ErrHealthOff
 }

@@ -80,6 +80,50 @@ type adminEnv struct {
 	bus     *Bus
 }
 
+// testGateway is a Gateway of an operator and a store (either may be nil); it lists and
+// counts nothing.
+type testGateway struct {
+	op Operator
+	st store.Store
+}
+
+func (g testGateway) Operator() Operator { return g.op }
+func (g testGateway) State() exchange.State {
+	if g.st == nil {
+		return nil
+	}
+	return store.StateOf(g.st)
+}
+func (testGateway) StateKey(w, p, v string) (string, error) {
+	return "stategate/v1/" + w + "/session/" + p + "/" + v, nil
+}
+func (testGateway) Stats() map[string]int64              { return map[string]int64{} }
+func (testGateway) Listed() []string                     { return nil }
+func (testGateway) ToolHint(string) string               { return "" }
+func (testGateway) UnknownTools() []exchange.UnknownTool { return nil }
+func (testGateway) Workflows() any                       { return []any{} }
+
+// reloadingGateway counts its reloads.
+type reloadingGateway struct {
+	testGateway
+	reloads *int
+}
+
+func (g reloadingGateway) Reload(context.Context) ReloadResult {
+	*g.reloads++
+	return ReloadResult{OK: true}
+}
+
+// resettingGateway resets with its function.
+type resettingGateway struct {
+	testGateway
+	reset func(workflow, to string, old []byte) ([]byte, string, error)
+}
+
+func (g resettingGateway) ResetSnapshot(workflow, to string, old []byte) ([]byte, string, error) {
+	return g.reset(workflow, to, old)
+}
+
 func newAdminEnv(t *testing.T, token string, healthOff bool) *adminEnv {
 	t.Helper()
 	e := &adminEnv{op: &fakeOperator{off: healthOff}, st: store.NewMemory(store.Options{})}
@@ -87,11 +131,7 @@ func newAdminEnv(t *testing.T, token string, healthOff bool) *adminEnv {
 	e.bus = bus
 	e.app = NewApp(bus, nil)
 	a := NewAdmin(AdminOptions{Token: token, App: e.app, Bus: bus, Metrics: NewMetrics(nil, nil),
-		Operator: func() Operator { return e.op },
-		State:    func() exchange.State { return store.StateOf(e.st) },
-		StateKey: func(w, p, v string) (string, error) { return "stategate/v1/" + w + "/session/" + p + "/" + v, nil },
-		Reload:   func(context.Context) ReloadResult { e.reloads++; return ReloadResult{OK: true} },
-	})
+		Gateway: reloadingGateway{testGateway{op: e.op, st: e.st}, &e.reloads}})
 	e.srv = httptest.NewServer(a)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -382,11 +422,9 @@ func TestAdmin_resetWaitsForTheLease(t *testing.T) {
 	st.CompareAndSwap(context.Background(), "s1", key, nil, []byte(`{"workflow":"checkout","state":"payment","seq":3}`))
 	bus := NewBus()
 	a := NewAdmin(AdminOptions{Token: "tok", App: NewApp(bus, nil), Bus: bus,
-		State:    func() exchange.State { return store.StateOf(st) },
-		StateKey: func(w, p, v string) (string, error) { return "stategate/v1/" + w + "/session/" + p + "/" + v, nil },
-		ResetSnapshot: func(w, to string, old []byte) ([]byte, string, error) {
+		Gateway: resettingGateway{testGateway{st: st}, func(w, to string, old []byte) ([]byte, string, error) {
 			return []byte(`{"workflow":"checkout","state":"empty","seq":4}`), "payment", nil
-		}})
+		}}})
 	srv := httptest.NewServer(a)
 	defer srv.Close()
 	e := &adminEnv{srv: srv}

@@ -9,10 +9,10 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// resetRequest is the body of POST /admin/state/reset: the instance (workflow and one of
+// ResetRequest is the body of POST /admin/state/reset: the instance (workflow and one of
 // session or handle, with principal when state is scoped by principal), the state to put
 // it in ("" for the workflow's initial state), and why.
-type resetRequest struct {
+type ResetRequest struct {
 	Workflow  string `json:"workflow"`
 	Session   string `json:"session"`
 	Handle    string `json:"handle"`
@@ -38,7 +38,7 @@ const resetWait = 5 * time.Second
 //   - The event names the session or handle by a digest (exchange.SessionDigest): a
 //     session id acts as a credential.
 func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
-	var req resetRequest
+	var req ResetRequest
 	if !a.decode(w, r, &req) {
 		return
 	}
@@ -46,11 +46,12 @@ func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusBadRequest, "bad_request", `give "workflow" and one of "session" or "handle" (and "principal" when state is scoped by principal)`)
 		return
 	}
-	if a.opts.ResetSnapshot == nil || a.opts.StateKey == nil {
+	rs, ok := a.opts.Gateway.(Resetter)
+	if !ok {
 		a.fail(w, http.StatusNotImplemented, "reset_unavailable", "this gateway cannot reset workflow state")
 		return
 	}
-	key, err := a.opts.StateKey(req.Workflow, req.Principal, req.Session+req.Handle)
+	key, err := a.opts.Gateway.StateKey(req.Workflow, req.Principal, req.Session+req.Handle)
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, "bad_request", "workflow["+req.Workflow+"]: "+err.Error())
 		return
@@ -73,7 +74,7 @@ func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 			return nil, errNotFound
 		}
 		var err error
-		if snap, from, err = a.opts.ResetSnapshot(req.Workflow, req.To, old.Value); err != nil {
+		if snap, from, err = rs.ResetSnapshot(req.Workflow, req.To, old.Value); err != nil {
 			badState = err
 			return nil, errBadState
 		}

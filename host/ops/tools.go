@@ -26,13 +26,13 @@ type CacheFigures struct {
 }
 
 func (a *Admin) tools(w http.ResponseWriter, r *http.Request) {
-	ts, err := a.opts.Operator().Tools(r.Context())
+	ts, err := a.operator().Tools(r.Context())
 	if err != nil {
 		a.operatorError(w, err)
 		return
 	}
 	out := make([]ToolView, len(ts))
-	figures, _ := a.opts.Operator().(CacheFigurer)
+	figures, _ := a.operator().(CacheFigurer)
 	for i, t := range ts {
 		out[i] = ToolView{ToolStatus: t}
 		if figures != nil {
@@ -69,13 +69,13 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request) {
 		names = append(names, n)
 		return t
 	}
-	if a.opts.Listed != nil {
-		for _, n := range a.opts.Listed() {
+	if a.opts.Gateway != nil {
+		for _, n := range a.opts.Gateway.Listed() {
 			add(n)
 		}
 	}
 	health := true
-	if ts, err := a.opts.Operator().Tools(r.Context()); err == nil {
+	if ts, err := a.operator().Tools(r.Context()); err == nil {
 		for _, t := range ts {
 			if t.Unit == "tool" || t.Unit == "" {
 				add(t.Name).Mode = t.Mode
@@ -100,18 +100,18 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request) {
 	sort.Strings(names)
 	out := make([]ToolOverview, len(names))
 	for i, n := range names {
-		if a.opts.ToolHint != nil {
-			byName[n].Hint = a.opts.ToolHint(n)
+		if a.opts.Gateway != nil {
+			byName[n].Hint = a.opts.Gateway.ToolHint(n)
 		}
 		out[i] = *byName[n]
 	}
 	a.reply(w, http.StatusOK, map[string]any{"tools": out, "health": health})
 }
 
-// target is what every acting endpoint's body says it acts on: one tool by its exact
+// Target is what every acting endpoint's body says it acts on: one tool by its exact
 // name ("tool", byte for byte: never a glob), or a glob ("match"), exactly one of them;
 // "dryRun" previews the action (what it would touch) and changes nothing.
-type target struct {
+type Target struct {
 	Tool   string `json:"tool"`
 	Match  string `json:"match"`
 	DryRun bool   `json:"dryRun"`
@@ -119,7 +119,7 @@ type target struct {
 
 // action checks the target: a request naming both a tool and a glob, or neither, is
 // refused before it reaches anything.
-func (a *Admin) action(w http.ResponseWriter, t target) (exchange.Action, bool) {
+func (a *Admin) action(w http.ResponseWriter, t Target) (exchange.Action, bool) {
 	switch {
 	case t.Tool != "" && t.Match != "":
 		a.fail(w, http.StatusBadRequest, "bad_request", `give "tool" (one tool, by its exact name) or "match" (a glob), not both`)
@@ -131,19 +131,19 @@ func (a *Admin) action(w http.ResponseWriter, t target) (exchange.Action, bool) 
 	return exchange.Action{Tool: t.Tool, Match: t.Match, DryRun: t.DryRun}, true
 }
 
-// modeRequest is the body of POST /admin/tools/mode.
-type modeRequest struct {
-	target
+// ModeRequest is the body of POST /admin/tools/mode.
+type ModeRequest struct {
+	Target
 	Mode   string `json:"mode"`
 	Reason string `json:"reason"`
 }
 
 func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
-	var req modeRequest
+	var req ModeRequest
 	if !a.decode(w, r, &req) {
 		return
 	}
-	act, ok := a.action(w, req.target)
+	act, ok := a.action(w, req.Target)
 	if !ok {
 		return
 	}
@@ -151,11 +151,11 @@ func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusBadRequest, "bad_request", `"mode" is required`)
 		return
 	}
-	changes, err := a.opts.Operator().SetMode(r.Context(), act, req.Mode, req.Reason)
+	changes, err := a.operator().SetMode(r.Context(), act, req.Mode, req.Reason)
 	a.log.Info("operator action", "action", "mode", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"mode", req.Mode, "reason", req.Reason, "changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
 	if !req.DryRun {
-		a.acted(r, "mode", actionData(req.target, err, map[string]any{"mode": req.Mode, "reason": req.Reason, "changes": changeNames(changes)}))
+		a.acted(r, "mode", actionData(req.Target, err, map[string]any{"mode": req.Mode, "reason": req.Reason, "changes": changeNames(changes)}))
 	}
 	if err != nil {
 		a.operatorError(w, err)
@@ -164,30 +164,30 @@ func (a *Admin) mode(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, changesAnswer(changes, req.DryRun))
 }
 
-// approveRequest is the body of POST /admin/tools/approve. "pending" is what the operator
+// ApproveRequest is the body of POST /admin/tools/approve. "pending" is what the operator
 // was shown (a dryRun answer's changes[].pending, merged): only those definitions are
 // approved, so a server that lists another one between the preview and the click does not
 // get it approved unseen. The status page and the CLI always send it.
-type approveRequest struct {
-	target
+type ApproveRequest struct {
+	Target
 	Pending map[string]string `json:"pending"`
 }
 
 func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
-	var req approveRequest
+	var req ApproveRequest
 	if !a.decode(w, r, &req) {
 		return
 	}
-	act, ok := a.action(w, req.target)
+	act, ok := a.action(w, req.Target)
 	if !ok {
 		return
 	}
 	act.Pending = req.Pending
-	changes, err := a.opts.Operator().Approve(r.Context(), act)
+	changes, err := a.operator().Approve(r.Context(), act)
 	a.log.Info("operator action", "action", "approve", "tool", req.Tool, "match", req.Match, "dryRun", req.DryRun,
 		"changed", len(changes), "err", errString(err), "remote", r.RemoteAddr)
 	if !req.DryRun {
-		a.acted(r, "approve", actionData(req.target, err, map[string]any{"changes": changeNames(changes)}))
+		a.acted(r, "approve", actionData(req.Target, err, map[string]any{"changes": changeNames(changes)}))
 	}
 	if err != nil {
 		a.operatorError(w, err)
@@ -198,7 +198,7 @@ func (a *Admin) approve(w http.ResponseWriter, r *http.Request) {
 
 // actionData is an operator_action event's data: the target, the error when it failed,
 // and extra.
-func actionData(t target, err error, extra map[string]any) map[string]any {
+func actionData(t Target, err error, extra map[string]any) map[string]any {
 	if t.Tool != "" {
 		extra["tool"] = t.Tool
 	} else {
@@ -256,8 +256,12 @@ func (a *Admin) state(w http.ResponseWriter, r *http.Request) {
 			a.fail(w, http.StatusBadRequest, "bad_request", "give ?key=KEY, or ?workflow=ID with one of &session=ID or &handle=VALUE (and &principal=P)")
 			return
 		}
+		if a.opts.Gateway == nil {
+			a.fail(w, http.StatusServiceUnavailable, "starting", "the store is not open yet")
+			return
+		}
 		var err error
-		if key, err = a.opts.StateKey(wf, q.Get("principal"), session+handle); err != nil {
+		if key, err = a.opts.Gateway.StateKey(wf, q.Get("principal"), session+handle); err != nil {
 			a.fail(w, http.StatusBadRequest, "bad_request", "workflow["+wf+"]: "+err.Error())
 			return
 		}
@@ -304,7 +308,7 @@ type CacheLister interface {
 // tool looked up in it, whether or not tool health is configured (GET /admin/tools lists
 // only the tools health knows). 409 cache_off without a cache section.
 func (a *Admin) cache(w http.ResponseWriter, r *http.Request) {
-	l, ok := a.opts.Operator().(CacheLister)
+	l, ok := a.operator().(CacheLister)
 	var all map[string]exchange.ToolCacheFigures
 	if ok {
 		all, ok = l.AllCacheFigures()
@@ -330,7 +334,7 @@ type CachePurger interface {
 // generation moves), and the purged tools are listed; with "dryRun" they are listed and
 // nothing is purged.
 func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
-	var req target
+	var req Target
 	if !a.decode(w, r, &req) {
 		return
 	}
@@ -338,7 +342,7 @@ func (a *Admin) purge(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, ok := a.opts.Operator().(CachePurger)
+	p, ok := a.operator().(CachePurger)
 	if !ok {
 		a.fail(w, http.StatusConflict, "cache_off", exchange.ErrCacheOff.Error())
 		return

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/host/cli"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/ops"
 )
@@ -24,7 +26,7 @@ import (
 // commands say health is not configured, and a wrong token is refused.
 func TestAdminCLI_againstServe(t *testing.T) {
 	s := startServe(t, demo.Options{})
-	t.Setenv(adminTokenEnv, s.token)
+	t.Setenv(ops.TokenEnv, s.token)
 	type result struct {
 		code     int
 		out, err string
@@ -81,7 +83,7 @@ func TestAdminCLI_againstServe(t *testing.T) {
 			t.Errorf("%v: exit %d: %s", args, code, errOut)
 		}
 	}
-	t.Setenv(adminTokenEnv, "wrong")
+	t.Setenv(ops.TokenEnv, "wrong")
 	if code, _, errOut := runCLI(t, "", "tools", "--admin", s.adminURL); code != 1 || !strings.Contains(errOut, "HTTP 401") {
 		t.Errorf("wrong token: exit %d: %s", code, errOut)
 	}
@@ -119,14 +121,29 @@ func selected(a exchange.Action, all []exchange.ModeChange) []exchange.ModeChang
 	return nil
 }
 
+// operatorGateway is a gateway of an operator alone, for the admin handler: no state, no
+// listing, no configuration.
+type operatorGateway struct{ op ops.Operator }
+
+func (g operatorGateway) Operator() ops.Operator { return g.op }
+func (operatorGateway) State() exchange.State    { return nil }
+func (operatorGateway) StateKey(string, string, string) (string, error) {
+	return "", errors.New("no configuration")
+}
+func (operatorGateway) Stats() map[string]int64              { return nil }
+func (operatorGateway) Listed() []string                     { return nil }
+func (operatorGateway) ToolHint(string) string               { return "" }
+func (operatorGateway) UnknownTools() []exchange.UnknownTool { return nil }
+func (operatorGateway) Workflows() any                       { return []any{} }
+
 // TestAdminCLI_healthFake is a unit test of the health commands' output over a fake
 // operator behind the real admin handler.
 func TestAdminCLI_healthFake(t *testing.T) {
 	a := ops.NewAdmin(ops.AdminOptions{Token: "tok", App: ops.NewApp(nil, nil), Bus: ops.NewBus(),
-		Operator: func() ops.Operator { return cliOperator{} }, State: func() exchange.State { return nil }})
+		Gateway: operatorGateway{cliOperator{}}})
 	srv := httptest.NewServer(a)
 	defer srv.Close()
-	t.Setenv(adminTokenEnv, "tok")
+	t.Setenv(ops.TokenEnv, "tok")
 	code, out, _ := runCLI(t, "", "tools", "--admin", srv.URL)
 	if code != 0 || !strings.Contains(out, "cart.pay") || !strings.Contains(out, "auto_disabled") || !strings.Contains(out, "0123456789ab ") || !strings.Contains(out, "upstream 502") {
 		t.Fatalf("tools: exit %d\n%s", code, out)
@@ -147,10 +164,10 @@ func TestAdminCLI_healthFake(t *testing.T) {
 func TestAdminCLI_globAsksFirst(t *testing.T) {
 	op := &recordingOperator{}
 	a := ops.NewAdmin(ops.AdminOptions{Token: "tok", App: ops.NewApp(nil, nil), Bus: ops.NewBus(),
-		Operator: func() ops.Operator { return op }, State: func() exchange.State { return nil }})
+		Gateway: operatorGateway{op}})
 	srv := httptest.NewServer(a)
 	defer srv.Close()
-	t.Setenv(adminTokenEnv, "tok")
+	t.Setenv(ops.TokenEnv, "tok")
 
 	code, out, errOut := runCLI(t, "", "approve", "**", "--admin", srv.URL)
 	if code != 2 || out != "" || !strings.Contains(errOut, "** matches 3 tool(s); it would change:\n  ** (quarantined -> active) [pending: ** sha256:fp-of-**-012]\n  a.* (quarantined -> active) [pending: a.* sha256:fp-of-a.*-01]\n  a.b (quarantined -> active) [pending: a.b sha256:fp-of-a.b-01]\n") ||
@@ -160,8 +177,8 @@ func TestAdminCLI_globAsksFirst(t *testing.T) {
 	if got := op.acted(); len(got) != 0 {
 		t.Fatalf("a glob acted without confirmation: %q", got)
 	}
-	defer func(f func(io.Reader) bool) { isTerminal = f }(isTerminal)
-	isTerminal = func(io.Reader) bool { return true }
+	defer func(f func(io.Reader) bool) { cli.IsTerminal = f }(cli.IsTerminal)
+	cli.IsTerminal = func(io.Reader) bool { return true }
 	for _, answer := range []string{"", "n\n", "no\n", "yess\n"} {
 		if code, _, errOut := runCLI(t, answer, "mode", "a.*", "disabled", "--admin", srv.URL); code != 1 || !strings.Contains(errOut, "Proceed with these 2 tool(s)? [y/N]") || !strings.Contains(errOut, "cancelled") {
 			t.Fatalf("answer %q: exit %d\n%s", answer, code, errOut)
@@ -178,7 +195,7 @@ func TestAdminCLI_globAsksFirst(t *testing.T) {
 	if got, want := strings.Join(op.acted(), "|"), "mode tool=a.*|mode tool=a.b"; got != want {
 		t.Fatalf("acted %q, want %q", got, want)
 	}
-	isTerminal = func(io.Reader) bool { return false }
+	cli.IsTerminal = func(io.Reader) bool { return false }
 	if code, out, errOut := runCLI(t, "", "approve", "--tool", "**", "--admin", srv.URL); code != 0 || out != "**: quarantined -> active\n" {
 		t.Fatalf("approve --tool **: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -246,7 +263,7 @@ func (o *recordingOperator) Approve(_ context.Context, a exchange.Action) ([]exc
 // purges it and lists it.
 func TestAdminCLI_purge(t *testing.T) {
 	s := startServe(t, demo.Options{})
-	t.Setenv(adminTokenEnv, s.token)
+	t.Setenv(ops.TokenEnv, s.token)
 	if code, _, errOut := runCLI(t, "", "purge", "users.*", "--admin", s.adminURL); code != 1 || !strings.Contains(errOut, "HTTP 409") {
 		t.Fatalf("purge without a cache: exit %d: %s", code, errOut)
 	}
@@ -304,7 +321,7 @@ func TestAdminCLI_purge(t *testing.T) {
 // state or session.
 func TestAdminCLI_reset(t *testing.T) {
 	s := startServe(t, demo.Options{})
-	t.Setenv(adminTokenEnv, s.token)
+	t.Setenv(ops.TokenEnv, s.token)
 	cs := mcpClient(t, s.mcpURL)
 	mustCall(t, cs, "cart.add_item", map[string]any{"sku": "tea"})
 	sid := cs.ID()
@@ -345,7 +362,7 @@ func TestAdminCLI_reset(t *testing.T) {
 func TestServe_historySurvivesARestart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "gw.db")
 	s := startServe(t, demo.Options{}, "--store", "bolt:"+db)
-	t.Setenv(adminTokenEnv, s.token)
+	t.Setenv(ops.TokenEnv, s.token)
 	cs := mcpClient(t, s.mcpURL)
 	mustCall(t, cs, "cart.pay", nil) // refused
 	_, before, _ := runCLI(t, "", "events", "--type", "call_refused", "--count", "1", "--admin", s.adminURL)
@@ -356,7 +373,7 @@ func TestServe_historySurvivesARestart(t *testing.T) {
 	s.done <- nil // for the first server's cleanup
 
 	s2 := startServe(t, demo.Options{}, "--store", "bolt:"+db)
-	t.Setenv(adminTokenEnv, s2.token)
+	t.Setenv(ops.TokenEnv, s2.token)
 	code, after, errOut := runCLI(t, "", "events", "--type", "call_refused", "--count", "5", "--admin", s2.adminURL)
 	if code != 0 || strings.TrimSpace(after) != strings.TrimSpace(before) || !strings.Contains(after, "TOOL_NOT_AVAILABLE") {
 		t.Fatalf("after the restart: exit %d\n%s\nbefore:\n%s\n%s", code, after, before, errOut)

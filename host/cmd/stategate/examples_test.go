@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stategate/stategate/host/configfile"
 )
 
 // TestExamples: the configurations shipped in examples/config are valid and meet every
@@ -43,7 +45,7 @@ func TestExamples(t *testing.T) {
 		t.Fatal("docs/configuration.md: the configuration block is not closed")
 	}
 	block := section[start : start+end]
-	yamlJSON, err := loadConfig("../../../examples/config/stategate.yaml")
+	yamlJSON, err := configfile.Load("../../../examples/config/stategate.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

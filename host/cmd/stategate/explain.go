@@ -1,28 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 	"strconv"
-	"strings"
-	"text/tabwriter"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/internal/termsafe"
-	"github.com/tidwall/gjson"
+	"github.com/stategate/stategate/host/cli"
 )
 
 const explainUsage = "usage: stategate explain --config FILE (--tools tools.json | --upstream URL) [--format table|json]"
 
 // cmdExplain shows, per listed tool, every decision the engine takes for it and where
-// each comes from. The engine answers (check_config with the tool list), so every host
-// explains alike; this command only lists the tools and prints the answer.
+// each comes from (cli.Explain).
 func cmdExplain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("explain", stderr)
 	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
@@ -30,180 +19,17 @@ func cmdExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	upstream := fs.String("upstream", "", "list the tools of this MCP server (Streamable HTTP)")
 	format := fs.String("format", "table", "table or json")
 	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2, msg: explainUsage}
+		return &exitError{Code: 2, Msg: explainUsage}
 	}
 	switch {
 	case fs.NArg() != 0:
-		return &exitError{code: 2, msg: "stategate explain: unexpected argument " + strconv.Quote(fs.Arg(0)) + "\n" + explainUsage}
+		return &exitError{Code: 2, Msg: "stategate explain: unexpected argument " + strconv.Quote(fs.Arg(0)) + "\n" + explainUsage}
 	case *cfgPath == "":
-		return &exitError{code: 2, msg: "stategate explain: --config FILE is required: the configuration to explain\n" + explainUsage}
+		return &exitError{Code: 2, Msg: "stategate explain: --config FILE is required: the configuration to explain\n" + explainUsage}
 	case (*toolsPath == "") == (*upstream == ""):
-		return &exitError{code: 2, msg: "stategate explain: give one tool source: --tools FILE (a saved tools/list answer, result or tools array) or --upstream URL (a running MCP server to list)\n" + explainUsage}
+		return &exitError{Code: 2, Msg: "stategate explain: give one tool source: --tools FILE (a saved tools/list answer, result or tools array) or --upstream URL (a running MCP server to list)\n" + explainUsage}
 	case *format != "table" && *format != "json":
-		return &exitError{code: 2, msg: "stategate explain: --format " + strconv.Quote(*format) + ": want table or json"}
+		return &exitError{Code: 2, Msg: "stategate explain: --format " + strconv.Quote(*format) + ": want table or json"}
 	}
-	ans, err := explainAnswer(ctx, *cfgPath, *toolsPath, *upstream)
-	if err != nil {
-		return err
-	}
-	if *format == "json" {
-		var b bytes.Buffer
-		json.Indent(&b, []byte(ans.Get("explain").Raw), "", "  ")
-		b.WriteByte('\n')
-		_, err := stdout.Write(b.Bytes())
-		return err
-	}
-	printExplain(stdout, ans)
-	return nil
-}
-
-// explainAnswer asks the engine's check_config about the configuration at cfgPath and
-// the tools listed in toolsPath or by the server at upstream.
-func explainAnswer(ctx context.Context, cfgPath, toolsPath, upstream string) (gjson.Result, error) {
-	cfg, err := loadConfig(cfgPath)
-	if err != nil {
-		return gjson.Result{}, err
-	}
-	eng, err := validate(cfgPath, cfg)
-	if err != nil {
-		return gjson.Result{}, err
-	}
-	var tools []byte
-	if toolsPath != "" {
-		tools, err = toolsFromFile(toolsPath)
-	} else {
-		tools, err = toolsFromUpstream(ctx, upstream)
-	}
-	if err != nil {
-		return gjson.Result{}, err
-	}
-	out := eng.Call(abi.FuncCheckConfig, append(append([]byte(`{"tools":`), tools...), '}'))
-	ans := gjson.ParseBytes(out)
-	if e := ans.Get("error"); e.Exists() {
-		return gjson.Result{}, fmt.Errorf("explain: %s: %s", e.Get("code").Str, e.Get("message").Str)
-	}
-	return ans, nil
-}
-
-// toolsFromFile reads a tools array from a JSON-RPC tools/list answer, its result, or the
-// bare array.
-func toolsFromFile(path string) ([]byte, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if !gjson.ValidBytes(raw) {
-		return nil, fmt.Errorf("tools[%s]: not JSON", path)
-	}
-	doc := gjson.ParseBytes(raw)
-	for _, t := range []gjson.Result{doc, doc.Get("tools"), doc.Get("result.tools")} {
-		if t.IsArray() {
-			return []byte(t.Raw), nil
-		}
-	}
-	return nil, fmt.Errorf("tools[%s]: no tools array (a tools/list answer, its result, or the array)", path)
-}
-
-// toolsFromUpstream lists every tool of a live MCP server with the official Go SDK client.
-func toolsFromUpstream(ctx context.Context, url string) ([]byte, error) {
-	return toolsOver(ctx, url, &mcp.StreamableClientTransport{Endpoint: url})
-}
-
-// toolsOver lists every tool of the server t reaches (named url in errors).
-func toolsOver(ctx context.Context, url string, t mcp.Transport) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	c := mcp.NewClient(&mcp.Implementation{Name: "stategate-explain", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, t, nil)
-	if err != nil {
-		return nil, fmt.Errorf("upstream[%s]: %w", url, err)
-	}
-	defer cs.Close()
-	var tools []*mcp.Tool
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, fmt.Errorf("upstream[%s]: tools/list: %w", url, err)
-		}
-		tools = append(tools, t)
-	}
-	return json.Marshal(tools)
-}
-
-func printExplain(w io.Writer, ans gjson.Result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tANNOTATED\tHINT\tINVALIDATES\tWORKFLOW\tTIMEOUT")
-	for _, t := range ans.Get("explain").Array() {
-		// Tool names come from the upstream: every cell is rendered for the terminal.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.String(t.Get("name").Str), termsafe.String(t.Get("class").Str),
-			termsafe.String(t.Get("cacheControl").Str+" ("+from(t.Get("cacheControlFrom").Str, t.Get("policy").Str)+")"),
-			termsafe.String(invalidatesText(t)), termsafe.String(workflowsText(t)), termsafe.String(timeoutText(t)))
-	}
-	tw.Flush()
-	for _, warn := range ans.Get("warnings").Array() {
-		fmt.Fprintln(w, "warning: "+termsafe.String(warn.Str))
-	}
-}
-
-func from(source, path string) string {
-	if source == "policy" && path != "" {
-		return "policy " + path
-	}
-	return source
-}
-
-func invalidatesText(t gjson.Result) string {
-	var pats []string
-	for _, p := range t.Get("invalidates").Array() {
-		pats = append(pats, p.Str)
-	}
-	s := "-"
-	if len(pats) > 0 {
-		s = strings.Join(pats, ", ")
-	}
-	return s + " (" + from(t.Get("invalidatesFrom").Str, t.Get("policy").Str) + ")"
-}
-
-func workflowsText(t gjson.Result) string {
-	var out []string
-	for _, w := range t.Get("workflows").Array() {
-		var states []string
-		for _, s := range w.Get("states").Array() {
-			states = append(states, s.Str)
-		}
-		s := w.Get("id").Str + " in " + strings.Join(states, "|")
-		if ev := w.Get("event").Str; ev != "" {
-			s += " fires " + ev
-		}
-		var guards []string
-		for _, g := range w.Get("guards").Array() {
-			guards = append(guards, g.Str)
-		}
-		if len(guards) > 0 {
-			s += " (guarded: " + strings.Join(guards, "; ") + ")"
-		}
-		out = append(out, s)
-	}
-	if len(out) == 0 {
-		return "-"
-	}
-	return strings.Join(out, "; ")
-}
-
-func timeoutText(t gjson.Result) string {
-	s := fmt.Sprintf("%d ms (", t.Get("timeoutMs").Int())
-	limits := t.Get("limits").Str
-	switch t.Get("timeoutFrom").Str {
-	case "tool":
-		s += limits
-	case "category":
-		s += "category " + t.Get("category").Str + ", "
-		if t.Get("categoryFrom").Str == "annotation" {
-			s += "annotation"
-		} else {
-			s += limits
-		}
-	default:
-		s += "default"
-	}
-	return s + ")"
+	return cli.Explain(ctx, *cfgPath, *toolsPath, *upstream, *format, stdout)
 }

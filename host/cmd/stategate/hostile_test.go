@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/internal/termsafe"
 )
 
@@ -199,7 +200,7 @@ func TestServe_hostileTextReachesNoTerminal(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			up := &hostileUpstream{names: []string{evil, "a.b"}, callError: "boom\x1b[2J\r"}
 			s := startServeConfigIn(t, up, []byte(`{"version": 1, "health": {"autoDisableThreshold": 1}}`), "--log-format", format)
-			t.Setenv(adminTokenEnv, s.token)
+			t.Setenv(ops.TokenEnv, s.token)
 			sse := s.rawEvents(t)
 			cs := mcpClient(t, s.mcpURL)
 			if names := listTools(t, cs); len(names) != 2 {

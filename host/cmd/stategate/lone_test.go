@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stategate/stategate/host/ops"
+	"github.com/stategate/stategate/host/serve"
 )
 
 // TestLoneBinary builds the stategate binary, copies it alone into an empty directory with
@@ -211,7 +214,7 @@ func TestLoneBinary_twoGatewaysStartedTheSameWay(t *testing.T) {
 	// Without its token, the admin API refuses and says how to give one.
 	cmd := exec.Command(bin, "tools", "--admin", adminURLOf(t, filepath.Join(stateDir, names[0]+".admin.json")))
 	cmd.Dir, cmd.Env = dir, env
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "HTTP 401") || !strings.Contains(string(out), "--admin-token-file FILE or "+adminTokenEnv) {
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "HTTP 401") || !strings.Contains(string(out), "--admin-token-file FILE or "+ops.TokenEnv) {
 		t.Fatalf("tools without the token: %v\n%s", err, out)
 	}
 }
@@ -222,7 +225,7 @@ func adminURLOf(t *testing.T, record string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r gatewayRecord
+	var r serve.Record
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/stategate/stategate/host/cli"
+	"github.com/stategate/stategate/host/serve"
 	"github.com/stategate/stategate/internal/termsafe"
 )
 
@@ -69,13 +71,8 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// exitError carries an exit status.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
+// exitError carries an exit status (the commands' work, host/cli, returns them too).
+type exitError = cli.ExitError
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -87,7 +84,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
-		return cmdVersion(stdout)
+		return cli.Version(stdout)
 	}
 	if wantsHelp(args[1:]) {
 		// A command's help (its usage line and flags) goes to stdout with status 0: the
@@ -109,10 +106,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
-			if ee.msg != "" {
-				fmt.Fprintln(stderr, termsafe.Lines(ee.msg))
+			if ee.Msg != "" {
+				fmt.Fprintln(stderr, termsafe.Lines(ee.Msg))
 			}
-			return ee.code
+			return ee.Code
+		}
+		if ce := (*serve.ConfigError)(nil); errors.As(err, &ce) {
+			fmt.Fprintln(stderr, termsafe.Lines(ce.Error())) // the configuration's every error
+			return 1
 		}
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/host/ops"
 )
 
 // TestServe_operations drives the demo checkout through `stategate serve` with the
@@ -139,7 +140,7 @@ func mustCallSession(t *testing.T, s *served) *mcp.ClientSession { return mcpCli
 // stops start-up with a clear error before anything is opened.
 func TestServe_adminNeedsTokenOffLoopback(t *testing.T) {
 	needPlugin(t)
-	t.Setenv(adminTokenEnv, "")
+	t.Setenv(ops.TokenEnv, "")
 	code, _, errOut := runCLI(t, "", "serve", "--config", "../../../abi/testdata/config/sample.json", "--upstream", "http://127.0.0.1:1/mcp",
 		"--store", "memory", "--plugin", plugin, "--listen", "127.0.0.1:0", "--admin", "0.0.0.0:0")
 	if code != 1 || !strings.Contains(errOut, "needs a token") {

@@ -2,399 +2,143 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
-	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
-	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
-	"github.com/stategate/stategate/host/store"
-	"github.com/stategate/stategate/plugin/engine"
-	"github.com/tidwall/gjson"
+	"github.com/stategate/stategate/host/serve"
+	"github.com/stategate/stategate/host/stdio"
 )
 
-// adminTokenEnv names the environment variable holding the admin token.
-const adminTokenEnv = "STATEGATE_ADMIN_TOKEN"
-
-// opsOptions are serve's operations flags.
-type opsOptions struct {
-	admin, tokenFile, logFormat string
-	drain, probe                time.Duration
-	history                     int    // events kept for replay
-	adminSet                    bool   // --admin was given (not its default)
-	stateDir                    string // where the gateway's record (and generated token) go
-}
-
-// adminToken reads the admin token: the file's content (trimmed), else the environment.
-func adminToken(file string) (string, error) {
-	if file == "" {
-		return strings.TrimSpace(os.Getenv(adminTokenEnv)), nil
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
+	up := fs.String("upstream", "", "URL of the MCP server to front (e.g. http://127.0.0.1:3001/mcp); or give a stdio server's command after --")
+	upTransport := fs.String("upstream-transport", "auto", "the upstream URL's transport: streamable (Streamable HTTP), sse (the 2024-11-05 HTTP+SSE transport) or auto (sse when the path ends in /sse)")
+	maxSessions := fs.Int("max-sessions", 16, "a stdio command or HTTP+SSE upstream: at most this many sessions at once (each a child process or an upstream SSE stream); one more initialize is answered 503")
+	idle := fs.Duration("session-idle", 30*time.Minute, "a stdio command or HTTP+SSE upstream: a session with no request, call or GET stream for this long ends, and its child or upstream stream with it (0: never)")
+	var o serve.Options
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&o.Name, "name", "", "this gateway's name: its default store file and admin record in the state directory are NAME.db and NAME.admin.json (default: from --listen, e.g. 127.0.0.1-8080)")
+	fs.StringVar(&o.Store, "store", "", "state store (default: bolt:$XDG_STATE_HOME/stategate/NAME.db, else ~/.local/state/stategate/NAME.db): bolt:PATH (a file that survives restarts; PATH relative to the working directory), memory, redis://HOST:PORT/DB (shared by replicas), redis+cluster://HOST:PORT[,HOST:PORT...] (Redis Cluster) or redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER (a primary found through Sentinel)")
+	fs.StringVar(&o.Plugin, "plugin", defaultPlugin, pluginUsage)
+	fs.BoolVar(&o.Interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
+	fs.StringVar(&o.Origins, "allowed-origins", "", "comma-separated browser origins allowed to call the gateway (default: loopback origins only; * allows any)")
+	fs.StringVar(&o.Hosts, "allowed-hosts", "", "comma-separated Host names the listener answers to besides loopback names (checked on loopback listeners, or whenever set)")
+	fs.StringVar(&o.PublicURL, "public-url", "", "the address clients reach the gateway at (scheme://host[:port]); OAuth discovery documents and challenges name it instead of the upstream's (default: http:// and the listen address)")
+	var a serve.OpsOptions
+	fs.StringVar(&a.Admin, "admin", serve.DefaultAdmin, "admin listener address (probes, admin API, events, metrics, status page), or off; by default loopback on a free port with a generated token that `stategate tools` and the other admin commands find")
+	fs.StringVar(&a.TokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+ops.TokenEnv+"); without one the admin listener must be loopback")
+	fs.StringVar(&a.LogFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&a.Drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls and transitions may take to finish")
+	fs.IntVar(&a.History, "event-history", 10000, "how many events the admin listener keeps for replay (GET /admin/events?since=, stategate events --count); in the store file when the store is bolt")
+	fs.DurationVar(&a.Probe, "probe-interval", 5*time.Second, "how often the store, the plugin and the upstream are probed (app state degraded/ready)")
+	if err := fs.Parse(args); err != nil {
+		return &exitError{Code: 2}
 	}
-	b, err := os.ReadFile(file)
+	fs.Visit(func(f *flag.Flag) { a.AdminSet = a.AdminSet || f.Name == "admin" })
+	var err error
+	if *cfgPath == "" {
+		return &exitError{Code: 2, Msg: "stategate serve: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from, `stategate serve --help` lists every flag)"}
+	}
+	if o.PublicURL != "" {
+		if o.PublicURL, err = exchange.ParsePublicURL(o.PublicURL); err != nil {
+			return &exitError{Code: 2, Msg: "stategate serve: --public-url: " + strings.TrimPrefix(err.Error(), "public url ")}
+		}
+	}
+	if a.LogFormat != "text" && a.LogFormat != "json" {
+		return &exitError{Code: 2, Msg: fmt.Sprintf("stategate serve: --log-format %q: want text or json", a.LogFormat)}
+	}
+	logger := serve.NewLogger(a.LogFormat, stderr)
+	if *idle == 0 {
+		*idle = -1 // upstream.Options: never
+	}
+	upstream, err := serve.ResolveUpstream(*up, *upTransport, fs.Args(), *maxSessions, *idle, logger)
 	if err != nil {
-		return "", fmt.Errorf("admin: token file[%s]: %w", file, err)
+		return &exitError{Code: 2, Msg: "stategate serve: " + err.Error()}
 	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("admin: token file[%s] is empty", file)
+	if upstream.Sessions != nil {
+		defer upstream.Sessions.Close() // children end with the gateway
 	}
-	return tok, nil
-}
-
-// serveWithOps runs the gateway with its operations surface: the app state machine, the
-// event bus and metrics, the admin listener, probes of the parts, reload (admin API and
-// SIGHUP) and draining on SIGTERM.
-func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.Engine, upstream upstreamSpec, o serveOptions, a opsOptions, logger *slog.Logger, stdout io.Writer) error {
-	token, err := adminToken(a.tokenFile)
-	if err != nil {
-		return err
+	if o.Name, err = serve.GatewayName(o.Name, o.Listen); err != nil {
+		return &exitError{Code: 2, Msg: "stategate serve: " + err.Error()}
 	}
-	if a.admin == "off" {
-		a.admin = ""
+	// The state directory holds the default store, the generated admin token and the
+	// record the admin commands find the gateway by; without one, each must be given.
+	a.StateDir, err = serve.StateDir()
+	if err != nil && (o.Store == "" || (a.Admin == serve.DefaultAdmin && !a.AdminSet)) {
+		return &exitError{Code: 2, Msg: "stategate serve: " + err.Error()}
 	}
-	// The default admin listener (loopback, no address given) gets a generated token when
-	// the operator gave none; an address the operator gives keeps its own rules (ops.Listen).
-	tokenFile := a.tokenFile
-	if a.admin == defaultAdmin && !a.adminSet && token == "" {
-		if token, tokenFile, err = writeToken(a.stateDir, o.name); err != nil {
-			return err
+	if o.Store == "" {
+		if err := os.MkdirAll(a.StateDir, 0o700); err != nil {
+			return fmt.Errorf("state directory[%s]: %w", a.StateDir, err)
 		}
-		defer os.Remove(tokenFile)
+		o.Store = "bolt:" + filepath.Join(a.StateDir, o.Name+".db")
 	}
-	var gwp atomic.Pointer[gateway.Gateway]
-	var stp atomic.Pointer[store.Store]
-	bus := ops.NewBusHistory(a.history)
-	metrics := ops.NewMetrics(func(name string) bool {
-		g := gwp.Load()
-		return g != nil && g.Listed(name)
-	}, func(ctx context.Context) ([]exchange.ToolStatus, error) {
-		if g := gwp.Load(); g != nil {
-			return g.Core().Tools(ctx)
-		}
-		return nil, exchange.ErrHealthOff
-	})
-	bus.OnDrop = metrics.Dropped
-	unknownTools := func() []exchange.UnknownTool {
-		if g := gwp.Load(); g != nil {
-			return g.Core().UnknownTools()
-		}
-		return nil
-	}
-	metrics.WatchUnknownTools(unknownTools)
-	pub := ops.Publishers{metrics, bus}
-	app := ops.NewApp(pub, metrics.AppState)
-	rl := &reloader{path: cfgPath, pub: pub, log: logger, replaced: metrics.PluginReplaced}
-	rl.eng.Store(eng)
-
-	// The admin listener opens first: probes answer "starting" while the plugin compiles,
-	// and a refused admin address stops start-up before anything else is opened.
-	var adminSrv *http.Server
-	var adminAddr string
-	if a.admin != "" {
-		aln, err := ops.Listen(a.admin, token)
-		if err != nil {
-			return err
-		}
-		admin := ops.NewAdmin(ops.AdminOptions{Token: token, App: app, Bus: bus, Publisher: pub, Metrics: metrics, Logger: logger,
-			Operator: func() ops.Operator {
-				if g := gwp.Load(); g != nil {
-					return g.Core()
-				}
-				return offOperator{}
-			},
-			State: func() exchange.State {
-				if s := stp.Load(); s != nil {
-					return store.StateOf(*s)
-				}
-				return nil
-			},
-			StateKey: func(workflow, principal, value string) (string, error) {
-				return rl.eng.Load().StateKey(workflow, principal, value)
-			},
-			ResetSnapshot: func(workflow, to string, old []byte) ([]byte, string, error) {
-				return rl.eng.Load().ResetSnapshot(workflow, to, old)
-			},
-			Reload:       rl.reload,
-			Workflows:    func() any { return workflowGraphs(rl.eng.Load(), "mermaid") },
-			UnknownTools: unknownTools,
-			Listed: func() []string {
-				if g := gwp.Load(); g != nil {
-					return g.Core().ListedNames()
-				}
-				return nil
-			},
-			ToolHint: func(name string) string { return toolHint(rl.eng.Load(), name) },
-			Stats: func() map[string]int64 {
-				out := map[string]int64{}
-				if g := gwp.Load(); g != nil {
-					for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
-						out[c.String()] = g.Stats.Get(c)
-					}
-					out["plugin_instances_replaced"] = g.PluginReplaced.Load()
-				}
-				return out
-			}})
-		adminAddr = aln.Addr().String()
-		adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
-		go adminSrv.Serve(aln)
-		defer adminSrv.Close()
-		how := "bearer token required"
-		if tokenFile != "" && tokenFile != a.tokenFile {
-			how = "bearer token generated in " + tokenFile
-		}
-		if token == "" {
-			how = "no token: loopback only, set --admin-token-file or " + adminTokenEnv + " to require one"
-		}
-		fmt.Fprintf(stdout, "stategate: admin http://%s (%s)\n", aln.Addr(), how)
-		logger.Info("admin listener", "addr", aln.Addr().String(), "token", token != "")
-	}
-
-	tracer, stopTracing, err := setupTracing(ctx, logger)
-	if err != nil {
-		return fmt.Errorf("tracing: %w", err)
-	}
-	defer stopTracing()
-	run, err := startGateway(ctx, cfg, upstream, o, logger, hooks{publisher: pub, reporter: metrics, tracer: tracer,
-		replaced: metrics.PluginReplaced, handler: metrics.Instrument,
-		// A bolt store keeps the event history too, so it survives a restart.
-		opened: func(st store.Store) error {
-			if f, ok := st.(ops.HistoryFile); ok {
-				return bus.KeepIn(f, logger)
-			}
-			return nil
-		}, closing: bus.Close})
-	if err != nil {
-		_ = app.Move(ops.StateStopped, "start-up failed: "+err.Error())
-		return err
-	}
-	rl.run = run
-	gwp.Store(run.gw)
-	stp.Store(&run.store)
-	fmt.Fprintf(stdout, "stategate: serving http://%s -> %s (store %s)\n", run.ln.Addr(), upstream, o.store)
-	if adminSrv != nil && a.stateDir != "" {
-		rec := gatewayRecord{Name: o.name, PID: os.Getpid(), Admin: "http://" + adminAddr, Listen: "http://" + run.ln.Addr().String(), TokenFile: tokenFile}
-		unpublish, err := rec.publish(a.stateDir)
-		if err != nil {
-			logger.Warn("gateway record not written: the admin commands need --admin", "err", err)
-		} else {
-			defer unpublish()
-			fmt.Fprintf(stdout, "stategate: gateway %s (admin commands find it: stategate tools)\n", o.name)
-		}
-	}
-
-	mctx, stopMonitor := context.WithCancel(context.Background())
-	defer stopMonitor()
-	mon := &monitor{app: app, run: rl, upstream: upstream, pub: pub, log: logger}
-	mon.check(mctx)
-	go mon.loop(mctx, a.probe)
-	if upstream.mcpTransport() != nil { // a command's child is started for a client only
-		go probeTools(mctx, upstream, func() *exchange.Core { return run.gw.Core() }, a.probe, logger)
-	}
-
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-hup:
-			res := rl.reload(context.Background())
-			logger.Info("operator action", "action", "reload", "trigger", "SIGHUP", "ok", res.OK, "errors", strings.Join(res.Errors, "; "))
-			pub.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: map[string]any{"action": "reload", "via": "signal", "ok": res.OK}})
-			continue
-		case <-ctx.Done():
-		}
-		break
-	}
-
-	// Draining: readyz answers 503, new MCP requests 503; in-flight calls and moving calls
-	// finish within the bound; then the listener closes (standing streams end).
-	stopMonitor()
-	_ = app.Move(ops.StateDraining, "signal")
-	logger.Info("draining", "bound", a.drain.String())
-	dctx, cancel := context.WithTimeout(context.Background(), a.drain)
-	if err := run.gw.Drain(dctx); err != nil {
-		logger.Warn("draining: calls still in flight at the bound", "err", err)
-	}
-	cancel()
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	run.srv.Shutdown(sctx)
-	cancel()
-	run.srv.Close()
-	rl.mu.Lock() // no reload while closing
-	run.cleanup()
-	rl.mu.Unlock()
-	_ = app.Move(ops.StateStopped, "drained")
-	return nil
-}
-
-// offOperator answers while the gateway is starting: health is not available yet.
-type offOperator struct{}
-
-func (offOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
-	return nil, exchange.ErrHealthOff
-}
-func (offOperator) SetMode(context.Context, exchange.Action, string, string) ([]exchange.ModeChange, error) {
-	return nil, exchange.ErrHealthOff
-}
-func (offOperator) Approve(context.Context, exchange.Action) ([]exchange.ModeChange, error) {
-	return nil, exchange.ErrHealthOff
-}
-
-// reloader re-reads the configuration file and swaps a valid one in.
-type reloader struct {
-	mu       sync.Mutex
-	path     string
-	run      *running
-	eng      atomic.Pointer[engine.Engine]
-	pub      exchange.Publisher
-	log      *slog.Logger
-	replaced func()
-}
-
-// reload re-reads the file: an invalid configuration is refused with every error and the
-// old one keeps serving; a valid one gets a new plugin pool and exchange core, swapped in
-// atomically, and the old pool is closed once its last request is done.
-func (r *reloader) reload(ctx context.Context) ops.ReloadResult {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	fail := func(errs ...string) ops.ReloadResult {
-		r.log.Warn("config reload refused", "path", r.path, "errors", strings.Join(errs, "; "))
-		r.pub.Publish(exchange.Event{Type: exchange.EventConfigReloadFailed, Data: map[string]any{"path": r.path, "errors": errs}})
-		return ops.ReloadResult{Errors: errs}
-	}
-	if r.run == nil {
-		return fail("the gateway is still starting")
-	}
-	cfg, err := loadConfig(r.path)
-	if err != nil {
-		return fail(err.Error())
-	}
-	check := gjson.ParseBytes(engine.CheckConfig(cfg))
-	var res ops.ReloadResult
-	for _, e := range check.Get("errors").Array() {
-		res.Errors = append(res.Errors, e.Str)
-	}
-	for _, w := range check.Get("warnings").Array() {
-		res.Warnings = append(res.Warnings, w.Str)
-	}
-	if !check.Get("valid").Bool() {
-		if len(res.Errors) == 0 {
-			res.Errors = []string{"the configuration is not valid"}
-		}
-		return fail(res.Errors...)
-	}
-	eng, err := engine.New(cfg)
-	if err != nil {
-		return fail(err.Error())
-	}
-	pool, err := newPool(ctx, r.run.rt, cfg, r.replaced)
-	if err != nil {
-		return fail("plugin: " + err.Error())
-	}
-	old, drained := r.run.gw.Swap(pool, cfg)
-	r.run.pool = pool
-	r.eng.Store(eng)
-	go func() {
-		<-drained
-		old.Close(context.Background())
-	}()
-	r.log.Info("config reloaded", "path", r.path, "warnings", len(res.Warnings))
-	r.pub.Publish(exchange.Event{Type: exchange.EventConfigReloaded, Data: map[string]any{"path": r.path, "warnings": len(res.Warnings)}})
-	res.OK = true
-	return res
-}
-
-// monitor probes the store, the plugin and the upstream and sets the app state.
-type monitor struct {
-	app      *ops.App
-	run      *reloader
-	upstream upstreamSpec
-	pub      exchange.Publisher
-	log      *slog.Logger
-	storeBad bool
-}
-
-func (m *monitor) loop(ctx context.Context, every time.Duration) {
-	if every <= 0 {
-		every = 5 * time.Second
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.check(ctx)
-		}
-	}
-}
-
-// probeKey is read to see whether the store answers (it never exists).
-const probeKey = "stategate/v1/_probe/session//_probe"
-
-func (m *monitor) check(ctx context.Context) {
-	var failing, reasons []string
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	run := m.run.run
-	if _, err := run.store.Get(pctx, probeKey); err != nil && ctx.Err() == nil {
-		failing, reasons = append(failing, ops.PartStore), append(reasons, "store: "+err.Error())
-		if !m.storeBad {
-			m.pub.Publish(exchange.Event{Type: exchange.EventStoreUnavailable, Data: map[string]any{"error": err.Error()}})
-		}
-		m.storeBad = true
-	} else {
-		m.storeBad = false
-	}
-	m.run.mu.Lock()
-	pool := run.pool
-	m.run.mu.Unlock()
-	if _, err := pool.Call(pctx, abi.FuncCheckConfig, nil); err != nil && ctx.Err() == nil {
-		failing, reasons = append(failing, ops.PartPlugin), append(reasons, "plugin: "+err.Error())
-	}
-	if m.upstream.kind == "stdio" {
-		// a child per session: nothing to probe between sessions
-	} else if err := dialUpstream(pctx, m.upstream.url); err != nil && ctx.Err() == nil {
-		failing, reasons = append(failing, ops.PartUpstream), append(reasons, "upstream: "+err.Error())
-	}
-	if ctx.Err() != nil {
-		return
-	}
-	before := m.app.String()
-	reason := "all parts answer"
-	if len(reasons) > 0 {
-		reason = strings.Join(reasons, "; ")
-	}
-	m.app.Health(failing, reason)
-	if after := m.app.String(); after != before {
-		m.log.Info("app state", "state", after, "reason", reason)
-	}
-}
-
-func dialUpstream(ctx context.Context, u *url.URL) error {
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	cfg, eng, err := serve.LoadValidated(*cfgPath, logger)
 	if err != nil {
 		return err
 	}
-	return c.Close()
+	return serve.Run(ctx, *cfgPath, cfg, eng, upstream, o, a, logger, stdout)
+}
+
+// cmdStdio is `stategate stdio` (host/stdio): what a desktop client's mcpServers entry
+// runs, the gateway in process with the client on stdin and stdout.
+func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("stdio", stderr)
+	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
+	up := fs.String("upstream", "", "URL of an HTTP MCP server to front instead of a command after --")
+	upTransport := fs.String("upstream-transport", "auto", "the upstream URL's transport: streamable, sse (2024-11-05 HTTP+SSE) or auto (sse when the path ends in /sse)")
+	var o serve.Options
+	fs.StringVar(&o.Name, "name", "", "this gateway's name: its admin record (with --admin) and default store file name (default: stdio-PID)")
+	fs.StringVar(&o.Store, "store", "memory", "state store: memory (this process: the stdio session is one session), bolt:PATH, or redis://HOST:PORT/DB (see serve --help)")
+	fs.StringVar(&o.Plugin, "plugin", defaultPlugin, pluginUsage)
+	fs.BoolVar(&o.Interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
+	var a serve.OpsOptions
+	fs.StringVar(&a.Admin, "admin", "off", "admin listener address (probes, admin API, events, metrics, status page), or off")
+	fs.StringVar(&a.TokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+ops.TokenEnv+"); without one the admin listener must be loopback")
+	fs.StringVar(&a.LogFormat, "log-format", "text", "log format (on stderr): text or json")
+	fs.DurationVar(&a.Drain, "drain-timeout", 5*time.Second, "when stdin closes, how long calls in flight may take to finish")
+	if err := fs.Parse(args); err != nil {
+		return &exitError{Code: 2}
+	}
+	fs.Visit(func(f *flag.Flag) { a.AdminSet = a.AdminSet || f.Name == "admin" })
+	if *cfgPath == "" {
+		return &exitError{Code: 2, Msg: "stategate stdio: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from)"}
+	}
+	if a.LogFormat != "text" && a.LogFormat != "json" {
+		return &exitError{Code: 2, Msg: fmt.Sprintf("stategate stdio: --log-format %q: want text or json", a.LogFormat)}
+	}
+	logger := serve.NewLogger(a.LogFormat, stderr)
+	// One client: its session, and one spare for a client that initializes again (the
+	// bridge ends the first) or for 2026-07-28 requests, which have no session. The client
+	// may stay quiet for hours: its session never ends for idling (-1).
+	upstream, err := serve.ResolveUpstream(*up, *upTransport, fs.Args(), 2, -1, logger)
+	if err != nil {
+		return &exitError{Code: 2, Msg: "stategate stdio: " + err.Error()}
+	}
+	if o.Name == "" {
+		o.Name = "stdio-" + strconv.Itoa(os.Getpid())
+	}
+	if o.Name, err = serve.GatewayName(o.Name, ""); err != nil {
+		return &exitError{Code: 2, Msg: "stategate stdio: " + err.Error()}
+	}
+	if a.Admin != "off" {
+		if a.StateDir, err = serve.StateDir(); err != nil {
+			a.StateDir = "" // no record: the admin commands then need --admin
+		}
+	}
+	err = stdio.Run(ctx, stdio.Options{ConfigPath: *cfgPath, Upstream: upstream, Serve: o, Ops: a, Logger: logger}, stdin, stdout, stderr)
+	if ended := (*stdio.EndedError)(nil); errors.As(err, &ended) {
+		return &exitError{Code: 1, Msg: "stategate stdio: " + ended.Cause.Error()}
+	}
+	return err
 }

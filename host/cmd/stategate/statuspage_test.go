@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/internal/testenv"
 )
@@ -231,7 +232,7 @@ func TestStatusPage_approvesOneToolByName(t *testing.T) {
 // state, named by its leaves.
 func TestStatusPage_statechart(t *testing.T) {
 	exe := chromium(t)
-	cfg, err := loadConfig("../../../examples/config/statechart.yaml")
+	cfg, err := configfile.Load("../../../examples/config/statechart.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,13 @@
-package main
+package serve
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/exchange"
 )
 
@@ -15,12 +18,12 @@ import (
 // waits for it: a failed listing (upstream down, authorization required) is logged once and
 // tried again every interval until one succeeds; the first tools/list a client sends through
 // the gateway checks the names too.
-func probeTools(ctx context.Context, upstream upstreamSpec, core func() *exchange.Core, every time.Duration, log *slog.Logger) {
+func probeTools(ctx context.Context, upstream Upstream, core func() *exchange.Core, every time.Duration, log *slog.Logger) {
 	if every <= 0 {
 		every = 5 * time.Second
 	}
 	for failed := false; ; failed = true {
-		tools, err := toolsOver(ctx, upstream.url.String(), upstream.mcpTransport())
+		tools, err := ListTools(ctx, upstream.URL.String(), upstream.mcpTransport())
 		if ctx.Err() != nil {
 			return
 		}
@@ -40,4 +43,24 @@ func probeTools(ctx context.Context, upstream upstreamSpec, core func() *exchang
 		case <-time.After(every):
 		}
 	}
+}
+
+// ListTools lists every tool of the server t reaches (named url in errors).
+func ListTools(ctx context.Context, url string, t mcp.Transport) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "stategate-explain", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, fmt.Errorf("upstream[%s]: %w", url, err)
+	}
+	defer cs.Close()
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("upstream[%s]: tools/list: %w", url, err)
+		}
+		tools = append(tools, t)
+	}
+	return json.Marshal(tools)
 }

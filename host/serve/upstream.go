@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"fmt"
@@ -13,35 +13,35 @@ import (
 	"github.com/stategate/stategate/host/gateway/upstream"
 )
 
-// upstreamSpec is the MCP server a gateway fronts: a Streamable HTTP URL, a legacy
+// Upstream is the MCP server a gateway fronts: a Streamable HTTP URL, a legacy
 // HTTP+SSE URL, or a stdio command (host/gateway/upstream carries the last two).
-type upstreamSpec struct {
-	url       *url.URL
-	kind      string   // "http", "sse" or "stdio"
-	command   []string // stdio: the command and its arguments
-	transport http.RoundTripper
-	sessions  *upstream.Sessions // sse and stdio: the connections, closed at shutdown
+type Upstream struct {
+	URL       *url.URL
+	Kind      string   // "http", "sse" or "stdio"
+	Command   []string // stdio: the command and its arguments
+	Transport http.RoundTripper
+	Sessions  *upstream.Sessions // sse and stdio: the connections, closed at shutdown
 }
 
 // String names the upstream for logs.
-func (u upstreamSpec) String() string {
-	switch u.kind {
+func (u Upstream) String() string {
+	switch u.Kind {
 	case "stdio":
-		return "stdio: " + strings.Join(u.command, " ")
+		return "stdio: " + strings.Join(u.Command, " ")
 	case "sse":
-		return u.url.Redacted() + " (HTTP+SSE)"
+		return u.URL.Redacted() + " (HTTP+SSE)"
 	}
-	return u.url.Redacted()
+	return u.URL.Redacted()
 }
 
 // mcpTransport is how a client of the upstream reaches it (the tools probe); nil for a
 // command (a child is started only for a client).
-func (u upstreamSpec) mcpTransport() mcp.Transport {
-	switch u.kind {
+func (u Upstream) mcpTransport() mcp.Transport {
+	switch u.Kind {
 	case "sse":
-		return &mcp.SSEClientTransport{Endpoint: u.url.String()}
+		return &mcp.SSEClientTransport{Endpoint: u.URL.String()}
 	case "http":
-		return &mcp.StreamableClientTransport{Endpoint: u.url.String()}
+		return &mcp.StreamableClientTransport{Endpoint: u.URL.String()}
 	}
 	return nil
 }
@@ -49,33 +49,33 @@ func (u upstreamSpec) mcpTransport() mcp.Transport {
 // stdioPlaceholder is the URL the gateway is given for a command: its transport ignores it.
 var stdioPlaceholder = &url.URL{Scheme: "http", Host: "stdio.invalid", Path: "/mcp"}
 
-// resolveUpstream reads --upstream, --upstream-transport and a command after "--".
+// ResolveUpstream reads --upstream, --upstream-transport and a command after "--".
 // transport is auto, streamable or sse; auto takes a URL whose path ends in /sse for the
 // legacy transport (server-everything's, and most hosted legacy servers').
-func resolveUpstream(raw, transport string, command []string, maxSessions int, idle time.Duration, logger *slog.Logger) (upstreamSpec, error) {
+func ResolveUpstream(raw, transport string, command []string, maxSessions int, idle time.Duration, logger *slog.Logger) (Upstream, error) {
 	switch transport {
 	case "", "auto", "streamable", "sse":
 	default:
-		return upstreamSpec{}, fmt.Errorf("--upstream-transport %q: want auto, streamable or sse", transport)
+		return Upstream{}, fmt.Errorf("--upstream-transport %q: want auto, streamable or sse", transport)
 	}
 	if len(command) > 0 {
 		if raw != "" {
-			return upstreamSpec{}, fmt.Errorf("--upstream and a command after -- both name the server: give one")
+			return Upstream{}, fmt.Errorf("--upstream and a command after -- both name the server: give one")
 		}
 		path, err := exec.LookPath(command[0])
 		if err != nil {
-			return upstreamSpec{}, fmt.Errorf("command[%s]: %w", command[0], err)
+			return Upstream{}, fmt.Errorf("command[%s]: %w", command[0], err)
 		}
 		s := upstream.New(upstream.Options{Kind: "stdio", MaxSessions: maxSessions, IdleTimeout: idle, Logger: logger,
 			Dial: upstream.Command{Path: path, Args: command[1:]}.Dial})
-		return upstreamSpec{url: stdioPlaceholder, kind: "stdio", command: command, transport: s, sessions: s}, nil
+		return Upstream{URL: stdioPlaceholder, Kind: "stdio", Command: command, Transport: s, Sessions: s}, nil
 	}
 	if raw == "" {
-		return upstreamSpec{}, fmt.Errorf("--upstream URL or a command after -- is required: the MCP server to front, e.g. --upstream http://127.0.0.1:3001/mcp, or -- npx -y @modelcontextprotocol/server-memory (`stategate demo --upstream-only` runs one)")
+		return Upstream{}, fmt.Errorf("--upstream URL or a command after -- is required: the MCP server to front, e.g. --upstream http://127.0.0.1:3001/mcp, or -- npx -y @modelcontextprotocol/server-memory (`stategate demo --upstream-only` runs one)")
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return upstreamSpec{}, fmt.Errorf("--upstream %q is not an http(s) URL", raw)
+		return Upstream{}, fmt.Errorf("--upstream %q is not an http(s) URL", raw)
 	}
 	if transport == "sse" || ((transport == "" || transport == "auto") && strings.HasSuffix(u.Path, "/sse")) {
 		// Each upstream SSE session carries the credentials of the requests that use it:
@@ -83,7 +83,7 @@ func resolveUpstream(raw, transport string, command []string, maxSessions int, i
 		// whose requests come with others (a refreshed token) moves to a new one.
 		s := upstream.New(upstream.Options{Kind: "sse", MaxSessions: maxSessions, IdleTimeout: idle, Logger: logger,
 			Dial: upstream.LegacySSE{Endpoint: u.String()}.Dial, BindCredentials: true})
-		return upstreamSpec{url: u, kind: "sse", transport: s, sessions: s}, nil
+		return Upstream{URL: u, Kind: "sse", Transport: s, Sessions: s}, nil
 	}
-	return upstreamSpec{url: u, kind: "http"}, nil
+	return Upstream{URL: u, Kind: "http"}, nil
 }

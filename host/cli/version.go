@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -9,10 +9,10 @@ import (
 	"github.com/stategate/stategate/plugin/built"
 )
 
-// cmdVersion prints the build's version (the module version `go install` stamps, else the
+// Version prints the build's version (the module version `go install` stamps, else the
 // VCS revision `go build` stamps in a checkout) and the embedded plugin module's size and
 // SHA-256, which `sha256sum build/stategate.wasm` reproduces from a `make build`.
-func cmdVersion(stdout io.Writer) int {
+func Version(stdout io.Writer) int {
 	version, revision := buildVersion()
 	fmt.Fprintf(stdout, "stategate %s\n", version)
 	if revision != "" {

@@ -1,104 +1,19 @@
-package main
+package demo
 
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"github.com/stategate/stategate/exchange"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/stategate/stategate/host/demo"
 )
 
-func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("demo", stderr)
-	var o serveOptions
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "gateway address")
-	fs.StringVar(&o.plugin, "plugin", defaultPlugin, pluginUsage)
-	o.store = "memory"
-	upListen := fs.String("upstream-listen", "127.0.0.1:3001", "demo upstream address")
-	upstreamOnly := fs.Bool("upstream-only", false, "serve only the demo upstream MCP server (for an Envoy in front)")
-	noScript := fs.Bool("no-script", false, "skip the scripted session")
-	once := fs.Bool("once", false, "exit after the scripted session")
-	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2}
-	}
-	if *upstreamOnly {
-		// --listen names the upstream's address in this mode.
-		addr := *upListen
-		if isSet(fs, "listen") {
-			addr = o.listen
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return err
-		}
-		srv := &http.Server{Handler: demo.Handler(demo.Options{}), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
-		defer srv.Close()
-		fmt.Fprintf(stdout, "demo upstream MCP server: http://%s/mcp\n", ln.Addr())
-		<-ctx.Done()
-		return nil
-	}
-	upLn, err := net.Listen("tcp", *upListen)
-	if err != nil {
-		return err
-	}
-	upSrv := &http.Server{Handler: demo.Handler(demo.Options{}), ReadHeaderTimeout: 10 * time.Second}
-	go upSrv.Serve(upLn)
-	defer upSrv.Close()
-	upstream := &url.URL{Scheme: "http", Host: upLn.Addr().String(), Path: "/mcp"}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r, err := startGateway(ctx, demo.Config(), upstreamSpec{url: upstream, kind: "http"}, o, logger, hooks{})
-	if err != nil {
-		return err
-	}
-	defer r.cleanup()
-	ln, gw := r.ln, r.gw
-	endpoint := "http://" + ln.Addr().String() + "/mcp"
-	fmt.Fprintf(stdout, "stategate demo: gateway %s -> upstream %s\n\n", endpoint, upstream)
-	if !*noScript {
-		if err := script(ctx, endpoint, stdout); err != nil {
-			return fmt.Errorf("scripted session: %w", err)
-		}
-		fmt.Fprintf(stdout, "\ngateway stats: %d requests, %d tool calls, %d denied, %d invalidations, %d transitions, %d list_changed\n",
-			gw.Stats.Get(exchange.CountRequests), gw.Stats.Get(exchange.CountToolCalls), gw.Stats.Get(exchange.CountDenied),
-			gw.Stats.Get(exchange.CountInvalidations), gw.Stats.Get(exchange.CountTransitions), gw.Stats.Get(exchange.CountListChanged))
-	}
-	if *once {
-		return nil
-	}
-	fmt.Fprintf(stdout, `
-The gateway keeps serving. Connect any MCP client to it, for example MCP Inspector:
-  npx @modelcontextprotocol/inspector   (transport: Streamable HTTP, URL: %s)
-Press Ctrl-C to stop.
-`, endpoint)
-	<-ctx.Done()
-	return nil
-}
-
-// isSet reports whether the flag name was given on the command line.
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			set = true
-		}
-	})
-	return set
-}
-
-// script plays a short session through the gateway with the official MCP Go SDK client
+// Script plays a short session through the gateway with the official MCP Go SDK client
 // and prints what the model sees.
-func script(ctx context.Context, endpoint string, out io.Writer) error {
+func Script(ctx context.Context, endpoint string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	changed := make(chan struct{}, 8)

@@ -1,9 +1,10 @@
-package main
+package stdio
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +22,8 @@ import (
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/host/serve"
+	"github.com/stategate/stategate/internal/testenv"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
@@ -89,13 +93,14 @@ func (u hostileSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// TestStdio_hostileUpstreamOneMessagePerLine: `stategate stdio --upstream URL` in front of an
+// TestStdio_hostileUpstreamOneMessagePerLine: the stdio gateway (`stategate stdio --upstream URL`) in front of an
 // upstream that puts two messages in one SSE event (a notification, then an answer listing
 // every tool). The client's first answer to each request is the gateway's: the decorated
 // list (cart.checkout hidden in state empty, hints), or its error where no readable answer
 // came; never the undecorated list; every line of stdout is one JSON-RPC message, and the
 // GET stream's unreadable event reaches it neither.
 func TestStdio_hostileUpstreamOneMessagePerLine(t *testing.T) {
+	testenv.NeedFile(t, plugin, "run `make build`")
 	upstream := hostileSSE{done: make(chan struct{})}
 	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
@@ -108,7 +113,11 @@ func TestStdio_hostileUpstreamOneMessagePerLine(t *testing.T) {
 	stderr := &syncBuffer{}
 	code := make(chan int, 1)
 	go func() {
-		c := run([]string{"stdio", "--config", cfg, "--plugin", plugin, "--upstream", up.URL + "/mcp"}, inR, outW, stderr)
+		c := 0
+		if err := runStdio(cfg, up.URL+"/mcp", inR, outW, stderr); err != nil {
+			fmt.Fprintln(stderr, err)
+			c = 1
+		}
 		outW.Close()
 		code <- c
 	}()
@@ -270,7 +279,7 @@ func FuzzStdioFraming(f *testing.F) {
 			}
 		}
 		var stdout bytes.Buffer
-		b := &stdioBridge{out: &stdout, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		b := &bridge{out: &stdout, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		_, ok := b.relay(status, respCT, &client, gjson.Parse("1"), true, false)
 		if !ok {
 			b.write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"unread"}}`)) // as post does
@@ -304,4 +313,65 @@ func listsHidden(m []byte) bool {
 		return !hidden
 	})
 	return hidden
+}
+
+const plugin = "../../build/stategate.wasm"
+
+// runStdio runs what `stategate stdio --config cfg --plugin plugin --upstream url` runs.
+func runStdio(cfg, url string, stdin io.Reader, stdout, stderr io.Writer) error {
+	logger := serve.NewLogger("text", stderr)
+	up, err := serve.ResolveUpstream(url, "auto", nil, 2, -1, logger)
+	if err != nil {
+		return err
+	}
+	return Run(context.Background(), Options{ConfigPath: cfg, Upstream: up, Logger: logger,
+		Serve: serve.Options{Name: "stdio-test", Store: "memory", Plugin: plugin},
+		Ops:   serve.OpsOptions{Admin: "off", LogFormat: "text", Drain: 5 * time.Second}}, stdin, stdout, stderr)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func send(t *testing.T, w io.Writer, msg string) {
+	t.Helper()
+	if _, err := io.WriteString(w, msg+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nextAnswer returns the next line on stdout that answers id (every line must be JSON-RPC).
+func nextAnswer(t *testing.T, lines <-chan string, id int) gjson.Result {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("stdout ended before the answer to %d", id)
+			}
+			m := gjson.Parse(l)
+			if !gjson.Valid(l) || m.Get("jsonrpc").Str != "2.0" {
+				t.Fatalf("stdout carries something other than JSON-RPC: %q", l)
+			}
+			if m.Get("id").Int() == int64(id) && !m.Get("method").Exists() {
+				return m
+			}
+		case <-deadline:
+			t.Fatalf("no answer to %d", id)
+		}
+	}
 }

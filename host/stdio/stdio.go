@@ -1,4 +1,7 @@
-package main
+// Package stdio is `stategate stdio`: the gateway for one desktop client, in process, with
+// the client's JSON-RPC on stdin and stdout (the bridge) and the gateway on a listener only
+// this process can reach.
+package stdio
 
 import (
 	"bufio"
@@ -6,116 +9,88 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
+	"github.com/stategate/stategate/host/serve"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
-// cmdStdio is `stategate stdio`: what a desktop client's mcpServers entry runs. The client
+// Options are what `stategate stdio` runs: the configuration, the server it fronts and
+// the gateway's options (serve.Run's).
+type Options struct {
+	ConfigPath string
+	Upstream   serve.Upstream
+	Serve      serve.Options
+	Ops        serve.OpsOptions
+	Logger     *slog.Logger // on stderr: stdout is the protocol's
+}
+
+// EndedError is why a stdio session ended before its client closed stdin (the server's
+// child died, say).
+type EndedError struct{ Cause error }
+
+func (e *EndedError) Error() string { return e.Cause.Error() }
+func (e *EndedError) Unwrap() error { return e.Cause }
+
+// Run is `stategate stdio`: what a desktop client's mcpServers entry runs. The client
 // speaks newline-delimited JSON-RPC on stdin and stdout; stategate runs the gateway in
 // this process, on a listener only this process can reach (memListener), and is its client
-// (stdioBridge): every message goes through the same handler, exchange core and upstream
+// (bridge): every message goes through the same handler, exchange core and upstream
 // transport as `serve`, so everything the HTTP gateway does holds here. The server is a
 // child (a command after --) or an HTTP one (--upstream URL).
-func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("stdio", stderr)
-	cfgPath := fs.String("config", "", "configuration file (JSON or YAML)")
-	up := fs.String("upstream", "", "URL of an HTTP MCP server to front instead of a command after --")
-	upTransport := fs.String("upstream-transport", "auto", "the upstream URL's transport: streamable, sse (2024-11-05 HTTP+SSE) or auto (sse when the path ends in /sse)")
-	var o serveOptions
-	fs.StringVar(&o.name, "name", "", "this gateway's name: its admin record (with --admin) and default store file name (default: stdio-PID)")
-	fs.StringVar(&o.store, "store", "memory", "state store: memory (this process: the stdio session is one session), bolt:PATH, or redis://HOST:PORT/DB (see serve --help)")
-	fs.StringVar(&o.plugin, "plugin", defaultPlugin, pluginUsage)
-	fs.BoolVar(&o.interruptible, "interruptible", false, "stop plugin calls at their deadline (hard), at about 10x the cost per call")
-	var a opsOptions
-	fs.StringVar(&a.admin, "admin", "off", "admin listener address (probes, admin API, events, metrics, status page), or off")
-	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+adminTokenEnv+"); without one the admin listener must be loopback")
-	fs.StringVar(&a.logFormat, "log-format", "text", "log format (on stderr): text or json")
-	fs.DurationVar(&a.drain, "drain-timeout", 5*time.Second, "when stdin closes, how long calls in flight may take to finish")
-	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2}
-	}
-	fs.Visit(func(f *flag.Flag) { a.adminSet = a.adminSet || f.Name == "admin" })
-	if *cfgPath == "" {
-		return &exitError{code: 2, msg: "stategate stdio: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from)"}
-	}
-	if a.logFormat != "text" && a.logFormat != "json" {
-		return &exitError{code: 2, msg: fmt.Sprintf("stategate stdio: --log-format %q: want text or json", a.logFormat)}
-	}
-	logger := newLogger(a.logFormat, stderr)
-	// One client: its session, and one spare for a client that initializes again (the
-	// bridge ends the first) or for 2026-07-28 requests, which have no session. The client
-	// may stay quiet for hours: its session never ends for idling (-1).
-	upstream, err := resolveUpstream(*up, *upTransport, fs.Args(), 2, -1, logger)
-	if err != nil {
-		return &exitError{code: 2, msg: "stategate stdio: " + err.Error()}
-	}
-	if o.name == "" {
-		o.name = "stdio-" + strconv.Itoa(os.Getpid())
-	}
-	if o.name, err = gatewayName(o.name, ""); err != nil {
-		return &exitError{code: 2, msg: "stategate stdio: " + err.Error()}
-	}
-	if a.admin != "off" {
-		if a.stateDir, err = stateDir(); err != nil {
-			a.stateDir = "" // no record: the admin commands then need --admin
-		}
-	}
-	cfg, eng, err := loadValidated(*cfgPath, logger)
+func Run(ctx context.Context, o Options, stdin io.Reader, stdout, stderr io.Writer) error {
+	cfg, eng, err := serve.LoadValidated(o.ConfigPath, o.Logger)
 	if err != nil {
 		return err
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if upstream.sessions != nil {
-		upstream.sessions.SetEnded(func(_ string, err error) { cancel(err) }) // the child died
+	if o.Upstream.Sessions != nil {
+		o.Upstream.Sessions.SetEnded(func(_ string, err error) { cancel(err) }) // the child died
 	}
 	ln := newMemListener()
-	o.listener, o.listen = ln, "stdio"
+	o.Serve.Listener, o.Serve.Listen = ln, "stdio"
 	served := make(chan error, 1)
 	go func() {
-		err := serveWithOps(ctx, *cfgPath, cfg, eng, upstream, o, a, logger, stderr) // stdout is the protocol's
+		err := serve.Run(ctx, o.ConfigPath, cfg, eng, o.Upstream, o.Serve, o.Ops, o.Logger, stderr) // stdout is the protocol's
 		if err != nil {
 			cancel(err)
 		}
 		served <- err
 	}()
-	b := &stdioBridge{client: &http.Client{Transport: &http.Transport{DialContext: ln.dial, DisableCompression: true}},
-		url: "http://stdio/mcp", out: stdout, log: logger}
+	b := &bridge{client: &http.Client{Transport: &http.Transport{DialContext: ln.dial, DisableCompression: true}},
+		url: "http://stdio/mcp", out: stdout, log: o.Logger}
 	b.run(ctx, stdin)
 	cancel(nil)
 	serveErr := <-served
 	ln.Close()
-	if upstream.sessions != nil {
-		upstream.sessions.Close()
+	if o.Upstream.Sessions != nil {
+		o.Upstream.Sessions.Close()
 	}
 	if serveErr != nil {
 		return serveErr
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return &exitError{code: 1, msg: "stategate stdio: " + cause.Error()}
+		return &EndedError{Cause: cause}
 	}
 	return nil
 }
 
-// stdioBridge is the gateway's client for the stdio client: each line from stdin is POSTed
+// bridge is the gateway's client for the stdio client: each line from stdin is POSTed
 // to the gateway; each JSON-RPC message in the answer (JSON, or SSE event by event) goes
 // to stdout as a line, and so does every message on the session's GET stream.
-type stdioBridge struct {
+type bridge struct {
 	client *http.Client
 	url    string
 	log    *slog.Logger
@@ -131,7 +106,7 @@ type stdioBridge struct {
 }
 
 // run reads stdin until it closes or ctx ends, then ends the session (its child too).
-func (b *stdioBridge) run(ctx context.Context, stdin io.Reader) {
+func (b *bridge) run(ctx context.Context, stdin io.Reader) {
 	lines := make(chan []byte)
 	go func() {
 		defer close(lines)
@@ -184,7 +159,7 @@ func (b *stdioBridge) run(ctx context.Context, stdin io.Reader) {
 // and reports whether it did. Anything else is never written: a client reads stdout line
 // by line, so bytes that are not one message (two messages joined by a newline, an event
 // the gateway could not read) would reach it as messages the gateway never checked.
-func (b *stdioBridge) write(msg []byte) bool {
+func (b *bridge) write(msg []byte) bool {
 	line, ok := message(msg)
 	if !ok {
 		if len(bytes.TrimSpace(msg)) > 0 {
@@ -240,7 +215,7 @@ func answers(msg []byte, id gjson.Result) bool {
 	return got.Raw == id.Raw || got.Type == gjson.Number && got.Num == id.Num
 }
 
-func (b *stdioBridge) headers(h http.Header) {
+func (b *bridge) headers(h http.Header) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.session != "" {
@@ -252,7 +227,7 @@ func (b *stdioBridge) headers(h http.Header) {
 }
 
 // post sends one message and writes what answers it.
-func (b *stdioBridge) post(ctx context.Context, line []byte) {
+func (b *bridge) post(ctx context.Context, line []byte) {
 	id := gjson.GetBytes(line, "id")
 	isRequest := id.Exists() && gjson.GetBytes(line, "method").Exists()
 	fail := func(msg string) {
@@ -301,7 +276,7 @@ func (b *stdioBridge) post(ctx context.Context, line []byte) {
 // request when isRequest, whose id is id): one message per line, each checked by message,
 // at most one answer to id (the first; a client would take either). It returns the
 // negotiated protocol version of an initialize answer, and whether id was answered.
-func (b *stdioBridge) relay(status int, contentType string, body io.Reader, id gjson.Result, isRequest, initialize bool) (protocol string, answered bool) {
+func (b *bridge) relay(status int, contentType string, body io.Reader, id gjson.Result, isRequest, initialize bool) (protocol string, answered bool) {
 	emit := func(m []byte) {
 		line, ok := message(m)
 		if ok && isRequest && answers(line, id) {
@@ -365,7 +340,7 @@ func eachEventData(r io.Reader, emit func([]byte)) {
 
 // openStream opens the session's GET stream: the server's own messages and the gateway's
 // notifications that no answer carried.
-func (b *stdioBridge) openStream(ctx context.Context) {
+func (b *bridge) openStream(ctx context.Context) {
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.mu.Lock()
 	b.stopGet = stop
@@ -401,7 +376,7 @@ func (b *stdioBridge) openStream(ctx context.Context) {
 }
 
 // endSession ends the session at the gateway (DELETE: its child ends) and its stream.
-func (b *stdioBridge) endSession() {
+func (b *bridge) endSession() {
 	b.mu.Lock()
 	sid, stop := b.session, b.stopGet
 	b.session, b.protocol, b.stopGet = "", "", nil

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"crypto/rand"
@@ -19,18 +19,18 @@ import (
 // directory, one set of files per gateway name:
 //
 //	NAME.db           the default bolt store (an explicit --store wins)
-//	NAME.admin.json   how to reach its admin listener (gatewayRecord), while it runs
+//	NAME.admin.json   how to reach its admin listener (Record), while it runs
 //	NAME.admin-token  the token it generated for that listener (mode 0600), while it runs
 //
 // The admin commands read the records to find a running gateway and its token with no
 // flags.
 
-// defaultAdmin is serve's --admin default: loopback, a port of the system's choosing, and
+// DefaultAdmin is serve's --admin default: loopback, a port of the system's choosing, and
 // a generated token.
-const defaultAdmin = "127.0.0.1:0"
+const DefaultAdmin = "127.0.0.1:0"
 
 // stateDir is $XDG_STATE_HOME/stategate, else ~/.local/state/stategate.
-func stateDir() (string, error) {
+func StateDir() (string, error) {
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "stategate"), nil
 	}
@@ -41,9 +41,9 @@ func stateDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "stategate"), nil
 }
 
-// gatewayName is --name, else one derived from the listen address ("127.0.0.1-8080"); a
+// GatewayName is --name, else one derived from the listen address ("127.0.0.1-8080"); a
 // port of 0 adds the process id, since such a gateway has no stable address.
-func gatewayName(name, listen string) (string, error) {
+func GatewayName(name, listen string) (string, error) {
 	if name != "" {
 		if !validName(name) {
 			return "", fmt.Errorf("--name %q: use letters, digits, '.', '_' and '-' (at most 64)", name)
@@ -81,8 +81,8 @@ func sanitizeName(s string) string {
 	return string(b)
 }
 
-// gatewayRecord is NAME.admin.json.
-type gatewayRecord struct {
+// Record is NAME.admin.json.
+type Record struct {
 	Name      string `json:"name"`
 	PID       int    `json:"pid"`
 	Admin     string `json:"admin"`               // http://ADDR of the admin listener
@@ -114,7 +114,7 @@ func writeToken(dir, name string) (token, path string, err error) {
 
 // publish writes the record (mode 0600) and returns a function that removes it and the
 // token file it names.
-func (r gatewayRecord) publish(dir string) (func(), error) {
+func (r Record) publish(dir string) (func(), error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory[%s]: %w", dir, err)
 	}
@@ -135,16 +135,16 @@ func (r gatewayRecord) publish(dir string) (func(), error) {
 	}, nil
 }
 
-// runningGateways reads the records in dir whose process is alive, by name.
-func runningGateways(dir string) []gatewayRecord {
+// RunningGateways reads the records in dir whose process is alive, by name.
+func RunningGateways(dir string) []Record {
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.admin.json"))
-	var out []gatewayRecord
+	var out []Record
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
 		}
-		var r gatewayRecord
+		var r Record
 		if json.Unmarshal(b, &r) != nil || r.Admin == "" || !alive(r.PID) {
 			continue
 		}
@@ -164,32 +164,32 @@ func alive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// findGateway picks the running gateway the admin commands talk to: the one named, or the
+// FindGateway picks the running gateway the admin commands talk to: the one named, or the
 // only one running.
-func findGateway(name string) (gatewayRecord, error) {
-	dir, err := stateDir()
+func FindGateway(name string) (Record, error) {
+	dir, err := StateDir()
 	if err != nil {
-		return gatewayRecord{}, err
+		return Record{}, err
 	}
-	all := runningGateways(dir)
+	all := RunningGateways(dir)
 	if name != "" {
 		for _, r := range all {
 			if r.Name == name {
 				return r, nil
 			}
 		}
-		return gatewayRecord{}, fmt.Errorf("no running gateway named %q in %s%s", name, dir, names(all))
+		return Record{}, fmt.Errorf("no running gateway named %q in %s%s", name, dir, names(all))
 	}
 	switch len(all) {
 	case 0:
-		return gatewayRecord{}, fmt.Errorf("no running gateway found in %s: start one with `stategate serve`, or give --admin URL", dir)
+		return Record{}, fmt.Errorf("no running gateway found in %s: start one with `stategate serve`, or give --admin URL", dir)
 	case 1:
 		return all[0], nil
 	}
-	return gatewayRecord{}, fmt.Errorf("%d gateways are running: pick one with --name%s", len(all), names(all))
+	return Record{}, fmt.Errorf("%d gateways are running: pick one with --name%s", len(all), names(all))
 }
 
-func names(all []gatewayRecord) string {
+func names(all []Record) string {
 	if len(all) == 0 {
 		return ""
 	}
