@@ -165,3 +165,67 @@ func BenchmarkExchange_passThrough(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExchange_answerSize measures a gated tools/call whose answer is 1 KB or 32 KB of
+// JSON (rewritten by the module: http_answer carries it in, and out again), through this
+// host two ways in one run: the named exports, whose input and output go through Extism's
+// kernel 8 bytes per host call (entry=named_exports), and the module's stdio entry
+// (entry=stdio; the default). What to read is each entry's 32 KB/1 KB ratio.
+//
+//	go test ./examples/extism-go -run '^$' -bench Exchange_answerSize -benchtime 1000x
+func BenchmarkExchange_answerSize(b *testing.B) {
+	module := loadModule(b)
+	cfg := exchangetest.Config("sample.json")
+	answers := map[string]string{}
+	for name, n := range map[string]int{"1KB": 1 << 10, "32KB": 32 << 10} {
+		head := `,"result":{"content":[{"type":"text","text":"`
+		answers[name] = head + strings.Repeat("x", n-len(`{"jsonrpc":"2.0","id":7`)-len(head)-len(`"}]}}`)) + `"}]}}`
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		size := r.URL.Query().Get("size")
+		id := strings.SplitN(strings.SplitN(string(body), `"id":`, 2)[1], ",", 2)[0]
+		io.WriteString(w, `{"jsonrpc":"2.0","id":`+id+answers[size])
+	}))
+	defer up.Close()
+	request := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tasks.update","arguments":{"id":"T1"}}}`
+	urls := map[string]string{}
+	for _, entry := range []string{"named_exports", "stdio"} {
+		h, err := New(context.Background(), Options{Module: module, Config: cfg, Upstream: up.URL + "/mcp", NamedExports: entry == "named_exports"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		if (h.stdio != nil) != (entry == "stdio") {
+			b.Fatalf("entry %s: the host did not take it (a module without %s?)", entry, stdioEntry)
+		}
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		urls[entry] = srv.URL + "/mcp"
+	}
+	for range 2 {
+		for _, size := range []string{"1KB", "32KB"} {
+			for _, entry := range []string{"named_exports", "stdio"} {
+				b.Run("entry="+entry+"/answer_"+size, func(b *testing.B) {
+					for b.Loop() {
+						req, _ := http.NewRequest("POST", urls[entry]+"?size="+size, strings.NewReader(request))
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("Accept", "application/json, text/event-stream")
+						req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+						req.Header.Set("Mcp-Session-Id", "s1")
+						resp, err := http.DefaultClient.Do(req)
+						if err != nil {
+							b.Fatal(err)
+						}
+						n, _ := io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != 200 || n < int64(len(answers[size])) {
+							b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+						}
+					}
+				})
+			}
+		}
+	}
+}
