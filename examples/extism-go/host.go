@@ -102,6 +102,24 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	return h, err
 }
 
+// invoke runs export fn on in and answers a copy of its output: through the stdio entry
+// when the host uses it, else through Extism's kernel.
+func (h *Host) invoke(fn string, in []byte) ([]byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stdio != nil {
+		h.stdio.in, h.stdio.out = in, h.stdio.out[:0]
+		rc, _, err := h.plugin.Call(stdioEntry, []byte(fn))
+		h.stdio.in = nil
+		if err == nil && rc != 0 {
+			err = errors.New(stdioEntry + ": the module's stdout refused its output")
+		}
+		return bytes.Clone(h.stdio.out), err
+	}
+	_, out, err := h.plugin.Call(fn, in)
+	return bytes.Clone(out), err
+}
+
 // stdioEntry is the module's stdio entry (abi.ExportStdioCall): its Extism input names the
 // export to run, whose input the module reads from its WASI stdin and whose output it
 // writes to its WASI stdout. wazero's fd_read and fd_write copy those straight into and
@@ -177,20 +195,7 @@ func (h *Host) cas(in []byte) []byte {
 // call runs an export on head and body, and splits its output the same way.
 func (h *Host) call(fn string, head any, body []byte) (map[string]json.RawMessage, []byte, error) {
 	hb, _ := json.Marshal(head)
-	in := append(append(hb, '\n'), body...)
-	h.mu.Lock()
-	var out []byte
-	var err error
-	if h.stdio != nil {
-		h.stdio.in, h.stdio.out = in, h.stdio.out[:0]
-		_, _, err = h.plugin.Call(stdioEntry, []byte(fn))
-		out = bytes.Clone(h.stdio.out)
-		h.stdio.in = nil
-	} else {
-		_, out, err = h.plugin.Call(fn, in)
-		out = bytes.Clone(out)
-	}
-	h.mu.Unlock()
+	out, err := h.invoke(fn, append(append(hb, '\n'), body...))
 	if err != nil {
 		return nil, nil, err
 	}
