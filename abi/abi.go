@@ -95,7 +95,7 @@ const (
 	// output to WASI stdout (the Extism output stays empty). For Extism hosts that set a
 	// module's stdin and stdout but cannot write its memory (the Extism Go SDK). A stdin
 	// that cannot be read answers an INVALID_INPUT document; a stdout that refuses the
-	// output makes the call fail (returns 1 with an Extism error).
+	// output makes the call return 1 (the host treats the call as failed).
 	ExportStdioCall = "stategate_stdio"
 	// ExportInitialize is the WASI reactor initializer a host calls once after instantiation.
 	ExportInitialize = "_initialize"

@@ -85,13 +85,16 @@ func Register(fn abi.Function, h Handler) {
 	}{fn, h})
 }
 
-// run answers fn on in, appending to dst where the function allows. in may be a buffer the
-// entry reuses: a Handler gets a copy.
-func run(dst []byte, fn abi.Function, in []byte) []byte {
+// run answers fn on in, appending to dst where the function allows. A Handler gets in
+// itself when the caller owns it, else a copy (in is a buffer the entry reuses).
+func run(dst []byte, fn abi.Function, in []byte, owned bool) []byte {
 	Load()
 	for _, e := range handlers {
 		if e.fn == fn {
-			return e.h(append([]byte(nil), in...))
+			if !owned {
+				in = append([]byte(nil), in...)
+			}
+			return e.h(in)
 		}
 	}
 	if eng == nil {
@@ -117,15 +120,7 @@ func byName(name []byte) abi.Function {
 // Extism answers fn through the Extism kernel: the input from pdk.Input, the output by
 // pdk.Output. Every Extism export of a function is `return exports.Extism(fn)`.
 func Extism(fn abi.Function) int32 {
-	in := pdk.Input()
-	Load()
-	for _, e := range handlers {
-		if e.fn == fn {
-			pdk.Output(e.h(in))
-			return 0
-		}
-	}
-	pdk.Output(run(nil, fn, in))
+	pdk.Output(run(nil, fn, pdk.Input(), true))
 	return 0
 }
 
@@ -199,7 +194,7 @@ func answer(fn int32, in []byte) []byte {
 	if cap(rawOut) > rawKeep {
 		rawOut = nil
 	}
-	out := run(rawOut[:0], abi.Function(fn), in)
+	out := run(rawOut[:0], abi.Function(fn), in, false)
 	if cap(rawIn) > rawKeep {
 		rawIn = nil
 	}

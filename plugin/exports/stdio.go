@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/extism/go-pdk"
-	"github.com/stategate/stategate/abi"
 )
 
 // The stdio entry (abi.ExportStdioCall): an Extism export whose Extism input is only the
@@ -56,7 +55,6 @@ func writeStdout(out []byte) int32 {
 	for len(out) > 0 {
 		n, ok := fdIO(true, 1, out)
 		if !ok || n == 0 {
-			pdk.SetErrorString(abi.ExportStdioCall + ": stdout refused the output")
 			return 1
 		}
 		out = out[n:]
