@@ -26,6 +26,17 @@ const (
 	FuncToolHealth     Function = 6
 )
 
+// The exchange module's own exports (ABI.md, "The exchange exports"): their function ids
+// for its raw and stdio entries. The engine module answers them UNKNOWN_FUNCTION.
+const (
+	FuncHTTPRequest Function = 16
+	FuncHTTPAnswer  Function = 17
+	FuncHTTPTimeout Function = 18
+)
+
+// ExchangeFunctions lists the exchange module's own Functions.
+var ExchangeFunctions = []Function{FuncHTTPRequest, FuncHTTPAnswer, FuncHTTPTimeout}
+
 // Functions lists every Function, in ABI order.
 var Functions = []Function{FuncDecorateTools, FuncDecorateResult, FuncTransition, FuncCheckLimits, FuncCheckConfig, FuncToolHealth}
 
@@ -47,11 +58,17 @@ func (f Function) Name() string {
 		return "check_config"
 	case FuncToolHealth:
 		return "tool_health"
+	case FuncHTTPRequest:
+		return "http_request"
+	case FuncHTTPAnswer:
+		return "http_answer"
+	case FuncHTTPTimeout:
+		return "http_timeout"
 	}
 	return ""
 }
 
-// FunctionByName returns the Function whose export name is name.
+// FunctionByName returns the engine Function whose export name is name.
 func FunctionByName(name string) (Function, bool) {
 	for _, f := range Functions {
 		if f.Name() == name {
@@ -61,8 +78,9 @@ func FunctionByName(name string) (Function, bool) {
 	return 0, false
 }
 
-// Raw exports: a zero-copy entry used by the project's own wazero host. Generic Extism hosts
-// ignore them and call the named exports above.
+// Raw exports: a zero-copy entry used by the project's own wazero host, and the stdio entry
+// for Extism hosts that give a module its stdin and stdout. Generic Extism hosts ignore them
+// and call the named exports above. Both modules carry both (plugin/exports).
 const (
 	// ExportRawAlloc is `(size i32) -> (ptr i32)`: a guest buffer of size bytes for the next
 	// stategate_call, or 0 when size is negative or over 256 MiB. Call it before every
@@ -72,6 +90,13 @@ const (
 	// ptr (which must be the last stategate_alloc's) and answers (outPtr << 32 | outLen). The
 	// output stays valid until the next raw call.
 	ExportRawCall = "stategate_call"
+	// ExportStdioCall is an Extism export, `() -> i32`, whose Extism input is the export
+	// name of a Function: it runs that Function on the whole of WASI stdin and writes the
+	// output to WASI stdout (the Extism output stays empty). For Extism hosts that set a
+	// module's stdin and stdout but cannot write its memory (the Extism Go SDK). A stdin
+	// that cannot be read answers an INVALID_INPUT document; a stdout that refuses the
+	// output makes the call return 1 (the host treats the call as failed).
+	ExportStdioCall = "stategate_stdio"
 	// ExportInitialize is the WASI reactor initializer a host calls once after instantiation.
 	ExportInitialize = "_initialize"
 )

@@ -26,15 +26,27 @@ func loadModule(t testing.TB) []byte {
 }
 
 // TestExchangeSuite runs every case of the exchange suite through this host: the module's
-// exchange on the Extism Go SDK, with the bytes the Go gateway gives.
+// exchange on the Extism Go SDK, with the bytes the Go gateway gives, through the module's
+// stdio entry (what the host uses) and through the named exports (a host without stdio).
 func TestExchangeSuite(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		t.Run(map[bool]string{false: "entry=stdio", true: "entry=named_exports"}[named], func(t *testing.T) {
+			exchangeSuite(t, named)
+		})
+	}
+}
+
+func exchangeSuite(t *testing.T, named bool) {
 	module := loadModule(t)
 	cache := wazero.NewCompilationCache()
 	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		sh, upstream := exchangetest.NewHTTPHost(t)
-		h, err := New(context.Background(), Options{Module: module, Config: cfg, Upstream: upstream, Cache: cache, PublicURL: o.PublicURL})
+		h, err := New(context.Background(), Options{Module: module, Config: cfg, Upstream: upstream, Cache: cache, PublicURL: o.PublicURL, NamedExports: named})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if (h.stdio == nil) != named {
+			t.Fatalf("NamedExports %v: the host took the other entry (a module without %s?)", named, stdioEntry)
 		}
 		t.Cleanup(func() { h.Close(context.Background()) })
 		srv := httptest.NewServer(h)

@@ -32,6 +32,7 @@ type Host struct {
 
 	mu     sync.Mutex // one plugin instance; calls are serialised
 	plugin *extism.Plugin
+	stdio  *stdio // the module's stdin and stdout, for its stdio entry; nil: the named exports
 
 	state   sync.Mutex
 	store   map[string]string
@@ -51,6 +52,10 @@ type Options struct {
 	// BodyTimeout bounds how long a request body may take to arrive (default 30 s, as the
 	// Go gateway): a slow client is answered 400 and its connection closed.
 	BodyTimeout time.Duration
+	// NamedExports calls the named exports (http_request, ...) with their input and output
+	// through Extism's kernel even when the module has the stdio entry: what a host that
+	// cannot give the module its stdin and stdout does (and the benchmark's baseline).
+	NamedExports bool
 }
 
 // New loads the module with the stategate configuration.
@@ -86,9 +91,61 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	}
 	// The module reads a real clock (lease expiry) and real randomness (session ids).
 	mc := wazero.NewModuleConfig().WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader)
+	// Its stdin and stdout carry the calls' input and output (stdioEntry).
+	sio := &stdio{}
+	mc = mc.WithStdin(sio).WithStdout(sio)
 	h.plugin, err = extism.NewPlugin(ctx, manifest, extism.PluginConfig{EnableWasi: true, ModuleConfig: mc, RuntimeConfig: rc},
 		[]extism.HostFunction{get, cas})
+	if err == nil && !o.NamedExports && h.plugin.FunctionExists(stdioEntry) {
+		h.stdio = sio
+	}
 	return h, err
+}
+
+// invoke runs export fn on in and answers a copy of its output: through the stdio entry
+// when the host uses it, else through Extism's kernel.
+func (h *Host) invoke(fn string, in []byte) ([]byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stdio != nil {
+		h.stdio.in, h.stdio.out = in, h.stdio.out[:0]
+		rc, _, err := h.plugin.Call(stdioEntry, []byte(fn))
+		h.stdio.in = nil
+		if err == nil && rc != 0 {
+			err = errors.New(stdioEntry + ": the module's stdout refused its output")
+		}
+		return bytes.Clone(h.stdio.out), err
+	}
+	_, out, err := h.plugin.Call(fn, in)
+	return bytes.Clone(out), err
+}
+
+// stdioEntry is the module's stdio entry (abi.ExportStdioCall): its Extism input names the
+// export to run, whose input the module reads from its WASI stdin and whose output it
+// writes to its WASI stdout. wazero's fd_read and fd_write copy those straight into and
+// out of the module's memory, one host call each, where go-pdk's Input and Output take one
+// call per 8 bytes through Extism's kernel. The Go SDK gives a host no other way into the
+// module: Plugin.Memory is the kernel's memory, and Call runs exports without parameters.
+const stdioEntry = "stategate_stdio"
+
+// stdio is the module's stdin (the call's input, then EOF) and stdout (the call's output).
+type stdio struct {
+	in  []byte
+	out []byte
+}
+
+func (s *stdio) Read(p []byte) (int, error) {
+	if len(s.in) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.in)
+	s.in = s.in[n:]
+	return n, nil
+}
+
+func (s *stdio) Write(p []byte) (int, error) {
+	s.out = append(s.out, p...)
+	return len(p), nil
 }
 
 // Close frees the plugin.
@@ -138,11 +195,7 @@ func (h *Host) cas(in []byte) []byte {
 // call runs an export on head and body, and splits its output the same way.
 func (h *Host) call(fn string, head any, body []byte) (map[string]json.RawMessage, []byte, error) {
 	hb, _ := json.Marshal(head)
-	in := append(append(hb, '\n'), body...)
-	h.mu.Lock()
-	_, out, err := h.plugin.Call(fn, in)
-	out = bytes.Clone(out)
-	h.mu.Unlock()
+	out, err := h.invoke(fn, append(append(hb, '\n'), body...))
 	if err != nil {
 		return nil, nil, err
 	}

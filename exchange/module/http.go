@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/extism/go-pdk"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/sse"
+	"github.com/stategate/stategate/plugin/exports"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -80,8 +80,8 @@ var (
 	logs    [][]byte
 )
 
-// finish closes the head with the notices and logs collected, and writes the output.
-func finish(head, body []byte) int32 {
+// finish closes the head with the notices and logs collected, and answers the output.
+func finish(head, body []byte) []byte {
 	if len(notices) > 0 {
 		head = append(head, `,"notify":[`...)
 		for i, n := range notices {
@@ -108,8 +108,7 @@ func finish(head, body []byte) int32 {
 	}
 	notices, logs = notices[:0], logs[:0]
 	head = append(head, "}\n"...)
-	pdk.Output(append(head, body...))
-	return 0
+	return append(head, body...)
 }
 
 func answerHead(status int, h flow.Headers) []byte {
@@ -118,17 +117,20 @@ func answerHead(status int, h flow.Headers) []byte {
 	return appendHeaders(head, h)
 }
 
-func badRequest(msg string) int32 {
+func badRequest(msg string) []byte {
 	return finish(answerHead(400, flow.Headers{{"Content-Type", "text/plain; charset=utf-8"}}), []byte(msg+"\n"))
 }
 
-//go:wasmexport http_request
-func httpRequest() int32 {
-	load()
+// httpRequest answers http_request (registered with plugin/exports in main.go, as the two below).
+func httpRequest(in []byte) []byte {
 	if core == nil {
-		return finish(answerHead(500, flow.Headers{{"Content-Type", "application/json"}}), engErr)
+		msg := failed
+		if msg == nil {
+			msg = exports.ConfigError()
+		}
+		return finish(answerHead(500, flow.Headers{{"Content-Type", "application/json"}}), msg)
 	}
-	head, body, ok := split(pdk.Input())
+	head, body, ok := split(in)
 	if !ok {
 		return badRequest("http_request: the input's head is not a JSON object")
 	}
@@ -182,10 +184,8 @@ func httpRequest() int32 {
 	return finish(answerHead(d.Status, d.Headers), d.Body)
 }
 
-//go:wasmexport http_answer
-func httpAnswer() int32 {
-	load()
-	head, body, ok := split(pdk.Input())
+func httpAnswer(in []byte) []byte {
+	head, body, ok := split(in)
 	if !ok {
 		return finish([]byte(`{"end":true,"error":"http_answer: the input's head is not a JSON object"`), nil)
 	}
@@ -226,7 +226,7 @@ func httpAnswer() int32 {
 
 // pipedAnswer answers a host that feeds an answer on after its pipe output: the chunks as
 // fed, as the Open would have (a host that ignores pipe gets the same bytes).
-func pipedAnswer(id int64, head gjson.Result, body []byte) int32 {
+func pipedAnswer(id int64, head gjson.Result, body []byte) []byte {
 	if e := head.Get("error"); e.Exists() {
 		delete(piped, id)
 		if e.Str == "cancelled" {
@@ -244,10 +244,8 @@ func pipedAnswer(id int64, head gjson.Result, body []byte) int32 {
 	return finish([]byte(`{"more":true`), body)
 }
 
-//go:wasmexport http_timeout
-func httpTimeout() int32 {
-	load()
-	head, _, ok := split(pdk.Input())
+func httpTimeout(in []byte) []byte {
+	head, _, ok := split(in)
 	if !ok {
 		return finish([]byte(`{"end":true,"abandon":true,"error":"http_timeout: the input's head is not a JSON object"`), nil)
 	}

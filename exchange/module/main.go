@@ -4,7 +4,8 @@
 // build.exchange`): the engine and the MCP exchange core (exchange/, exchange/flow) in one
 // Extism plugin, so that a host is an HTTP listener, an HTTP client, a map with
 // compare-and-set and a loop of calls (abi/ABI.md, "The exchange exports"). It keeps the
-// engine module's exports too. Built by TinyGo only.
+// engine module's exports too, and its raw and stdio entries (plugin/exports), which
+// answer the exchange exports as well. Built by TinyGo only.
 package main
 
 import (
@@ -21,23 +22,21 @@ import (
 	"github.com/stategate/stategate/exchange/kvstate"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
+	"github.com/stategate/stategate/plugin/exports"
 	"github.com/tidwall/gjson"
 )
 
 func main() {}
 
-// The engine, the core and the flow are built on the first call, from the Extism config
-// keys abi.ConfigKey and "exchange", and kept for the life of the instance.
+// The core and the flow are built once the engine is (plugin/exports, which holds the
+// engine and the engine's exports), from the Extism config key "exchange", and kept for the
+// life of the instance. failed is the answer of every http_request when they could not be.
 var (
-	eng    *engine.Engine
-	engErr []byte
-	cfgRaw []byte
-	ready  bool
-
-	core  *exchange.Core
-	flw   *flow.Flow
-	state = &kvstate.State{KV: hostKV{}}
-	opts  = exchangeOptions{MaxBodyBytes: 16 << 20, LeaseWaitMs: 5000}
+	core   *exchange.Core
+	flw    *flow.Flow
+	failed []byte
+	state  = &kvstate.State{KV: hostKV{}}
+	opts   = exchangeOptions{MaxBodyBytes: 16 << 20, LeaseWaitMs: 5000}
 )
 
 // exchangeOptions are the "exchange" config key's members.
@@ -51,21 +50,27 @@ type exchangeOptions struct {
 	Upstream       bool              // upstream given: OAuth discovery and rewriting on (oauthMap)
 }
 
+func init() {
+	exports.OnLoad(load)
+	exports.Register(abi.FuncHTTPRequest, httpRequest)
+	exports.Register(abi.FuncHTTPAnswer, httpAnswer)
+	exports.Register(abi.FuncHTTPTimeout, httpTimeout)
+}
+
+// The exchange exports, answered by every entry of plugin/exports (Extism, raw, stdio).
+
+//go:wasmexport http_request
+func httpRequestExport() int32 { return exports.Extism(abi.FuncHTTPRequest) }
+
+//go:wasmexport http_answer
+func httpAnswerExport() int32 { return exports.Extism(abi.FuncHTTPAnswer) }
+
+//go:wasmexport http_timeout
+func httpTimeoutExport() int32 { return exports.Extism(abi.FuncHTTPTimeout) }
+
+// load builds the core and the flow (exports.Load runs it once the engine is built).
 func load() {
-	if ready {
-		return
-	}
-	ready = true
-	reserve = make([]byte, 4<<20) // heap kept as free space (plugin/main.go, growHeap)
-	reserve = nil
-	cfg, _ := pdk.GetConfig(abi.ConfigKey)
-	cfgRaw = []byte(cfg)
-	e, err := engine.New(cfgRaw)
-	if err != nil {
-		engErr = engine.ConfigError(err)
-		return
-	}
-	eng = e
+	cfgRaw := exports.Config()
 	if x, ok := pdk.GetConfig("exchange"); ok && gjson.Valid(x) {
 		o := gjson.Parse(x)
 		if n := o.Get("maxBodyBytes").Int(); n > 0 && n <= 1<<30 {
@@ -84,7 +89,7 @@ func load() {
 		})
 		opts.Loopback = o.Get("loopback").Bool()
 		if err := oauthOptions(o); err != nil {
-			engErr = engine.ConfigError(err)
+			failed = engine.ConfigError(err)
 			return
 		}
 	}
@@ -133,44 +138,9 @@ func oauthMap() *exchange.OAuthMap {
 	return &opts.OAuth
 }
 
-var reserve []byte
-
-// inProcess is the engine called directly, as the engine module's exports call it.
+// inProcess is the engine called directly, as the engine's exports call it.
 type inProcess struct{}
 
 func (inProcess) Call(_ context.Context, fn abi.Function, in []byte) ([]byte, error) {
-	return eng.AppendCall(nil, fn, in), nil
+	return exports.Engine().AppendCall(nil, fn, in), nil
 }
-
-func engineCall(fn abi.Function) int32 {
-	load()
-	in := pdk.Input()
-	if eng == nil {
-		if fn == abi.FuncCheckConfig {
-			pdk.Output(engine.CheckConfig(cfgRaw))
-		} else {
-			pdk.Output(engErr)
-		}
-		return 0
-	}
-	pdk.Output(eng.AppendCall(nil, fn, in))
-	return 0
-}
-
-//go:wasmexport decorate_tools
-func decorateTools() int32 { return engineCall(abi.FuncDecorateTools) }
-
-//go:wasmexport decorate_result
-func decorateResult() int32 { return engineCall(abi.FuncDecorateResult) }
-
-//go:wasmexport transition
-func transition() int32 { return engineCall(abi.FuncTransition) }
-
-//go:wasmexport check_limits
-func checkLimits() int32 { return engineCall(abi.FuncCheckLimits) }
-
-//go:wasmexport check_config
-func checkConfig() int32 { return engineCall(abi.FuncCheckConfig) }
-
-//go:wasmexport tool_health
-func toolHealth() int32 { return engineCall(abi.FuncToolHealth) }
