@@ -18,6 +18,7 @@ package filter
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/oauth"
 
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
@@ -74,7 +75,7 @@ type pluginContext struct {
 	core     *exchange.Core
 	flow     *flow.Flow // the answer leg (answer.go)
 	origins  admission.OriginPolicy
-	oauth    exchange.OAuthMap // Public empty: discovery documents and challenges pass unchanged
+	oauth    oauth.Map // Public empty: discovery documents and challenges pass unchanged
 
 	metrics  bool
 	faults   [abi.NumFaults]proxywasm.MetricCounter
@@ -120,7 +121,7 @@ func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 	}})
 	p.origins = admission.OriginPolicy{AllowedOrigins: p.settings.AllowedOrigins, AllowedHosts: p.settings.AllowedHosts}
 	// Envoy's route, not the filter, picks the upstream path: the client's path is kept.
-	p.oauth = exchange.OAuthMap{Public: p.settings.PublicURL}
+	p.oauth = oauth.Map{Public: p.settings.PublicURL}
 	p.defineMetrics()
 	return types.OnPluginStartStatusOK
 }

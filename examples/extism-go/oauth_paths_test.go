@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/stategate/stategate/exchange/oauth"
 	"io"
 	"net"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/exchangetest"
 )
 
@@ -93,7 +93,7 @@ func TestHost_discoveryPathRefused(t *testing.T) {
 		"/.well-known/oauth-protected-resource//internal",
 	} {
 		resp, body := rawGet(t, addr, p, "Authorization: Bearer client-token\r\n")
-		if want := "Not Found: " + exchange.ErrDiscoveryPath.Error() + "\n"; resp.StatusCode != 404 || body != want {
+		if want := "Not Found: " + oauth.ErrDiscoveryPath.Error() + "\n"; resp.StatusCode != 404 || body != want {
 			t.Errorf("GET %s: %d %q; want 404 %q", p, resp.StatusCode, body, want)
 		}
 	}

@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/oauth"
 	"strconv"
 	"strings"
 
@@ -17,13 +18,13 @@ type Open struct {
 	f  *Flow
 	ex *exchange.Exchange // nil for a request passed through (pass)
 
-	pass       bool               // the answer passes unchanged
-	keepHead   bool               // the host sends the answer's head as the upstream gave it (Forwarded)
-	endSession bool               // a DELETE: a 2xx answer ends the session's state
-	observe    bool               // a GET stream: its messages are read for task ends
-	h          Headers            // the request's headers (pass)
-	path       string             // the client's path, without the query (challenges, oauth.go)
-	meta       exchange.Discovery // a GET of protected-resource metadata: read and rewritten
+	pass       bool            // the answer passes unchanged
+	keepHead   bool            // the host sends the answer's head as the upstream gave it (Forwarded)
+	endSession bool            // a DELETE: a 2xx answer ends the session's state
+	observe    bool            // a GET stream: its messages are read for task ends
+	h          Headers         // the request's headers (pass)
+	path       string          // the client's path, without the query (challenges, oauth.go)
+	meta       oauth.Discovery // a GET of protected-resource metadata: read and rewritten
 
 	kind        exchange.AnswerKind
 	mode        int // how the answer is handled (modeJSON, ...)

@@ -2,6 +2,7 @@ package flow_test
 
 import (
 	"context"
+	"github.com/stategate/stategate/exchange/oauth"
 	"sort"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func TestExchangeSuite(t *testing.T) {
 		core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg,
 			NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
 		return &host{f: flow.New(flow.Options{Core: core, Busy: st.TakeBusy, Origins: admission.OriginPolicy{Loopback: true},
-			OAuth: &exchange.OAuthMap{Public: o.PublicURL, EndpointPath: "/mcp"}})} // as the module, its upstream at /mcp
+			OAuth: &oauth.Map{Public: o.PublicURL, EndpointPath: "/mcp"}})} // as the module, its upstream at /mcp
 	})
 }
 

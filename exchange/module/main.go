@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/oauth"
 	"net/url"
 	"time"
 
@@ -47,8 +48,8 @@ type exchangeOptions struct {
 	AllowedOrigins []string
 	AllowedHosts   []string
 	Loopback       bool
-	OAuth          exchange.OAuthMap // publicUrl, and upstream's path (OAuth discovery)
-	Upstream       bool              // upstream given: OAuth discovery and rewriting on (oauthMap)
+	OAuth          oauth.Map // publicUrl, and upstream's path (OAuth discovery)
+	Upstream       bool      // upstream given: OAuth discovery and rewriting on (oauthMap)
 }
 
 func load() {
@@ -107,7 +108,7 @@ func load() {
 // takes effect with upstream only (oauthMap).
 func oauthOptions(o gjson.Result) error {
 	if v := o.Get("publicUrl"); v.Exists() {
-		p, err := exchange.ParsePublicURL(v.String())
+		p, err := oauth.ParsePublicURL(v.String())
 		if v.Type != gjson.String || err != nil {
 			return errors.New("exchange option publicUrl: must be an http(s) origin (scheme://host[:port])")
 		}
@@ -126,7 +127,7 @@ func oauthOptions(o gjson.Result) error {
 // oauthMap is the flow's OAuth option: discovery and its rewriting only with upstream
 // known, since a forward with origin sends a path at the upstream's origin; without it
 // publicUrl changes nothing (documents and challenges pass as any answer).
-func oauthMap() *exchange.OAuthMap {
+func oauthMap() *oauth.Map {
 	if !opts.Upstream {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/oauth"
 	"io"
 	"log/slog"
 	"net"
@@ -74,7 +75,7 @@ type Gateway struct {
 	client    *http.Client
 	proxy     *httputil.ReverseProxy
 	discovery *httputil.ReverseProxy // OAuth discovery documents (discovery.go)
-	oauth     exchange.OAuthMap
+	oauth     oauth.Map
 	streams   *streams
 	workers   workers // run the exchanges of tools/call requests
 
@@ -92,7 +93,7 @@ func New(opts Options) (*Gateway, error) {
 	public := ""
 	if opts.PublicURL != "" {
 		var err error
-		if public, err = exchange.ParsePublicURL(opts.PublicURL); err != nil {
+		if public, err = oauth.ParsePublicURL(opts.PublicURL); err != nil {
 			return nil, errors.New("gateway: " + err.Error())
 		}
 	}
@@ -119,7 +120,7 @@ func New(opts Options) (*Gateway, error) {
 		client:  &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		streams: newStreams(),
 		workers: workers{tasks: make(chan func())},
-		oauth:   exchange.OAuthMap{Public: public, EndpointPath: opts.Upstream.Path},
+		oauth:   oauth.Map{Public: public, EndpointPath: opts.Upstream.Path},
 	}
 	if g.opts.NewCache == nil {
 		g.opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/plugin/draw"
 	"go.opentelemetry.io/otel/trace"
 	"io"
@@ -372,7 +373,7 @@ type serveOptions struct {
 	name                  string // serve: the gateway's name (gatewayName)
 	interruptible         bool
 	origins, hosts        string       // comma-separated --allowed-origins / --allowed-hosts
-	publicURL             string       // --public-url, checked (exchange.ParsePublicURL); "": the listener's
+	publicURL             string       // --public-url, checked (oauth.ParsePublicURL); "": the listener's
 	listener              net.Listener // stdio: the in-process listener (nil: listen on listen)
 }
 
@@ -552,7 +553,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &exitError{code: 2, msg: "stategate serve: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from, `stategate serve --help` lists every flag)"}
 	}
 	if o.publicURL != "" {
-		if o.publicURL, err = exchange.ParsePublicURL(o.publicURL); err != nil {
+		if o.publicURL, err = oauth.ParsePublicURL(o.publicURL); err != nil {
 			return &exitError{code: 2, msg: "stategate serve: --public-url: " + strings.TrimPrefix(err.Error(), "public url ")}
 		}
 	}
