@@ -529,7 +529,7 @@ func nameSet(arr gjson.Result) map[string]bool {
 }
 
 // assembleList splices the decorated elements into the result raw, as
-// decorate.Index.Append does: the bytes between elements kept, a dropped element taking
+// decorate.Index.Append does (jsonx.AppendGap): the bytes between elements kept, a dropped element taking
 // its leading separator with it.
 func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (*decoratedList, []byte) {
 	size := len(raw) + len(pre) + len(post)
@@ -554,12 +554,12 @@ func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (
 			prev = e.end
 			continue
 		}
-		dst = appendGap(dst, raw[prev:e.start], first)
+		dst = jsonx.AppendGap(dst, raw[prev:e.start], first)
 		first = false
 		dst = append(dst, o.out...)
 		prev = e.end
 	}
-	dst = appendGap(dst, raw[prev:a.close], true)
+	dst = jsonx.AppendGap(dst, raw[prev:a.close], true)
 	dst = append(dst, raw[a.close:]...)
 	list := dst[len(pre):]
 	dst = append(dst, post...)
@@ -572,28 +572,4 @@ func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (
 		}
 	}
 	return d, dst
-}
-
-// appendGap appends the bytes between two array elements (whitespace and a comma),
-// without the comma when the element that follows is the first one written
-// (decorate.appendGap).
-func appendGap(dst []byte, gap string, first bool) []byte {
-	i := -1
-	for j := 0; j < len(gap); j++ {
-		if gap[j] == ',' {
-			i = j
-			break
-		}
-	}
-	switch {
-	case i < 0 && first:
-		return append(dst, gap...)
-	case i < 0:
-		dst = append(dst, ',')
-		return append(dst, gap...)
-	case first:
-		dst = append(dst, gap[:i]...)
-		return append(dst, gap[i+1:]...)
-	}
-	return append(dst, gap...)
 }
