@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"github.com/stategate/stategate/exchange/toollist"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -33,10 +34,10 @@ type Exchange struct {
 	Session string
 
 	core       *Core
-	structured string      // the answer's structuredContent (raw JSON), for the workflows' result guards
-	clientID   []byte      // the id as the client sent it (raw JSON)
-	upstreamID []byte      // the id the upstream sees (the client's, or a minted one)
-	list       *listReader // tools/list: the answer's tools, as its validation found them
+	structured string           // the answer's structuredContent (raw JSON), for the workflows' result guards
+	clientID   []byte           // the id as the client sent it (raw JSON)
+	upstreamID []byte           // the id the upstream sees (the client's, or a minted one)
+	list       *toollist.Reader // tools/list: the answer's tools, as its validation found them
 	version    string
 	principal  string
 	acceptsSSE bool
@@ -60,7 +61,7 @@ type Exchange struct {
 
 	own bool // Session is a live gateway session: never sent upstream
 	// authorization is a tools/list request's Authorization: with the principal, the
-	// credential scope its Mcp-Param declarations are learnt for (paramheaders.go).
+	// credential scope its Mcp-Param declarations are learnt for (toollist.Params).
 	authorization string
 	initVersion   string // initialize: the params.protocolVersion it asks for (its era)
 }

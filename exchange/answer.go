@@ -86,7 +86,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	var sub func(key string, at int) (int, error)
 	list := ex.readList(s)
 	if list != nil {
-		sub = list.sub // validates the list's result while finding its tools
+		sub = list.Sub // validates the list's result while finding its tools
 	}
 	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && (!jsonrpc.NotAnObject(err) || ex.InBatch(body)) {
 		if ex.carriesAnswer(body) {
@@ -100,7 +100,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 		return body, nil
 	}
 	if list != nil {
-		list.keep(ex.core)
+		list.Keep()
 	}
 	root := gjson.Parse(s)
 	result, ok := top.Answer(ex.upstreamID)
@@ -141,10 +141,8 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 		}
 		return msg, nil
 	case MethodToolsList:
-		if ex.core.params.m.Len() > 0 || strings.Contains(result.Raw, xMcpHeader) {
-			// Before decoration: the upstream's own schemas, as listed to this caller.
-			ex.core.params.learn(paramScope(ex.principal, ex.authorization), result)
-		}
+		// Before decoration: the upstream's own schemas, as listed to this caller.
+		ex.core.params.Learn(ex.principal, ex.authorization, result)
 		return ex.core.decorateTools(ctx, ex, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
@@ -249,7 +247,7 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 	in = jsonx.AppendString(in, ex.Tool)
 	in = append(in, `,"message":`...)
 	in = append(in, msg...)
-	known := c.known.get(ex.Session)
+	known := c.known.Get(ex.Session)
 	var cached []string // tools in the cache index, when this call may purge them
 	var indexErr error
 	if ex.cached.purges && ok {

@@ -5,9 +5,7 @@ package exchange
 import (
 	"context"
 	"crypto/rand"
-	"strings"
 	"time"
-	"unsafe"
 )
 
 // The runtime seams between the native core and the core in the TinyGo module
@@ -46,15 +44,4 @@ func waitFlight(ctx context.Context, f *flight, wait time.Duration) bool {
 	case <-ctx.Done():
 	}
 	return false
-}
-
-// unzeroed returns an empty buffer of capacity n whose bytes are not zeroed first
-// (strings.Builder.Grow): a list's buffer is hundreds of KB, and every byte of it is
-// written. (TinyGo's allocator zeroes every allocation anyway: runtime_tinygo.go.)
-func unzeroed(n int) []byte {
-	var b strings.Builder
-	b.Grow(max(n, 1))
-	b.WriteByte(0) // a string of one byte: its data is the buffer's
-	s := b.String()
-	return unsafe.Slice(unsafe.StringData(s), max(n, 1))[:0]
 }

@@ -50,13 +50,6 @@ func afterFunc(time.Duration, func()) stopper { return never{} }
 // waitFlight never waits: the call goes upstream itself.
 func waitFlight(context.Context, *flight, time.Duration) bool { return false }
 
-// unzeroed returns an empty buffer of capacity n (TinyGo's allocator zeroes every
-// allocation: no way around it, and the native version's strings.Builder costs module
-// size).
-//
-//go:inline
-func unzeroed(n int) []byte { return make([]byte, 0, n) }
-
 // detachedTimeout is ctx without its cancellation: the module has no timers.
 func detachedTimeout(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithoutCancel(ctx), func() {}

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"github.com/stategate/stategate/exchange/oauth"
+	"github.com/stategate/stategate/exchange/toollist"
 
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
@@ -196,7 +197,7 @@ func (p *pluginContext) Publish(e exchange.Event) {
 
 // UnknownTool logs a configuration name no listed tool meets (exchange.ConfigReporter),
 // once per configuration; stategate.events.config_unknown_tool counts them.
-func (p *pluginContext) UnknownTool(u exchange.UnknownTool) {
+func (p *pluginContext) UnknownTool(u toollist.UnknownTool) {
 	msg := "stategate: config names tool[" + u.Name + "], which the upstream does not list:"
 	if u.Glob {
 		msg = "stategate: config pattern[" + u.Name + "] matches no tool the upstream lists:"

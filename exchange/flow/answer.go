@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/internal/buf"
 	"github.com/stategate/stategate/exchange/oauth"
 	"strconv"
 	"strings"
@@ -179,7 +180,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	case o.kind == exchange.AnswerJSON:
 		o.mode = modeJSON
 		if n, err := strconv.Atoi(headers.Get("Content-Length")); err == nil && n > 0 && n <= o.f.o.MaxBodyBytes {
-			o.buf = unzeroed(min(n, maxPresize)) // read whole: sized once, not grown chunk by chunk
+			o.buf = buf.Unzeroed(min(n, maxPresize)) // read whole: sized once, not grown chunk by chunk
 		}
 		if o.keepHead {
 			o.started = true

@@ -11,6 +11,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/oauth"
+	"github.com/stategate/stategate/exchange/toollist"
 	"io"
 	"log/slog"
 	"net"
@@ -325,7 +326,7 @@ func (r reporter) CountLabel(c exchange.Counter, label string) {
 
 // UnknownTool logs a name of the configuration that no tool the upstream listed meets, and
 // hands it on when next takes it (exchange.ConfigReporter).
-func (r reporter) UnknownTool(u exchange.UnknownTool) {
+func (r reporter) UnknownTool(u toollist.UnknownTool) {
 	paths, kinds := make([]string, len(u.Where)), make([]string, len(u.Where))
 	for i, p := range u.Where {
 		paths[i], kinds[i] = p.Path, p.Kind

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stategate/stategate/exchange/toollist"
 	"io"
 	"log/slog"
 	"mime"
@@ -210,7 +211,7 @@ func (a *Admin) info(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Stats != nil {
 		out["counters"] = a.opts.Stats()
 	}
-	unknown := []exchange.UnknownTool{}
+	unknown := []toollist.UnknownTool{}
 	if a.opts.UnknownTools != nil {
 		unknown = append(unknown, a.opts.UnknownTools()...)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/stategate/stategate/exchange/toollist"
 	"io"
 	"log/slog"
 	"net"
@@ -86,7 +87,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		return nil, exchange.ErrHealthOff
 	})
 	bus.OnDrop = metrics.Dropped
-	unknownTools := func() []exchange.UnknownTool {
+	unknownTools := func() []toollist.UnknownTool {
 		if g := gwp.Load(); g != nil {
 			return g.Core().UnknownTools()
 		}
