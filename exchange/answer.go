@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/tasks"
 	"mime"
 	"slices"
 	"strconv"
@@ -156,7 +157,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
 	ex.upstreamDone()
 	if ex.settle == settleNone {
-		if id := taskID(root.Get("result")); id != "" {
+		if id := tasks.ID(root.Get("result")); id != "" {
 			// A task was created: its result comes later (tasks/result, tasks/get), and
 			// the workflow moves when it has completed. The answer passes untouched.
 			ex.taskCreated(ctx, id)

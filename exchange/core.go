@@ -15,6 +15,7 @@ package exchange
 
 import (
 	"context"
+	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/exchange/toollist"
 	"time"
 
@@ -103,7 +104,7 @@ type Core struct {
 	params      *toollist.Params // listed tools' Mcp-Param-* declarations (shared across reloads)
 	unknown     toollist.Unknown // this configuration's names no listed tool meets
 	checker     toollist.Checker // the unknown names' check, through this core
-	tasks       taskLeases       // leases held for running tasks of moving calls
+	tasks       tasks.Leases     // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *Stats
 }

@@ -20,18 +20,6 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 // randomText is crypto/rand.Text: 26 base32 characters, 128 bits.
 func randomText() string { return rand.Text() }
 
-// spawn runs f on its own goroutine.
-func spawn(f func()) { go f() }
-
-// timersFire: afterFunc's functions run when their time comes.
-const timersFire = true
-
-// stopper is a timer that can be stopped.
-type stopper interface{ Stop() bool }
-
-// afterFunc is time.AfterFunc.
-func afterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
-
 // waitFlight waits up to wait for f, the flight of an identical call, and reports whether
 // it ended with a cacheable result (in f.result).
 func waitFlight(ctx context.Context, f *flight, wait time.Duration) bool {

@@ -9,8 +9,8 @@ import (
 )
 
 // The core in the TinyGo module (-scheduler=none: no goroutines) runs one call at a time,
-// and the host owns time: a deadline is the host's (http_timeout), a lease lapses by the
-// expiry stored with it, and a flight is never joined (waiting would block the only
+// and the host owns time: a deadline is the host's (http_timeout), and a flight is never
+// joined (waiting would block the only
 // thread). runtime_native.go has the native versions.
 
 // withTimeout returns ctx: no context with a deadline (its cancel propagation needs a
@@ -30,22 +30,6 @@ func randomText() string {
 	}
 	return string(b[:])
 }
-
-// spawn runs f now.
-func spawn(f func()) { f() }
-
-// timersFire: afterFunc's functions run when their time comes.
-const timersFire = false
-
-// stopper is a timer that can be stopped.
-type stopper interface{ Stop() bool }
-
-type never struct{}
-
-func (never) Stop() bool { return true }
-
-// afterFunc never fires: a task's lease lapses in the store by its expiry.
-func afterFunc(time.Duration, func()) stopper { return never{} }
 
 // waitFlight never waits: the call goes upstream itself.
 func waitFlight(context.Context, *flight, time.Duration) bool { return false }
