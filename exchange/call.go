@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -113,7 +114,7 @@ func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Sl
 	if len(lockKeys) == 0 {
 		return nil, nil
 	}
-	wctx, cancel := lazyTimeout(ctx, c.opts.LeaseWait)
+	wctx, cancel := deadline.Lazy(ctx, c.opts.LeaseWait)
 	defer cancel()
 	lease, slots, err := c.state.Lock(wctx, lockKeys, c.facts.leaseTTL, len(lockKeys) == len(keys))
 	if err != nil {

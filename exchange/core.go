@@ -15,6 +15,7 @@ package exchange
 
 import (
 	"context"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/exchange/toollist"
 	"time"
@@ -200,7 +201,7 @@ type facts struct {
 // (or one that answers no facts) gets the facts read from cfg the way the engine reads them.
 func factsOf(p Plugin, cfg []byte) facts {
 	if p != nil {
-		ctx, cancel := withTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := deadline.Within(context.Background(), 10*time.Second)
 		out, err := p.Call(ctx, abi.FuncCheckConfig, nil)
 		cancel()
 		if host := gjson.GetBytes(out, "host"); err == nil && host.IsObject() {

@@ -9,15 +9,9 @@ import (
 )
 
 // The core in the TinyGo module (-scheduler=none: no goroutines) runs one call at a time,
-// and the host owns time: a deadline is the host's (http_timeout), and a flight is never
-// joined (waiting would block the only
-// thread). runtime_native.go has the native versions.
-
-// withTimeout returns ctx: no context with a deadline (its cancel propagation needs a
-// goroutine), the host bounds the call.
-func withTimeout(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
-	return ctx, func() {}
-}
+// and the host owns time: a flight is never joined (waiting would block the only thread).
+// runtime_native.go has the native versions; exchange/internal/deadline bounds contexts,
+// exchange/tasks lets a task's lease lapse.
 
 const base32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 
@@ -33,13 +27,3 @@ func randomText() string {
 
 // waitFlight never waits: the call goes upstream itself.
 func waitFlight(context.Context, *flight, time.Duration) bool { return false }
-
-// detachedTimeout is ctx without its cancellation: the module has no timers.
-func detachedTimeout(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithoutCancel(ctx), func() {}
-}
-
-// lazyTimeout is withTimeout.
-func lazyTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return withTimeout(ctx, d)
-}

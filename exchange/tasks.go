@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/tasks"
 	"strings"
 	"time"
@@ -86,7 +87,7 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 	ex.health.due.Store(false) // counted when the task ends
 	key := tasks.Key(ex.principal, id)
 	rec := tasks.Record{Tool: ex.Tool, Input: string(ex.call.input) + "}", Moves: ex.call.moves, Purges: ex.cached.purges}
-	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := deadline.Within(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	// The principal's record outlives the session (owner ""): the store's idle TTL ends it.
 	err := c.state.Store(ctx, "", key, rec.Encode(), Slot{}, nil)
@@ -123,7 +124,7 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 	// then the principal's.
 	keys := []string{tasks.SessionKey(ex.Session, ex.principal, id), tasks.Key(ex.principal, id)}
 	owners := []string{ex.Session, ""}
-	sctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	sctx, cancel := deadline.Within(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	slots, err := c.state.Load(sctx, keys, false)
 	if err == nil && len(slots) != len(keys) {

@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -344,7 +345,7 @@ func (c *Core) ToolsListed(ctx context.Context, tools []byte) {
 func newChecker(c *Core) toollist.Checker {
 	return toollist.Checker{
 		Bound: func(ctx context.Context) (context.Context, context.CancelFunc) {
-			return withTimeout(ctx, 10*time.Second)
+			return deadline.Within(ctx, 10*time.Second)
 		},
 		Call: func(ctx context.Context, in []byte) ([]byte, error) {
 			out, err := c.plugin.Call(ctx, abi.FuncCheckConfig, in)
