@@ -143,8 +143,8 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 		return msg, nil
 	case MethodToolsList:
 		// Before decoration: the upstream's own schemas, as listed to this caller.
-		ex.core.params.Learn(ex.principal, ex.authorization, result)
-		return ex.core.decorateTools(ctx, ex, msg, result), nil
+		ex.core.lists.params.Learn(ex.principal, ex.authorization, result)
+		return ex.core.lists.decorate(ctx, ex, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
 	case MethodTasksGet, MethodTasksResult, MethodTasksCancel:
@@ -248,7 +248,7 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 	in = jsonx.AppendString(in, ex.Tool)
 	in = append(in, `,"message":`...)
 	in = append(in, msg...)
-	known := c.known.Get(ex.Session)
+	known := c.lists.known.Get(ex.Session)
 	var cached []string // tools in the cache index, when this call may purge them
 	var indexErr error
 	if ex.cached.purges && ok {

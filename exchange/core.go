@@ -17,7 +17,6 @@ import (
 	"context"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/tasks"
-	"github.com/stategate/stategate/exchange/toollist"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -90,22 +89,15 @@ type Core struct {
 	publishing  bool // a Publisher was given: per-call events are built at all
 	opts        Options
 	facts       facts
-	lists       *toollist.Lists
-	tools       *toollist.Tools // decorated elements of tool lists
-	cache       Cache           // nil: no response cache
+	lists       toolLists // the tool list: its memos, names and declarations (tools.go)
+	cache       Cache     // nil: no response cache
 	cacheLimits CacheLimits
 	flights     flights
 	callers     *callerKeys // folds the caller's credentials into cache keys
 	figures     toolFigures
-	known       *toollist.Known
-	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
-	stateKeys   *keyMemo // check_limits input -> the state keys it asked for (bound tools, no health)
-	listed      *toollist.Listed
-	seen        *toollist.Seen   // every name the upstream listed (shared across reloads)
-	params      *toollist.Params // listed tools' Mcp-Param-* declarations (shared across reloads)
-	unknown     toollist.Unknown // this configuration's names no listed tool meets
-	checker     toollist.Checker // the unknown names' check, through this core
-	tasks       tasks.Leases     // leases held for running tasks of moving calls
+	unitKeys    *keyMemo     // tool -> its health keys (unbound tools)
+	stateKeys   *keyMemo     // check_limits input -> the state keys it asked for (bound tools, no health)
+	tasks       tasks.Leases // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *Stats
 }
@@ -132,19 +124,13 @@ func New(opts Options) *Core {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: toollist.NewKnown(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}, listed: toollist.NewListed(toollist.MaxListed),
-		seen: toollist.NewSeen(), params: toollist.NewParams()}
+		facts: factsOf(opts.Plugin, opts.Config), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}}
 	c.publishing = publishing
-	c.checker = newChecker(c)
 	if prev := opts.Previous; prev != nil {
-		c.Stats, c.listed, c.seen, c.params = prev.Stats, prev.listed, prev.seen, prev.params
-		c.unknown.Check(context.Background(), c.seen, &c.checker) // the new configuration against the names known
+		c.Stats = prev.Stats
 	}
-	c.opts.Previous = nil // the old core is not kept alive
-	if opts.ListMemoBytes > 0 {
-		c.lists = toollist.NewLists(64, opts.ListMemoBytes)
-		c.tools = toollist.NewTools(16, opts.ListMemoBytes/2)
-	}
+	c.lists.init(c, opts.Previous) // the new configuration checked against the names known
+	c.opts.Previous = nil          // the old core is not kept alive
 	if c.facts.cache != nil && opts.NewCache != nil {
 		c.cacheLimits = *c.facts.cache
 		c.cache = opts.NewCache(c.cacheLimits)

@@ -16,14 +16,14 @@ type Footprint struct {
 // Footprint returns the sizes of the core's memory kept per name and per session.
 func (c *Core) Footprint() Footprint {
 	var f Footprint
-	f.ListedNames = c.listed.Len()
-	f.SeenNames = c.seen.Len()
+	f.ListedNames = c.lists.listed.Len()
+	f.SeenNames = c.lists.seen.Len()
 	f.UnitKeys = c.unitKeys.lru.Len()
 	f.StateKeys = c.stateKeys.lru.Len()
 	c.figures.mu.Lock()
 	f.CacheFigures = len(c.figures.m)
 	c.figures.mu.Unlock()
-	f.KnownSessions = c.known.Len()
+	f.KnownSessions = c.lists.known.Len()
 	c.flights.mu.Lock()
 	f.Flights = len(c.flights.m)
 	c.flights.mu.Unlock()

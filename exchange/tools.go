@@ -13,60 +13,90 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// The tool list: the core decorates tools/list answers through the engine, with the
-// memos, names and declarations of exchange/toollist.
+// toolLists is the core's tool-list service: what it keeps of the upstream's lists
+// (exchange/toollist), and the decoration of tools/list answers through the engine, on the
+// core's state.
+type toolLists struct {
+	c       *Core
+	memo    *toollist.Lists  // decorated lists (nil: the memos are off)
+	tools   *toollist.Tools  // decorated elements of lists (nil: the memos are off)
+	known   *toollist.Known  // each session's last list
+	listed  *toollist.Listed // the names hosts may label metrics with (shared across reloads)
+	seen    *toollist.Seen   // every name the upstream listed (shared across reloads)
+	params  *toollist.Params // listed tools' Mcp-Param-* declarations (shared across reloads)
+	unknown toollist.Unknown // this configuration's names no listed tool meets
+	checker toollist.Checker // the unknown names' check, through c
+}
+
+// init makes the service of c; what prev (nil: none) kept of the names listed carries
+// over, and c's configuration is checked against it at once.
+func (l *toolLists) init(c *Core, prev *Core) {
+	l.c, l.known, l.checker = c, toollist.NewKnown(10000), newChecker(c)
+	if prev != nil {
+		l.listed, l.seen, l.params = prev.lists.listed, prev.lists.seen, prev.lists.params
+		l.unknown.Check(context.Background(), l.seen, &l.checker)
+	} else {
+		l.listed, l.seen, l.params = toollist.NewListed(toollist.MaxListed), toollist.NewSeen(), toollist.NewParams()
+	}
+	if n := c.opts.ListMemoBytes; n > 0 {
+		l.memo = toollist.NewLists(64, n)
+		l.tools = toollist.NewTools(16, n/2)
+	}
+}
 
 // emptyListProbe asks the engine, cheaply, which state a list needs for this request.
 const emptyListProbe = `,"message":{"jsonrpc":"2.0","id":0,"result":{"tools":[]}}`
 
-// decorateTools decorates a tools/list answer through decorate_tools. Decoration fails
+// decorate decorates a tools/list answer through decorate_tools. Decoration fails
 // open: on any fault the client gets the upstream's list unchanged.
 //
 // The engine's answer depends only on the list, the protocol version and the loaded
 // snapshots, so it is memoised on exactly those: a repeated list costs a lookup. result is
 // msg's result member.
-func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result) []byte {
+func (l *toolLists) decorate(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result) []byte {
+	c := l.c
 	if !result.IsObject() || result.Index <= 0 {
 		return msg
 	}
-	scope, st, ok := c.listState(ctx, ex, result)
+	scope, st, ok := l.state(ctx, ex, result)
 	if !ok {
 		return msg
 	}
 	gen := listKey(ex.version, st, "") // with health, st holds the units' records
 	var key string
-	if c.lists != nil {
-		key = c.lists.Key(gen, result.Raw)
+	if l.memo != nil {
+		key = l.memo.Key(gen, result.Raw)
 	}
 	var d *toollist.Decorated
 	var whole []byte // the decorated message, when the list was assembled in it
-	if c.lists != nil {
-		d = c.lists.Get(key, result.Raw)
+	if l.memo != nil {
+		d = l.memo.Get(key, result.Raw)
 	}
-	if d == nil && c.tools != nil && !c.facts.health {
+	if d == nil && l.tools != nil && !c.facts.health {
 		var pre, post []byte
 		if end := result.Index + len(result.Raw); ex.version < cacheableVersion && end <= len(msg) {
 			pre, post = msg[:result.Index], msg[end:] // as jsonrpc.Splice would keep them
 		}
-		if d, whole = c.tools.Incremental(gen, result.Raw, ex.list.Align(result.Raw), pre, post, c.decorateElems(ctx, scope, st)); d != nil && c.lists != nil {
-			c.lists.Put(key, result.Raw, d)
+		if d, whole = l.tools.Incremental(gen, result.Raw, ex.list.Align(result.Raw), pre, post, l.elems(ctx, scope, st)); d != nil && l.memo != nil {
+			l.memo.Put(key, result.Raw, d)
 		}
 		if pre == nil {
 			whole = nil
 		}
 	}
 	if d == nil {
-		if d = c.decorateWhole(ctx, ex, scope, st, gen, key, result); d == nil {
+		if d = l.whole(ctx, ex, scope, st, gen, key, result); d == nil {
 			return msg
 		}
 	}
-	return c.listDecorated(ctx, ex, msg, result, d, whole)
+	return l.decorated(ctx, ex, msg, result, d, whole)
 }
 
-// listState reads the state a list's decoration needs (with tool health, the records of
+// state reads the state a list's decoration needs (with tool health, the records of
 // the units in the list: the list itself asks) and returns it with the engine input's
 // scope; false when it could not be read (the list then goes undecorated).
-func (c *Core) listState(ctx context.Context, ex *Exchange, result gjson.Result) ([]byte, *loaded, bool) {
+func (l *toolLists) state(ctx context.Context, ex *Exchange, result gjson.Result) ([]byte, *loaded, bool) {
+	c := l.c
 	scope := ex.appendScope(make([]byte, 0, 128))
 	probe := append(scope[:len(scope):len(scope)], emptyListProbe...)
 	if c.facts.health {
@@ -87,9 +117,10 @@ func (c *Core) listState(ctx context.Context, ex *Exchange, result gjson.Result)
 	return scope, st, true
 }
 
-// decorateWhole decorates the whole list with one engine call, stores what the answer
+// whole decorates the whole list with one engine call, stores what the answer
 // writes, and memoises the result when it writes nothing. nil: the list goes undecorated.
-func (c *Core) decorateWhole(ctx context.Context, ex *Exchange, scope []byte, st *loaded, gen, key string, result gjson.Result) *toollist.Decorated {
+func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *loaded, gen, key string, result gjson.Result) *toollist.Decorated {
+	c := l.c
 	const head = `,"message":` + toollist.Envelope
 	input := func() []byte {
 		// Room for the states and the closing braces too: callOwned appends them in place.
@@ -114,7 +145,7 @@ func (c *Core) decorateWhole(ctx context.Context, ex *Exchange, scope []byte, st
 	}
 	if !c.facts.health && m[2].IsObject() {
 		// (With tool health, listHealth stored every write of the answer, this one too.)
-		c.remember(ctx, input, out, st)
+		l.remember(ctx, input, out, st)
 	}
 	res := toollist.ResultOf(m[0])
 	if !res.IsObject() {
@@ -123,20 +154,21 @@ func (c *Core) decorateWhole(ctx context.Context, ex *Exchange, scope []byte, st
 	}
 	d := &toollist.Decorated{Result: res.Raw, Names: m[1].Raw, Withheld: len(m[3].Array())}
 	if !writes && !m[2].Exists() {
-		if c.lists != nil {
-			c.lists.Put(key, result.Raw, d)
+		if l.memo != nil {
+			l.memo.Put(key, result.Raw, d)
 		}
-		if c.tools != nil && !c.facts.health {
-			c.tools.Memoise(gen, result.Raw, res.Raw, ex.list.Align(result.Raw), m[1], m[4], m[3])
+		if l.tools != nil && !c.facts.health {
+			l.tools.Memoise(gen, result.Raw, res.Raw, ex.list.Align(result.Raw), m[1], m[4], m[3])
 		}
 	}
 	return d
 }
 
-// decorateElems is the engine for an incremental decoration (toollist.Tools.Incremental):
+// elems is the engine for an incremental decoration (toollist.Tools.Incremental):
 // it decorates the elements it is given as a list of their own, on st. false: the full
 // path must decide (it reports the fault, or writes the record).
-func (c *Core) decorateElems(ctx context.Context, scope []byte, st *loaded) func(elems []string) (toollist.Answer, bool) {
+func (l *toolLists) elems(ctx context.Context, scope []byte, st *loaded) func(elems []string) (toollist.Answer, bool) {
+	c := l.c
 	return func(elems []string) (toollist.Answer, bool) {
 		const head = `,"message":` + toollist.Envelope + `{"tools":[`
 		n := len(scope) + len(head) + 8 + st.statesSize()
@@ -159,19 +191,20 @@ func (c *Core) decorateElems(ctx context.Context, scope []byte, st *loaded) func
 	}
 }
 
-// listDecorated counts a decorated list, records the names it lists and returns the
+// decorated counts a decorated list, records the names it lists and returns the
 // message with it (whole, when the list was assembled in the message already).
-func (c *Core) listDecorated(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result, d *toollist.Decorated, whole []byte) []byte {
+func (l *toolLists) decorated(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result, d *toollist.Decorated, whole []byte) []byte {
+	c := l.c
 	c.count(CountListsDecorated)
 	if d.Withheld > 0 {
 		c.countN(CountToolsWithheld, d.Withheld) // tool objects that repeat a member: removed from the list
 	}
 	names := gjson.Parse(d.Names)
 	if ex.Session != "" {
-		c.known.Set(ex.Session, []byte(d.Names))
+		l.known.Set(ex.Session, []byte(d.Names))
 	}
-	c.listed.Add(names)
-	c.unknown.Seen(ctx, c.seen, names, result, &c.checker)
+	l.listed.Add(names)
+	l.unknown.Seen(ctx, l.seen, names, result, &l.checker)
 	if ex.version >= cacheableVersion {
 		return jsonrpc.Splice(msg, result, cacheHints([]byte(d.Result), c.facts.principal))
 	}
@@ -186,7 +219,8 @@ func (c *Core) listDecorated(ctx context.Context, ex *Exchange, msg []byte, resu
 // re-read and the list decorated again on the fresh record, which merges both (the record
 // only grows more cautious). A store failure is a list_store fault: the list goes out
 // anyway, and the next list tries again.
-func (c *Core) remember(ctx context.Context, input func() []byte, out []byte, st *loaded) {
+func (l *toolLists) remember(ctx context.Context, input func() []byte, out []byte, st *loaded) {
+	c := l.c
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		var lost []string
 		var failed error
@@ -250,7 +284,7 @@ func (c *Core) EndSession(ctx context.Context, session, principal string) {
 	if session == "" {
 		return
 	}
-	c.known.Forget(session)
+	c.lists.known.Forget(session)
 	var keys []string
 	if IsGatewaySession(session) {
 		keys = append(keys, sessionRecordKey(session))
@@ -302,21 +336,21 @@ func listKey(version string, st *loaded, result string) string {
 // validator's pass (nil when lists are decorated whole).
 func (ex *Exchange) readList(s string) *toollist.Reader {
 	c := ex.core
-	if ex.Method != MethodToolsList || c.tools == nil || c.facts.health {
+	if ex.Method != MethodToolsList || c.lists.tools == nil || c.facts.health {
 		return nil
 	}
-	ex.list = c.tools.Read(s, maxValidateDepth-1)
+	ex.list = c.lists.tools.Read(s, maxValidateDepth-1)
 	return ex.list
 }
 
 // Listed reports whether the upstream listed a tool of this name in an answer the core
 // decorated (bounded to the first 1000 names). Hosts use it to keep client-chosen names
 // out of metric labels.
-func (c *Core) Listed(name string) bool { return c.listed.Has(name) }
+func (c *Core) Listed(name string) bool { return c.lists.listed.Has(name) }
 
 // ListedNames returns the tool names the upstream has listed, to clients (Listed) or to
 // the host's own probe (ToolsListed), sorted, without repeats.
-func (c *Core) ListedNames() []string { return toollist.Names(c.listed, c.seen) }
+func (c *Core) ListedNames() []string { return toollist.Names(c.lists.listed, c.lists.seen) }
 
 // ConfigReporter is an optional Reporter extension: the core reports each unknown name
 // once per configuration, when it is first found (the gateway logs it). The core also
@@ -328,7 +362,7 @@ type ConfigReporter interface {
 // UnknownTools returns the configuration's names that no tool the upstream listed meets,
 // in configuration order; nil until a listing has completed (the host's probe, or a
 // tools/list answer without nextCursor).
-func (c *Core) UnknownTools() []toollist.UnknownTool { return c.unknown.Tools() }
+func (c *Core) UnknownTools() []toollist.UnknownTool { return c.lists.unknown.Tools() }
 
 // ToolsListed hands the core a tools array the host listed from the upstream itself (the
 // gateway's start-up probe): a complete listing, checked against the configuration at once.
@@ -337,8 +371,8 @@ func (c *Core) ToolsListed(ctx context.Context, tools []byte) {
 	if !gjson.ValidBytes(tools) || !names.IsArray() {
 		return
 	}
-	c.seen.Add(names, true)
-	c.unknown.Check(ctx, c.seen, &c.checker)
+	c.lists.seen.Add(names, true)
+	c.lists.unknown.Check(ctx, c.lists.seen, &c.lists.checker)
 }
 
 // newChecker is what the check of the configuration's unknown names needs of c.
