@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/exchange/toollist"
 	"strings"
 	"sync/atomic"
@@ -255,11 +256,11 @@ func (ex *Exchange) reject(status, code int, msg string) *Exchange {
 }
 
 // answerLocal answers a tools/call result the core made (a denial); a task-augmented call
-// gets it as a JSON-RPC error (taskRefusal).
+// gets it as a JSON-RPC error (tasks.Refusal).
 func (ex *Exchange) answerLocal(result []byte) {
 	ex.Verdict, ex.Status = Reply, 200
 	if ex.task {
-		ex.Body = ex.taskRefusal(result)
+		ex.Body = answer.WithDuration(tasks.Refusal(result, ex.clientID), ex.start)
 		return
 	}
 	ex.Body = ex.resultMessage(result)

@@ -349,7 +349,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})
 	ex.reportHealth(context.Background(), healthTimeout)
 	if ex.task {
-		return ex.taskRefusal(res)
+		return answer.WithDuration(tasks.Refusal(res, ex.clientID), ex.start)
 	}
 	return ex.resultMessage(res)
 }

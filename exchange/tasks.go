@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
-	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
@@ -21,7 +19,7 @@ import (
 // once completed (2026-07-28). The core gates such a call like any other, and moves the
 // workflow when the task has completed, not when it was created:
 //
-//   - a refusal is a JSON-RPC error (CodeToolRefused) whose message is the refusal text: the
+//   - a refusal is a JSON-RPC error (tasks.CodeToolRefused) whose message is the refusal text: the
 //     task API of the official TypeScript client rejects a plain CallToolResult where a
 //     CreateTaskResult is due, and shows an error's message (RATIONALE.md, "Tasks");
 //   - an admitted call's CreateTaskResult passes untouched, and the core stores a task record
@@ -46,38 +44,6 @@ const (
 	MethodTasksCancel = "tasks/cancel"
 	methodTaskStatus  = "notifications/tasks/status"
 )
-
-// CodeToolRefused is the JSON-RPC error code of a task-augmented tools/call the gateway
-// refused (outside its workflow states, limits, tool health, the gate unavailable): in
-// JSON-RPC's implementation-defined server range, below the -32020..-32099 MCP reserves.
-const CodeToolRefused = -32010
-
-// taskRefusal turns a refusal result (the engine's isError CallToolResult) into the JSON-RPC
-// error a task-augmented call gets: the message is the result's text, the data its
-// dev.stategate/error.
-func (ex *Exchange) taskRefusal(result []byte) []byte {
-	res := gjson.ParseBytes(result)
-	var text []string
-	res.Get("content").ForEach(func(_, b gjson.Result) bool {
-		if b.Get("type").Str == "text" {
-			text = append(text, b.Get("text").Str)
-		}
-		return true
-	})
-	msg := strings.Join(text, "\n")
-	if msg == "" {
-		msg = "the gateway refused this call"
-	}
-	out := jsonrpc.AppendError(nil, ex.clientID, CodeToolRefused, msg)
-	if e := res.Get("_meta." + gjson.Escape(abi.MetaError)); e.IsObject() {
-		data := jsonx.AppendString([]byte{'{'}, abi.MetaError)
-		data = append(data, ':')
-		data = append(data, e.Raw...)
-		data = append(data, '}')
-		out, _ = answer.Set(out, data, "error", "data")
-	}
-	return answer.WithDuration(out, ex.start)
-}
 
 // taskCreated records the task a forwarded tools/call created. A moving call's lease is
 // kept for the task (tasks.Leases) instead of being released when the exchange closes.

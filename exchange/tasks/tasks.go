@@ -1,7 +1,8 @@
 // Package tasks is what the exchange keeps of MCP tasks (2025-11-25, experimental; the
 // io.modelcontextprotocol/tasks extension in 2026-07-28): where a task's record lives in
 // the state (Key, SessionKey), the record itself (Record), how a task's id and end are read
-// (ID, Terminal), and the leases of moving calls held while their task runs (Leases). The
+// (ID, Terminal), the JSON-RPC error a refused task-augmented call gets (Refusal), and the
+// leases of moving calls held while their task runs (Leases). The
 // way a task-augmented call is gated and settled is the exchange's (exchange/tasks.go).
 // Standard Go, no I/O.
 package tasks
@@ -9,12 +10,48 @@ package tasks
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
+
+// CodeToolRefused is the JSON-RPC error code of a task-augmented tools/call the gateway
+// refused (outside its workflow states, limits, tool health, the gate unavailable): in
+// JSON-RPC's implementation-defined server range, below the -32020..-32099 MCP reserves.
+const CodeToolRefused = -32010
+
+// Refusal turns a refusal result (the engine's isError CallToolResult) into the JSON-RPC
+// error a task-augmented call (request id, raw JSON) gets: the message is the result's
+// text, the data its dev.stategate/error.
+func Refusal(result, id []byte) []byte {
+	res := gjson.ParseBytes(result)
+	var text []string
+	res.Get("content").ForEach(func(_, b gjson.Result) bool {
+		if b.Get("type").Str == "text" {
+			text = append(text, b.Get("text").Str)
+		}
+		return true
+	})
+	msg := strings.Join(text, "\n")
+	if msg == "" {
+		msg = "the gateway refused this call"
+	}
+	out := jsonrpc.AppendError(nil, id, CodeToolRefused, msg)
+	if e := res.Get("_meta." + gjson.Escape(abi.MetaError)); e.IsObject() {
+		data := jsonx.AppendString([]byte{'{'}, abi.MetaError)
+		data = append(data, ':')
+		data = append(data, e.Raw...)
+		data = append(data, '}')
+		out, _ = answer.Set(out, data, "error", "data")
+	}
+	return out
+}
 
 // KeyPrefix is where task records live in the state (outside stategate/v1/: no lease, no
 // workflow snapshot).
