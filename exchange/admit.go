@@ -2,8 +2,6 @@ package exchange
 
 import (
 	"context"
-	"github.com/stategate/stategate/exchange/tasks"
-	"github.com/stategate/stategate/exchange/toollist"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,6 +9,8 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/tasks"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/tidwall/gjson"
 )
 

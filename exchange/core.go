@@ -15,11 +15,11 @@ package exchange
 
 import (
 	"context"
-	"github.com/stategate/stategate/exchange/internal/deadline"
-	"github.com/stategate/stategate/exchange/tasks"
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/internal/deadline"
+	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/tidwall/gjson"
 )
 

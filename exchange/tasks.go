@@ -3,13 +3,13 @@ package exchange
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/internal/deadline"
-	"github.com/stategate/stategate/exchange/tasks"
 	"strings"
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/tidwall/gjson"
 )
 

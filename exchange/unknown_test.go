@@ -2,12 +2,12 @@ package exchange
 
 import (
 	"context"
-	"github.com/stategate/stategate/exchange/toollist"
 	"reflect"
 	"sync"
 	"testing"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/plugin/engine"
 )
 

@@ -1,7 +1,6 @@
 package filter
 
 import (
-	"github.com/stategate/stategate/exchange/oauth"
 	"strconv"
 	"strings"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // OAuth discovery under the filter (Settings.PublicURL set): the rules are

@@ -1,9 +1,10 @@
 package filter
 
 import (
-	"github.com/stategate/stategate/exchange/oauth"
 	"strings"
 	"testing"
+
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 var publicURL = []byte(`{"publicUrl":"https://mcp.example.com"}`)

@@ -2,9 +2,9 @@ package filter
 
 import (
 	"errors"
-	"github.com/stategate/stategate/exchange/oauth"
 	"strconv"
 
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/tidwall/gjson"
 )
 

@@ -18,8 +18,6 @@ package filter
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/oauth"
-	"github.com/stategate/stategate/exchange/toollist"
 
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
@@ -28,6 +26,8 @@ import (
 	"github.com/stategate/stategate/exchange/flow"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/oauth"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/internal/termsafe"
 	"github.com/stategate/stategate/plugin/engine"
 )

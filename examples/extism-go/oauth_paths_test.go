@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/stategate/stategate/exchange/oauth"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/exchange/exchangetest"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // rawGet sends GET path as it is (no client cleans or re-encodes it) and reads the answer.

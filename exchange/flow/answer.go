@@ -3,13 +3,13 @@ package flow
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/internal/buf"
-	"github.com/stategate/stategate/exchange/oauth"
 	"strconv"
 	"strings"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/internal/buf"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/exchange/sse"
 )
 

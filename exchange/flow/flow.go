@@ -16,7 +16,6 @@ package flow
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/oauth"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // What a host does with a request (Decision.Do).

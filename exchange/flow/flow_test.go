@@ -2,7 +2,6 @@ package flow_test
 
 import (
 	"context"
-	"github.com/stategate/stategate/exchange/oauth"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 )

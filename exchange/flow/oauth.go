@@ -2,11 +2,11 @@ package flow
 
 import (
 	"errors"
-	"github.com/stategate/stategate/exchange/oauth"
 	"strconv"
 	"strings"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // OAuth discovery for a host that leaves it to the flow (Options.OAuth; the exchange

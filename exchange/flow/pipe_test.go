@@ -2,11 +2,11 @@ package flow_test
 
 import (
 	"context"
-	"github.com/stategate/stategate/exchange/oauth"
 	"strings"
 	"testing"
 
 	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // TestOpen_pipe: with a public URL, the answer of a request the flow only forwarded for its

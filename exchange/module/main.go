@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/oauth"
 	"net/url"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"

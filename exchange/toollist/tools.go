@@ -1,11 +1,11 @@
 package toollist
 
 import (
-	"github.com/stategate/stategate/exchange/internal/buf"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/stategate/stategate/exchange/internal/buf"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )

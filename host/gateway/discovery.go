@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/oauth"
 	"io"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // OAuth discovery through the gateway (exchange/oauth has the rules): GET, HEAD and

@@ -20,7 +20,6 @@ package intercept
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/pending"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,6 +29,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/pending"
 	"github.com/tidwall/gjson"
 )
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stategate/stategate/exchange/toollist"
 	"io"
 	"log/slog"
 	"mime"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/toollist"
 )
 
 // Operator is the health feature's operator surface (exchange.Core implements it).

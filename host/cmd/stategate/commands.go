@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
-	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/plugin/draw"
 	"go.opentelemetry.io/otel/trace"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
