@@ -13,7 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// TestDecorateIncremental is the property that incremental decoration (toolmemo.go) is
+// TestDecorateIncremental is the property that incremental decoration (toollist.Tools) is
 // invisible: a core that decorates a list from its memo of decorated tools answers every
 // list byte for byte as a core that decorates every list whole. Sequences of random lists
 // change by one or a few tools at a time (descriptions edited, tools added, removed,
