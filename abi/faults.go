@@ -22,7 +22,7 @@ const (
 	FaultClientGone                    // the client went away before the answer
 	FaultClearSession                  // a session's state could not be freed
 	FaultCache                         // the response cache or its generations could not be read or written
-	FaultUnpaired                      // a hook saw a call's result it could not pair with one call (exchange.Pending)
+	FaultUnpaired                      // a hook saw a call's result it could not pair with one call (exchange/pending)
 	FaultTaskLease                     // a moving call's task outlived its lease: the state is no longer leased for it
 	FaultSessionStore                  // a gateway session's record could not be written (issue) or read (check)
 	NumFaults

@@ -9,6 +9,8 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/tasks"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/tidwall/gjson"
 )
 
@@ -33,10 +35,10 @@ type Exchange struct {
 	Session string
 
 	core       *Core
-	structured string      // the answer's structuredContent (raw JSON), for the workflows' result guards
-	clientID   []byte      // the id as the client sent it (raw JSON)
-	upstreamID []byte      // the id the upstream sees (the client's, or a minted one)
-	list       *listReader // tools/list: the answer's tools, as its validation found them
+	structured string           // the answer's structuredContent (raw JSON), for the workflows' result guards
+	clientID   []byte           // the id as the client sent it (raw JSON)
+	upstreamID []byte           // the id the upstream sees (the client's, or a minted one)
+	list       *toollist.Reader // tools/list: the answer's tools, as its validation found them
 	version    string
 	principal  string
 	acceptsSSE bool
@@ -60,7 +62,7 @@ type Exchange struct {
 
 	own bool // Session is a live gateway session: never sent upstream
 	// authorization is a tools/list request's Authorization: with the principal, the
-	// credential scope its Mcp-Param declarations are learnt for (paramheaders.go).
+	// credential scope its Mcp-Param declarations are learnt for (toollist.Params).
 	authorization string
 	initVersion   string // initialize: the params.protocolVersion it asks for (its era)
 }
@@ -254,11 +256,11 @@ func (ex *Exchange) reject(status, code int, msg string) *Exchange {
 }
 
 // answerLocal answers a tools/call result the core made (a denial); a task-augmented call
-// gets it as a JSON-RPC error (taskRefusal).
+// gets it as a JSON-RPC error (tasks.Refusal).
 func (ex *Exchange) answerLocal(result []byte) {
 	ex.Verdict, ex.Status = Reply, 200
 	if ex.task {
-		ex.Body = ex.taskRefusal(result)
+		ex.Body = answer.WithDuration(tasks.Refusal(result, ex.clientID), ex.start)
 		return
 	}
 	ex.Body = ex.resultMessage(result)

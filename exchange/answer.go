@@ -14,6 +14,7 @@ import (
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
+	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -86,7 +87,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	var sub func(key string, at int) (int, error)
 	list := ex.readList(s)
 	if list != nil {
-		sub = list.sub // validates the list's result while finding its tools
+		sub = list.Sub // validates the list's result while finding its tools
 	}
 	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && (!jsonrpc.NotAnObject(err) || ex.InBatch(body)) {
 		if ex.carriesAnswer(body) {
@@ -100,7 +101,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 		return body, nil
 	}
 	if list != nil {
-		list.keep(ex.core)
+		list.Keep()
 	}
 	root := gjson.Parse(s)
 	result, ok := top.Answer(ex.upstreamID)
@@ -141,11 +142,9 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 		}
 		return msg, nil
 	case MethodToolsList:
-		if ex.core.params.m.Len() > 0 || strings.Contains(result.Raw, xMcpHeader) {
-			// Before decoration: the upstream's own schemas, as listed to this caller.
-			ex.core.params.learn(paramScope(ex.principal, ex.authorization), result)
-		}
-		return ex.core.decorateTools(ctx, ex, msg, result), nil
+		// Before decoration: the upstream's own schemas, as listed to this caller.
+		ex.core.lists.params.Learn(ex.principal, ex.authorization, result)
+		return ex.core.lists.decorate(ctx, ex, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
 	case MethodTasksGet, MethodTasksResult, MethodTasksCancel:
@@ -158,7 +157,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
 	ex.upstreamDone()
 	if ex.settle == settleNone {
-		if id := taskID(root.Get("result")); id != "" {
+		if id := tasks.ID(root.Get("result")); id != "" {
 			// A task was created: its result comes later (tasks/result, tasks/get), and
 			// the workflow moves when it has completed. The answer passes untouched.
 			ex.taskCreated(ctx, id)
@@ -249,7 +248,7 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 	in = jsonx.AppendString(in, ex.Tool)
 	in = append(in, `,"message":`...)
 	in = append(in, msg...)
-	known := c.known.get(ex.Session)
+	known := c.lists.known.Get(ex.Session)
 	var cached []string // tools in the cache index, when this call may purge them
 	var indexErr error
 	if ex.cached.purges && ok {
@@ -350,7 +349,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})
 	ex.reportHealth(context.Background(), healthTimeout)
 	if ex.task {
-		return ex.taskRefusal(res)
+		return answer.WithDuration(tasks.Refusal(res, ex.clientID), ex.start)
 	}
 	return ex.resultMessage(res)
 }

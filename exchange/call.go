@@ -7,6 +7,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -29,7 +30,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 	if h != nil {
 		// Mcp-Param-* headers must mirror the arguments the listed schema names (2026-07-28):
 		// refused before any state is read or leased.
-		decl := c.params.get(ex.principal, h.Get(admission.HeaderAuthorization), ex.Tool)
+		decl := c.lists.params.Get(ex.principal, h.Get(admission.HeaderAuthorization), ex.Tool)
 		if r := admission.Params(h, decl, params.Arguments, ex.version >= cacheableVersion); r != nil {
 			ex.refuse(r)
 			return
@@ -113,7 +114,7 @@ func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Sl
 	if len(lockKeys) == 0 {
 		return nil, nil
 	}
-	wctx, cancel := lazyTimeout(ctx, c.opts.LeaseWait)
+	wctx, cancel := deadline.Lazy(ctx, c.opts.LeaseWait)
 	defer cancel()
 	lease, slots, err := c.state.Lock(wctx, lockKeys, c.facts.leaseTTL, len(lockKeys) == len(keys))
 	if err != nil {
@@ -344,7 +345,7 @@ func (c *Core) preload(ctx context.Context, keys []string, lock func([]string) (
 // lasting state: a tool's health record, its cache generation and index entry, its
 // figures and memos are kept only for listed names, so calls to made-up names leave
 // nothing behind (issue 25, finding 6). A name listed later gets them from then on.
-func (c *Core) upstreamListed(tool string) bool { return c.seen.has(tool) }
+func (c *Core) upstreamListed(tool string) bool { return c.lists.seen.Has(tool) }
 
 // healthFor reports whether a call of tool counts for tool health: health is configured
 // and the upstream listed the tool.

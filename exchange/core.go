@@ -15,10 +15,11 @@ package exchange
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/internal/deadline"
+	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/tidwall/gjson"
 )
 
@@ -88,22 +89,15 @@ type Core struct {
 	publishing  bool // a Publisher was given: per-call events are built at all
 	opts        Options
 	facts       facts
-	lists       *listMemo
-	tools       *toolMemo // decorated elements of tool lists (toolmemo.go)
-	last        atomic.Pointer[lastList]
-	cache       Cache // nil: no response cache
+	lists       toolLists // the tool list: its memos, names and declarations (tools.go)
+	cache       Cache     // nil: no response cache
 	cacheLimits CacheLimits
 	flights     flights
 	callers     *callerKeys // folds the caller's credentials into cache keys
 	figures     toolFigures
-	known       *knownTools
-	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
-	stateKeys   *keyMemo // check_limits input -> the state keys it asked for (bound tools, no health)
-	listed      *listedTools
-	seen        *seenTools    // every name the upstream listed (shared across reloads)
-	params      *paramHeaders // listed tools' Mcp-Param-* declarations (shared across reloads)
-	unknown     unknownNames  // this configuration's names no listed tool meets
-	tasks       taskLeases    // leases held for running tasks of moving calls
+	unitKeys    *keyMemo     // tool -> its health keys (unbound tools)
+	stateKeys   *keyMemo     // check_limits input -> the state keys it asked for (bound tools, no health)
+	tasks       tasks.Leases // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *Stats
 }
@@ -130,18 +124,13 @@ func New(opts Options) *Core {
 		opts.Publisher = nopPublisher{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
-		seen: newSeenTools(), params: newParamHeaders()}
+		facts: factsOf(opts.Plugin, opts.Config), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}}
 	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {
-		c.Stats, c.listed, c.seen, c.params = prev.Stats, prev.listed, prev.seen, prev.params
-		c.checkUnknown(context.Background()) // the new configuration against the names known
+		c.Stats = prev.Stats
 	}
-	c.opts.Previous = nil // the old core is not kept alive
-	if opts.ListMemoBytes > 0 {
-		c.lists = newListMemo(64, opts.ListMemoBytes)
-		c.tools = newToolMemo(16, opts.ListMemoBytes/2)
-	}
+	c.lists.init(c, opts.Previous) // the new configuration checked against the names known
+	c.opts.Previous = nil          // the old core is not kept alive
 	if c.facts.cache != nil && opts.NewCache != nil {
 		c.cacheLimits = *c.facts.cache
 		c.cache = opts.NewCache(c.cacheLimits)
@@ -198,7 +187,7 @@ type facts struct {
 // (or one that answers no facts) gets the facts read from cfg the way the engine reads them.
 func factsOf(p Plugin, cfg []byte) facts {
 	if p != nil {
-		ctx, cancel := withTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := deadline.Within(context.Background(), 10*time.Second)
 		out, err := p.Call(ctx, abi.FuncCheckConfig, nil)
 		cancel()
 		if host := gjson.GetBytes(out, "host"); err == nil && host.IsObject() {

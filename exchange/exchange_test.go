@@ -1,25 +1,6 @@
 package exchange
 
-import (
-	"testing"
-
-	"github.com/tidwall/gjson"
-)
-
-// TestResultOf: the decorated list's result is found by position under the core's own
-// envelope, and by gjson otherwise.
-func TestResultOf(t *testing.T) {
-	for msg, want := range map[string]string{
-		listEnvelope + `{"tools":[{"name":"a"}],"nextCursor":"x"}}`: `{"tools":[{"name":"a"}],"nextCursor":"x"}`,
-		listEnvelope + `{}}`:                             `{}`,
-		`{"id":0,"jsonrpc":"2.0","result":{"tools":[]}}`: `{"tools":[]}`,
-		listEnvelope + `{"tools":[]},"x":1}`:             `{"tools":[]}`,
-	} {
-		if got := resultOf(gjson.Parse(msg)); got.Raw != want || !got.IsObject() {
-			t.Errorf("resultOf(%s) = %s, want %s", msg, got.Raw, want)
-		}
-	}
-}
+import "testing"
 
 func TestSessionOwned(t *testing.T) {
 	for key, want := range map[string]bool{

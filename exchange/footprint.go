@@ -16,18 +16,14 @@ type Footprint struct {
 // Footprint returns the sizes of the core's memory kept per name and per session.
 func (c *Core) Footprint() Footprint {
 	var f Footprint
-	c.listed.mu.RLock()
-	f.ListedNames = len(c.listed.names)
-	c.listed.mu.RUnlock()
-	c.seen.mu.Lock()
-	f.SeenNames = len(c.seen.names)
-	c.seen.mu.Unlock()
+	f.ListedNames = c.lists.listed.Len()
+	f.SeenNames = c.lists.seen.Len()
 	f.UnitKeys = c.unitKeys.lru.Len()
 	f.StateKeys = c.stateKeys.lru.Len()
 	c.figures.mu.Lock()
 	f.CacheFigures = len(c.figures.m)
 	c.figures.mu.Unlock()
-	f.KnownSessions = c.known.lru.Len()
+	f.KnownSessions = c.lists.known.Len()
 	c.flights.mu.Lock()
 	f.Flights = len(c.flights.m)
 	c.flights.mu.Unlock()

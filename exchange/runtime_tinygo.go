@@ -9,15 +9,9 @@ import (
 )
 
 // The core in the TinyGo module (-scheduler=none: no goroutines) runs one call at a time,
-// and the host owns time: a deadline is the host's (http_timeout), a lease lapses by the
-// expiry stored with it, and a flight is never joined (waiting would block the only
-// thread). runtime_native.go has the native versions.
-
-// withTimeout returns ctx: no context with a deadline (its cancel propagation needs a
-// goroutine), the host bounds the call.
-func withTimeout(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
-	return ctx, func() {}
-}
+// and the host owns time: a flight is never joined (waiting would block the only thread).
+// runtime_native.go has the native versions; exchange/internal/deadline bounds contexts,
+// exchange/tasks lets a task's lease lapse.
 
 const base32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 
@@ -31,38 +25,5 @@ func randomText() string {
 	return string(b[:])
 }
 
-// spawn runs f now.
-func spawn(f func()) { f() }
-
-// timersFire: afterFunc's functions run when their time comes.
-const timersFire = false
-
-// stopper is a timer that can be stopped.
-type stopper interface{ Stop() bool }
-
-type never struct{}
-
-func (never) Stop() bool { return true }
-
-// afterFunc never fires: a task's lease lapses in the store by its expiry.
-func afterFunc(time.Duration, func()) stopper { return never{} }
-
 // waitFlight never waits: the call goes upstream itself.
 func waitFlight(context.Context, *flight, time.Duration) bool { return false }
-
-// unzeroed returns an empty buffer of capacity n (TinyGo's allocator zeroes every
-// allocation: no way around it, and the native version's strings.Builder costs module
-// size).
-//
-//go:inline
-func unzeroed(n int) []byte { return make([]byte, 0, n) }
-
-// detachedTimeout is ctx without its cancellation: the module has no timers.
-func detachedTimeout(ctx context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithoutCancel(ctx), func() {}
-}
-
-// lazyTimeout is withTimeout.
-func lazyTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return withTimeout(ctx, d)
-}

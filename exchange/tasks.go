@@ -2,17 +2,14 @@ package exchange
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
-	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/tidwall/gjson"
 )
 
@@ -22,11 +19,11 @@ import (
 // once completed (2026-07-28). The core gates such a call like any other, and moves the
 // workflow when the task has completed, not when it was created:
 //
-//   - a refusal is a JSON-RPC error (CodeToolRefused) whose message is the refusal text: the
+//   - a refusal is a JSON-RPC error (tasks.CodeToolRefused) whose message is the refusal text: the
 //     task API of the official TypeScript client rejects a plain CallToolResult where a
 //     CreateTaskResult is due, and shows an error's message (RATIONALE.md, "Tasks");
 //   - an admitted call's CreateTaskResult passes untouched, and the core stores a task record
-//     (taskKey) holding what settling it needs: the tool and the engine input of the call;
+//     (tasks.Key) holding what settling it needs: the tool and the engine input of the call;
 //   - the first answer or notification that shows the task ended (tasks/result, tasks/get
 //     with a terminal status, notifications/tasks/status) settles it: the record is claimed
 //     with compare-and-set, so one settlement wins whichever replica or stream sees it first,
@@ -48,154 +45,24 @@ const (
 	methodTaskStatus  = "notifications/tasks/status"
 )
 
-// CodeToolRefused is the JSON-RPC error code of a task-augmented tools/call the gateway
-// refused (outside its workflow states, limits, tool health, the gate unavailable): in
-// JSON-RPC's implementation-defined server range, below the -32020..-32099 MCP reserves.
-const CodeToolRefused = -32010
-
-// taskKeyPrefix is where task records live in the State (outside stategate/v1/: no lease,
-// no workflow snapshot).
-const taskKeyPrefix = "stategate/tasks/v1/"
-
-// maxTaskLeases bounds the leases held for running tasks in one core.
-const maxTaskLeases = 10000
-
-// taskKey is the record of task id for a principal: what owns a task across sessions. The
-// spec lets a client poll a task from any session (a client that reconnected reads
-// tasks/result from its new one), so a record keyed by the session missed the task's end
-// there, and once the lease lapsed the same once-only step was admitted and ran again. The
-// principal scopes it (another principal computes another key: it can neither settle nor
-// read the record); without a principal header every client shares the scope, as they
-// share handle-keyed state. The digest keeps the caller's names out of the key.
-func taskKey(principal, id string) string {
-	return taskDigest("principal", principal, id)
-}
-
-// sessionTaskKey is where a task's record goes when its principal's key is taken (an
-// upstream that reuses a task id within one principal's scope, such as a stdio child per
-// session counting from 1), and where records written before issue 38 are: a session's
-// own, read first in that session.
-func sessionTaskKey(session, principal, id string) string {
-	return taskDigest(session, principal, id)
-}
-
-func taskDigest(parts ...string) string {
-	h := sha256.New()
-	for _, s := range parts {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return taskKeyPrefix + hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// taskID returns the id of the task a CreateTaskResult (result) created: result.task.taskId
-// (2025-11-25) or, under resultType "task", result.taskId (2026-07-28); "" for any other
-// result.
-func taskID(result gjson.Result) string {
-	if !result.IsObject() {
-		return ""
-	}
-	if t := result.Get("task.taskId"); t.Type == gjson.String && result.Get("task").IsObject() {
-		return t.Str
-	}
-	if result.Get("resultType").Str == "task" {
-		if t := result.Get("taskId"); t.Type == gjson.String {
-			return t.Str
-		}
-	}
-	return ""
-}
-
-// taskTerminal reports whether status ends a task, and whether the end is a completion.
-func taskTerminal(status string) (ended, completed bool) {
-	switch status {
-	case "completed":
-		return true, true
-	case "failed", "cancelled", "unknown":
-		return true, false
-	}
-	return false, false
-}
-
-// taskRefusal turns a refusal result (the engine's isError CallToolResult) into the JSON-RPC
-// error a task-augmented call gets: the message is the result's text, the data its
-// dev.stategate/error.
-func (ex *Exchange) taskRefusal(result []byte) []byte {
-	res := gjson.ParseBytes(result)
-	var text []string
-	res.Get("content").ForEach(func(_, b gjson.Result) bool {
-		if b.Get("type").Str == "text" {
-			text = append(text, b.Get("text").Str)
-		}
-		return true
-	})
-	msg := strings.Join(text, "\n")
-	if msg == "" {
-		msg = "the gateway refused this call"
-	}
-	out := jsonrpc.AppendError(nil, ex.clientID, CodeToolRefused, msg)
-	if e := res.Get("_meta." + gjson.Escape(abi.MetaError)); e.IsObject() {
-		data := jsonx.AppendString([]byte{'{'}, abi.MetaError)
-		data = append(data, ':')
-		data = append(data, e.Raw...)
-		data = append(data, '}')
-		out, _ = answer.Set(out, data, "error", "data")
-	}
-	return answer.WithDuration(out, ex.start)
-}
-
-// taskRecord is what settling a task needs, as stored.
-type taskRecord struct {
-	raw    []byte
-	tool   string
-	input  string // the engine input of the call (an object)
-	moves  bool
-	purges bool
-	done   bool
-}
-
-func parseTaskRecord(v []byte) (taskRecord, bool) {
-	r := gjson.ParseBytes(v)
-	if !gjson.ValidBytes(v) || !r.IsObject() || r.Get("tool").Type != gjson.String || !r.Get("input").IsObject() {
-		return taskRecord{}, false
-	}
-	return taskRecord{raw: v, tool: r.Get("tool").Str, input: r.Get("input").Raw, moves: r.Get("moves").Bool(),
-		purges: r.Get("purges").Bool(), done: r.Get("done").Bool()}, true
-}
-
-func (r taskRecord) encode() []byte {
-	b := append([]byte(`{"tool":`), jsonx.AppendString(nil, r.tool)...)
-	b = append(b, `,"input":`...)
-	b = append(b, r.input...)
-	for _, f := range []struct {
-		name string
-		on   bool
-	}{{"moves", r.moves}, {"purges", r.purges}, {"done", r.done}} {
-		if f.on {
-			b = append(b, `,"`+f.name+`":true`...)
-		}
-	}
-	return append(b, '}')
-}
-
 // taskCreated records the task a forwarded tools/call created. A moving call's lease is
-// kept for the task (taskLeases) instead of being released when the exchange closes.
+// kept for the task (tasks.Leases) instead of being released when the exchange closes.
 func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 	c := ex.core
 	c.count(CountTasksCreated)
 	ex.health.due.Store(false) // counted when the task ends
-	key := taskKey(ex.principal, id)
-	rec := taskRecord{tool: ex.Tool, input: string(ex.call.input) + "}", moves: ex.call.moves, purges: ex.cached.purges}
-	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	key := tasks.Key(ex.principal, id)
+	rec := tasks.Record{Tool: ex.Tool, Input: string(ex.call.input) + "}", Moves: ex.call.moves, Purges: ex.cached.purges}
+	ctx, cancel := deadline.Within(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	// The principal's record outlives the session (owner ""): the store's idle TTL ends it.
-	err := c.state.Store(ctx, "", key, rec.encode(), Slot{}, nil)
+	err := c.state.Store(ctx, "", key, rec.Encode(), Slot{}, nil)
 	if errors.Is(err, ErrConflict) && ex.Session != "" {
 		// The id is taken in the principal's scope: the record stays with this session,
 		// where only this session's answers settle it.
 		c.Fault(abi.FaultUpstreamBody, errors.New("a task id the upstream gave before in this principal's scope: its record is kept with the session"), "tool", ex.Tool, "task", id)
-		key = sessionTaskKey(ex.Session, ex.principal, id)
-		err = c.state.Store(ctx, ex.Session, key, rec.encode(), Slot{}, nil)
+		key = tasks.SessionKey(ex.Session, ex.principal, id)
+		err = c.state.Store(ctx, ex.Session, key, rec.Encode(), Slot{}, nil)
 	}
 	if err != nil {
 		// Without its record the task's end cannot move the workflow: the lease is held
@@ -204,7 +71,7 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 		return
 	}
 	if ex.call.lease != nil && !ex.call.hold {
-		c.tasks.hold(key, ex.call.lease, c.facts.leaseTTL, func() {
+		c.tasks.Hold(key, ex.call.lease, c.facts.leaseTTL, func() {
 			c.Fault(abi.FaultTaskLease, errors.New("the task outlived its lease: another moving call on the same state may now be admitted before it ends"),
 				"tool", ex.Tool, "task", id, "lease", c.facts.leaseTTL.String())
 		})
@@ -221,9 +88,9 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 	c := ex.core
 	// This session's own record first (a reused id, or a record from before issue 38),
 	// then the principal's.
-	keys := []string{sessionTaskKey(ex.Session, ex.principal, id), taskKey(ex.principal, id)}
+	keys := []string{tasks.SessionKey(ex.Session, ex.principal, id), tasks.Key(ex.principal, id)}
 	owners := []string{ex.Session, ""}
-	sctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	sctx, cancel := deadline.Within(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	slots, err := c.state.Load(sctx, keys, false)
 	if err == nil && len(slots) != len(keys) {
@@ -238,32 +105,32 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 		at = 1
 	}
 	key, slot := keys[at], slots[at]
-	rec, ok := parseTaskRecord(slot.Value)
+	rec, ok := tasks.ParseRecord(slot.Value)
 	if !slot.Exists || !ok {
 		return msg, nil // not a task the gateway saw created: nothing to settle or decorate
 	}
 	won := false
-	if !rec.done {
+	if !rec.Done {
 		done := rec
-		done.done = true
-		switch err := c.state.Store(sctx, owners[at], key, done.encode(), slot, nil); {
+		done.Done = true
+		switch err := c.state.Store(sctx, owners[at], key, done.Encode(), slot, nil); {
 		case err == nil:
 			won = true
 		case errors.Is(err, ErrConflict): // settled by another answer first
 		default:
-			c.Fault(abi.FaultTransition, storeError{err}, "tool", rec.tool, "task", id)
+			c.Fault(abi.FaultTransition, storeError{err}, "tool", rec.Tool, "task", id)
 		}
 	}
-	tex := &Exchange{core: c, Verdict: Forward, Method: MethodToolsCall, Tool: rec.tool, Session: ex.Session,
+	tex := &Exchange{core: c, Verdict: Forward, Method: MethodToolsCall, Tool: rec.Tool, Session: ex.Session,
 		principal: ex.principal, version: ex.version, start: ex.start, clientID: ex.clientID, upstreamID: ex.clientID,
 		task: true, answered: true,
-		call: callState{input: []byte(strings.TrimSuffix(rec.input, "}")), moves: rec.moves}}
+		call: callState{input: []byte(strings.TrimSuffix(rec.Input, "}")), moves: rec.Moves}}
 	if won {
 		c.count(CountTasksSettled)
 		tex.settle = settleMove
-		tex.cached.purges = rec.purges && completed
-		tex.call.lease = c.tasks.take(key)
-		tex.health.due.Store(c.healthFor(rec.tool))
+		tex.cached.purges = rec.Purges && completed
+		tex.call.lease = c.tasks.Take(key)
+		tex.health.due.Store(c.healthFor(rec.Tool))
 		if !completed {
 			tex.settle = settleEnded
 		}
@@ -304,7 +171,7 @@ func (ex *Exchange) rewriteTask(ctx context.Context, msg []byte, result gjson.Re
 		// 2025-11-25: the answer is the call's result (terminal: tasks/result blocks).
 		return ex.settleTask(ctx, ex.taskID, jsonrpc.Succeeded(gjson.ParseBytes(msg)), msg)
 	}
-	ended, completed := taskTerminal(result.Get("status").Str)
+	ended, completed := tasks.Terminal(result.Get("status").Str)
 	if !ended {
 		return msg, nil
 	}
@@ -349,78 +216,10 @@ func (ex *Exchange) Observe(ctx context.Context, msg []byte) {
 		return
 	}
 	id := m.Get("params.taskId")
-	ended, completed := taskTerminal(m.Get("params.status").Str)
+	ended, completed := tasks.Terminal(m.Get("params.status").Str)
 	if id.Type != gjson.String || !ended {
 		return
 	}
 	scope := &Exchange{core: ex.core, start: time.Now(), Session: ex.Session, principal: ex.principal, version: ex.version}
 	scope.settleTask(ctx, id.Str, completed, nil)
-}
-
-// taskLeases keeps the leases of moving calls whose task is running, until the task ends
-// or the lease's lifetime passes (then onLapse reports it).
-type taskLeases struct {
-	mu sync.Mutex
-	m  map[string]*heldLease
-}
-
-type heldLease struct {
-	lease   Lease
-	timer   stopper
-	due     time.Time // when the lease lapses (swept by it where timers never fire)
-	onLapse func()
-}
-
-func (t *taskLeases) hold(key string, lease Lease, ttl time.Duration, onLapse func()) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = map[string]*heldLease{}
-	}
-	if !timersFire {
-		t.sweep(time.Now())
-	}
-	if len(t.m) >= maxTaskLeases {
-		lease.Release() // no room: the task runs unleased, reported as a lapse
-		spawn(onLapse)
-		return
-	}
-	h := &heldLease{lease: lease, due: time.Now().Add(ttl), onLapse: onLapse}
-	h.timer = afterFunc(ttl, func() {
-		t.mu.Lock()
-		cur := t.m[key]
-		if cur == h {
-			delete(t.m, key)
-		}
-		t.mu.Unlock()
-		if cur == h {
-			h.lease.Release()
-			onLapse()
-		}
-	})
-	t.m[key] = h
-}
-
-// sweep drops the leases whose time passed, as their timers would have (t.mu held).
-func (t *taskLeases) sweep(now time.Time) {
-	for k, h := range t.m {
-		if now.After(h.due) {
-			delete(t.m, k)
-			h.lease.Release()
-			h.onLapse()
-		}
-	}
-}
-
-// take hands over the lease held for key (nil when none is held any more).
-func (t *taskLeases) take(key string) Lease {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	h := t.m[key]
-	if h == nil {
-		return nil
-	}
-	delete(t.m, key)
-	h.timer.Stop()
-	return h.lease
 }

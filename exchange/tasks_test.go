@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
@@ -183,7 +184,7 @@ func TestTask_secondRunRefusedWhileLeased(t *testing.T) {
 			Data    json.RawMessage `json:"data"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(ex.Body, &msg); err != nil || msg.ID != 7 || msg.Error.Code != CodeToolRefused ||
+	if err := json.Unmarshal(ex.Body, &msg); err != nil || msg.ID != 7 || msg.Error.Code != tasks.CodeToolRefused ||
 		msg.Error.Message != abi.GateBusyText || !strings.Contains(string(msg.Error.Data), abi.DenyGateUnavailable) {
 		t.Fatalf("refusal of a task call: %s (%v)", ex.Body, err)
 	}

@@ -2,76 +2,106 @@ package exchange
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"hash/maphash"
-	"strings"
-	"sync"
+	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/tidwall/gjson"
 )
+
+// toolLists is the core's tool-list service: what it keeps of the upstream's lists
+// (exchange/toollist), and the decoration of tools/list answers through the engine, on the
+// core's state.
+type toolLists struct {
+	c       *Core
+	memo    *toollist.Lists  // decorated lists (nil: the memos are off)
+	tools   *toollist.Tools  // decorated elements of lists (nil: the memos are off)
+	known   *toollist.Known  // each session's last list
+	listed  *toollist.Listed // the names hosts may label metrics with (shared across reloads)
+	seen    *toollist.Seen   // every name the upstream listed (shared across reloads)
+	params  *toollist.Params // listed tools' Mcp-Param-* declarations (shared across reloads)
+	unknown toollist.Unknown // this configuration's names no listed tool meets
+	checker toollist.Checker // the unknown names' check, through c
+}
+
+// init makes the service of c; what prev (nil: none) kept of the names listed carries
+// over, and c's configuration is checked against it at once.
+func (l *toolLists) init(c *Core, prev *Core) {
+	l.c, l.known, l.checker = c, toollist.NewKnown(10000), newChecker(c)
+	if prev != nil {
+		l.listed, l.seen, l.params = prev.lists.listed, prev.lists.seen, prev.lists.params
+		l.unknown.Check(context.Background(), l.seen, &l.checker)
+	} else {
+		l.listed, l.seen, l.params = toollist.NewListed(toollist.MaxListed), toollist.NewSeen(), toollist.NewParams()
+	}
+	if n := c.opts.ListMemoBytes; n > 0 {
+		l.memo = toollist.NewLists(64, n)
+		l.tools = toollist.NewTools(16, n/2)
+	}
+}
 
 // emptyListProbe asks the engine, cheaply, which state a list needs for this request.
 const emptyListProbe = `,"message":{"jsonrpc":"2.0","id":0,"result":{"tools":[]}}`
 
-// decorateTools decorates a tools/list answer through decorate_tools. Decoration fails
+// decorate decorates a tools/list answer through decorate_tools. Decoration fails
 // open: on any fault the client gets the upstream's list unchanged.
 //
 // The engine's answer depends only on the list, the protocol version and the loaded
 // snapshots, so it is memoised on exactly those: a repeated list costs a lookup. result is
 // msg's result member.
-func (c *Core) decorateTools(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result) []byte {
+func (l *toolLists) decorate(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result) []byte {
+	c := l.c
 	if !result.IsObject() || result.Index <= 0 {
 		return msg
 	}
-	scope, st, ok := c.listState(ctx, ex, result)
+	scope, st, ok := l.state(ctx, ex, result)
 	if !ok {
 		return msg
 	}
 	gen := listKey(ex.version, st, "") // with health, st holds the units' records
 	var key string
-	if c.lists != nil {
-		key = c.lists.key(gen, result.Raw)
+	if l.memo != nil {
+		key = l.memo.Key(gen, result.Raw)
 	}
-	var d *decoratedList
+	var d *toollist.Decorated
 	var whole []byte // the decorated message, when the list was assembled in it
-	if c.lists != nil {
-		d = c.lists.get(key, result.Raw)
+	if l.memo != nil {
+		d = l.memo.Get(key, result.Raw)
 	}
-	if d == nil && c.tools != nil && !c.facts.health {
+	if d == nil && l.tools != nil && !c.facts.health {
 		var pre, post []byte
 		if end := result.Index + len(result.Raw); ex.version < cacheableVersion && end <= len(msg) {
 			pre, post = msg[:result.Index], msg[end:] // as jsonrpc.Splice would keep them
 		}
-		if d, whole = c.decorateIncrementally(ctx, scope, st, gen, result.Raw, ex.listAlign(result.Raw), pre, post); d != nil && c.lists != nil {
-			c.lists.put(key, result.Raw, d)
+		if d, whole = l.tools.Incremental(gen, result.Raw, ex.list.Align(result.Raw), pre, post, l.elems(ctx, scope, st)); d != nil && l.memo != nil {
+			l.memo.Put(key, result.Raw, d)
 		}
 		if pre == nil {
 			whole = nil
 		}
 	}
 	if d == nil {
-		if d = c.decorateWhole(ctx, ex, scope, st, gen, key, result); d == nil {
+		if d = l.whole(ctx, ex, scope, st, gen, key, result); d == nil {
 			return msg
 		}
 	}
-	return c.listDecorated(ctx, ex, msg, result, d, whole)
+	return l.decorated(ctx, ex, msg, result, d, whole)
 }
 
-// listState reads the state a list's decoration needs (with tool health, the records of
+// state reads the state a list's decoration needs (with tool health, the records of
 // the units in the list: the list itself asks) and returns it with the engine input's
 // scope; false when it could not be read (the list then goes undecorated).
-func (c *Core) listState(ctx context.Context, ex *Exchange, result gjson.Result) ([]byte, *loaded, bool) {
+func (l *toolLists) state(ctx context.Context, ex *Exchange, result gjson.Result) ([]byte, *loaded, bool) {
+	c := l.c
 	scope := ex.appendScope(make([]byte, 0, 128))
 	probe := append(scope[:len(scope):len(scope)], emptyListProbe...)
 	if c.facts.health {
 		scope = appendNow(scope)
-		probe = append(scope[:len(scope):len(scope)], `,"message":`+listEnvelope...)
+		probe = append(scope[:len(scope):len(scope)], `,"message":`+toollist.Envelope...)
 		probe = append(probe, result.Raw...)
 		probe = append(probe, '}')
 	}
@@ -87,10 +117,11 @@ func (c *Core) listState(ctx context.Context, ex *Exchange, result gjson.Result)
 	return scope, st, true
 }
 
-// decorateWhole decorates the whole list with one engine call, stores what the answer
+// whole decorates the whole list with one engine call, stores what the answer
 // writes, and memoises the result when it writes nothing. nil: the list goes undecorated.
-func (c *Core) decorateWhole(ctx context.Context, ex *Exchange, scope []byte, st *loaded, gen, key string, result gjson.Result) *decoratedList {
-	const head = `,"message":` + listEnvelope
+func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *loaded, gen, key string, result gjson.Result) *toollist.Decorated {
+	c := l.c
+	const head = `,"message":` + toollist.Envelope
 	input := func() []byte {
 		// Room for the states and the closing braces too: callOwned appends them in place.
 		in := make([]byte, 0, len(scope)+len(head)+len(result.Raw)+1+st.statesSize()+1)
@@ -114,61 +145,73 @@ func (c *Core) decorateWhole(ctx context.Context, ex *Exchange, scope []byte, st
 	}
 	if !c.facts.health && m[2].IsObject() {
 		// (With tool health, listHealth stored every write of the answer, this one too.)
-		c.remember(ctx, input, out, st)
+		l.remember(ctx, input, out, st)
 	}
-	res := resultOf(m[0])
+	res := toollist.ResultOf(m[0])
 	if !res.IsObject() {
 		c.Fault(abi.FaultDecoratePlugin, errors.New("decorate_tools answered no message"), "method", MethodToolsList)
 		return nil
 	}
-	d := &decoratedList{result: res.Raw, names: m[1].Raw, withheld: len(m[3].Array())}
+	d := &toollist.Decorated{Result: res.Raw, Names: m[1].Raw, Withheld: len(m[3].Array())}
 	if !writes && !m[2].Exists() {
-		if c.lists != nil {
-			c.lists.put(key, result.Raw, d)
+		if l.memo != nil {
+			l.memo.Put(key, result.Raw, d)
 		}
-		if c.tools != nil && !c.facts.health {
-			c.memoiseDecorated(gen, result.Raw, res.Raw, ex.listAlign(result.Raw), m[1], m[4], m[3])
+		if l.tools != nil && !c.facts.health {
+			l.tools.Memoise(gen, result.Raw, res.Raw, ex.list.Align(result.Raw), m[1], m[4], m[3])
 		}
 	}
 	return d
 }
 
-// listDecorated counts a decorated list, records the names it lists and returns the
+// elems is the engine for an incremental decoration (toollist.Tools.Incremental):
+// it decorates the elements it is given as a list of their own, on st. false: the full
+// path must decide (it reports the fault, or writes the record).
+func (l *toolLists) elems(ctx context.Context, scope []byte, st *loaded) func(elems []string) (toollist.Answer, bool) {
+	c := l.c
+	return func(elems []string) (toollist.Answer, bool) {
+		const head = `,"message":` + toollist.Envelope + `{"tools":[`
+		n := len(scope) + len(head) + 8 + st.statesSize()
+		for _, e := range elems {
+			n += len(e) + 1
+		}
+		in := append(append(make([]byte, 0, n), scope...), head...)
+		for i, e := range elems {
+			if i > 0 {
+				in = append(in, ',')
+			}
+			in = append(in, e...)
+		}
+		in = append(in, "]}}"...)
+		_, m, err := c.callOwned(ctx, abi.FuncDecorateTools, in, st, "message", "toolNames", "hidden", "withheld", "states")
+		if err != nil || m[4].Exists() {
+			return toollist.Answer{}, false
+		}
+		return toollist.Answer{Result: toollist.ResultOf(m[0]).Raw, Names: m[1], Hidden: m[2], Withheld: m[3]}, true
+	}
+}
+
+// decorated counts a decorated list, records the names it lists and returns the
 // message with it (whole, when the list was assembled in the message already).
-func (c *Core) listDecorated(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result, d *decoratedList, whole []byte) []byte {
+func (l *toolLists) decorated(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result, d *toollist.Decorated, whole []byte) []byte {
+	c := l.c
 	c.count(CountListsDecorated)
-	if d.withheld > 0 {
-		c.countN(CountToolsWithheld, d.withheld) // tool objects that repeat a member: removed from the list
+	if d.Withheld > 0 {
+		c.countN(CountToolsWithheld, d.Withheld) // tool objects that repeat a member: removed from the list
 	}
-	names := gjson.Parse(d.names)
+	names := gjson.Parse(d.Names)
 	if ex.Session != "" {
-		c.known.set(ex.Session, []byte(d.names))
+		l.known.Set(ex.Session, []byte(d.Names))
 	}
-	c.listed.add(names)
-	c.toolsSeen(ctx, names, result)
+	l.listed.Add(names)
+	l.unknown.Seen(ctx, l.seen, names, result, &l.checker)
 	if ex.version >= cacheableVersion {
-		return jsonrpc.Splice(msg, result, c.cacheHints([]byte(d.result)))
+		return jsonrpc.Splice(msg, result, cacheHints([]byte(d.Result), c.facts.principal))
 	}
 	if whole != nil {
 		return whole
 	}
-	return jsonrpc.Splice(msg, result, d.result)
-}
-
-// listEnvelope opens the message a list is decorated in: the upstream's result, under an
-// envelope of the core's own.
-const listEnvelope = `{"jsonrpc":"2.0","id":0,"result":`
-
-// resultOf returns the result of the decorated message msg. decorate_tools changes nothing
-// outside the elements of result.tools (ABI.md), so the result is what lies between the
-// core's envelope and its closing brace: no pass over the list to find it. A message that
-// does not open with the envelope and close two objects is read with gjson.
-func resultOf(msg gjson.Result) gjson.Result {
-	raw := msg.Raw
-	if strings.HasPrefix(raw, listEnvelope) && strings.HasSuffix(raw, "}}") && len(raw) >= len(listEnvelope)+3 {
-		return gjson.Parse(raw[len(listEnvelope) : len(raw)-1]) // an object: Parse does not scan it
-	}
-	return msg.Get("result")
+	return jsonrpc.Splice(msg, result, d.Result)
 }
 
 // remember stores what a list taught the engine (its "states": the principal's annotation
@@ -176,7 +219,8 @@ func resultOf(msg gjson.Result) gjson.Result {
 // re-read and the list decorated again on the fresh record, which merges both (the record
 // only grows more cautious). A store failure is a list_store fault: the list goes out
 // anyway, and the next list tries again.
-func (c *Core) remember(ctx context.Context, input func() []byte, out []byte, st *loaded) {
+func (l *toolLists) remember(ctx context.Context, input func() []byte, out []byte, st *loaded) {
+	c := l.c
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		var lost []string
 		var failed error
@@ -222,13 +266,13 @@ const cacheableVersion = "2026-07-28"
 // principal, so the gateway's view may vary by authorization: the scope is then
 // "private" whatever the upstream said (a private result must not be shared across
 // authorization contexts; combining hints, any private makes private).
-func (c *Core) cacheHints(result []byte) []byte {
+func cacheHints(result []byte, principal string) []byte {
 	h := gjson.GetManyBytes(result, "ttlMs", "cacheScope")
 	if ttl := h[0]; ttl.Type != gjson.Number || ttl.Num < 0 {
 		result, _ = answer.Set(result, []byte("0"), "ttlMs")
 	}
 	valid := h[1].Type == gjson.String && (h[1].Str == "public" || h[1].Str == "private")
-	if !valid || (c.facts.principal != "" && h[1].Str != "private") {
+	if !valid || (principal != "" && h[1].Str != "private") {
 		result, _ = answer.SetString(result, "private", "cacheScope")
 	}
 	return result
@@ -240,7 +284,7 @@ func (c *Core) EndSession(ctx context.Context, session, principal string) {
 	if session == "" {
 		return
 	}
-	c.known.forget(session)
+	c.lists.known.Forget(session)
 	var keys []string
 	if IsGatewaySession(session) {
 		keys = append(keys, sessionRecordKey(session))
@@ -288,113 +332,67 @@ func listKey(version string, st *loaded, result string) string {
 	return string(b)
 }
 
-// listMemo memoises decorated lists, bounded in entries and bytes (least recently used
-// first). An entry is found by its generation and a hash of the upstream's result, and
-// holds that result to compare: no key as long as the list is built, and one pass over it
-// to look it up.
-type listMemo struct {
-	mu       sync.Mutex
-	seed     maphash.Seed
-	entries  *simplelru.LRU[string, listEntry]
-	maxBytes int
-	bytes    int
-}
-
-type listEntry struct {
-	src string // the upstream's result
-	d   *decoratedList
-}
-
-func (e listEntry) size(key string) int { return len(key) + len(e.src) + e.d.size() }
-
-func newListMemo(max, maxBytes int) *listMemo {
-	l := &listMemo{seed: maphash.MakeSeed(), maxBytes: maxBytes}
-	l.entries, _ = simplelru.NewLRU(max, func(key string, e listEntry) { l.bytes -= e.size(key) }) // max > 0
-	return l
-}
-
-// key returns the entry key of result under gen. A long result is hashed by samples (its
-// length, both ends and 32 slices across it): a lookup compares the result in full anyway,
-// and a list that differs where no sample looks costs a comparison up to the difference,
-// where hashing it all cost a pass over every byte of every list.
-func (l *listMemo) key(gen, result string) string {
-	var h uint64
-	if len(result) <= 8<<10 {
-		h = maphash.String(l.seed, result)
-	} else {
-		var mh maphash.Hash
-		mh.SetSeed(l.seed)
-		mh.WriteString(result[:2048])
-		mh.WriteString(result[len(result)-2048:])
-		step := (len(result) - 64) / 32
-		for i := 0; i < 32; i++ {
-			mh.WriteString(result[i*step : i*step+64])
-		}
-		h = mh.Sum64() ^ uint64(len(result))
-	}
-	b := make([]byte, 0, len(gen)+9)
-	b = append(b, gen...)
-	b = append(b, 0)
-	b = binary.LittleEndian.AppendUint64(b, h)
-	return string(b)
-}
-
-func (l *listMemo) get(key, result string) *decoratedList {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e, ok := l.entries.Get(key); ok && e.src == result {
-		return e.d
-	}
-	return nil
-}
-
-// put memoises d as the decoration of result (which it keeps: it must not change). A hash
-// collision keeps the newer list.
-func (l *listMemo) put(key, result string, d *decoratedList) {
-	e := listEntry{result, d}
-	size := e.size(key)
-	if size > l.maxBytes/4 {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.entries.Remove(key) // the collision's older list, when there is one
-	for l.entries.Len() > 0 && l.bytes+size > l.maxBytes {
-		l.entries.RemoveOldest()
-	}
-	l.entries.Add(key, e) // past max entries, the oldest goes
-	l.bytes += size
-}
-
-func (d *decoratedList) size() int { return len(d.result) + len(d.names) + 32 }
-
-// knownTools remembers each session's last tool list (for invalidation events), bounded:
-// the sessions least recently used go first.
-type knownTools struct {
-	lru *lru.Cache[string, []byte] // session -> JSON array of names
-}
-
-// maxKnownBytes bounds one session's remembered tool names.
-const maxKnownBytes = 256 << 10
-
-func newKnownTools(max int) *knownTools {
-	c, _ := lru.New[string, []byte](max) // max > 0: never an error
-	return &knownTools{c}
-}
-
-func (k *knownTools) set(session string, names []byte) {
-	if len(names) > maxKnownBytes || len(names) == 0 {
-		return
-	}
-	k.lru.Add(session, names)
-}
-
-func (k *knownTools) get(session string) []byte {
-	if session == "" {
+// readList returns the reader for the result of a tools/list answer s, for the
+// validator's pass (nil when lists are decorated whole).
+func (ex *Exchange) readList(s string) *toollist.Reader {
+	c := ex.core
+	if ex.Method != MethodToolsList || c.lists.tools == nil || c.facts.health {
 		return nil
 	}
-	names, _ := k.lru.Get(session)
-	return names
+	ex.list = c.lists.tools.Read(s, maxValidateDepth-1)
+	return ex.list
 }
 
-func (k *knownTools) forget(session string) { k.lru.Remove(session) }
+// Listed reports whether the upstream listed a tool of this name in an answer the core
+// decorated (bounded to the first 1000 names). Hosts use it to keep client-chosen names
+// out of metric labels.
+func (c *Core) Listed(name string) bool { return c.lists.listed.Has(name) }
+
+// ListedNames returns the tool names the upstream has listed, to clients (Listed) or to
+// the host's own probe (ToolsListed), sorted, without repeats.
+func (c *Core) ListedNames() []string { return toollist.Names(c.lists.listed, c.lists.seen) }
+
+// ConfigReporter is an optional Reporter extension: the core reports each unknown name
+// once per configuration, when it is first found (the gateway logs it). The core also
+// publishes it as an EventConfigUnknownTool.
+type ConfigReporter interface {
+	UnknownTool(toollist.UnknownTool)
+}
+
+// UnknownTools returns the configuration's names that no tool the upstream listed meets,
+// in configuration order; nil until a listing has completed (the host's probe, or a
+// tools/list answer without nextCursor).
+func (c *Core) UnknownTools() []toollist.UnknownTool { return c.lists.unknown.Tools() }
+
+// ToolsListed hands the core a tools array the host listed from the upstream itself (the
+// gateway's start-up probe): a complete listing, checked against the configuration at once.
+func (c *Core) ToolsListed(ctx context.Context, tools []byte) {
+	names := gjson.GetBytes(tools, "#.name")
+	if !gjson.ValidBytes(tools) || !names.IsArray() {
+		return
+	}
+	c.lists.seen.Add(names, true)
+	c.lists.unknown.Check(ctx, c.lists.seen, &c.lists.checker)
+}
+
+// newChecker is what the check of the configuration's unknown names needs of c.
+func newChecker(c *Core) toollist.Checker {
+	return toollist.Checker{
+		Bound: func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return deadline.Within(ctx, 10*time.Second)
+		},
+		Call: func(ctx context.Context, in []byte) ([]byte, error) {
+			out, err := c.plugin.Call(ctx, abi.FuncCheckConfig, in)
+			return out, pluginErr(out, err)
+		},
+		Failed: func(err error) {
+			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList, "check", "unknown tools")
+		},
+		Found: func(t toollist.UnknownTool) {
+			if cr, ok := c.reporter.(ConfigReporter); ok {
+				cr.UnknownTool(t)
+			}
+			c.publish(Event{Type: EventConfigUnknownTool, Tool: t.Name, Data: map[string]any{"glob": t.Glob, "where": t.Where}})
+		},
+	}
+}

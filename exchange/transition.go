@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -26,7 +27,7 @@ import (
 // transition judges it, and the unit's record is written with the workflows' snapshots.
 func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code string) bool {
 	c := ex.core
-	ctx, cancel := detachedTimeout(ctx, 10*time.Second)
+	ctx, cancel := deadline.Detached(ctx, 10*time.Second)
 	defer cancel()
 	st := ex.call.st
 	var in []byte // built when the engine is called: a settled success needs none

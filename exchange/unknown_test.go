@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/plugin/engine"
 )
 
@@ -22,11 +23,11 @@ const typoConfig = `{"version":1,
 type recorder struct {
 	nopReporter
 	mu       sync.Mutex
-	reported []UnknownTool
+	reported []toollist.UnknownTool
 	events   []Event
 }
 
-func (r *recorder) UnknownTool(u UnknownTool) {
+func (r *recorder) UnknownTool(u toollist.UnknownTool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reported = append(r.reported, u)
@@ -82,10 +83,10 @@ func TestUnknownTools(t *testing.T) {
 		t.Fatalf("after one page of a listing: %+v", u)
 	}
 	listPage(t, c, `{"tools":[{"name":"cart.add"}]}`)
-	want := []UnknownTool{
-		{Name: "crt.*", Glob: true, Where: []ToolPlace{{`stateSync.policies[0].match`, PlacePolicy}}},
-		{Name: "cart.pya", Where: []ToolPlace{{`limits.tools["cart.pya"]`, PlaceLimit}, {`workflows[0].tools["cart.pya"]`, PlaceBinding}}},
-		{Name: "cart.view", Where: []ToolPlace{{`workflows[0].tools["cart.view"]`, PlaceBinding}}},
+	want := []toollist.UnknownTool{
+		{Name: "crt.*", Glob: true, Where: []toollist.ToolPlace{{Path: `stateSync.policies[0].match`, Kind: toollist.PlacePolicy}}},
+		{Name: "cart.pya", Where: []toollist.ToolPlace{{Path: `limits.tools["cart.pya"]`, Kind: toollist.PlaceLimit}, {Path: `workflows[0].tools["cart.pya"]`, Kind: toollist.PlaceBinding}}},
+		{Name: "cart.view", Where: []toollist.ToolPlace{{Path: `workflows[0].tools["cart.view"]`, Kind: toollist.PlaceBinding}}},
 	}
 	if got := c.UnknownTools(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("UnknownTools() = %+v\nwant %+v", got, want)

@@ -11,6 +11,7 @@ import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // reqPhase is where a request stands.
@@ -51,9 +52,9 @@ type httpContext struct {
 	ex      *exchange.Exchange
 	resp    respMode
 	status  int
-	ans     answer             // the answer leg of a forwarded request (answer.go)
-	path    string             // the request's path without the query, decoded (kept when publicUrl is set)
-	disc    exchange.Discovery // the document a reqDiscovery request reads
+	ans     answer          // the answer leg of a forwarded request (answer.go)
+	path    string          // the request's path without the query, decoded (kept when publicUrl is set)
+	disc    oauth.Discovery // the document a reqDiscovery request reads
 }
 
 // headerMap is a request's headers for the core (names compared case-insensitively): the

@@ -8,21 +8,21 @@ import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // OAuth discovery under the filter (Settings.PublicURL set): the rules are
-// exchange.OAuthMap's, as in the gateway. Envoy's route sends the well-known paths on; the
+// oauth.Map's, as in the gateway. Envoy's route sends the well-known paths on; the
 // filter rewrites what comes back.
 
 // discovery notes the request's path (decoded, as the gateway's r.URL.Path) and reports
 // whether it is handled here: a discovery document's path that could resolve to another
-// (exchange.RequestDiscovery) is answered 404, as by the gateway, and reaches nothing; a GET
+// (oauth.RequestDiscovery) is answered 404, as by the gateway, and reaches nothing; a GET
 // of protected-resource metadata is read to be rewritten (accept-encoding goes).
 func (h *httpContext) discovery() (act types.Action, handled bool) {
 	raw, _, _ := strings.Cut(h.headers.Get(":path"), "?")
-	h.path = exchange.DecodePath(raw)
-	d, ok, err := exchange.RequestDiscovery(raw)
+	h.path = oauth.DecodePath(raw)
+	d, ok, err := oauth.RequestDiscovery(raw)
 	switch {
 	case !ok || (h.method != "GET" && h.method != "HEAD" && h.method != "OPTIONS"):
 		return types.ActionContinue, false
@@ -33,7 +33,7 @@ func (h *httpContext) discovery() (act types.Action, handled bool) {
 			proxywasm.LogCritical("stategate: sending local response: " + err.Error())
 		}
 		return types.ActionPause, true
-	case h.method != "GET" || d.Doc != exchange.DocProtectedResource:
+	case h.method != "GET" || d.Doc != oauth.DocProtectedResource:
 		return types.ActionContinue, false
 	}
 	h.phase, h.disc = reqDiscovery, d

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 var publicURL = []byte(`{"publicUrl":"https://mcp.example.com"}`)
@@ -66,13 +66,13 @@ func TestFilter_oauth(t *testing.T) {
 			t.Run("encoded_client_path_as_the_gateway", func(t *testing.T) {
 				// The path is decoded as the gateway's r.URL.Path before it is compared
 				// with the upstream's and written: the same bytes as the gateway's
-				// exchange.OAuthMap (upstream without a path: the client's is kept).
-				gw := exchange.OAuthMap{Public: "https://mcp.example.com"}
+				// oauth.Map (upstream without a path: the client's is kept).
+				gw := oauth.Map{Public: "https://mcp.example.com"}
 				e := newEnv(t, r.vm(t), sampleConfig, publicURL)
 				const doc = `{"resource":"http://10.0.0.7:3001/team%20a/mcp"}`
 				o := e.do(roundTrip{method: "GET", path: "/.well-known/oauth-protected-resource/team%20a/mcp/",
 					respHeaders: jsonResp, respBody: []string{doc}})
-				d, _ := exchange.ParseDiscovery("/.well-known/oauth-protected-resource/team a/mcp/")
+				d, _ := oauth.ParseDiscovery("/.well-known/oauth-protected-resource/team a/mcp/")
 				want, _ := gw.Metadata(d, []byte(doc))
 				if o.respBody != string(want) || string(want) != `{"resource":"https://mcp.example.com/team%20a/mcp/"}` {
 					t.Errorf("metadata %s; the gateway's %s", o.respBody, want)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/tidwall/gjson"
 )
 
@@ -59,7 +59,7 @@ type Settings struct {
 	// When set, protected-resource metadata (RFC 9728) answered on a GET of
 	// /.well-known/oauth-protected-resource[/PATH] names it as its resource, and every
 	// WWW-Authenticate challenge names the metadata there (resource_metadata), as
-	// exchange.OAuthMap rewrites them. Empty: both pass unchanged. Never taken from
+	// oauth.Map rewrites them. Empty: both pass unchanged. Never taken from
 	// :authority.
 	PublicURL string
 }
@@ -110,7 +110,7 @@ func ParseSettings(doc []byte) (Settings, error) {
 			}
 			return true
 		case "publicUrl":
-			u, perr := exchange.ParsePublicURL(v.Str)
+			u, perr := oauth.ParsePublicURL(v.Str)
 			if v.Type != gjson.String || perr != nil {
 				err = errors.New("vm configuration: publicUrl must be an http(s) origin (scheme://host[:port])")
 				return false

@@ -26,6 +26,8 @@ import (
 	"github.com/stategate/stategate/exchange/flow"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/oauth"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/internal/termsafe"
 	"github.com/stategate/stategate/plugin/engine"
 )
@@ -74,7 +76,7 @@ type pluginContext struct {
 	core     *exchange.Core
 	flow     *flow.Flow // the answer leg (answer.go)
 	origins  admission.OriginPolicy
-	oauth    exchange.OAuthMap // Public empty: discovery documents and challenges pass unchanged
+	oauth    oauth.Map // Public empty: discovery documents and challenges pass unchanged
 
 	metrics  bool
 	faults   [abi.NumFaults]proxywasm.MetricCounter
@@ -120,7 +122,7 @@ func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 	}})
 	p.origins = admission.OriginPolicy{AllowedOrigins: p.settings.AllowedOrigins, AllowedHosts: p.settings.AllowedHosts}
 	// Envoy's route, not the filter, picks the upstream path: the client's path is kept.
-	p.oauth = exchange.OAuthMap{Public: p.settings.PublicURL}
+	p.oauth = oauth.Map{Public: p.settings.PublicURL}
 	p.defineMetrics()
 	return types.OnPluginStartStatusOK
 }
@@ -195,7 +197,7 @@ func (p *pluginContext) Publish(e exchange.Event) {
 
 // UnknownTool logs a configuration name no listed tool meets (exchange.ConfigReporter),
 // once per configuration; stategate.events.config_unknown_tool counts them.
-func (p *pluginContext) UnknownTool(u exchange.UnknownTool) {
+func (p *pluginContext) UnknownTool(u toollist.UnknownTool) {
 	msg := "stategate: config names tool[" + u.Name + "], which the upstream does not list:"
 	if u.Glob {
 		msg = "stategate: config pattern[" + u.Name + "] matches no tool the upstream lists:"

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/exchangetest"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // rawGet sends GET path as it is (no client cleans or re-encodes it) and reads the answer.
@@ -93,7 +93,7 @@ func TestHost_discoveryPathRefused(t *testing.T) {
 		"/.well-known/oauth-protected-resource//internal",
 	} {
 		resp, body := rawGet(t, addr, p, "Authorization: Bearer client-token\r\n")
-		if want := "Not Found: " + exchange.ErrDiscoveryPath.Error() + "\n"; resp.StatusCode != 404 || body != want {
+		if want := "Not Found: " + oauth.ErrDiscoveryPath.Error() + "\n"; resp.StatusCode != 404 || body != want {
 			t.Errorf("GET %s: %d %q; want 404 %q", p, resp.StatusCode, body, want)
 		}
 	}

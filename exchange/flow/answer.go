@@ -8,6 +8,8 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/internal/buf"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/exchange/sse"
 )
 
@@ -17,13 +19,13 @@ type Open struct {
 	f  *Flow
 	ex *exchange.Exchange // nil for a request passed through (pass)
 
-	pass       bool               // the answer passes unchanged
-	keepHead   bool               // the host sends the answer's head as the upstream gave it (Forwarded)
-	endSession bool               // a DELETE: a 2xx answer ends the session's state
-	observe    bool               // a GET stream: its messages are read for task ends
-	h          Headers            // the request's headers (pass)
-	path       string             // the client's path, without the query (challenges, oauth.go)
-	meta       exchange.Discovery // a GET of protected-resource metadata: read and rewritten
+	pass       bool            // the answer passes unchanged
+	keepHead   bool            // the host sends the answer's head as the upstream gave it (Forwarded)
+	endSession bool            // a DELETE: a 2xx answer ends the session's state
+	observe    bool            // a GET stream: its messages are read for task ends
+	h          Headers         // the request's headers (pass)
+	path       string          // the client's path, without the query (challenges, oauth.go)
+	meta       oauth.Discovery // a GET of protected-resource metadata: read and rewritten
 
 	kind        exchange.AnswerKind
 	mode        int // how the answer is handled (modeJSON, ...)
@@ -178,7 +180,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	case o.kind == exchange.AnswerJSON:
 		o.mode = modeJSON
 		if n, err := strconv.Atoi(headers.Get("Content-Length")); err == nil && n > 0 && n <= o.f.o.MaxBodyBytes {
-			o.buf = unzeroed(min(n, maxPresize)) // read whole: sized once, not grown chunk by chunk
+			o.buf = buf.Unzeroed(min(n, maxPresize)) // read whole: sized once, not grown chunk by chunk
 		}
 		if o.keepHead {
 			o.started = true

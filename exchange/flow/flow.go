@@ -23,6 +23,7 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // What a host does with a request (Decision.Do).
@@ -49,13 +50,13 @@ type Options struct {
 	Notify func(n Notice)
 	// OAuth, when set, makes the flow route OAuth discovery itself (oauth.go): a GET, HEAD
 	// or OPTIONS of a well-known document is forwarded to the upstream's (Decision.Origin),
-	// or answered 404 when its path could resolve to another (exchange.RequestDiscovery);
+	// or answered 404 when its path could resolve to another (oauth.RequestDiscovery);
 	// and with OAuth.Public set, protected-resource metadata and the WWW-Authenticate
 	// challenges of every answer name the public address. nil: the host routes discovery
 	// itself (host/gateway, envoy/filter), or, in the exchange module without its upstream
 	// option, routes none: a document is a GET like any other, sent where MCP requests go,
 	// never a path of the client's at the upstream's origin.
-	OAuth *exchange.OAuthMap
+	OAuth *oauth.Map
 }
 
 // Notice is a message for standing streams: To names one session; otherwise every

@@ -12,6 +12,7 @@ import (
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 )
@@ -60,7 +61,7 @@ func TestExchangeSuite(t *testing.T) {
 		core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg,
 			NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
 		return &host{f: flow.New(flow.Options{Core: core, Busy: st.TakeBusy, Origins: admission.OriginPolicy{Loopback: true},
-			OAuth: &exchange.OAuthMap{Public: o.PublicURL, EndpointPath: "/mcp"}})} // as the module, its upstream at /mcp
+			OAuth: &oauth.Map{Public: o.PublicURL, EndpointPath: "/mcp"}})} // as the module, its upstream at /mcp
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 )
@@ -104,8 +105,8 @@ func FuzzFlow_oauth(f *testing.F) {
 		f.Add(s.method, s.path, s.challenge, s.body, 200, uint8(3))
 		f.Add(s.method, s.path, s.challenge, s.body, 401, uint8(64))
 	}
-	withPath, _ := oauthFlow(f, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<12)
-	keepPath, _ := oauthFlow(f, &exchange.OAuthMap{Public: "https://gw.example"}, 1<<12) // the client's suffix goes upstream
+	withPath, _ := oauthFlow(f, &oauth.Map{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<12)
+	keepPath, _ := oauthFlow(f, &oauth.Map{Public: "https://gw.example"}, 1<<12) // the client's suffix goes upstream
 	f.Fuzz(func(t *testing.T, method, path, challenge, body string, status int, chunk uint8) {
 		fl := withPath
 		if chunk%2 == 1 {
@@ -115,7 +116,7 @@ func FuzzFlow_oauth(f *testing.F) {
 		d := fl.Request(context.Background(), flow.Request{Method: method, Path: path, Headers: h, Body: []byte(body)})
 		if d.Origin {
 			p, _, _ := strings.Cut(d.Path, "?")
-			if _, ok, err := exchange.RequestDiscovery(p); !ok || err != nil || p != exchange.EscapePath(exchange.DecodePath(p)) {
+			if _, ok, err := oauth.RequestDiscovery(p); !ok || err != nil || p != oauth.EscapePath(oauth.DecodePath(p)) {
 				t.Fatalf("a %s of %q goes to the origin at %q: not a clean document path", method, path, d.Path)
 			}
 		}

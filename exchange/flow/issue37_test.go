@@ -10,6 +10,7 @@ import (
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 )
@@ -23,7 +24,7 @@ func issue37Host(t *testing.T, cfg string) *host {
 	core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: []byte(cfg),
 		NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
 	return &host{f: flow.New(flow.Options{Core: core, Busy: st.TakeBusy, Origins: admission.OriginPolicy{Loopback: true},
-		OAuth: &exchange.OAuthMap{Public: "", EndpointPath: "/mcp"}})}
+		OAuth: &oauth.Map{Public: "", EndpointPath: "/mcp"}})}
 }
 
 func hdrs(method, name string, extra ...string) map[string]exchangetest.Values {

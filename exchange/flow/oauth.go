@@ -6,11 +6,11 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // OAuth discovery for a host that leaves it to the flow (Options.OAuth; the exchange
-// module): the rules are exchange.OAuthMap's, as in host/gateway (discovery.go) and
+// module): the rules are oauth.Map's, as in host/gateway (discovery.go) and
 // envoy/filter (oauth.go). A discovery request is forwarded to the upstream's document
 // without MCP processing; the protected-resource metadata of a GET is read whole and its
 // resource rewritten; every answer's WWW-Authenticate challenges are rewritten. Anything
@@ -26,14 +26,14 @@ func (f *Flow) discovery(r Request) (d Decision, ok bool) {
 		return Decision{}, false
 	}
 	path, query, hasQuery := strings.Cut(r.Path, "?")
-	doc, ok, err := exchange.RequestDiscovery(path)
+	doc, ok, err := oauth.RequestDiscovery(path)
 	switch {
 	case !ok:
 		return Decision{}, false
 	case err != nil:
 		return plainError(404, "Not Found: "+err.Error()), true // as the gateway: nothing forwarded
 	}
-	up := exchange.EscapePath(f.o.OAuth.UpstreamPath(doc))
+	up := oauth.EscapePath(f.o.OAuth.UpstreamPath(doc))
 	if hasQuery {
 		up += "?" + query
 	}
@@ -41,7 +41,7 @@ func (f *Flow) discovery(r Request) (d Decision, ok bool) {
 	// its own; the host knows the client's address, the module does not).
 	drop := forwarding
 	var o *Open
-	if method == "GET" && doc.Doc == exchange.DocProtectedResource && f.o.OAuth.Public != "" {
+	if method == "GET" && doc.Doc == oauth.DocProtectedResource && f.o.OAuth.Public != "" {
 		drop = forwardingEncoding // read to be rewritten: uncompressed
 		o = &Open{f: f, pass: true, meta: doc}
 	}
@@ -63,7 +63,7 @@ func (f *Flow) challenges() bool { return f.o.OAuth != nil && f.o.OAuth.Public !
 // (the path a challenge names).
 func clientPath(p string) string {
 	p, _, _ = strings.Cut(p, "?")
-	return exchange.DecodePath(p)
+	return oauth.DecodePath(p)
 }
 
 // rewriteChallenges rewrites the resource_metadata of every WWW-Authenticate challenge in

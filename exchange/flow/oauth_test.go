@@ -12,6 +12,7 @@ import (
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 )
@@ -24,7 +25,7 @@ func (f *faults) Count(exchange.Counter)                             {}
 
 // oauthFlow is the flow as the exchange module builds it with its upstream option, OAuth
 // discovery left to it (m nil: the module without it).
-func oauthFlow(t testing.TB, m *exchange.OAuthMap, maxBody int) (*flow.Flow, *faults) {
+func oauthFlow(t testing.TB, m *oauth.Map, maxBody int) (*flow.Flow, *faults) {
 	t.Helper()
 	cfg := exchangetest.Config("sample.json")
 	e, err := engine.New(cfg)
@@ -89,7 +90,7 @@ func TestDiscovery_routes(t *testing.T) {
 		{name: "no oauth option: the host routes", method: "GET", path: pr, noOAuth: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &exchange.OAuthMap{Public: tc.public, EndpointPath: tc.endpoint}
+			m := &oauth.Map{Public: tc.public, EndpointPath: tc.endpoint}
 			if tc.noOAuth {
 				m = nil
 			}
@@ -139,7 +140,7 @@ func TestDiscovery_metadata(t *testing.T) {
 			if limit == 0 {
 				limit = 1 << 16
 			}
-			f, rep := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, limit)
+			f, rep := oauthFlow(t, &oauth.Map{Public: "https://gw.example", EndpointPath: "/mcp"}, limit)
 			d := f.Request(context.Background(), flow.Request{Method: "GET", Path: "/.well-known/oauth-protected-resource/gw",
 				Headers: flow.Headers{{"Host", "127.0.0.1"}}})
 			if d.Open == nil {
@@ -196,7 +197,7 @@ func TestChallenges(t *testing.T) {
 		{name: "not an absolute url passes", method: "GET", challenges: []string{`Bearer resource_metadata="/relative"`}, want: []string{`Bearer resource_metadata="/relative"`}, fault: "upstream_body"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, rep := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<16)
+			f, rep := oauthFlow(t, &oauth.Map{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<16)
 			d := f.Request(context.Background(), flow.Request{Method: tc.method, Path: "/gw?x=1", Headers: post, Body: []byte(tc.body)})
 			if d.Do != flow.DoForward || d.Open == nil || d.Origin {
 				t.Fatalf("decision %q, read %v, origin %v; want a forward to the endpoint whose answer is read", d.Do, d.Open != nil, d.Origin)
@@ -219,7 +220,7 @@ func TestChallenges(t *testing.T) {
 		})
 	}
 	t.Run("no public url: passed through unread", func(t *testing.T) {
-		f, _ := oauthFlow(t, &exchange.OAuthMap{EndpointPath: "/mcp"}, 1<<16)
+		f, _ := oauthFlow(t, &oauth.Map{EndpointPath: "/mcp"}, 1<<16)
 		d := f.Request(context.Background(), flow.Request{Method: "GET", Path: "/mcp", Headers: post})
 		if d.Do != flow.DoForward || d.Open != nil {
 			t.Fatalf("decision %q, read %v; want a forward passed through unread", d.Do, d.Open != nil)
@@ -234,7 +235,7 @@ func TestChallenges(t *testing.T) {
 // path unknown ("" keeps the client's suffix) it would have gone out as it came.
 func TestDiscovery_refusesPathsThatResolveElsewhere(t *testing.T) {
 	for _, endpoint := range []string{"", "/mcp"} {
-		f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: endpoint}, 1<<16)
+		f, _ := oauthFlow(t, &oauth.Map{Public: "https://gw.example", EndpointPath: endpoint}, 1<<16)
 		for _, p := range []string{
 			"/.well-known/oauth-protected-resource/../../admin?x=1",
 			"/.well-known/oauth-protected-resource/%2e%2e/%2E%2e/admin",
@@ -252,7 +253,7 @@ func TestDiscovery_refusesPathsThatResolveElsewhere(t *testing.T) {
 			"/.well-known/oauth-protected-resource%2F..%2Fadmin",
 		} {
 			d := f.Request(context.Background(), flow.Request{Method: "GET", Path: p, Headers: flow.Headers{{"Host", "127.0.0.1"}}})
-			want := "Not Found: " + exchange.ErrDiscoveryPath.Error() + "\n"
+			want := "Not Found: " + oauth.ErrDiscoveryPath.Error() + "\n"
 			if d.Do != flow.DoAnswer || d.Status != 404 || string(d.Body) != want || d.Headers.Get("Content-Type") != "text/plain; charset=utf-8" {
 				t.Errorf("endpoint %q, GET %s: %s %d %q (origin %v, path %q); want the gateway's 404 %q", endpoint, p, d.Do, d.Status, d.Body, d.Origin, d.Path, want)
 			}
@@ -288,16 +289,16 @@ func TestDiscovery_withoutOAuth(t *testing.T) {
 // once, not twice; the document's path at the upstream goes encoded as the gateway sends it.
 func TestDiscovery_decodedPath(t *testing.T) {
 	const raw = "/.well-known/oauth-protected-resource/team%20a/m%3Fcp"
-	f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example"}, 1<<16) // no endpoint path: the suffix goes upstream
+	f, _ := oauthFlow(t, &oauth.Map{Public: "https://gw.example"}, 1<<16) // no endpoint path: the suffix goes upstream
 	if d := f.Request(context.Background(), flow.Request{Method: "GET", Path: raw + "?q=1", Headers: flow.Headers{{"Host", "127.0.0.1"}}}); d.Path != raw+"?q=1" {
 		t.Errorf("upstream path %q; want %q", d.Path, raw+"?q=1")
 	}
-	m := exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}
+	m := oauth.Map{Public: "https://gw.example", EndpointPath: "/mcp"}
 	f, _ = oauthFlow(t, &m, 1<<16)
 	d := f.Request(context.Background(), flow.Request{Method: "GET", Path: raw, Headers: flow.Headers{{"Host", "127.0.0.1"}}})
 	const doc = `{"resource":"http://up:1/mcp"}`
 	out := feed(t, d.Open, 200, flow.Headers{{"Content-Type", "application/json"}}, doc, 100)
-	gd, _ := exchange.ParseDiscovery("/.well-known/oauth-protected-resource/team a/m?cp") // the gateway's r.URL.Path
+	gd, _ := oauth.ParseDiscovery("/.well-known/oauth-protected-resource/team a/m?cp") // the gateway's r.URL.Path
 	gw, _ := m.Metadata(gd, []byte(doc))
 	if string(out.Body) != string(gw) || string(gw) != `{"resource":"https://gw.example/team%20a/m%3Fcp"}` {
 		t.Errorf("metadata\n%s\nthe gateway's\n%s", out.Body, gw)
@@ -316,7 +317,7 @@ func TestDiscovery_decodedPath(t *testing.T) {
 // Forwarded and X-Forwarded-For, -Host, -Proto, as the gateway's reverse proxy removes them
 // (it sets its own); other X-Forwarded-* fields pass, as there.
 func TestDiscovery_dropsForwardingHeaders(t *testing.T) {
-	f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<16)
+	f, _ := oauthFlow(t, &oauth.Map{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<16)
 	for _, p := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server"} {
 		h := flow.Headers{{"Host", "127.0.0.1"}, {"Forwarded", "for=1.2.3.4;host=evil"}, {"x-forwarded-host", "evil.example"},
 			{"X-Forwarded-For", "1.2.3.4"}, {"X-Forwarded-Proto", "https"}, {"X-Forwarded-Port", "8443"}, {"Authorization", "Bearer t"}}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
 // TestOpen_pipe: with a public URL, the answer of a request the flow only forwarded for its
@@ -45,7 +45,7 @@ func TestOpen_pipe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, ignore := range []bool{false, true} {
-				f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<20)
+				f, _ := oauthFlow(t, &oauth.Map{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<20)
 				d := f.Request(context.Background(), tc.req)
 				if d.Do != flow.DoForward || d.Open == nil {
 					t.Fatalf("decision %q, open %v; want a forward the flow reads", d.Do, d.Open != nil)
@@ -89,7 +89,7 @@ func TestOpen_pipe(t *testing.T) {
 		})
 	}
 	t.Run("ends in its first chunk", func(t *testing.T) {
-		f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<20)
+		f, _ := oauthFlow(t, &oauth.Map{Public: "https://gw.example", EndpointPath: "/mcp"}, 1<<20)
 		d := f.Request(context.Background(), post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 		if out := d.Open.Answer(202, nil, nil, false); out.Pipe || !out.End || !out.Start || out.Status != 202 {
 			t.Errorf("output %+v; want 202 ended, no pipe", out)
@@ -139,7 +139,7 @@ func TestOpen_passKeepsContentLength(t *testing.T) {
 			if limit == 0 {
 				limit = 1 << 20
 			}
-			f, _ := oauthFlow(t, &exchange.OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}, limit)
+			f, _ := oauthFlow(t, &oauth.Map{Public: "https://gw.example", EndpointPath: "/mcp"}, limit)
 			d := f.Request(context.Background(), tc.req)
 			if d.Open == nil {
 				t.Fatal("the answer is not read")

@@ -20,6 +20,7 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/exports"
@@ -46,8 +47,8 @@ type exchangeOptions struct {
 	AllowedOrigins []string
 	AllowedHosts   []string
 	Loopback       bool
-	OAuth          exchange.OAuthMap // publicUrl, and upstream's path (OAuth discovery)
-	Upstream       bool              // upstream given: OAuth discovery and rewriting on (oauthMap)
+	OAuth          oauth.Map // publicUrl, and upstream's path (OAuth discovery)
+	Upstream       bool      // upstream given: OAuth discovery and rewriting on (oauthMap)
 }
 
 func init() {
@@ -112,7 +113,7 @@ func load() {
 // takes effect with upstream only (oauthMap).
 func oauthOptions(o gjson.Result) error {
 	if v := o.Get("publicUrl"); v.Exists() {
-		p, err := exchange.ParsePublicURL(v.String())
+		p, err := oauth.ParsePublicURL(v.String())
 		if v.Type != gjson.String || err != nil {
 			return errors.New("exchange option publicUrl: must be an http(s) origin (scheme://host[:port])")
 		}
@@ -131,7 +132,7 @@ func oauthOptions(o gjson.Result) error {
 // oauthMap is the flow's OAuth option: discovery and its rewriting only with upstream
 // known, since a forward with origin sends a path at the upstream's origin; without it
 // publicUrl changes nothing (documents and challenges pass as any answer).
-func oauthMap() *exchange.OAuthMap {
+func oauthMap() *oauth.Map {
 	if !opts.Upstream {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
@@ -333,5 +334,5 @@ func (coreGateway) StateKey(string, string, string) (string, error) {
 func (coreGateway) Stats() map[string]int64              { return nil }
 func (coreGateway) Listed() []string                     { return nil }
 func (coreGateway) ToolHint(string) string               { return "" }
-func (coreGateway) UnknownTools() []exchange.UnknownTool { return nil }
+func (coreGateway) UnknownTools() []toollist.UnknownTool { return nil }
 func (coreGateway) Workflows() any                       { return []any{} }

@@ -10,10 +10,10 @@ import (
 	"strconv"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/oauth"
 )
 
-// OAuth discovery through the gateway (exchange/oauth.go has the rules): GET, HEAD and
+// OAuth discovery through the gateway (exchange/oauth has the rules): GET, HEAD and
 // OPTIONS of the well-known discovery documents go to the upstream's without MCP
 // processing; protected-resource metadata comes back with its resource at the gateway's
 // public address, and every WWW-Authenticate challenge on an MCP answer with its
@@ -23,18 +23,18 @@ type discoveryKey struct{}
 type clientPathKey struct{}
 
 // isDiscovery reports whether r reads a discovery document, and which; err refuses a
-// document's path that could resolve to another (exchange.RequestDiscovery).
-func isDiscovery(r *http.Request) (exchange.Discovery, bool, error) {
+// document's path that could resolve to another (oauth.RequestDiscovery).
+func isDiscovery(r *http.Request) (oauth.Discovery, bool, error) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return exchange.RequestDiscovery(r.URL.EscapedPath())
+		return oauth.RequestDiscovery(r.URL.EscapedPath())
 	}
-	return exchange.Discovery{}, false, nil
+	return oauth.Discovery{}, false, nil
 }
 
 // serveDiscovery proxies a discovery request to the upstream's document, or answers 404 to
 // one refused (the exchange module's answer too).
-func (g *Gateway) serveDiscovery(w http.ResponseWriter, r *http.Request, d exchange.Discovery, err error) {
+func (g *Gateway) serveDiscovery(w http.ResponseWriter, r *http.Request, d oauth.Discovery, err error) {
 	if err != nil {
 		http.Error(w, "Not Found: "+err.Error(), http.StatusNotFound)
 		return
@@ -45,13 +45,13 @@ func (g *Gateway) serveDiscovery(w http.ResponseWriter, r *http.Request, d excha
 func (g *Gateway) newDiscoveryProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			d, _ := pr.In.Context().Value(discoveryKey{}).(exchange.Discovery)
+			d, _ := pr.In.Context().Value(discoveryKey{}).(oauth.Discovery)
 			u := *g.opts.Upstream
 			u.Path, u.RawPath, u.RawQuery = g.oauth.UpstreamPath(d), "", pr.In.URL.RawQuery
 			pr.Out.URL = &u
 			pr.Out.Host = ""
 			pr.SetXForwarded()
-			if d.Doc == exchange.DocProtectedResource && g.oauth.Public != "" {
+			if d.Doc == oauth.DocProtectedResource && g.oauth.Public != "" {
 				// Read to be rewritten: Go's transport negotiates gzip itself and decompresses.
 				pr.Out.Header.Del("Accept-Encoding")
 			}
@@ -69,8 +69,8 @@ func (g *Gateway) newDiscoveryProxy() *httputil.ReverseProxy {
 // the gateway. A document the gateway cannot read or that is over the body limit passes
 // unchanged, and the fault is reported: never an error of the gateway's own making.
 func (g *Gateway) rewriteMetadata(resp *http.Response) error {
-	d, _ := resp.Request.Context().Value(discoveryKey{}).(exchange.Discovery)
-	if d.Doc != exchange.DocProtectedResource || g.oauth.Public == "" || resp.StatusCode != http.StatusOK ||
+	d, _ := resp.Request.Context().Value(discoveryKey{}).(oauth.Discovery)
+	if d.Doc != oauth.DocProtectedResource || g.oauth.Public == "" || resp.StatusCode != http.StatusOK ||
 		resp.Request.Method != http.MethodGet {
 		return nil
 	}

@@ -25,6 +25,8 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/oauth"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/wasmrt"
@@ -74,7 +76,7 @@ type Gateway struct {
 	client    *http.Client
 	proxy     *httputil.ReverseProxy
 	discovery *httputil.ReverseProxy // OAuth discovery documents (discovery.go)
-	oauth     exchange.OAuthMap
+	oauth     oauth.Map
 	streams   *streams
 	workers   workers // run the exchanges of tools/call requests
 
@@ -92,7 +94,7 @@ func New(opts Options) (*Gateway, error) {
 	public := ""
 	if opts.PublicURL != "" {
 		var err error
-		if public, err = exchange.ParsePublicURL(opts.PublicURL); err != nil {
+		if public, err = oauth.ParsePublicURL(opts.PublicURL); err != nil {
 			return nil, errors.New("gateway: " + err.Error())
 		}
 	}
@@ -119,7 +121,7 @@ func New(opts Options) (*Gateway, error) {
 		client:  &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		streams: newStreams(),
 		workers: workers{tasks: make(chan func())},
-		oauth:   exchange.OAuthMap{Public: public, EndpointPath: opts.Upstream.Path},
+		oauth:   oauth.Map{Public: public, EndpointPath: opts.Upstream.Path},
 	}
 	if g.opts.NewCache == nil {
 		g.opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
@@ -324,7 +326,7 @@ func (r reporter) CountLabel(c exchange.Counter, label string) {
 
 // UnknownTool logs a name of the configuration that no tool the upstream listed meets, and
 // hands it on when next takes it (exchange.ConfigReporter).
-func (r reporter) UnknownTool(u exchange.UnknownTool) {
+func (r reporter) UnknownTool(u toollist.UnknownTool) {
 	paths, kinds := make([]string, len(u.Where)), make([]string, len(u.Where))
 	for i, p := range u.Where {
 		paths[i], kinds[i] = p.Path, p.Kind

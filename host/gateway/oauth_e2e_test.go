@@ -20,8 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
@@ -306,7 +306,7 @@ func getBody(t *testing.T, u string, headers map[string]string) string {
 // TestOAuth_discoveryPathRefused: a document's path that could resolve to another (dot
 // segments raw or encoded, empty segments, backslashes, encoded slashes) is answered 404
 // and sent nowhere: the rule and the bytes the exchange module and the Envoy filter share
-// (exchange.RequestDiscovery).
+// (oauth.RequestDiscovery).
 func TestOAuth_discoveryPathRefused(t *testing.T) {
 	up := newOAuthUpstream(t)
 	_, gwURL := oauthGateway(t, up)
@@ -329,7 +329,7 @@ func TestOAuth_discoveryPathRefused(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		c.Close()
-		if want := "Not Found: " + exchange.ErrDiscoveryPath.Error() + "\n"; resp.StatusCode != http.StatusNotFound || string(b) != want {
+		if want := "Not Found: " + oauth.ErrDiscoveryPath.Error() + "\n"; resp.StatusCode != http.StatusNotFound || string(b) != want {
 			t.Errorf("GET %s: %d %q; want 404 %q", p, resp.StatusCode, b, want)
 		}
 	}

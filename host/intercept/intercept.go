@@ -1,6 +1,6 @@
 // Package intercept is `stategate intercept`: the HTTP endpoints Docker's MCP gateway calls
 // as interceptors (`--interceptor before:http:URL --interceptor after:http:URL`). It is a
-// transport adapter over the exchange core's hook entry points (exchange.Pending): the gate
+// transport adapter over the exchange core's hook entry points (exchange/pending): the gate
 // and the limits run in `before`, the transition and the result's decoration in `after`.
 //
 // # Notes
@@ -13,7 +13,7 @@
 //     whenever it has nothing better: an error text would replace a result the server gave.
 //   - The URL path names the channel: /before and /after are channel "default", and
 //     /CHANNEL/before and /CHANNEL/after another. The channel is what pairs an `after` with
-//     its `before` (exchange.Pending) and is the session of session-keyed workflows: give
+//     its `before` (exchange/pending) and is the session of session-keyed workflows: give
 //     each docker-mcp process (one client over stdio) a channel of its own.
 package intercept
 
@@ -29,6 +29,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/pending"
 	"github.com/tidwall/gjson"
 )
 
@@ -53,7 +54,7 @@ type Handler struct {
 	opts    Options
 	log     *slog.Logger
 	core    *exchange.Core
-	pending *exchange.Pending
+	pending *pending.Calls
 	// Stats counts what the exchange core did.
 	Stats *exchange.Stats
 }
@@ -72,7 +73,7 @@ func New(opts Options) (*Handler, error) {
 	h := &Handler{opts: opts, log: opts.Logger}
 	h.core = exchange.New(exchange.Options{Plugin: opts.Plugin, State: opts.State, Reporter: reporter{h.log},
 		Config: opts.Config, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: opts.LeaseWait, Publisher: opts.Publisher})
-	h.pending = exchange.NewPending(h.core)
+	h.pending = pending.New(h.core)
 	h.Stats = h.core.Stats
 	return h, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/toollist"
 )
 
 // Operator is the health feature's operator surface (exchange.Core implements it).
@@ -71,7 +72,7 @@ type Gateway interface {
 	Stats() map[string]int64
 	Listed() []string
 	ToolHint(name string) string
-	UnknownTools() []exchange.UnknownTool
+	UnknownTools() []toollist.UnknownTool
 	Workflows() any
 }
 
@@ -221,7 +222,7 @@ func (a *Admin) info(w http.ResponseWriter, r *http.Request) {
 	s, parts := a.opts.App.State()
 	_, reload := a.opts.Gateway.(Reloader)
 	out := map[string]any{"state": s, "parts": parts, "reload": reload}
-	unknown := []exchange.UnknownTool{}
+	unknown := []toollist.UnknownTool{}
 	if g := a.opts.Gateway; g != nil {
 		out["counters"] = g.Stats()
 		unknown = append(unknown, g.UnknownTools()...)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/host/store"
 )
 
@@ -100,7 +101,7 @@ func (testGateway) StateKey(w, p, v string) (string, error) {
 func (testGateway) Stats() map[string]int64              { return map[string]int64{} }
 func (testGateway) Listed() []string                     { return nil }
 func (testGateway) ToolHint(string) string               { return "" }
-func (testGateway) UnknownTools() []exchange.UnknownTool { return nil }
+func (testGateway) UnknownTools() []toollist.UnknownTool { return nil }
 func (testGateway) Workflows() any                       { return []any{} }
 
 // reloadingGateway counts its reloads.

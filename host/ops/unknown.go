@@ -2,12 +2,12 @@ package ops
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/toollist"
 )
 
 // UnknownLister returns the configuration's tool names that no tool the upstream listed
 // meets (exchange.Core.UnknownTools of the core serving now).
-type UnknownLister func() []exchange.UnknownTool
+type UnknownLister func() []toollist.UnknownTool
 
 // WatchUnknownTools exports the configuration's unknown tool names, read at each scrape:
 // stategate_config_unknown_tools{kind} counts them by where they appear (0 once fixed), and
@@ -34,7 +34,7 @@ func (c *unknownCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *unknownCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[string]int{exchange.PlaceBinding: 0, exchange.PlacePolicy: 0, exchange.PlaceLimit: 0}
+	counts := map[string]int{toollist.PlaceBinding: 0, toollist.PlacePolicy: 0, toollist.PlaceLimit: 0}
 	for _, u := range c.list() {
 		seen := map[string]bool{}
 		for _, p := range u.Where {

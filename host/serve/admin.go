@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
@@ -69,7 +70,7 @@ func (s *served) Listed() []string {
 
 func (s *served) ToolHint(name string) string { return ToolHint(s.rl.eng.Load(), name) }
 
-func (s *served) UnknownTools() []exchange.UnknownTool {
+func (s *served) UnknownTools() []toollist.UnknownTool {
 	if g := s.gw.Load(); g != nil {
 		return g.Core().UnknownTools()
 	}

@@ -24,7 +24,7 @@ type Options struct {
 	Name                  string // serve: the gateway's name (GatewayName)
 	Interruptible         bool
 	Origins, Hosts        string       // comma-separated --allowed-origins / --allowed-hosts
-	PublicURL             string       // --public-url, checked (exchange.ParsePublicURL); "": the listener's
+	PublicURL             string       // --public-url, checked (oauth.ParsePublicURL); "": the listener's
 	Listener              net.Listener // stdio: the in-process listener (nil: listen on Listen)
 }
 

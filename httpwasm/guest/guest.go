@@ -36,6 +36,7 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
@@ -118,16 +119,16 @@ func Load(doc []byte, host Host, kv kvstate.KV, newDir func(path string) (kvstat
 
 // oauthMap is the flow's OAuth option from publicUrl and upstream (nil without upstream:
 // discovery documents pass as any request).
-func oauthMap(o Options) (*exchange.OAuthMap, error) {
+func oauthMap(o Options) (*oauth.Map, error) {
 	if o.Upstream == "" {
 		if o.PublicURL != "" {
 			return nil, errors.New(OptionsMember + ".publicUrl: needs " + OptionsMember + ".upstream (the MCP server's URL)")
 		}
 		return nil, nil
 	}
-	m := &exchange.OAuthMap{}
+	m := &oauth.Map{}
 	if o.PublicURL != "" {
-		p, err := exchange.ParsePublicURL(o.PublicURL)
+		p, err := oauth.ParsePublicURL(o.PublicURL)
 		if err != nil {
 			return nil, errors.New(OptionsMember + ".publicUrl: must be an http(s) origin (scheme://host[:port])")
 		}

@@ -35,7 +35,7 @@ type Options struct {
 	// PublicURL (the origin clients reach the MCP endpoint at) and Upstream (the MCP
 	// server's URL as the host forwards to: its path is the endpoint) turn on OAuth
 	// discovery routing and rewriting, as the exchange module's options of the same names
-	// (exchange.OAuthMap); both are needed.
+	// (oauth.Map); both are needed.
 	PublicURL, Upstream string
 }
 

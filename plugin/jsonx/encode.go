@@ -1,6 +1,9 @@
 package jsonx
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -93,4 +96,25 @@ func StringLen(s string) int {
 		i += size
 	}
 	return n
+}
+
+// AppendGap appends gap, the bytes between two elements of an array (whitespace and a
+// comma), as they stand once elements are dropped: without the comma when the element
+// that follows is the first one written, with one added when the gap had none (it followed
+// the opening bracket) and an element was written before. The engine's list decoration
+// (decorate.Index.Append) and the exchange's incremental one (exchange/toollist) splice
+// lists by it, so both give the same bytes.
+func AppendGap(dst []byte, gap string, first bool) []byte {
+	i := strings.IndexByte(gap, ',')
+	switch {
+	case i < 0 && first:
+		return append(dst, gap...)
+	case i < 0:
+		dst = append(dst, ',')
+		return append(dst, gap...)
+	case first:
+		dst = append(dst, gap[:i]...)
+		return append(dst, gap[i+1:]...)
+	}
+	return append(dst, gap...)
 }

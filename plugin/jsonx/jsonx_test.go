@@ -469,3 +469,22 @@ func FuzzValidString(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendGap(t *testing.T) {
+	tests := []struct {
+		name, gap string
+		first     bool
+		want      string
+	}{
+		{name: "after the bracket, first written", gap: " \n ", first: true, want: " \n "},
+		{name: "after the bracket, an element written before", gap: " ", want: ", "},
+		{name: "between elements, first written", gap: " , ", first: true, want: "  "},
+		{name: "between elements", gap: " ,\n", want: " ,\n"},
+		{name: "empty", gap: "", first: true, want: ""},
+	}
+	for _, tc := range tests {
+		if got := string(AppendGap([]byte("["), tc.gap, tc.first)); got != "["+tc.want {
+			t.Errorf("%s: AppendGap(%q, %v) = %q, want %q", tc.name, tc.gap, tc.first, got, "["+tc.want)
+		}
+	}
+}

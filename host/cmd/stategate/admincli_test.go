@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/host/cli"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/ops"
@@ -133,7 +134,7 @@ func (operatorGateway) StateKey(string, string, string) (string, error) {
 func (operatorGateway) Stats() map[string]int64              { return nil }
 func (operatorGateway) Listed() []string                     { return nil }
 func (operatorGateway) ToolHint(string) string               { return "" }
-func (operatorGateway) UnknownTools() []exchange.UnknownTool { return nil }
+func (operatorGateway) UnknownTools() []toollist.UnknownTool { return nil }
 func (operatorGateway) Workflows() any                       { return []any{} }
 
 // TestAdminCLI_healthFake is a unit test of the health commands' output over a fake

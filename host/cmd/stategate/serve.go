@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/serve"
 	"github.com/stategate/stategate/host/stdio"
@@ -50,7 +50,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &exitError{Code: 2, Msg: "stategate serve: --config FILE is required: the configuration (JSON or YAML; examples/config/ has some to start from, `stategate serve --help` lists every flag)"}
 	}
 	if o.PublicURL != "" {
-		if o.PublicURL, err = exchange.ParsePublicURL(o.PublicURL); err != nil {
+		if o.PublicURL, err = oauth.ParsePublicURL(o.PublicURL); err != nil {
 			return &exitError{Code: 2, Msg: "stategate serve: --public-url: " + strings.TrimPrefix(err.Error(), "public url ")}
 		}
 	}

@@ -152,7 +152,7 @@ func oWalkTools(dst []byte, msg string, arr int, decide func(string, config.Clas
 			}
 		}
 		if keep {
-			dst = appendGap(dst, msg[prev:start], first)
+			dst = jsonx.AppendGap(dst, msg[prev:start], first)
 			first = false
 			if f.named && !f.repeats {
 				dst = appendTool(dst, msg[start:end], f.descStart-start, f.descEnd-start, f.descString, false, f.desc, d)
@@ -171,7 +171,7 @@ func oWalkTools(dst []byte, msg string, arr int, decide func(string, config.Clas
 	if j >= len(msg) || msg[j] != ']' || prev > j {
 		return dst, 0, false // not a well-formed array after all (input not validated)
 	}
-	return appendGap(dst, msg[prev:j], true), j, true // whitespace before ']'
+	return jsonx.AppendGap(dst, msg[prev:j], true), j, true // whitespace before ']'
 }
 
 // oToolFields are the members of one tool that decoration reads.

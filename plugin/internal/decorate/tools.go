@@ -567,7 +567,7 @@ func (x *Index) Append(dst []byte, msg string, decide func(name string, class co
 				continue
 			}
 		}
-		dst = appendGap(dst, msg[prev:t.start], first)
+		dst = jsonx.AppendGap(dst, msg[prev:t.start], first)
 		first = false
 		tool := msg[t.start:t.end]
 		if t.nameStart < 0 {
@@ -584,25 +584,8 @@ func (x *Index) Append(dst []byte, msg string, decide func(name string, class co
 		}
 		prev = int(t.end)
 	}
-	dst = appendGap(dst, msg[prev:x.close], true) // whitespace before ']'
+	dst = jsonx.AppendGap(dst, msg[prev:x.close], true) // whitespace before ']'
 	return append(dst, msg[x.close:]...), st, true
-}
-
-// appendGap appends the bytes between two array elements (whitespace and a comma),
-// without the comma when the element that follows is the first one written.
-func appendGap(dst []byte, gap string, first bool) []byte {
-	i := strings.IndexByte(gap, ',')
-	switch {
-	case i < 0 && first:
-		return append(dst, gap...)
-	case i < 0:
-		dst = append(dst, ',')
-		return append(dst, gap...)
-	case first:
-		dst = append(dst, gap[:i]...)
-		return append(dst, gap[i+1:]...)
-	}
-	return append(dst, gap...)
 }
 
 // appendTool appends tool (raw) with its description rewritten per d. descStart and

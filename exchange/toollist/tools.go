@@ -1,11 +1,11 @@
-package exchange
+package toollist
 
 import (
-	"context"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
-	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/internal/buf"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -13,12 +13,12 @@ import (
 // Incremental decoration of tools/list answers.
 //
 // A list usually changes by a tool or two between two answers (a description edited, a
-// tool added), and the whole-list memo (listMemo) then misses: decorating a thousand tools
+// tool added), and the whole-list memo (Lists) then misses: decorating a thousand tools
 // in the module costs about a millisecond. decorate_tools decorates each element of the
 // tools array on its own: what it writes for an element depends on the element's bytes,
 // the protocol version and the loaded states (the configuration is the Core's own), never
 // on the other elements. So the core keeps, per generation (version and loaded states:
-// listKey's recipe without the list), each element it saw decorated, keyed by the
+// the list memo's key without the list), each element it saw decorated, keyed by the
 // element's bytes; a new list is decorated by sending only the elements not seen before to
 // the engine, as a list of their own, and splicing every element's decoration into the
 // upstream's bytes exactly as the engine splices (decorate.Index.Append: the original
@@ -31,13 +31,20 @@ import (
 // changes: it is written as before) and any engine error. With tool health the engine's
 // answer carries the units' records of the whole list, so lists are decorated whole.
 
-// decoratedList is what a list's decoration gives the core: the decorated result, the
-// names of the tools it lists (decorate_tools' toolNames) and how many tools the engine
+// Decorated is what a list's decoration gives the core: the decorated result, the names
+// of the tools it lists (decorate_tools' toolNames) and how many tools the engine
 // withheld.
-type decoratedList struct {
-	result   string // the decorated result object
-	names    string // JSON array
-	withheld int
+type Decorated struct {
+	Result   string // the decorated result object
+	Names    string // JSON array
+	Withheld int
+}
+
+// Answer is what decorate_tools answered for a list: its message's result (Envelope,
+// ResultOf) and its toolNames, hidden and withheld members.
+type Answer struct {
+	Result                  string
+	Names, Hidden, Withheld gjson.Result
 }
 
 // toolOut is the decoration of one element of a tools array.
@@ -57,25 +64,28 @@ type toolGen struct {
 	streak int // lists in a row of which most elements were new
 	// alignedTo is the last list decorated whole in this generation, and alignedOuts its
 	// elements' decorations: an element the validator's pass found equal to element m of
-	// that list (listReader.match) is decorated as alignedOuts[m], without a lookup.
+	// that list (Reader.match) is decorated as alignedOuts[m], without a lookup.
 	alignedTo   *lastList
 	alignedOuts []toolOut
 }
 
-// toolMemo memoises decorated elements per generation, bounded in generations (FIFO) and
+// Tools memoises decorated elements per generation, bounded in generations (FIFO) and
 // bytes. A generation whose map has grown past twice the list just decorated (old
-// versions of edited tools) is pruned to that list's elements.
-type toolMemo struct {
+// versions of edited tools) is pruned to that list's elements. It also keeps the last
+// list read (Read), which the next one is aligned with.
+type Tools struct {
 	mu       sync.Mutex
 	gens     map[string]*toolGen
 	order    []string
 	maxGens  int
 	maxBytes int
 	bytes    int
+	last     atomic.Pointer[lastList]
 }
 
-func newToolMemo(maxGens, maxBytes int) *toolMemo {
-	return &toolMemo{gens: map[string]*toolGen{}, maxGens: maxGens, maxBytes: maxBytes}
+// NewTools returns an empty memo of at most maxGens generations and about maxBytes.
+func NewTools(maxGens, maxBytes int) *Tools {
+	return &Tools{gens: map[string]*toolGen{}, maxGens: maxGens, maxBytes: maxBytes}
 }
 
 // span is an element of a tools array: raw[start:end].
@@ -136,7 +146,7 @@ func splitTools(raw string) (a toolsArray, ok bool) {
 // (sampled first: a list whose every element changes, every time, should pay little for
 // the memo) is not looked up further: mostlyNew is then set, and missing is
 // meaningless.
-func (m *toolMemo) lookup(gen, raw string, a *toolsArray, al *alignment, outs []toolOut, have []bool) (missing int, mostlyNew bool) {
+func (m *Tools) lookup(gen, raw string, a *toolsArray, al *Alignment, outs []toolOut, have []bool) (missing int, mostlyNew bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.gens[gen]
@@ -182,7 +192,7 @@ func (m *toolMemo) lookup(gen, raw string, a *toolsArray, al *alignment, outs []
 // the generation is new, when its last list was mostly memoised, and now and then in a
 // run of lists whose every element is new (so that a memo of a list that changed wholly
 // recovers; each such list costs the memoising).
-func (m *toolMemo) worthStoring(gen string) bool {
+func (m *Tools) worthStoring(gen string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.gens[gen]
@@ -191,7 +201,7 @@ func (m *toolMemo) worthStoring(gen string) bool {
 
 // align makes outs, the decorations of the elements of list (the list just decorated in
 // generation gen, every element), the ones the next list's elements are aligned with.
-func (m *toolMemo) align(gen string, list *lastList, outs []toolOut) {
+func (m *Tools) align(gen string, list *lastList, outs []toolOut) {
 	if list == nil || len(list.elems) != len(outs) {
 		return
 	}
@@ -204,7 +214,7 @@ func (m *toolMemo) align(gen string, list *lastList, outs []toolOut) {
 
 // store memoises the decorations of the elements of a that were missing (not had), under gen, and
 // prunes the generation to a's elements when it has grown past twice their number.
-func (m *toolMemo) store(gen, raw string, a *toolsArray, outs []toolOut, had []bool) {
+func (m *Tools) store(gen, raw string, a *toolsArray, outs []toolOut, had []bool) {
 	size := 0
 	for i, e := range a.elems {
 		if !had[i] {
@@ -251,7 +261,7 @@ func (m *toolMemo) store(gen, raw string, a *toolsArray, outs []toolOut, had []b
 
 // addGen makes room for a generation of about size bytes (the oldest go first) and adds
 // it, empty, with room for n tools (m.mu held).
-func (m *toolMemo) addGen(gen string, size, n int) *toolGen {
+func (m *Tools) addGen(gen string, size, n int) *toolGen {
 	for len(m.order) > 0 && (len(m.order) >= m.maxGens || m.bytes+size > m.maxBytes) {
 		old := m.order[0]
 		m.order = m.order[1:]
@@ -267,7 +277,7 @@ func (m *toolMemo) addGen(gen string, size, n int) *toolGen {
 
 // prune drops old versions of edited tools from g: it keeps the elements of this list
 // (a, in raw) only (m.mu held).
-func (m *toolMemo) prune(g *toolGen, raw string, a *toolsArray) {
+func (m *Tools) prune(g *toolGen, raw string, a *toolsArray) {
 	kept := make(map[string]toolOut, len(a.elems))
 	bytes := 0
 	for _, e := range a.elems {
@@ -284,15 +294,17 @@ func (m *toolMemo) prune(g *toolGen, raw string, a *toolsArray) {
 	g.tools, g.bytes = kept, bytes
 }
 
-// decorateIncrementally decorates the result (an upstream's tools/list result, valid
-// JSON) from the memo of decorated elements, calling the engine for the elements it has
-// not seen in this generation only. It returns nil where the full path must decide (see
-// above).
+// Incremental decorates the result (an upstream's tools/list result, valid JSON) from
+// the memo of decorated elements under gen (the version and loaded states: the list
+// memo's key without the list), having decorate (the engine) decorate the elements it has
+// not seen in this generation only, as a list of their own. It returns nil where the full
+// path must decide (see above); al is what the validator's pass found of result (nil:
+// nothing).
 //
 // pre and post (nil: none) are what the message holds before and after the result: the
 // list is assembled between them, so the message needs no splice (the decorated result
 // then views that buffer, which must not be written again).
-func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *loaded, gen string, result string, al *alignment, pre, post []byte) (*decoratedList, []byte) {
+func (m *Tools) Incremental(gen string, result string, al *Alignment, pre, post []byte, decorate func(elems []string) (Answer, bool)) (*Decorated, []byte) {
 	var a toolsArray
 	if al != nil {
 		a = al.split
@@ -304,9 +316,9 @@ func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *load
 	}
 	outs := make([]toolOut, len(a.elems))
 	have := make([]bool, len(a.elems))
-	missing, mostlyNew := c.tools.lookup(gen, result, &a, al, outs, have)
+	missing, mostlyNew := m.lookup(gen, result, &a, al, outs, have)
 	if mostlyNew {
-		return nil, nil // decorated whole (and memoised: memoiseDecorated)
+		return nil, nil // decorated whole (and memoised: Memoise)
 	}
 	if missing > 0 {
 		// The missing elements, as a list of their own; an element that names a member
@@ -325,7 +337,7 @@ func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *load
 			}
 		}
 		if len(batch) > 0 {
-			fresh, ok := c.decorateElems(ctx, scope, st, result, batch)
+			fresh, ok := decorateElems(result, batch, decorate)
 			if !ok {
 				return nil, nil
 			}
@@ -334,49 +346,40 @@ func (c *Core) decorateIncrementally(ctx context.Context, scope []byte, st *load
 			}
 		}
 		for _, i := range solo {
-			fresh, ok := c.decorateElems(ctx, scope, st, result, a.elems[i:i+1])
+			fresh, ok := decorateElems(result, a.elems[i:i+1], decorate)
 			if !ok {
 				return nil, nil
 			}
 			outs[i] = fresh[0]
 		}
-		c.tools.store(gen, result, &a, outs, have)
+		m.store(gen, result, &a, outs, have)
 	}
 	if al != nil {
-		c.tools.align(gen, al.cur, outs)
+		m.align(gen, al.cur, outs)
 	}
 	return assembleList(result, &a, outs, pre, post)
 }
 
-// decorateElems has the engine decorate the elements sent (spans of raw) as a list of
-// their own, and maps its answer onto them. ok is false when the full path must decide.
-func (c *Core) decorateElems(ctx context.Context, scope []byte, st *loaded, raw string, sent []span) ([]toolOut, bool) {
-	const head = `,"message":` + listEnvelope + `{"tools":[`
-	n := len(scope) + len(head) + 8 + st.statesSize()
-	for _, e := range sent {
-		n += e.end - e.start + 1
-	}
-	in := append(append(make([]byte, 0, n), scope...), head...)
+// decorateElems has the engine (decorate) decorate the elements sent (spans of raw) as a
+// list of their own, and maps its answer onto them. ok is false when the full path must
+// decide.
+func decorateElems(raw string, sent []span, decorate func(elems []string) (Answer, bool)) ([]toolOut, bool) {
+	elems := make([]string, len(sent))
 	for i, e := range sent {
-		if i > 0 {
-			in = append(in, ',')
-		}
-		in = append(in, raw[e.start:e.end]...)
+		elems[i] = raw[e.start:e.end]
 	}
-	in = append(in, "]}}"...)
-	_, m, err := c.callOwned(ctx, abi.FuncDecorateTools, in, st, "message", "toolNames", "hidden", "withheld", "states")
-	if err != nil || m[4].Exists() {
+	ans, ok := decorate(elems)
+	if !ok {
 		return nil, false // the full path reports the fault, or writes the record
 	}
-	decorated := resultOf(m[0]).Raw
-	if len(sent) == 1 && len(m[3].Array()) == 1 {
+	if len(sent) == 1 && len(ans.Withheld.Array()) == 1 {
 		// The one element, withheld: it is in no other member.
-		if da, ok := splitTools(decorated); !ok || len(da.elems) > 0 || len(m[1].Array()) > 0 {
+		if da, ok := splitTools(ans.Result); !ok || len(da.elems) > 0 || len(ans.Names.Array()) > 0 {
 			return nil, false
 		}
 		return []toolOut{{drop: true, withheld: true}}, true
 	}
-	return mapDecorated(raw, sent, decorated, m[1], m[2], m[3], nil)
+	return mapDecorated(raw, sent, ans.Result, ans.Names, ans.Hidden, ans.Withheld, nil)
 }
 
 // toolRepeats reports whether the element elem is an object that names a member twice
@@ -406,9 +409,10 @@ func toolRepeats(elem string) bool {
 	return false
 }
 
-// memoiseDecorated memoises the elements of a list the engine decorated whole (result the
-// upstream's, decorated the engine's result), when the answer maps onto them.
-func (c *Core) memoiseDecorated(gen, result, decorated string, al *alignment, names, hidden, withheld gjson.Result) {
+// Memoise memoises the elements of a list the engine decorated whole under gen (result
+// the upstream's, decorated the engine's result, al what the validator's pass found of
+// result), when the answer maps onto them.
+func (m *Tools) Memoise(gen, result, decorated string, al *Alignment, names, hidden, withheld gjson.Result) {
 	var a toolsArray
 	if al != nil {
 		a = al.split
@@ -418,7 +422,7 @@ func (c *Core) memoiseDecorated(gen, result, decorated string, al *alignment, na
 			return
 		}
 	}
-	if !c.tools.worthStoring(gen) {
+	if !m.worthStoring(gen) {
 		return
 	}
 	// The elements the engine withheld are not memoised (a later list has the engine
@@ -433,9 +437,9 @@ func (c *Core) memoiseDecorated(gen, result, decorated string, al *alignment, na
 	if !ok {
 		return
 	}
-	c.tools.store(gen, result, &a, outs, skip)
+	m.store(gen, result, &a, outs, skip)
 	if al != nil && !skipped {
-		c.tools.align(gen, al.cur, outs)
+		m.align(gen, al.cur, outs)
 	}
 }
 
@@ -529,18 +533,18 @@ func nameSet(arr gjson.Result) map[string]bool {
 }
 
 // assembleList splices the decorated elements into the result raw, as
-// decorate.Index.Append does: the bytes between elements kept, a dropped element taking
+// decorate.Index.Append does (jsonx.AppendGap): the bytes between elements kept, a dropped element taking
 // its leading separator with it.
-func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (*decoratedList, []byte) {
+func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (*Decorated, []byte) {
 	size := len(raw) + len(pre) + len(post)
 	for i := range outs {
 		size += len(outs[i].out) - (a.elems[i].end - a.elems[i].start)
 	}
-	dst := unzeroed(size + 64)
+	dst := buf.Unzeroed(size + 64)
 	dst = append(dst, pre...)
 	dst = append(dst, raw[:a.open+1]...)
 	prev, first := a.open+1, true
-	names := unzeroed(32*len(outs) + 2)
+	names := buf.Unzeroed(32*len(outs) + 2)
 	names = append(names, '[')
 	for i, e := range a.elems {
 		o := &outs[i]
@@ -554,46 +558,22 @@ func assembleList(raw string, a *toolsArray, outs []toolOut, pre, post []byte) (
 			prev = e.end
 			continue
 		}
-		dst = appendGap(dst, raw[prev:e.start], first)
+		dst = jsonx.AppendGap(dst, raw[prev:e.start], first)
 		first = false
 		dst = append(dst, o.out...)
 		prev = e.end
 	}
-	dst = appendGap(dst, raw[prev:a.close], true)
+	dst = jsonx.AppendGap(dst, raw[prev:a.close], true)
 	dst = append(dst, raw[a.close:]...)
 	list := dst[len(pre):]
 	dst = append(dst, post...)
 	names = append(names, ']')
 	// dst and names are never written again: the strings view them without a copy.
-	d := &decoratedList{result: unsafe.String(unsafe.SliceData(list), len(list)), names: unsafe.String(unsafe.SliceData(names), len(names))}
+	d := &Decorated{Result: unsafe.String(unsafe.SliceData(list), len(list)), Names: unsafe.String(unsafe.SliceData(names), len(names))}
 	for i := range outs {
 		if outs[i].withheld {
-			d.withheld++
+			d.Withheld++
 		}
 	}
 	return d, dst
-}
-
-// appendGap appends the bytes between two array elements (whitespace and a comma),
-// without the comma when the element that follows is the first one written
-// (decorate.appendGap).
-func appendGap(dst []byte, gap string, first bool) []byte {
-	i := -1
-	for j := 0; j < len(gap); j++ {
-		if gap[j] == ',' {
-			i = j
-			break
-		}
-	}
-	switch {
-	case i < 0 && first:
-		return append(dst, gap...)
-	case i < 0:
-		dst = append(dst, ',')
-		return append(dst, gap...)
-	case first:
-		dst = append(dst, gap[:i]...)
-		return append(dst, gap[i+1:]...)
-	}
-	return append(dst, gap...)
 }

@@ -1,12 +1,10 @@
-package exchange
+package toollist
 
 import (
 	"context"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -14,7 +12,7 @@ import (
 // UnknownTool is a tool name (or pattern) of the configuration that no tool the upstream
 // listed meets: the workflow binding, policy or limit naming it applies to nothing (a
 // misspelt name, or a tool the upstream does not offer). The engine's check_config decides
-// which (its "unmet"); the core asks it whenever the upstream's list grows.
+// which (its "unmet"); the core asks it whenever the upstream's list grows (Unknown).
 type UnknownTool struct {
 	Name  string      `json:"name"`  // as configured
 	Glob  bool        `json:"glob"`  // a pattern with a wildcard segment, matching no listed tool
@@ -34,13 +32,6 @@ const (
 	PlaceLimit   = "limit"
 )
 
-// ConfigReporter is an optional Reporter extension: the core reports each unknown name
-// once per configuration, when it is first found (the gateway logs it). The core also
-// publishes it as an EventConfigUnknownTool.
-type ConfigReporter interface {
-	UnknownTool(UnknownTool)
-}
-
 // Bounds of the names kept for the unknown-name check: an upstream listing more is not
 // remembered past them (a name it lists beyond the bound may then be reported unknown).
 const (
@@ -49,11 +40,11 @@ const (
 	maxSeenNameSize = 1024
 )
 
-// seenTools is the union of the tool names the upstream has listed (every session, every
+// Seen is the union of the tool names the upstream has listed (every session, every
 // page, the host's own probe), bounded. A name once listed stays known: lists may differ
 // by authorization, and a name listed to anyone is not a typo. Cores a host reloads
-// through share it (Options.Previous).
-type seenTools struct {
+// through share it (exchange.Options.Previous).
+type Seen struct {
 	mu       sync.Mutex
 	names    map[string]struct{}
 	bytes    int
@@ -62,11 +53,12 @@ type seenTools struct {
 	last     string // the names array last added: lists repeat, so most adds are this one
 }
 
-func newSeenTools() *seenTools { return &seenTools{names: map[string]struct{}{}} }
+// NewSeen returns an empty set.
+func NewSeen() *Seen { return &Seen{names: map[string]struct{}{}} }
 
-// add records names, a JSON array of strings; complete marks the end of a listing. It
+// Add records names, a JSON array of strings; complete marks the end of a listing. It
 // returns the generation and whether a listing has completed.
-func (s *seenTools) add(names gjson.Result, complete bool) (gen uint64, done bool) {
+func (s *Seen) Add(names gjson.Result, complete bool) (gen uint64, done bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if names.Raw != s.last {
@@ -91,23 +83,23 @@ func (s *seenTools) add(names gjson.Result, complete bool) (gen uint64, done boo
 	return s.gen, s.complete
 }
 
-// has reports whether the upstream listed a tool of this name (within the bounds).
-func (s *seenTools) has(name string) bool {
+// Has reports whether the upstream listed a tool of this name (within the bounds).
+func (s *Seen) Has(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.names[name]
 	return ok
 }
 
-// state returns the generation and whether a listing has completed.
-func (s *seenTools) state() (uint64, bool) {
+// State returns the generation and whether a listing has completed.
+func (s *Seen) State() (uint64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.gen, s.complete
 }
 
 // checkInput is check_config's input for the names seen: {"tools":[{"name":...},...]}.
-func (s *seenTools) checkInput() []byte {
+func (s *Seen) checkInput() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := make([]byte, 0, s.bytes+len(s.names)*12+16)
@@ -125,9 +117,23 @@ func (s *seenTools) checkInput() []byte {
 	return append(in, "]}"...)
 }
 
-// unknownNames is one configuration's unknown names: the last answer, and the names
-// already reported.
-type unknownNames struct {
+// LastRaw is the names array last added (Add).
+func (s *Seen) LastRaw() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Len is how many names the set holds.
+func (s *Seen) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.names)
+}
+
+// Unknown is one configuration's unknown names: the last answer, and the names already
+// reported.
+type Unknown struct {
 	mu       sync.Mutex
 	checked  bool   // a check has run
 	gen      uint64 // the seen generation it ran on
@@ -136,79 +142,73 @@ type unknownNames struct {
 	reported map[string]bool
 }
 
-// UnknownTools returns the configuration's names that no tool the upstream listed meets,
-// in configuration order; nil until a listing has completed (the host's probe, or a
+// Checker is what a check of the configuration's names needs of the exchange.
+type Checker struct {
+	// Bound bounds the context of one check (both its engine calls).
+	Bound func(ctx context.Context) (context.Context, context.CancelFunc)
+	// Call runs the engine's check_config on in; an error answer is an error.
+	Call func(ctx context.Context, in []byte) ([]byte, error)
+	// Failed reports a failed check (its last answer is kept).
+	Failed func(err error)
+	// Found reports and publishes a name found unknown for the first time.
+	Found func(UnknownTool)
+}
+
+// Tools returns the configuration's names that no tool the upstream listed meets, in
+// configuration order; nil until a listing has completed (the host's probe, or a
 // tools/list answer without nextCursor).
-func (c *Core) UnknownTools() []UnknownTool {
-	c.unknown.mu.Lock()
-	defer c.unknown.mu.Unlock()
-	return append([]UnknownTool(nil), c.unknown.unknown...)
+func (u *Unknown) Tools() []UnknownTool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]UnknownTool(nil), u.unknown...)
 }
 
-// ToolsListed hands the core a tools array the host listed from the upstream itself (the
-// gateway's start-up probe): a complete listing, checked against the configuration at once.
-func (c *Core) ToolsListed(ctx context.Context, tools []byte) {
-	names := gjson.GetBytes(tools, "#.name")
-	if !gjson.ValidBytes(tools) || !names.IsArray() {
-		return
-	}
-	c.seen.add(names, true)
-	c.checkUnknown(ctx)
+// CheckedAt reports whether the configuration was checked on generation gen of the
+// names seen (or never needs a check).
+func (u *Unknown) CheckedAt(gen uint64) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.none || (u.checked && u.gen == gen)
 }
 
-// toolsSeen records the names of a decorated tools/list answer (toolNames) and checks the
+// Seen records the names of a decorated tools/list answer (toolNames) and checks the
 // configuration against them once a listing has completed. result is the upstream's
 // result: an answer with a nextCursor is one page of a listing, not its end.
-func (c *Core) toolsSeen(ctx context.Context, names, result gjson.Result) {
-	if gen, done := c.seen.state(); done && c.checkedAt(gen) && names.Raw == c.seen.lastRaw() {
+func (u *Unknown) Seen(ctx context.Context, seen *Seen, names, result gjson.Result, ch *Checker) {
+	if gen, done := seen.State(); done && u.CheckedAt(gen) && names.Raw == seen.LastRaw() {
 		return // the list every client repeats: nothing new
 	}
 	cursor := result.Get("nextCursor")
-	c.seen.add(names, !cursor.Exists() || cursor.Type == gjson.Null || cursor.Str == "")
-	c.checkUnknown(ctx)
+	seen.Add(names, !cursor.Exists() || cursor.Type == gjson.Null || cursor.Str == "")
+	u.Check(ctx, seen, ch)
 }
 
-func (s *seenTools) lastRaw() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.last
-}
-
-// checkedAt reports whether the configuration was checked on generation gen of the
-// names seen (or never needs a check).
-func (c *Core) checkedAt(gen uint64) bool {
-	c.unknown.mu.Lock()
-	defer c.unknown.mu.Unlock()
-	return c.unknown.none || (c.unknown.checked && c.unknown.gen == gen)
-}
-
-// checkUnknown asks the engine's check_config which names of the configuration no tool
-// seen meets, when the names seen changed since the last check and a listing has
-// completed; each name found unknown for the first time is reported and published. Checks
+// Check asks the engine's check_config which names of the configuration no tool seen
+// meets, when the names seen changed since the last check and a listing has completed;
+// each name found unknown for the first time is reported and published (ch.Found). Checks
 // run one at a time; a failed check keeps the last answer (and is a check_config fault
 // like any other plugin failure: reported, nothing refused).
-func (c *Core) checkUnknown(ctx context.Context) {
-	u := &c.unknown
+func (u *Unknown) Check(ctx context.Context, seen *Seen, ch *Checker) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	gen, done := c.seen.state()
+	gen, done := seen.State()
 	if !done || u.none || (u.checked && u.gen == gen) {
 		return
 	}
-	ctx, cancel := withTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := ch.Bound(context.WithoutCancel(ctx))
 	defer cancel()
 	if !u.checked {
 		// With no tool names at all, the configuration needs no check, now or later.
-		out, err := c.plugin.Call(ctx, abi.FuncCheckConfig, []byte(`{"tools":[]}`))
+		out, err := ch.Call(ctx, []byte(`{"tools":[]}`))
 		if err == nil && gjson.GetBytes(out, "unmet").IsArray() && len(gjson.GetBytes(out, "unmet").Array()) == 0 {
 			u.none = true
 			u.checked, u.unknown = true, nil
 			return
 		}
 	}
-	out, err := c.plugin.Call(ctx, abi.FuncCheckConfig, c.seen.checkInput())
-	if err = pluginErr(out, err); err != nil {
-		c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList, "check", "unknown tools")
+	out, err := ch.Call(ctx, seen.checkInput())
+	if err != nil {
+		ch.Failed(err)
 		return
 	}
 	unmet := gjson.GetBytes(out, "unmet")
@@ -225,10 +225,7 @@ func (c *Core) checkUnknown(ctx context.Context) {
 			continue
 		}
 		u.reported[t.Name] = true
-		if cr, ok := c.reporter.(ConfigReporter); ok {
-			cr.UnknownTool(t)
-		}
-		c.publish(Event{Type: EventConfigUnknownTool, Tool: t.Name, Data: map[string]any{"glob": t.Glob, "where": t.Where}})
+		ch.Found(t)
 	}
 }
 

@@ -1,4 +1,4 @@
-package exchange
+package toollist
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // TestParamHeaders_concurrentLearnAndGet: lists and calls on many goroutines (run with
 // -race).
 func TestParamHeaders_concurrentLearnAndGet(t *testing.T) {
-	p := newParamHeaders()
+	p := NewParams()
 	lists := []string{
 		`{"tools":[{"name":"a","inputSchema":{"properties":{"x":{"x-mcp-header":"X"}}}},{"name":"b","inputSchema":{}}]}`,
 		`{"tools":[{"name":"a","inputSchema":{}},{"name":"b","inputSchema":{"properties":{"y":{"properties":{"z":{"x-mcp-header":"Z"}}}}}}]}`,
@@ -24,22 +24,22 @@ func TestParamHeaders_concurrentLearnAndGet(t *testing.T) {
 			defer wg.Done()
 			for j := 0; j < 2000; j++ {
 				if (i+j)%2 == 0 {
-					p.learn("", gjson.Parse(lists[(i+j)%4/2]))
+					p.Learn("", "", gjson.Parse(lists[(i+j)%4/2]))
 				} else {
-					for _, d := range p.get("", "", "a") {
+					for _, d := range p.Get("", "", "a") {
 						_ = d.Name + strings.Join(d.Path, ".")
 					}
-					_ = p.get("", "", "b")
+					_ = p.Get("", "", "b")
 				}
 			}
 		}(i)
 	}
 	wg.Wait()
-	p.learn("", gjson.Parse(lists[1]))
-	if d := p.get("", "", "b"); len(d) != 1 || d[0].Name != "Z" || strings.Join(d[0].Path, ".") != "y.z" {
+	p.Learn("", "", gjson.Parse(lists[1]))
+	if d := p.Get("", "", "b"); len(d) != 1 || d[0].Name != "Z" || strings.Join(d[0].Path, ".") != "y.z" {
 		t.Fatalf("b's declarations after the last list: %+v", d)
 	}
-	if d := p.get("", "", "a"); d != nil {
+	if d := p.Get("", "", "a"); d != nil {
 		t.Fatalf("a, listed last without declarations, kept %+v", d)
 	}
 }
@@ -63,14 +63,14 @@ func TestParamHeaders_bounds(t *testing.T) {
 		b.WriteString(`}}}]}`)
 		return gjson.Parse(b.String())
 	}
-	p := newParamHeaders()
-	p.learn("", list(maxParamDecls, false))
-	if n := len(p.get("", "", "t")); n != maxParamDecls {
+	p := NewParams()
+	p.Learn("", "", list(maxParamDecls, false))
+	if n := len(p.Get("", "", "t")); n != maxParamDecls {
 		t.Fatalf("%d declarations kept, want %d", n, maxParamDecls)
 	}
 	for _, l := range []gjson.Result{list(maxParamDecls+1, false), list(3, true), list(50000, false)} {
-		p.learn("", l)
-		if d := p.get("", "", "t"); d != nil {
+		p.Learn("", "", l)
+		if d := p.Get("", "", "t"); d != nil {
 			t.Fatalf("a tool with %d declarations (or a name twice) kept %d", len(l.Raw), len(d))
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build !tinygo
 
-package exchange
+package deadline
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 type valueKey struct{}
 
-// TestDetachedTimeout holds detachedTimeout to what
+// TestDetachedTimeout holds Detached to what
 // context.WithTimeout(context.WithoutCancel(ctx), d) answers: values, deadline, errors
 // and causes, before and after Done is asked for, when cancelled and when the deadline
 // passes, with the parent cancelled.
@@ -47,7 +47,7 @@ func TestDetachedTimeout(t *testing.T) {
 			parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), valueKey{}, "v"))
 			cancelParent() // the parent's ending does not reach either
 			var ctxs [2]context.Context
-			for i, mk := range []make{detachedTimeout, ref} {
+			for i, mk := range []make{Detached, ref} {
 				ctx, cancel := mk(parent, c.d)
 				defer cancel()
 				if done {
@@ -80,12 +80,12 @@ func TestDetachedTimeout(t *testing.T) {
 			stop()
 		}
 	}
-	// lazyTimeout against context.WithTimeout, the parent live or cancelled.
+	// Lazy against context.WithTimeout, the parent live or cancelled.
 	{
 		for _, done := range []bool{false, true} {
 			parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), valueKey{}, "v"))
 			var ctxs [2]context.Context
-			for i, mk := range []make{lazyTimeout, context.WithTimeout} {
+			for i, mk := range []make{Lazy, context.WithTimeout} {
 				ctx, cancel := mk(parent, time.Hour)
 				defer cancel()
 				if done {
@@ -106,7 +106,7 @@ func TestDetachedTimeout(t *testing.T) {
 		}
 	}
 	// Asking for Done after the deadline, and waiting on it before.
-	ctx, cancel := detachedTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := Detached(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	select {
 	case <-ctx.Done():

@@ -1,27 +1,29 @@
-package exchange
+// Package oauth is OAuth discovery through a gateway (MCP authorization, 2025-06-18 on).
+// Before it has a token, a client reads the server's RFC 9728 protected-resource metadata,
+// found at a well-known path or named by a 401's WWW-Authenticate challenge, and then its
+// authorization server's metadata. A gateway stands where the server would: these
+// documents reach the upstream without MCP processing, and the addresses in them that the
+// client must use name the gateway. Standard Go, no I/O: every host (the gateway, the
+// Envoy filter, exchange/flow for the modules) routes and rewrites with it.
+package oauth
 
 import (
 	"errors"
 	"net/url"
 	"strings"
 
+	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/plugin/jsonx"
 )
 
-// OAuth discovery (MCP authorization, 2025-06-18 on). Before it has a token, a client reads
-// the server's RFC 9728 protected-resource metadata, found at a well-known path or named by
-// a 401's WWW-Authenticate challenge, and then its authorization server's metadata. A
-// gateway stands where the server would: these documents reach the upstream without MCP
-// processing, and the addresses in them that the client must use name the gateway.
-
-// DiscoveryDoc names a well-known metadata document.
-type DiscoveryDoc uint8
+// Doc names a well-known metadata document.
+type Doc uint8
 
 // The discovery documents a gateway routes to its upstream.
 const (
-	DocProtectedResource   DiscoveryDoc = iota + 1 // RFC 9728 /.well-known/oauth-protected-resource
-	DocAuthorizationServer                         // RFC 8414 /.well-known/oauth-authorization-server
-	DocOpenIDConfiguration                         // OpenID Connect Discovery /.well-known/openid-configuration
+	DocProtectedResource   Doc = iota + 1 // RFC 9728 /.well-known/oauth-protected-resource
+	DocAuthorizationServer                // RFC 8414 /.well-known/oauth-authorization-server
+	DocOpenIDConfiguration                // OpenID Connect Discovery /.well-known/openid-configuration
 )
 
 var wellKnown = [...]string{
@@ -34,7 +36,7 @@ var wellKnown = [...]string{
 // well-known name: "" for the root form, "/mcp" for /.well-known/oauth-protected-resource/mcp
 // (RFC 9728 3.1: the client inserts the well-known name before the path of the URL it uses).
 type Discovery struct {
-	Doc    DiscoveryDoc
+	Doc    Doc
 	Suffix string
 }
 
@@ -83,7 +85,7 @@ func RequestDiscovery(raw string) (d Discovery, ok bool, err error) {
 }
 
 // DecodePath is a request path as sent (without the query) decoded as url.URL.Path decodes
-// it, or as it is when it cannot be: the path a challenge names (OAuthMap.Challenge) and a
+// it, or as it is when it cannot be: the path a challenge names (Map.Challenge) and a
 // document's resource carry, as the Go gateway's r.URL.Path.
 func DecodePath(raw string) string {
 	if p, err := url.PathUnescape(raw); err == nil {
@@ -131,11 +133,11 @@ func containsFold(s, sub string) bool {
 	return false
 }
 
-// OAuthMap maps the upstream's OAuth addresses to the gateway's. Public is the gateway's
+// Map maps the upstream's OAuth addresses to the gateway's. Public is the gateway's
 // public origin (ParsePublicURL), never a request's Host; EndpointPath is the upstream's
 // MCP endpoint path, to which every MCP request goes, or "" when the gateway keeps the
 // client's path.
-type OAuthMap struct {
+type Map struct {
 	Public       string
 	EndpointPath string
 }
@@ -143,12 +145,12 @@ type OAuthMap struct {
 // UpstreamPath is the upstream's path for d: the root form stays the root form; a suffix
 // (the client's MCP path) becomes the upstream's MCP endpoint path when the upstream has
 // one, and stays as it is when the gateway keeps the client's path.
-func (m OAuthMap) UpstreamPath(d Discovery) string {
+func (m Map) UpstreamPath(d Discovery) string {
 	return wellKnown[d.Doc] + m.upstreamSuffix(d.Suffix)
 }
 
 // upstreamSuffix maps a client's MCP path ("" for none) to the upstream's.
-func (m OAuthMap) upstreamSuffix(clientPath string) string {
+func (m Map) upstreamSuffix(clientPath string) string {
 	if clientPath == "" || clientPath == "/" {
 		return ""
 	}
@@ -165,12 +167,12 @@ func (m OAuthMap) upstreamSuffix(clientPath string) string {
 // path. Every other byte is kept. A document that is not a JSON object with exactly one
 // string "resource" holding an absolute URL comes back unchanged with an error (the host
 // passes it through and reports the fault). An empty Public changes nothing.
-func (m OAuthMap) Metadata(d Discovery, doc []byte) ([]byte, error) {
+func (m Map) Metadata(d Discovery, doc []byte) ([]byte, error) {
 	if d.Doc != DocProtectedResource || m.Public == "" {
 		return doc, nil
 	}
 	start, end, n := -1, -1, 0
-	err := jsonx.ValidateObject(doc, maxValidateDepth, func(key string, s, e int) {
+	err := jsonx.ValidateObject(doc, admission.MaxDepth, func(key string, s, e int) {
 		if key == "resource" {
 			start, end, n = s, e, n+1
 		}
@@ -206,7 +208,7 @@ func (m OAuthMap) Metadata(d Discovery, doc []byte) ([]byte, error) {
 // Everything else in the value is kept byte for byte. A value that cannot be read, or a
 // resource_metadata that is not an absolute URL, comes back unchanged with an error. An
 // empty Public changes nothing.
-func (m OAuthMap) Challenge(value, clientPath string) (string, error) {
+func (m Map) Challenge(value, clientPath string) (string, error) {
 	if m.Public == "" {
 		return value, nil
 	}
@@ -239,7 +241,7 @@ func (m OAuthMap) Challenge(value, clientPath string) (string, error) {
 }
 
 // public is u at the gateway's public origin.
-func (m OAuthMap) public(u *url.URL) string {
+func (m Map) public(u *url.URL) string {
 	s := m.Public + u.EscapedPath()
 	if u.ForceQuery || u.RawQuery != "" {
 		s += "?" + u.RawQuery
@@ -252,7 +254,7 @@ func (m OAuthMap) public(u *url.URL) string {
 
 // ParsePublicURL checks a gateway's public address: an absolute http or https URL of an
 // origin (no path but "/", no user, query or fragment). It returns the origin without a
-// trailing slash, as OAuthMap.Public wants it.
+// trailing slash, as Map.Public wants it.
 func ParsePublicURL(s string) (string, error) {
 	u, err := url.Parse(s)
 	switch {

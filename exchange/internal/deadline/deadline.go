@@ -1,6 +1,9 @@
 //go:build !tinygo
 
-package exchange
+// Package deadline bounds the exchange's contexts the same way natively and in the TinyGo
+// modules (deadline_tinygo.go), where the host owns time and there is no goroutine to
+// cancel a context by: Within, Detached and Lazy.
+package deadline
 
 import (
 	"context"
@@ -8,7 +11,12 @@ import (
 	"time"
 )
 
-// detachedTimeout is context.WithTimeout(context.WithoutCancel(ctx), d) whose timer is
+// Within bounds ctx by d (context.WithTimeout).
+func Within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+// Detached is context.WithTimeout(context.WithoutCancel(ctx), d) whose timer is
 // set only when something asks for Done (or an AfterFunc): a store that waits, an
 // engine call the pool may interrupt. A settled success's transition writes to the store
 // and asks for neither on the memory and Bolt stores; a timer set and stopped costs
@@ -21,21 +29,21 @@ import (
 //     WithTimeout would have made, and answers as it does.
 //   - Values are ctx's, except (detached) the context package's own cancel key, which
 //     WithoutCancel hides (so context.Cause sees this context's own ending, not ctx's).
-//     Not detached (lazyTimeout), context.Cause gives ctx's cause once ctx has one, even
+//     Not detached (Lazy), context.Cause gives ctx's cause once ctx has one, even
 //     when this context's deadline passed first (WithTimeout's would give
 //     DeadlineExceeded): nothing here sets causes.
 //   - Value calls ctx's Value directly: a WithoutCancel context reached through another
 //     context's Value boxes its receiver (an allocation per lookup; wazero looks values up
 //     on every engine call).
-func detachedTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+func Detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	c := &detachedCtx{parent: ctx, at: time.Now().Add(d), detached: true}
 	return c, c.end
 }
 
-// lazyTimeout is context.WithTimeout(ctx, d) made as detachedTimeout is: the timer is set
+// Lazy is context.WithTimeout(ctx, d) made as Detached is: the timer is set
 // when something asks for Done (a lease's wait on a held key; never on a free one).
 // Values, ctx's ending and its earlier deadline are ctx's, as they are through WithTimeout.
-func lazyTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+func Lazy(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	c := &detachedCtx{parent: ctx, at: time.Now().Add(d)}
 	return c, c.end
 }

@@ -1,18 +1,20 @@
-package exchange
+package pending
 
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/kvstate"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
 
-// The hook entry points (AdmitCall, FinishCall) and the pairing rule (Pending), on the
-// native engine and an in-memory State.
+// The pairing rule, on the native engine and an in-memory State with leases.
 
 const hookConfig = `{"version":1,
  "stateSync":{"defaults":{"cacheControl":"no-store"},"policies":[
@@ -24,17 +26,58 @@ const hookConfig = `{"version":1,
      "cart.checkout":{"states":["has_items"],"event":"CHECKOUT"},"cart.pay":{"states":["payment"],"event":"PAY"}}}],
  "limits":{"maxArraySize":3}}`
 
-func newHookCore(t testing.TB, wait time.Duration) (*Core, *testState) {
+const okResult = `{"content":[{"type":"text","text":"done"}]}`
+
+// enginePlugin runs the engine in process.
+type enginePlugin struct{ e *engine.Engine }
+
+func (p enginePlugin) Call(_ context.Context, fn abi.Function, in []byte) ([]byte, error) {
+	return p.e.Call(fn, in), nil
+}
+
+// mapKV is a kvstate.KV in memory.
+type mapKV struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (kv *mapKV) Get(keys []string) ([]kvstate.Value, error) {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	out := make([]kvstate.Value, len(keys))
+	for i, k := range keys {
+		v, ok := kv.m[k]
+		out[i] = kvstate.Value{B: v, Ok: ok}
+	}
+	return out, nil
+}
+
+func (kv *mapKV) CAS(_, key string, prev, next kvstate.Value) (bool, error) {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	cur, ok := kv.m[key]
+	if ok != prev.Ok || string(cur) != string(prev.B) {
+		return false, nil
+	}
+	if next.Ok {
+		kv.m[key] = next.B
+	} else {
+		delete(kv.m, key)
+	}
+	return true, nil
+}
+
+// newHookCore is a core over the engine with hookConfig, whose moving calls wait at most
+// wait for a lease (a held one is refused at once: kvstate).
+func newHookCore(t testing.TB, wait time.Duration) *exchange.Core {
 	t.Helper()
 	e, err := engine.New([]byte(hookConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newTestState(true)
-	return New(Options{Plugin: enginePlugin{e}, State: st, Config: []byte(hookConfig), LeaseWait: wait}), st
+	st := &kvstate.State{KV: &mapKV{m: map[string][]byte{}}}
+	return exchange.New(exchange.Options{Plugin: enginePlugin{e}, State: st, Config: []byte(hookConfig), LeaseWait: wait})
 }
-
-const okResult = `{"content":[{"type":"text","text":"done"}]}`
 
 func denied(t *testing.T, result []byte, code string) {
 	t.Helper()
@@ -44,57 +87,9 @@ func denied(t *testing.T, result []byte, code string) {
 	}
 }
 
-func TestAdmitCall_refusals(t *testing.T) {
-	c, _ := newHookCore(t, time.Second)
-	tests := []struct{ name, params, want string }{
-		{"not JSON", `{"name":`, "parse error"},
-		{"not an object", `["cart.pay"]`, "parse error"},
-		{"no name", `{"arguments":{}}`, "params.name"},
-		{"a repeated member", `{"name":"tasks.list","name":"cart.pay"}`, "repeat a member"},
-		{"out of order", `{"name":"cart.pay","arguments":{}}`, "not available now"},
-		{"an array over its limit", `{"name":"tasks.list","arguments":{"ids":[1,2,3,4]}}`, "limit is 3"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ex := c.AdmitCall(context.Background(), "s1", []byte(tt.params))
-			defer ex.Close()
-			if ex.Verdict != Reply {
-				t.Fatalf("verdict %v, want Reply", ex.Verdict)
-			}
-			r := gjson.ParseBytes(ex.Result())
-			if !r.Get("isError").Bool() || !strings.Contains(r.Get("content.0.text").Str, tt.want) {
-				t.Errorf("result %s, want isError with %q", ex.Result(), tt.want)
-			}
-		})
-	}
-}
-
-func TestFinishCall(t *testing.T) {
-	c, _ := newHookCore(t, time.Second)
-	ctx := context.Background()
-	ex := c.AdmitCall(ctx, "s1", []byte(`{"name":"tasks.update","arguments":{"id":"T1"}}`))
-	if ex.Verdict != Forward {
-		t.Fatalf("tasks.update not admitted: %s", ex.Body)
-	}
-	out := ex.FinishCall(ctx, []byte(okResult))
-	ex.Close()
-	if got := gjson.GetBytes(out, "content.0.text").Str; !strings.Contains(got, "Cache invalidated for tasks.*") {
-		t.Errorf("no invalidation block: %s", out)
-	}
-	if gjson.GetBytes(out, "content.1.text").Str != "done" {
-		t.Errorf("the result's own content is gone: %s", out)
-	}
-	// A result that is not an object passes (nil) and fires nothing.
-	ex = c.AdmitCall(ctx, "s1", []byte(`{"name":"tasks.update","arguments":{"id":"T1"}}`))
-	if out := ex.FinishCall(ctx, []byte(`[1]`)); out != nil {
-		t.Errorf("a non-object result was rewritten: %s", out)
-	}
-	ex.Close()
-}
-
 func TestPending_workflow(t *testing.T) {
-	c, _ := newHookCore(t, time.Second)
-	p := NewPending(c)
+	c := newHookCore(t, time.Second)
+	p := New(c)
 	ctx := context.Background()
 	denied(t, p.Admit(ctx, "a", []byte(`{"name":"cart.checkout"}`)), abi.DenyToolNotAvailable)
 	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)); out != nil {
@@ -120,8 +115,8 @@ func TestPending_workflow(t *testing.T) {
 func TestPending_movingCallRunsAlone(t *testing.T) {
 	// The waiting call below gets a minute's lease wait: a loaded machine once let the
 	// waiter's 50 ms run out before the moving call's answer.
-	c, _ := newHookCore(t, 500*time.Millisecond)
-	p := NewPending(c)
+	c := newHookCore(t, 500*time.Millisecond)
+	p := New(c)
 	ctx := context.Background()
 	if out := p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)); out != nil {
 		t.Fatal(string(out))
@@ -139,7 +134,7 @@ func TestPending_movingCallRunsAlone(t *testing.T) {
 	}
 	// While it runs, another call waits; it goes once the moving call's answer came. Its
 	// wait is a minute, so however late the answer comes it is the answer it waited for.
-	c.opts.LeaseWait = time.Minute
+	p.wait = time.Minute
 	done := make(chan []byte)
 	go func() { done <- p.Admit(ctx, "a", []byte(`{"name":"tasks.list"}`)) }()
 	time.Sleep(10 * time.Millisecond)
@@ -147,15 +142,15 @@ func TestPending_movingCallRunsAlone(t *testing.T) {
 	if out := <-done; out != nil {
 		t.Fatalf("tasks.list after the moving call: %s", out)
 	}
-	c.opts.LeaseWait = 500 * time.Millisecond
+	p.wait = 500 * time.Millisecond
 	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.checkout"}`)); !strings.Contains(string(out), "GATE_UNAVAILABLE") {
 		t.Fatalf("cart.checkout while tasks.list runs: %s", out)
 	}
 }
 
 func TestPending_ambiguousAnswersPassUnpaired(t *testing.T) {
-	c, _ := newHookCore(t, 50*time.Millisecond)
-	p := NewPending(c)
+	c := newHookCore(t, 50*time.Millisecond)
+	p := New(c)
 	ctx := context.Background()
 	for _, params := range []string{`{"name":"tasks.update","arguments":{"id":"T1"}}`, `{"name":"tasks.list"}`} {
 		if out := p.Admit(ctx, "a", []byte(params)); out != nil {
@@ -193,8 +188,8 @@ func TestPending_ambiguousAnswersPassUnpaired(t *testing.T) {
 }
 
 func TestPending_unknownOutcomeHoldsTheLease(t *testing.T) {
-	c, _ := newHookCore(t, 50*time.Millisecond)
-	p := NewPending(c)
+	c := newHookCore(t, 50*time.Millisecond)
+	p := New(c)
 	ctx := context.Background()
 	if out := p.Admit(ctx, "a", []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)); out != nil {
 		t.Fatal(string(out))
@@ -227,8 +222,8 @@ func FuzzHooks(f *testing.F) {
 	} {
 		f.Add(s[0], s[1])
 	}
-	c, _ := newHookCore(f, time.Millisecond)
-	p := NewPending(c)
+	c := newHookCore(f, time.Millisecond)
+	p := New(c)
 	f.Fuzz(func(t *testing.T, params, result string) {
 		ctx := context.Background()
 		if out := p.Admit(ctx, "f", []byte(params)); out != nil {
@@ -263,8 +258,8 @@ func TestPending_overdueCallsBecomeUnidentified(t *testing.T) {
 // as forgetAfter. It reports false when the round was inconclusive: the overdue call may
 // have been forgotten before its answer came.
 func overdueCallRound(t *testing.T, forget time.Duration) bool {
-	c, _ := newHookCore(t, 50*time.Millisecond)
-	p := NewPending(c)
+	c := newHookCore(t, 50*time.Millisecond)
+	p := New(c)
 	p.callTTL, p.forgetAfter = 20*time.Millisecond, forget
 	ctx := context.Background()
 	add := []byte(`{"name":"cart.add_item","arguments":{"sku":"tea"}}`)

@@ -1,4 +1,4 @@
-package exchange
+package oauth
 
 import (
 	"net/url"
@@ -35,7 +35,7 @@ func TestParseDiscovery(t *testing.T) {
 	}
 }
 
-func TestOAuthMap_UpstreamPath(t *testing.T) {
+func TestMap_UpstreamPath(t *testing.T) {
 	tests := []struct {
 		name, endpoint, path, want string
 	}{
@@ -53,14 +53,14 @@ func TestOAuthMap_UpstreamPath(t *testing.T) {
 			if !ok {
 				t.Fatalf("%q is not a discovery path", tt.path)
 			}
-			if got := (OAuthMap{Public: "https://gw.example", EndpointPath: tt.endpoint}).UpstreamPath(d); got != tt.want {
+			if got := (Map{Public: "https://gw.example", EndpointPath: tt.endpoint}).UpstreamPath(d); got != tt.want {
 				t.Errorf("UpstreamPath(%q) = %q, want %q", tt.path, got, tt.want)
 			}
 		})
 	}
 }
 
-func TestOAuthMap_Metadata(t *testing.T) {
+func TestMap_Metadata(t *testing.T) {
 	const prm = "/.well-known/oauth-protected-resource"
 	tests := []struct {
 		name, endpoint, path, doc, want, err string
@@ -116,7 +116,7 @@ func TestOAuthMap_Metadata(t *testing.T) {
 			if !ok {
 				t.Fatalf("%q is not a discovery path", tt.path)
 			}
-			m := OAuthMap{Public: "https://gw.example", EndpointPath: tt.endpoint}
+			m := Map{Public: "https://gw.example", EndpointPath: tt.endpoint}
 			got, err := m.Metadata(d, []byte(tt.doc))
 			if tt.err != "" {
 				if err == nil || err.Error() != tt.err {
@@ -137,14 +137,14 @@ func TestOAuthMap_Metadata(t *testing.T) {
 	}
 	t.Run("no public origin changes nothing", func(t *testing.T) {
 		doc := `{"resource":"http://up/mcp"}`
-		got, err := OAuthMap{EndpointPath: "/mcp"}.Metadata(Discovery{DocProtectedResource, "/mcp"}, []byte(doc))
+		got, err := Map{EndpointPath: "/mcp"}.Metadata(Discovery{DocProtectedResource, "/mcp"}, []byte(doc))
 		if err != nil || string(got) != doc {
 			t.Errorf("got %s, %v", got, err)
 		}
 	})
 }
 
-func TestOAuthMap_Challenge(t *testing.T) {
+func TestMap_Challenge(t *testing.T) {
 	const prm = "https://gw.example/.well-known/oauth-protected-resource"
 	tests := []struct {
 		name, endpoint, path, value, want, err string
@@ -196,7 +196,7 @@ func TestOAuthMap_Challenge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := OAuthMap{Public: "https://gw.example", EndpointPath: tt.endpoint}
+			m := Map{Public: "https://gw.example", EndpointPath: tt.endpoint}
 			got, err := m.Challenge(tt.value, tt.path)
 			if tt.err != "" {
 				if err == nil || err.Error() != tt.err || got != tt.value {
@@ -254,7 +254,7 @@ func FuzzOAuthChallenge(f *testing.F) {
 	} {
 		f.Add(s, "/mcp")
 	}
-	m := OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}
+	m := Map{Public: "https://gw.example", EndpointPath: "/mcp"}
 	f.Fuzz(func(t *testing.T, value, path string) {
 		got, err := m.Challenge(value, path)
 		if err != nil && got != value {
@@ -271,7 +271,7 @@ func FuzzOAuthMetadata(f *testing.F) {
 	f.Add([]byte(`{"resource":"http://up/mcp","authorization_servers":["https://a"]}`), "/mcp")
 	f.Add([]byte(`{"resource":"http://up/"}`), "")
 	f.Add([]byte(`{"resource":1}`), "/x")
-	m := OAuthMap{Public: "https://gw.example", EndpointPath: "/mcp"}
+	m := Map{Public: "https://gw.example", EndpointPath: "/mcp"}
 	f.Fuzz(func(t *testing.T, doc []byte, suffix string) {
 		got, err := m.Metadata(Discovery{DocProtectedResource, suffix}, doc)
 		if err != nil && string(got) != string(doc) {

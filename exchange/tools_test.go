@@ -13,7 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// TestDecorateIncremental is the property that incremental decoration (toolmemo.go) is
+// TestDecorateIncremental is the property that incremental decoration (toollist.Tools) is
 // invisible: a core that decorates a list from its memo of decorated tools answers every
 // list byte for byte as a core that decorates every list whole. Sequences of random lists
 // change by one or a few tools at a time (descriptions edited, tools added, removed,
@@ -109,7 +109,7 @@ func incrementalAgrees(t *testing.T, cfg []byte, seed int64) (incBytes, fullByte
 			t.Fatalf("seed %d step %d (version %s): incremental and full decoration differ\nanswer:      %s\nincremental: %s\nfull:        %s",
 				seed, step, version, answer, outs[0], outs[1])
 		}
-		if a, b := string(inc.known.get("s1")), string(full.known.get("s1")); a != b {
+		if a, b := string(inc.lists.known.Get("s1")), string(full.lists.known.Get("s1")); a != b {
 			t.Fatalf("seed %d step %d: tool names %s, full decoration %s", seed, step, a, b)
 		}
 		incSt.mu.Lock()

@@ -1,4 +1,4 @@
-package exchange
+package toollist
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ func BenchmarkSplitTools(b *testing.B) {
 func BenchmarkToolMemoLookup(b *testing.B) {
 	r := benchResult(1000)
 	a, _ := splitTools(r)
-	m := newToolMemo(16, 64<<20)
+	m := NewTools(16, 64<<20)
 	outs := make([]toolOut, len(a.elems))
 	have := make([]bool, len(a.elems))
 	for i, e := range a.elems {

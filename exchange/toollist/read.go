@@ -1,18 +1,19 @@
-package exchange
+package toollist
 
 import "github.com/stategate/stategate/plugin/jsonx"
 
-// Reading a tools/list answer's result in the validator's pass: see toolmemo.go.
+// Reading a tools/list answer's result in the validator's pass: see tools.go.
 
-// listReader reads the result of a tools/list answer in the validator's pass over the
+// Reader reads the result of a tools/list answer in the validator's pass over the
 // answer (RewriteJSON), validating it and finding its tools array's elements at once.
 // An element that starts with the same bytes as an element of the last list read (prev)
 // is that element: an object, array or string ends where its own bytes say, so a valid
 // element of an earlier list, found again, needs no validation (only a comparison, which
 // runs many times faster). Elements are tried against prev in order (a list that changed
 // by an edit, an insertion or a removal stays in step); the others are validated.
-type listReader struct {
+type Reader struct {
 	s     string
+	memo  *Tools
 	prev  *lastList
 	depth int // how deep the result may nest
 	done  bool
@@ -24,53 +25,48 @@ type listReader struct {
 	kept  *lastList  // this list, as the next one is compared with it
 }
 
-// alignment is what the validator's pass found of a list: its elements, which of them
+// Alignment is what the validator's pass found of a list: its elements, which of them
 // equal an element of the list before (match: its index there, or -1), and both lists.
-type alignment struct {
+type Alignment struct {
 	split     toolsArray
 	match     []int32
 	prev, cur *lastList
 }
 
-// listAlign returns what the validator's pass found of result (nil when it did not read
-// it).
-func (ex *Exchange) listAlign(result string) *alignment {
-	if r := ex.list; r != nil && r.ok && r.end-r.at == len(result) {
-		return &alignment{split: r.split, match: r.match, prev: r.prev, cur: r.kept}
+// Align returns what the validator's pass found of result (nil when it did not read it,
+// or r is nil).
+func (r *Reader) Align(result string) *Alignment {
+	if r != nil && r.ok && r.end-r.at == len(result) {
+		return &Alignment{split: r.split, match: r.match, prev: r.prev, cur: r.kept}
 	}
 	return nil
 }
 
-// readList returns the reader for the result of a tools/list answer s, for the
-// validator's pass (nil when lists are decorated whole).
-func (ex *Exchange) readList(s string) *listReader {
-	c := ex.core
-	if ex.Method != MethodToolsList || c.tools == nil || c.facts.health {
-		return nil
-	}
-	ex.list = &listReader{s: s, prev: c.last.Load(), depth: maxValidateDepth - 1}
-	return ex.list
+// Read returns the reader for the result of a tools/list answer s, for the validator's
+// pass, which may nest depth deep.
+func (m *Tools) Read(s string, depth int) *Reader {
+	return &Reader{s: s, memo: m, prev: m.last.Load(), depth: depth}
 }
 
-// keep makes the list just read the one the next list is compared with.
-func (r *listReader) keep(c *Core) {
+// Keep makes the list just read the one the next list is compared with.
+func (r *Reader) Keep() {
 	if r.ok {
 		r.kept = &lastList{s: r.s[r.at:r.end], elems: r.split.elems}
-		c.last.Store(r.kept)
+		r.memo.last.Store(r.kept)
 	}
 }
 
-// lastList is the result of the last tools/list answer a core read: its text and its
+// lastList is the result of the last tools/list answer a memo's reader read: its text and its
 // elements' offsets in it.
 type lastList struct {
 	s     string
 	elems []span
 }
 
-// sub is the validator's reader for top-level members (jsonx.ValidateObjectWith): it reads
+// Sub is the validator's reader for top-level members (jsonx.ValidateObjectWith): it reads
 // the first result member; on any fault it lets the validator validate the value (which
 // reports it exactly).
-func (r *listReader) sub(key string, at int) (int, error) {
+func (r *Reader) Sub(key string, at int) (int, error) {
 	if key != "result" || r.done {
 		return -1, nil
 	}
@@ -86,7 +82,7 @@ func (r *listReader) sub(key string, at int) (int, error) {
 	return end, nil
 }
 
-func (r *listReader) readResult(at int) (int, error) {
+func (r *Reader) readResult(at int) (int, error) {
 	s := r.s
 	var keys jsonx.Keys
 	repeats, found := false, false
@@ -124,7 +120,7 @@ func (r *listReader) readResult(at int) (int, error) {
 
 // readTools validates the tools array at s[arr] ('['), which may nest depth deep, records
 // its elements and returns the offset past it (decorate.Index.readTools' walk).
-func (r *listReader) readTools(arr, depth int) (int, error) {
+func (r *Reader) readTools(arr, depth int) (int, error) {
 	s := r.s
 	if depth < 1 {
 		return jsonx.ValidValue(s, arr, depth)

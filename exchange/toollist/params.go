@@ -1,4 +1,4 @@
-package exchange
+package toollist
 
 import (
 	"crypto/sha256"
@@ -25,17 +25,18 @@ const (
 	xMcpHeader    = "x-mcp-header"
 )
 
-// paramHeaders are the x-mcp-header declarations of the tools the upstream listed, by the
+// Params are the x-mcp-header declarations of the tools the upstream listed, by the
 // credential scope that listed them (a list may vary by authorization) and tool name: the
 // last list of a scope naming a tool decides (a tool listed again without declarations
 // loses them).
-type paramHeaders struct {
+type Params struct {
 	m *lru.Cache[string, []admission.ParamHeader]
 }
 
-func newParamHeaders() *paramHeaders {
+// NewParams returns an empty memory of declarations.
+func NewParams() *Params {
 	m, _ := lru.New[string, []admission.ParamHeader](maxParamEntries) // > 0: never an error
-	return &paramHeaders{m: m}
+	return &Params{m: m}
 }
 
 // paramScope is the credential scope of a request: its principal and Authorization, as a
@@ -51,14 +52,16 @@ func paramScope(principal, authorization string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// learn reads a tools/list answer's result (one page), listed to scope, for declarations.
+// Learn reads a tools/list answer's result (one page), listed to the caller (principal,
+// authorization), for declarations.
 // A list without the text x-mcp-header anywhere costs one substring search while no tool
 // has declarations.
-func (p *paramHeaders) learn(scope string, result gjson.Result) {
+func (p *Params) Learn(principal, authorization string, result gjson.Result) {
 	has := strings.Contains(result.Raw, xMcpHeader)
 	if !has && p.m.Len() == 0 {
 		return
 	}
+	scope := paramScope(principal, authorization)
 	result.Get("tools").ForEach(func(_, t gjson.Result) bool {
 		name := t.Get("name")
 		if name.Type != gjson.String || name.Str == "" {
@@ -78,9 +81,9 @@ func (p *paramHeaders) learn(scope string, result gjson.Result) {
 	})
 }
 
-// get returns the declarations of tool as listed to the caller (principal, authorization),
+// Get returns the declarations of tool as listed to the caller (principal, authorization),
 // nil for none. No digest is taken while no tool has declarations.
-func (p *paramHeaders) get(principal, authorization, tool string) []admission.ParamHeader {
+func (p *Params) Get(principal, authorization, tool string) []admission.ParamHeader {
 	if p.m.Len() == 0 {
 		return nil
 	}

@@ -1,9 +1,0 @@
-//go:build tinygo
-
-package flow
-
-// unzeroed returns an empty buffer of capacity n (TinyGo's allocator zeroes every
-// allocation: unzeroed.go's strings.Builder would only cost module size).
-//
-//go:inline
-func unzeroed(n int) []byte { return make([]byte, 0, n) }
