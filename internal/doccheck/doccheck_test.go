@@ -258,3 +258,28 @@ func dig(v any, path ...any) any {
 	}
 	return v
 }
+
+// repoPath is a code span naming a file or folder of the repository: a top-level folder of
+// the project, then a path ending in a file name with an extension or in '/'. Package
+// members (`exchange/toollist.Tools`) and Go's own packages (`internal/strconv`) are not.
+var repoPath = regexp.MustCompile("^`((?:abi|plugin|exchange|host|envoy|httpwasm|examples|testharness|internal|scripts|docs)/(?:[A-Za-z0-9_.-]+/)*(?:[A-Za-z0-9_-]+\\.[a-z]{1,5}|))`$")
+
+// TestDocs_pathsExist: every file or folder a page names in a code span exists, so a page
+// cannot go on naming a file that moved.
+func TestDocs_pathsExist(t *testing.T) {
+	for _, page := range pages(t) {
+		doc, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, span := range code.FindAllString(unfenced(string(doc)), -1) {
+			m := repoPath.FindStringSubmatch(span)
+			if m == nil {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(m[1]))); err != nil {
+				t.Errorf("%s names %s, which does not exist", page, span)
+			}
+		}
+	}
+}
