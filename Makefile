@@ -169,12 +169,14 @@ check:
 
 # The demo needs only Go: the binary carries the committed module (plugin/built), which
 # `make test` checks is what the source builds to; no TinyGo on the way to the first output.
+# The binary is built without cgo, as the OCI image's is: static, and no C compiler on the
+# way either.
 run: build.cli
 	$(BUILD)/stategate demo
 
 build.cli:
 	@mkdir -p $(BUILD)
-	$(GO) build -buildvcs=auto -o $(BUILD)/stategate ./host/cmd/stategate
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BUILD)/stategate ./host/cmd/stategate
 
 # OCI image layouts under build/oci (go-containerregistry, no Docker daemon): envoy-filter (the
 # Envoy filter as a Wasm image, oci variant), envoy-filter-compat (the same as an ordinary
