@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/tidwall/gjson"
 )
@@ -55,7 +56,7 @@ type Exchange struct {
 	taskID string // tasks/get, tasks/result: the task asked about
 	settle int    // how a tools/call exchange that settles a task finishes (settleMove, ...)
 
-	cached cacheState  // a cacheable call's entry and flight (cache.go)
+	cached cacheState  // a cacheable call's entry and flight (exchange/cache)
 	health healthState // its tool health accounting (health.go)
 
 	own bool // Session is a live gateway session: never sent upstream
@@ -84,12 +85,8 @@ type callState struct {
 
 // cacheState is a cacheable call's part in the response cache.
 type cacheState struct {
-	key       string        // the call's cache key ("" when it is not cached)
-	ttl       time.Duration // how long its entry lives
-	gen       string        // its tool's generation before the upstream call
-	flight    *flight       // set while it is the leader of its key's flight
-	flightKey string        // its flight's key: the cache key and the generation
-	purges    bool          // its success invalidates something: purge what it matches
+	cache.Call      // its key, and its flight while it leads one
+	purges     bool // its success invalidates something: purge what it matches
 }
 
 // healthState is a call's part in tool health.

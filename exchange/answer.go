@@ -12,6 +12,8 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/plugin/engine"
@@ -182,19 +184,19 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 		if !ex.call.hold {
 			ex.releaseNow()
 		}
-		ex.called(OutcomeIncomplete)
+		ex.called(events.OutcomeIncomplete)
 	case ok:
 		before = ex.moveWorkflows(ctx, root, ok)
-		ex.called(OutcomeSuccess)
+		ex.called(events.OutcomeSuccess)
 	default:
 		before = ex.moveWorkflows(ctx, root, ok)
-		ex.called(OutcomeError)
+		ex.called(events.OutcomeError)
 	}
 	out := ex.decorateCall(ctx, msg, root, ok)
-	if ex.cached.key != "" {
+	if ex.cached.Key != "" {
 		// Read in place (out is not written to): the result is copied once, into the cache.
 		if m := parseOwned(out); jsonrpc.Succeeded(m) { // a result object
-			ex.cacheStore([]byte(m.Get("result").Raw))
+			ex.core.cache.Store(&ex.cached.Call, ex.Tool, []byte(m.Get("result").Raw))
 		}
 	}
 	return answer.WithDuration(out, ex.start), before
@@ -253,8 +255,8 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 	var cached []string // tools in the cache index, when this call may purge them
 	var indexErr error
 	if ex.cached.purges && ok {
-		if cached, _, indexErr = c.cachedTools(ctx); indexErr == nil && len(cached) > 0 {
-			known = unionTools(known, cached)
+		if cached, indexErr = c.cache.Tools(ctx); indexErr == nil && len(cached) > 0 {
+			known = cache.UnionTools(known, cached)
 		}
 	}
 	if known != nil {
@@ -305,12 +307,12 @@ func (ex *Exchange) purgeCached(ctx context.Context, indexErr error, purge []str
 		// Which cached tools this mutation invalidates cannot be known: this replica drops
 		// its cache; other replicas cannot be told (the fault is counted and logged).
 		c.Fault(abi.FaultCache, indexErr, "tool", ex.Tool)
-		c.cache.PurgeAll()
+		c.cache.DropAll()
 	}
 	if len(purge) > 0 {
 		// Before the answer goes out: once the client has it, no replica serves an entry
 		// from before this mutation.
-		if err := c.purgeTools(context.WithoutCancel(ctx), purge); err != nil {
+		if err := c.cache.Purge(context.WithoutCancel(ctx), purge); err != nil {
 			c.Fault(abi.FaultCache, err, "tool", ex.Tool)
 		} else {
 			ex.invalidated(inv, purge)
@@ -346,7 +348,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 	}
 	ex.core.count(CountTimeouts)
 	ex.upstreamDone()
-	ex.called(OutcomeTimeout)
+	ex.called(events.OutcomeTimeout)
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})
 	ex.reportHealth(context.Background(), healthTimeout)
 	if ex.task {
@@ -377,7 +379,7 @@ func (ex *Exchange) UpstreamError(err error) []byte {
 // is the outcome tool health counts.
 func (ex *Exchange) errorAnswer(ctx context.Context, health, text string) []byte {
 	ex.upstreamDone()
-	ex.called(OutcomeFailed)
+	ex.called(events.OutcomeFailed)
 	ex.refused(abi.DenyUpstreamUnavailable, gjson.Result{})
 	ex.reportHealth(ctx, health)
 	msg := jsonrpc.AppendError(nil, ex.clientID, jsonrpc.CodeInternal, text)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -288,7 +289,7 @@ func (c *Core) deny(ex *Exchange, ans gjson.Result) {
 	c.countLabel(CountDenied, DenialLabel(ans.Get("code").Str))
 	ex.releaseNow()
 	ex.answerLocal([]byte(ans.Get("result").Raw))
-	ex.called(OutcomeDenied)
+	ex.called(events.OutcomeDenied)
 	ex.refused(ans.Get("code").Str, ans.Get("details"))
 }
 
@@ -305,9 +306,10 @@ func (c *Core) admitted(ctx context.Context, ex *Exchange, lim *limits, h Header
 		// user gave. Only a listed tool gets an index entry, a generation and figures:
 		// names a client makes up leave no record (upstreamListed).
 		if k := lim.cache.Get("key"); k.Str != "" && !ex.task && !ex.call.retry && listed {
-			ex.cached.key = c.callers.key(k.Str, h) // never shared across credentials
-			ex.cached.ttl = time.Duration(lim.cache.Get("ttlMs").Int()) * time.Millisecond
-			if c.cacheLookup(ctx, ex, ex.Timeout) {
+			ex.cached.Key = c.cache.Key(k.Str, h) // never shared across credentials
+			ex.cached.TTL = time.Duration(lim.cache.Get("ttlMs").Int()) * time.Millisecond
+			if hit, ok := c.cache.Lookup(ctx, &ex.cached.Call, ex.Tool, ex.Timeout); ok {
+				ex.answerCached(hit)
 				return // answered from the cache (or by an identical call's answer)
 			}
 		}
@@ -356,7 +358,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	var pe *PluginError
 	if errors.As(err, &pe) && pe.causedByRequest() {
 		ex.reject(200, jsonrpc.CodeInvalidParams, "invalid params: "+pe.Message)
-		ex.refused(RefusedInvalidParams, gjson.Result{})
+		ex.refused(events.RefusedInvalidParams, gjson.Result{})
 		return
 	}
 	f, text := abi.FaultLimitsPlugin, abi.GateUnavailableText
@@ -378,7 +380,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	details := jsonx.AppendString([]byte(`{"tool":`), ex.Tool)
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))
-	ex.called(OutcomeDenied)
+	ex.called(events.OutcomeDenied)
 	ex.refused(abi.DenyGateUnavailable, gjson.Result{})
 }
 

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/tidwall/gjson"
 )
 
@@ -47,7 +49,7 @@ type Options struct {
 	Reporter Reporter
 	// Publisher receives the core's events (tool_called, workflow_transitioned, ...);
 	// nil publishes nothing.
-	Publisher Publisher
+	Publisher events.Publisher
 	// Config is the stategate configuration the plugin runs with. The core takes the facts
 	// it needs (bound tools, principal header, longest timeout, listChanged) from the
 	// plugin's check_config; Config is read only for a module too old to answer them.
@@ -62,7 +64,7 @@ type Options struct {
 	CASRetries int
 	// NewCache makes the replica's response cache when the configuration has a cache
 	// section (nil: no cache, whatever the configuration says; the Envoy filter has none).
-	NewCache func(CacheLimits) Cache
+	NewCache func(cache.Limits) cache.Cache
 	// Notify delivers a notification (notifications/tools/list_changed when tool health
 	// changed the visible tools) on the standing stream of every session but except's;
 	// nil for a host without standing streams.
@@ -80,30 +82,26 @@ type Options struct {
 
 // Core is one configuration's exchange logic; it is safe for concurrent use.
 type Core struct {
-	plugin      Plugin
-	state       State
-	caps        Capabilities // state's, as it declared them (read once, here)
-	reporter    Reporter
-	publisher   Publisher
-	publishing  bool // a Publisher was given: per-call events are built at all
-	opts        Options
-	facts       facts
-	lists       *listMemo
-	tools       *toolMemo // decorated elements of tool lists (toolmemo.go)
-	last        atomic.Pointer[lastList]
-	cache       Cache // nil: no response cache
-	cacheLimits CacheLimits
-	flights     flights
-	callers     *callerKeys // folds the caller's credentials into cache keys
-	figures     toolFigures
-	known       *knownTools
-	unitKeys    *keyMemo // tool -> its health keys (unbound tools)
-	stateKeys   *keyMemo // check_limits input -> the state keys it asked for (bound tools, no health)
-	listed      *listedTools
-	seen        *seenTools    // every name the upstream listed (shared across reloads)
-	params      *paramHeaders // listed tools' Mcp-Param-* declarations (shared across reloads)
-	unknown     unknownNames  // this configuration's names no listed tool meets
-	tasks       taskLeases    // leases held for running tasks of moving calls
+	plugin     Plugin
+	state      State
+	caps       Capabilities // state's, as it declared them (read once, here)
+	reporter   Reporter
+	publisher  events.Publisher
+	publishing bool // a Publisher was given: per-call events are built at all
+	opts       Options
+	facts      facts
+	lists      *listMemo
+	tools      *toolMemo // decorated elements of tool lists (toolmemo.go)
+	last       atomic.Pointer[lastList]
+	cache      *cache.Service // nil: no response cache
+	known      *knownTools
+	unitKeys   *keyMemo // tool -> its health keys (unbound tools)
+	stateKeys  *keyMemo // check_limits input -> the state keys it asked for (bound tools, no health)
+	listed     *listedTools
+	seen       *seenTools    // every name the upstream listed (shared across reloads)
+	params     *paramHeaders // listed tools' Mcp-Param-* declarations (shared across reloads)
+	unknown    unknownNames  // this configuration's names no listed tool meets
+	tasks      taskLeases    // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *Stats
 }
@@ -127,7 +125,7 @@ func New(opts Options) *Core {
 	}
 	publishing := opts.Publisher != nil
 	if !publishing {
-		opts.Publisher = nopPublisher{}
+		opts.Publisher = events.Nop{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
 		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
@@ -143,10 +141,7 @@ func New(opts Options) *Core {
 		c.tools = newToolMemo(16, opts.ListMemoBytes/2)
 	}
 	if c.facts.cache != nil && opts.NewCache != nil {
-		c.cacheLimits = *c.facts.cache
-		c.cache = opts.NewCache(c.cacheLimits)
-		c.flights.m = map[string]*flight{}
-		c.callers = newCallerKeys(c.facts.principal, c.facts.varyHeaders)
+		c.cache = c.newCache(*c.facts.cache)
 	}
 	return c
 }
@@ -187,7 +182,7 @@ type facts struct {
 	listChanged bool            // declare capabilities.tools.listChanged in initialize
 	separator   string          // names.separator, for matching tool names against globs
 	decorates   bool            // decorate_result can change a tools/call answer; else skipped
-	cache       *CacheLimits    // the cache section; nil without one
+	cache       *cache.Limits   // the cache section; nil without one
 	varyHeaders []string        // cache.varyHeaders: headers that split cache entries
 	health      bool            // tool health is configured: report every call's outcome
 	principal   string
@@ -223,7 +218,7 @@ func factsOfHost(host gjson.Result) facts {
 		f.separator = "."
 	}
 	if cc := host.Get("cache"); cc.IsObject() {
-		f.cache = &CacheLimits{MaxEntries: int(cc.Get("maxEntries").Int()), MaxSizeBytes: int(cc.Get("maxSizeBytes").Int()),
+		f.cache = &cache.Limits{MaxEntries: int(cc.Get("maxEntries").Int()), MaxSizeBytes: int(cc.Get("maxSizeBytes").Int()),
 			MaxEntryBytes: int(cc.Get("maxEntryBytes").Int()), TTL: time.Duration(cc.Get("ttlMs").Int()) * time.Millisecond,
 			HighWaterMark: cc.Get("highWaterMark").Float()}
 		cc.Get("varyHeaders").ForEach(func(_, h gjson.Result) bool {

@@ -24,12 +24,7 @@ func (c *Core) Footprint() Footprint {
 	c.seen.mu.Unlock()
 	f.UnitKeys = c.unitKeys.lru.Len()
 	f.StateKeys = c.stateKeys.lru.Len()
-	c.figures.mu.Lock()
-	f.CacheFigures = len(c.figures.m)
-	c.figures.mu.Unlock()
+	f.CacheFigures, f.Flights = c.cache.Footprint()
 	f.KnownSessions = c.known.lru.Len()
-	c.flights.mu.Lock()
-	f.Flights = len(c.flights.m)
-	c.flights.mu.Unlock()
 	return f
 }

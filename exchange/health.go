@@ -8,6 +8,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -70,10 +71,10 @@ func (c *Core) healthEvents(h gjson.Result) bool {
 		return false
 	}
 	unit, reason := h.Get("unit").Str, h.Get("reason").Str
-	c.publish(Event{Type: EventToolStateChanged, Tool: unit, OldState: from, NewState: to,
+	c.publish(events.Event{Type: events.EventToolStateChanged, Tool: unit, OldState: from, NewState: to,
 		Data: map[string]any{"reason": reason, "tool": h.Get("tool").Str}})
 	if to == "auto_disabled" {
-		c.publish(Event{Type: EventToolAutoDisabled, Tool: unit,
+		c.publish(events.Event{Type: events.EventToolAutoDisabled, Tool: unit,
 			Data: map[string]any{"reason": reason, "tool": h.Get("tool").Str}})
 	}
 	return (from == "active") != (to == "active")
@@ -174,11 +175,11 @@ func (c *Core) listHealth(ctx context.Context, ex *Exchange, in []byte, st *load
 			if c.cache != nil {
 				// A changed definition may answer differently: its cached results go too,
 				// on every replica (the generation moves).
-				if err := c.purgeTools(context.WithoutCancel(ctx), []string{h.Get("tool").Str}); err != nil {
+				if err := c.cache.Purge(context.WithoutCancel(ctx), []string{h.Get("tool").Str}); err != nil {
 					c.Fault(abi.FaultCache, err, "tool", h.Get("tool").Str)
 				}
 			}
-			c.publish(Event{Type: EventToolDefinitionChanged, Tool: h.Get("tool").Str, OldState: h.Get("from").Str, NewState: h.Get("to").Str,
+			c.publish(events.Event{Type: events.EventToolDefinitionChanged, Tool: h.Get("tool").Str, OldState: h.Get("from").Str, NewState: h.Get("to").Str,
 				Data: map[string]any{"unit": h.Get("unit").Str, "reason": h.Get("reason").Str,
 					"oldFingerprint": h.Get("oldFingerprint").Str, "newFingerprint": fp}})
 		}
@@ -266,7 +267,7 @@ func (c *Core) operate(ctx context.Context, in []byte, dryRun bool) ([]ModeChang
 	for _, mc := range changes {
 		if mc.OK && mc.From != mc.To {
 			reason := gjson.GetBytes(in[:len(in):len(in)], "reason").Str
-			c.publish(Event{Type: EventToolStateChanged, Tool: mc.Name, OldState: mc.From, NewState: mc.To,
+			c.publish(events.Event{Type: events.EventToolStateChanged, Tool: mc.Name, OldState: mc.From, NewState: mc.To,
 				Data: map[string]any{"reason": reason, "by": "operator"}})
 		}
 	}

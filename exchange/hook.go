@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -85,12 +86,12 @@ func (ex *Exchange) FinishCall(ctx context.Context, result []byte) []byte {
 	}
 	r := bytes.TrimSpace(result)
 	if len(r) == 0 || string(r) == "null" {
-		ex.called(OutcomeFailed)
+		ex.called(events.OutcomeFailed)
 		return nil
 	}
 	if len(r) > ex.core.opts.MaxBodyBytes || jsonx.Validate(r, maxValidateDepth) != nil || !gjson.ParseBytes(r).IsObject() {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the call's result is not one JSON object"), "tool", ex.Tool)
-		ex.called(OutcomeFailed)
+		ex.called(events.OutcomeFailed)
 		return nil
 	}
 	msg := jsonrpc.AppendResult(nil, ex.upstreamID, r)

@@ -34,20 +34,6 @@ type stopper interface{ Stop() bool }
 // afterFunc is time.AfterFunc.
 func afterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
 
-// waitFlight waits up to wait for f, the flight of an identical call, and reports whether
-// it ended with a cacheable result (in f.result).
-func waitFlight(ctx context.Context, f *flight, wait time.Duration) bool {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-f.done:
-		return f.result != nil
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return false
-}
-
 // unzeroed returns an empty buffer of capacity n whose bytes are not zeroed first
 // (strings.Builder.Grow): a list's buffer is hundreds of KB, and every byte of it is
 // written. (TinyGo's allocator zeroes every allocation anyway: runtime_tinygo.go.)

@@ -10,8 +10,8 @@ import (
 
 // The core in the TinyGo module (-scheduler=none: no goroutines) runs one call at a time,
 // and the host owns time: a deadline is the host's (http_timeout), a lease lapses by the
-// expiry stored with it, and a flight is never joined (waiting would block the only
-// thread). runtime_native.go has the native versions.
+// expiry stored with it, and a cache flight is never joined (waiting would block the only
+// thread: exchange/cache/wait_tinygo.go). runtime_native.go has the native versions.
 
 // withTimeout returns ctx: no context with a deadline (its cancel propagation needs a
 // goroutine), the host bounds the call.
@@ -46,9 +46,6 @@ func (never) Stop() bool { return true }
 
 // afterFunc never fires: a task's lease lapses in the store by its expiry.
 func afterFunc(time.Duration, func()) stopper { return never{} }
-
-// waitFlight never waits: the call goes upstream itself.
-func waitFlight(context.Context, *flight, time.Duration) bool { return false }
 
 // unzeroed returns an empty buffer of capacity n (TinyGo's allocator zeroes every
 // allocation: no way around it, and the native version's strings.Builder costs module

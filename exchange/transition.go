@@ -262,7 +262,7 @@ func (ex *Exchange) Close() {
 		return
 	}
 	ex.closed = true
-	ex.finishFlight(nil) // a leader that got no cacheable answer lets its waiters go
+	ex.core.cache.Finish(&ex.cached.Call, nil) // a leader that got no cacheable answer lets its waiters go
 	if ex.call.lease == nil {
 		return
 	}

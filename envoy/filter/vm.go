@@ -23,6 +23,7 @@ import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
 
 	"github.com/stategate/stategate/abi"
@@ -133,11 +134,11 @@ func (p *pluginContext) defineMetrics() {
 		p.counters[c] = proxywasm.DefineCounterMetric("stategate." + c.String())
 	}
 	p.outcomes = map[string]proxywasm.MetricCounter{}
-	for _, o := range []string{exchange.OutcomeSuccess, exchange.OutcomeError, exchange.OutcomeDenied, exchange.OutcomeTimeout, exchange.OutcomeFailed, exchange.OutcomeIncomplete} {
+	for _, o := range []string{events.OutcomeSuccess, events.OutcomeError, events.OutcomeDenied, events.OutcomeTimeout, events.OutcomeFailed, events.OutcomeIncomplete} {
 		p.outcomes[o] = proxywasm.DefineCounterMetric("stategate.tool_calls." + o)
 	}
 	p.events = map[string]proxywasm.MetricCounter{}
-	for _, e := range []string{exchange.EventToolCalled, exchange.EventCallRefused, exchange.EventWorkflowTransitioned, exchange.EventCacheInvalidated, exchange.EventConfigUnknownTool} {
+	for _, e := range []string{events.EventToolCalled, events.EventCallRefused, events.EventWorkflowTransitioned, events.EventCacheInvalidated, events.EventConfigUnknownTool} {
 		p.events[e] = proxywasm.DefineCounterMetric("stategate.events." + e)
 	}
 	p.metrics = true
@@ -173,21 +174,21 @@ func (p *pluginContext) fault(f abi.Fault, detail string) {
 	p.core.Fault(f, errors.New(detail))
 }
 
-// Publish implements exchange.Publisher: Envoy has no event bus, so events become metrics
+// Publish implements events.Publisher: Envoy has no event bus, so events become metrics
 // (stategate.events.<type>, stategate.tool_calls.<outcome>) and, for transitions, a log
 // line. Tool names stay out of metric names (clients choose them).
-func (p *pluginContext) Publish(e exchange.Event) {
+func (p *pluginContext) Publish(e events.Event) {
 	if p.metrics {
 		if c, ok := p.events[e.Type]; ok {
 			c.Increment(1)
 		}
-		if o, _ := e.Data["outcome"].(string); e.Type == exchange.EventToolCalled {
+		if o, _ := e.Data["outcome"].(string); e.Type == events.EventToolCalled {
 			if c, ok := p.outcomes[o]; ok {
 				c.Increment(1)
 			}
 		}
 	}
-	if e.Type == exchange.EventWorkflowTransitioned {
+	if e.Type == events.EventWorkflowTransitioned {
 		w, _ := e.Data["workflow"].(string)
 		proxywasm.LogInfo(termsafe.String("stategate: workflow[" + w + "] " + e.OldState + " -> " + e.NewState + " by tool[" + e.Tool + "]"))
 	}

@@ -9,10 +9,10 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
-	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 )
 
@@ -34,7 +34,7 @@ func oauthFlow(t testing.TB, m *exchange.OAuthMap, maxBody int) (*flow.Flow, *fa
 	rep := &faults{}
 	st := &kvstate.State{KV: kv{}}
 	core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg, Reporter: rep, MaxBodyBytes: maxBody,
-		NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
+		NewCache: func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }})
 	return flow.New(flow.Options{Core: core, Busy: st.TakeBusy, MaxBodyBytes: maxBody, OAuth: m,
 		Origins: admission.OriginPolicy{Loopback: true}}), rep
 }

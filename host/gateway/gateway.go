@@ -24,8 +24,9 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
-	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/tidwall/gjson"
@@ -47,10 +48,10 @@ type Options struct {
 	LeaseWait    time.Duration     // how long a moving call waits for another's lease (default 5 s)
 	Transport    http.RoundTripper // default: a keep-alive transport sized for a gateway
 	// Publisher receives the exchange core's events (nil: none are published).
-	Publisher exchange.Publisher
+	Publisher events.Publisher
 	// NewCache makes the response cache when the configuration has a cache section
-	// (default: entries in this process's memory, host/respcache).
-	NewCache func(exchange.CacheLimits) exchange.Cache
+	// (default: entries in this process's memory, cache.Memory).
+	NewCache func(cache.Limits) cache.Cache
 	// Reporter also receives every fault and counter the core reports (metrics); the
 	// gateway logs faults itself either way.
 	Reporter exchange.Reporter
@@ -122,7 +123,7 @@ func New(opts Options) (*Gateway, error) {
 		oauth:   exchange.OAuthMap{Public: public, EndpointPath: opts.Upstream.Path},
 	}
 	if g.opts.NewCache == nil {
-		g.opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
+		g.opts.NewCache = func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }
 	}
 	core := g.newCore(opts.Plugin, opts.Config, nil)
 	g.gen.Store(g.newGeneration(core, opts.Plugin, opts.Config))

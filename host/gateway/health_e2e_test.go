@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
@@ -95,22 +96,22 @@ func (u *flakyUpstream) handler() http.Handler {
 	})
 }
 
-// events collects the gateway's events.
-type events struct {
+// eventLog collects the gateway's events.
+type eventLog struct {
 	mu  sync.Mutex
-	all []exchange.Event
+	all []events.Event
 }
 
-func (e *events) Publish(ev exchange.Event) {
+func (e *eventLog) Publish(ev events.Event) {
 	e.mu.Lock()
 	e.all = append(e.all, ev)
 	e.mu.Unlock()
 }
 
-func (e *events) of(typ string) []exchange.Event {
+func (e *eventLog) of(typ string) []events.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []exchange.Event
+	var out []events.Event
 	for _, ev := range e.all {
 		if ev.Type == typ {
 			out = append(out, ev)
@@ -124,7 +125,7 @@ const healthConfig = `{"version":1,
  "health":{"autoDisableThreshold":3,"retryAfterMs":400,"tools":{"flaky.slow":{"autoDisableThreshold":1}}}}`
 
 // healthGateway starts a gateway on st in front of up.
-func healthGateway(t *testing.T, up *httptest.Server, st store.Store, cfg string, ev exchange.Publisher) (*gateway.Gateway, string) {
+func healthGateway(t *testing.T, up *httptest.Server, st store.Store, cfg string, ev events.Publisher) (*gateway.Gateway, string) {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), []byte(cfg), wasmrt.PoolOptions{Size: 8})
@@ -181,7 +182,7 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &events{}
+	ev := &eventLog{}
 	gw, endpoint := healthGateway(t, upSrv, st, healthConfig, ev)
 	a, b := healthConnect(t, endpoint), healthConnect(t, endpoint)
 	if _, ok := a.tools(t)["flaky.fetch"]; !ok {
@@ -210,7 +211,7 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 	if s.Mode != "auto_disabled" || s.Failures != 0 || s.RetryAt.IsZero() || !strings.Contains(s.Reason, "3 consecutive failures") {
 		t.Fatalf("after 3 failures: %+v", s)
 	}
-	if n := len(ev.of(exchange.EventToolAutoDisabled)); n != 1 {
+	if n := len(ev.of(events.EventToolAutoDisabled)); n != 1 {
 		t.Fatalf("%d tool_auto_disabled events, want 1", n)
 	}
 	select {
@@ -311,7 +312,7 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 		t.Fatalf("auto_disabled -> disabled: %v %+v", err, c)
 	}
 	var changed int
-	for _, e := range ev.of(exchange.EventToolStateChanged) {
+	for _, e := range ev.of(events.EventToolStateChanged) {
 		if e.Tool == "flaky.slow" && e.NewState == "disabled" && e.Data["reason"] == "maintenance" {
 			changed++
 		}
@@ -347,7 +348,7 @@ func TestE2E_healthRugPull(t *testing.T) {
 	up := newFlakyUpstream()
 	upSrv := httptest.NewServer(up.handler())
 	t.Cleanup(upSrv.Close)
-	ev := &events{}
+	ev := &eventLog{}
 	gw, endpoint := healthGateway(t, upSrv, store.NewMemory(store.Options{}), healthConfig, ev)
 	a := healthConnect(t, endpoint)
 	if a.tools(t)["tasks.get"] == nil {
@@ -369,7 +370,7 @@ func TestE2E_healthRugPull(t *testing.T) {
 	if metaCode(res) != abi.DenyToolQuarantined || up.calls.Load() != before {
 		t.Fatalf("call to a quarantined tool: %q (upstream calls %d -> %d)", texts(res), before, up.calls.Load())
 	}
-	defs := ev.of(exchange.EventToolDefinitionChanged)
+	defs := ev.of(events.EventToolDefinitionChanged)
 	if len(defs) != 1 || defs[0].Tool != "tasks.get" || defs[0].Data["oldFingerprint"] != pinned || defs[0].Data["newFingerprint"] == pinned {
 		t.Fatalf("tool_definition_changed events: %+v", defs)
 	}
@@ -419,7 +420,7 @@ func TestE2E_healthExactThresholdAcrossReplicas(t *testing.T) {
 	up := newFlakyUpstream()
 	upSrv := httptest.NewServer(up.handler())
 	t.Cleanup(upSrv.Close)
-	ev := &events{}
+	ev := &eventLog{}
 	var gws []*gateway.Gateway
 	var targets []*url.URL
 	for i := 0; i < 2; i++ {
@@ -467,7 +468,7 @@ func TestE2E_healthExactThresholdAcrossReplicas(t *testing.T) {
 	if s.Mode != "auto_disabled" || !strings.Contains(s.Reason, "50 consecutive failures") {
 		t.Fatalf("after the 50th failure: %+v", s)
 	}
-	if n := len(ev.of(exchange.EventToolAutoDisabled)); n != 1 {
+	if n := len(ev.of(events.EventToolAutoDisabled)); n != 1 {
 		t.Fatalf("%d tool_auto_disabled events, want 1", n)
 	}
 
@@ -481,7 +482,7 @@ func TestE2E_healthExactThresholdAcrossReplicas(t *testing.T) {
 	if s.Mode != "auto_disabled" || !strings.Contains(s.Reason, "50 consecutive failures") || up.calls.Load()-before != n {
 		t.Fatalf("after %d concurrent failures: %+v, %d reached the upstream", n, s, up.calls.Load()-before)
 	}
-	if n := len(ev.of(exchange.EventToolAutoDisabled)); n != 2 {
+	if n := len(ev.of(events.EventToolAutoDisabled)); n != 2 {
 		t.Fatalf("%d tool_auto_disabled events, want 2", n)
 	}
 	if lb.n.Load() < 2*n {

@@ -29,6 +29,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/tidwall/gjson"
 )
 
@@ -42,7 +43,7 @@ type Options struct {
 	Origins      admission.OriginPolicy
 	MaxBodyBytes int           // a hook body's cap (default 16 MiB)
 	LeaseWait    time.Duration // how long a call waits for its channel or its lease (default 5 s)
-	Publisher    exchange.Publisher
+	Publisher    events.Publisher
 }
 
 // DefaultChannel is the channel of the paths /before and /after.

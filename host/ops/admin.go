@@ -16,6 +16,7 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
 )
 
 // Operator is the health feature's operator surface (exchange.Core implements it).
@@ -42,7 +43,7 @@ type AdminOptions struct {
 	Bus   *Bus
 	// Publisher receives the operator_action and workflow_reset events (metrics and the
 	// bus); nil: the Bus.
-	Publisher exchange.Publisher
+	Publisher events.Publisher
 	Metrics   *Metrics
 	// Operator returns the exchange core serving now (it changes on reload).
 	Operator func() Operator
@@ -281,7 +282,7 @@ func (a *Admin) acted(r *http.Request, action string, data map[string]any) {
 		data = map[string]any{}
 	}
 	data["action"], data["via"] = action, viaOf(r)
-	pub.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: data})
+	pub.Publish(events.Event{Type: events.EventOperatorAction, Data: data})
 }
 
 // apiError is every admin error's body.

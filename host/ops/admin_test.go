@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/store"
 )
 
@@ -358,7 +359,7 @@ func TestAdmin_operatorActionsAreEvents(t *testing.T) {
 	e.do(t, "POST", "/admin/tools/mode", "Bearer tok", `{"tool":"cart.pay","mode":"active","dryRun":true}`, ViaHeader, "page")
 	e.do(t, "POST", "/admin/tools/approve", "Bearer tok", `{"tool":"cart.pay"}`, ViaHeader, "page")
 	e.do(t, "POST", "/admin/reload", "Bearer tok", `{}`)
-	got, _ := e.bus.History(10, Filter{Type: exchange.EventOperatorAction})
+	got, _ := e.bus.History(10, Filter{Type: events.EventOperatorAction})
 	var lines []string
 	for _, ev := range got {
 		lines = append(lines, ev.Data["action"].(string)+" "+ev.Data["via"].(string))

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/internal/termsafe"
 	"google.golang.org/protobuf/proto"
 )
@@ -40,7 +41,7 @@ var counterNames = [exchange.NumCounters]struct{ name, help string }{
 	exchange.CountToolsWithheld:  {"stategate_tools_withheld_total", "Tools withheld from tools/list answers because a tool object repeats a member."},
 }
 
-// Metrics is the gateway's Prometheus registry. It is an exchange.Publisher (tool calls,
+// Metrics is the gateway's Prometheus registry. It is an events.Publisher (tool calls,
 // transitions, events) and an exchange.Reporter (counters, faults).
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -145,11 +146,11 @@ func NewMetrics(listed func(string) bool, tools ToolLister) *Metrics {
 	return m
 }
 
-// Publish implements exchange.Publisher.
-func (m *Metrics) Publish(e exchange.Event) {
+// Publish implements events.Publisher.
+func (m *Metrics) Publish(e events.Event) {
 	m.events.WithLabelValues(e.Type).Inc()
 	switch e.Type {
-	case exchange.EventToolCalled:
+	case events.EventToolCalled:
 		outcome, _ := e.Data["outcome"].(string)
 		tool := e.Tool
 		if m.listed == nil || !m.listed(tool) {
@@ -164,7 +165,7 @@ func (m *Metrics) Publish(e exchange.Event) {
 		m.toolSecs.WithLabelValues(tool, outcome).Observe(float64(us) / 1e6)
 		up, _ := e.Data["upstreamUs"].(int64)
 		m.overhead.WithLabelValues(tool).Observe(float64(max(us-up, 0)) / 1e6)
-	case exchange.EventCallRefused:
+	case events.EventCallRefused:
 		code, _ := e.Data["code"].(string)
 		tool := e.Tool
 		if m.listed == nil || !m.listed(tool) {
@@ -176,14 +177,14 @@ func (m *Metrics) Publish(e exchange.Event) {
 		}
 		m.refusals[tool] = Refusal{Code: code, At: e.Timestamp}
 		m.refMu.Unlock()
-	case exchange.EventWorkflowTransitioned:
+	case events.EventWorkflowTransitioned:
 		w, _ := e.Data["workflow"].(string)
 		m.transitions.WithLabelValues(w).Inc()
-	case exchange.EventStoreUnavailable:
+	case events.EventStoreUnavailable:
 		m.storeErrors.Inc()
-	case exchange.EventConfigReloaded:
+	case events.EventConfigReloaded:
 		m.reloads.WithLabelValues("ok").Inc()
-	case exchange.EventConfigReloadFailed:
+	case events.EventConfigReloadFailed:
 		m.reloads.WithLabelValues("failed").Inc()
 	}
 }

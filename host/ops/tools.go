@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/cache"
 )
 
 // ToolView is one tool in GET /admin/tools: its health, and its response-cache figures on
@@ -292,12 +293,12 @@ func (a *Admin) state(w http.ResponseWriter, r *http.Request) {
 
 // CacheFigurer gives a tool's response-cache figures (exchange.Core implements it).
 type CacheFigurer interface {
-	CacheFigures(tool string) (exchange.ToolCacheFigures, bool)
+	CacheFigures(tool string) (cache.Figures, bool)
 }
 
 // CacheLister lists every tool's cache figures (exchange.Core implements it).
 type CacheLister interface {
-	AllCacheFigures() (map[string]exchange.ToolCacheFigures, bool)
+	AllCacheFigures() (map[string]cache.Figures, bool)
 }
 
 // cache answers GET /admin/cache: the response cache's figures on this replica for every
@@ -305,7 +306,7 @@ type CacheLister interface {
 // only the tools health knows). 409 cache_off without a cache section.
 func (a *Admin) cache(w http.ResponseWriter, r *http.Request) {
 	l, ok := a.opts.Operator().(CacheLister)
-	var all map[string]exchange.ToolCacheFigures
+	var all map[string]cache.Figures
 	if ok {
 		all, ok = l.AllCacheFigures()
 	}

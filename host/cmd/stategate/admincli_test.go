@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/ops"
 )
@@ -333,7 +334,7 @@ func TestAdminCLI_reset(t *testing.T) {
 		t.Errorf("reset without --session or --handle: exit %d, want 2", code)
 	}
 	code, out, _ = runCLI(t, "", "events", "--type", "workflow_reset", "--admin", s.adminURL)
-	if code != 0 || strings.Count(out, "\n") != 2 || strings.Contains(out, sid) || !strings.Contains(out, exchange.SessionDigest(sid)) ||
+	if code != 0 || strings.Count(out, "\n") != 2 || strings.Contains(out, sid) || !strings.Contains(out, events.SessionDigest(sid)) ||
 		!strings.Contains(out, `"reason":"stuck"`) || !strings.Contains(out, `"via":"cli"`) {
 		t.Fatalf("workflow_reset events:\n%s", out)
 	}

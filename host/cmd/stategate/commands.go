@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/plugin/draw"
 	"go.opentelemetry.io/otel/trace"
 	"io"
@@ -422,7 +423,7 @@ type running struct {
 
 // hooks are what the operations surface hands the gateway (all optional).
 type hooks struct {
-	publisher exchange.Publisher
+	publisher events.Publisher
 	reporter  exchange.Reporter
 	replaced  func()                          // a plugin instance was discarded
 	handler   func(http.Handler) http.Handler // wraps the MCP handler (metrics)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
@@ -211,7 +212,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		case <-hup:
 			res := rl.reload(context.Background())
 			logger.Info("operator action", "action", "reload", "trigger", "SIGHUP", "ok", res.OK, "errors", strings.Join(res.Errors, "; "))
-			pub.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: map[string]any{"action": "reload", "via": "signal", "ok": res.OK}})
+			pub.Publish(events.Event{Type: events.EventOperatorAction, Data: map[string]any{"action": "reload", "via": "signal", "ok": res.OK}})
 			continue
 		case <-ctx.Done():
 		}
@@ -258,7 +259,7 @@ type reloader struct {
 	path     string
 	run      *running
 	eng      atomic.Pointer[engine.Engine]
-	pub      exchange.Publisher
+	pub      events.Publisher
 	log      *slog.Logger
 	replaced func()
 }
@@ -271,7 +272,7 @@ func (r *reloader) reload(ctx context.Context) ops.ReloadResult {
 	defer r.mu.Unlock()
 	fail := func(errs ...string) ops.ReloadResult {
 		r.log.Warn("config reload refused", "path", r.path, "errors", strings.Join(errs, "; "))
-		r.pub.Publish(exchange.Event{Type: exchange.EventConfigReloadFailed, Data: map[string]any{"path": r.path, "errors": errs}})
+		r.pub.Publish(events.Event{Type: events.EventConfigReloadFailed, Data: map[string]any{"path": r.path, "errors": errs}})
 		return ops.ReloadResult{Errors: errs}
 	}
 	if r.run == nil {
@@ -311,7 +312,7 @@ func (r *reloader) reload(ctx context.Context) ops.ReloadResult {
 		old.Close(context.Background())
 	}()
 	r.log.Info("config reloaded", "path", r.path, "warnings", len(res.Warnings))
-	r.pub.Publish(exchange.Event{Type: exchange.EventConfigReloaded, Data: map[string]any{"path": r.path, "warnings": len(res.Warnings)}})
+	r.pub.Publish(events.Event{Type: events.EventConfigReloaded, Data: map[string]any{"path": r.path, "warnings": len(res.Warnings)}})
 	res.OK = true
 	return res
 }
@@ -321,7 +322,7 @@ type monitor struct {
 	app      *ops.App
 	run      *reloader
 	upstream upstreamSpec
-	pub      exchange.Publisher
+	pub      events.Publisher
 	log      *slog.Logger
 	storeBad bool
 }
@@ -353,7 +354,7 @@ func (m *monitor) check(ctx context.Context) {
 	if _, err := run.store.Get(pctx, probeKey); err != nil && ctx.Err() == nil {
 		failing, reasons = append(failing, ops.PartStore), append(reasons, "store: "+err.Error())
 		if !m.storeBad {
-			m.pub.Publish(exchange.Event{Type: exchange.EventStoreUnavailable, Data: map[string]any{"error": err.Error()}})
+			m.pub.Publish(events.Event{Type: events.EventStoreUnavailable, Data: map[string]any{"error": err.Error()}})
 		}
 		m.storeBad = true
 	} else {

@@ -1,6 +1,16 @@
-// Package respcache holds the gateway's response cache: entries in the replica's memory,
-// bounded in entries and bytes, expiring after their TTL, least recently used evicted
-// first. The exchange core keeps them coherent across replicas (exchange/cache.go).
+package cache
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// Memory holds the replica's entries in process memory, bounded in entries and bytes,
+// expiring after their TTL, least recently used evicted first. The Service keeps them
+// coherent across replicas (service.go).
 //
 // The invariants of the runtime design, each with its own test in memory_test.go:
 //
@@ -11,28 +21,21 @@
 //	INV-MCP-CACHE-004  least recently used entries are evicted first
 //	INV-MCP-CACHE-005  no partial state is visible to a concurrent reader
 //	INV-MCP-CACHE-006  the tracked size equals the sum of the entry sizes
-package respcache
-
-import (
-	"container/list"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/stategate/stategate/exchange"
-)
-
-// Memory is an exchange.Cache in process memory. It is safe for concurrent use.
+//
+// # Notes
+//
+//   - The order and the entry bound are golang-lru's simplelru (already in every build
+//     of the exchange, which memoises with it); the byte bound, the expiry and the index
+//     by tool are kept here, under one lock with it.
 type Memory struct {
-	limits exchange.CacheLimits
+	limits Limits
 	now    func() time.Time
 	high   int // the byte level at which eviction starts
 
-	mu      sync.Mutex
-	entries map[string]*list.Element
-	lru     *list.List // front: most recently used
-	byTool  map[string]map[string]struct{}
-	size    int
+	mu     sync.Mutex
+	lru    *simplelru.LRU[string, *item] // its evictions and removals all go through evicted
+	byTool map[string]map[string]struct{}
+	size   int
 
 	// Figures for metrics and the admin API.
 	Evictions atomic.Int64
@@ -41,64 +44,63 @@ type Memory struct {
 
 type item struct {
 	key   string
-	entry exchange.CacheEntry
+	entry Entry
 	size  int
 }
 
-// New returns a Memory cache with the given limits; now is the clock (nil: time.Now),
-// injectable for tests.
-func New(l exchange.CacheLimits, now func() time.Time) *Memory {
+// NewMemory returns a Memory cache with the given limits; now is the clock (nil:
+// time.Now), injectable for tests.
+func NewMemory(l Limits, now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
 	if l.HighWaterMark <= 0 || l.HighWaterMark > 1 {
 		l.HighWaterMark = 1
 	}
-	return &Memory{limits: l, now: now, high: int(float64(l.MaxSizeBytes) * l.HighWaterMark),
-		entries: map[string]*list.Element{}, lru: list.New(), byTool: map[string]map[string]struct{}{}}
+	m := &Memory{limits: l, now: now, high: int(float64(l.MaxSizeBytes) * l.HighWaterMark), byTool: map[string]map[string]struct{}{}}
+	m.lru, _ = simplelru.NewLRU(max(l.MaxEntries, 1), m.evicted) // size > 0: never an error; MaxEntries <= 0 stores nothing (Put)
+	return m
 }
 
 // Get returns the entry under key unless it is missing or expired (an expired entry is
 // removed); a hit makes the entry the most recently used.
-func (m *Memory) Get(key string) (exchange.CacheEntry, bool) {
+func (m *Memory) Get(key string) (Entry, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	el, ok := m.entries[key]
+	it, ok := m.lru.Peek(key)
 	if !ok {
-		return exchange.CacheEntry{}, false
+		return Entry{}, false
 	}
-	it := el.Value.(*item)
 	if !m.now().Before(it.entry.Expires) {
-		m.remove(el)
+		m.lru.Remove(key)
 		m.Expired.Add(1)
-		return exchange.CacheEntry{}, false
+		return Entry{}, false
 	}
-	m.lru.MoveToFront(el)
+	m.lru.Get(key) // the most recently used
 	return it.entry, true
 }
 
 // Put stores e under key (replacing an entry there), then evicts least recently used
 // entries while the entries are over MaxEntries or the bytes over the high-water mark.
 // An entry larger than MaxEntryBytes or than the high-water mark itself is refused.
-func (m *Memory) Put(key string, e exchange.CacheEntry) bool {
+func (m *Memory) Put(key string, e Entry) bool {
 	size := e.Size(key)
 	if len(e.Result) > m.limits.MaxEntryBytes || size > m.high || m.limits.MaxEntries <= 0 {
 		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if el, ok := m.entries[key]; ok {
-		m.remove(el)
-	}
-	el := m.lru.PushFront(&item{key: key, entry: e, size: size})
-	m.entries[key] = el
+	m.lru.Remove(key)
 	if m.byTool[e.Tool] == nil {
 		m.byTool[e.Tool] = map[string]struct{}{}
 	}
 	m.byTool[e.Tool][key] = struct{}{}
 	m.size += size
-	for len(m.entries) > m.limits.MaxEntries || m.size > m.high {
-		m.remove(m.lru.Back())
+	if m.lru.Add(key, &item{key: key, entry: e, size: size}) { // over MaxEntries: the oldest went
+		m.Evictions.Add(1)
+	}
+	for m.size > m.high {
+		m.lru.RemoveOldest()
 		m.Evictions.Add(1)
 	}
 	return true
@@ -108,9 +110,7 @@ func (m *Memory) Put(key string, e exchange.CacheEntry) bool {
 func (m *Memory) Delete(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if el, ok := m.entries[key]; ok {
-		m.remove(el)
-	}
+	m.lru.Remove(key)
 }
 
 // PurgeTools removes every entry of the named tools.
@@ -120,7 +120,7 @@ func (m *Memory) PurgeTools(tools []string) int {
 	n := 0
 	for _, t := range tools {
 		for key := range m.byTool[t] {
-			m.remove(m.entries[key])
+			m.lru.Remove(key)
 			n++
 		}
 	}
@@ -131,11 +131,8 @@ func (m *Memory) PurgeTools(tools []string) int {
 func (m *Memory) PurgeAll() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := len(m.entries)
-	m.entries = map[string]*list.Element{}
-	m.byTool = map[string]map[string]struct{}{}
-	m.lru.Init()
-	m.size = 0
+	n := m.lru.Len()
+	m.lru.Purge()
 	return n
 }
 
@@ -150,13 +147,11 @@ func (m *Memory) ToolEntries(tool string) int {
 func (m *Memory) Stats() (entries, bytes int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.entries), m.size
+	return m.lru.Len(), m.size
 }
 
-func (m *Memory) remove(el *list.Element) {
-	it := el.Value.(*item)
-	m.lru.Remove(el)
-	delete(m.entries, it.key)
+// evicted forgets an entry the LRU let go (evicted, removed or purged), with m.mu held.
+func (m *Memory) evicted(_ string, it *item) {
 	if keys := m.byTool[it.entry.Tool]; keys != nil {
 		delete(keys, it.key)
 		if len(keys) == 0 {

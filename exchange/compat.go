@@ -1,0 +1,16 @@
+package exchange
+
+import "github.com/stategate/stategate/exchange/events"
+
+// Names the files of part 2 of issue 39 (the tool list, tasks, OAuth) still use from
+// before their concerns moved to packages of their own: kept until those files move too,
+// then this file goes. Hosts use the packages' names.
+
+type Event = events.Event
+
+const (
+	EventCallRefused       = events.EventCallRefused
+	EventConfigUnknownTool = events.EventConfigUnknownTool
+)
+
+func SessionDigest(session string) string { return events.SessionDigest(session) }
