@@ -10,6 +10,7 @@ import (
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
 
@@ -112,7 +113,7 @@ const (
 // workflow keeps its lease after Admit returns, until the Exchange is closed.
 func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	ex := c.admit(ctx, h, body)
-	c.countLabel(CountRequests, MethodLabel(ex.Method))
+	c.countLabel(stats.CountRequests, stats.MethodLabel(ex.Method))
 	return ex
 }
 
@@ -201,7 +202,7 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Enve
 		// send one it echoes faithfully, and give the client its own back.
 		ex.upstreamID = jsonrpc.MintID(len(id.Raw))
 		ex.Body = jsonrpc.Splice(body, id, ex.upstreamID)
-		c.count(CountIDsRemapped)
+		c.count(stats.CountIDsRemapped)
 	}
 	switch ex.Method {
 	case MethodToolsCall:
@@ -245,7 +246,7 @@ func (ex *Exchange) refuse(r *admission.Refusal) *Exchange {
 
 // reject answers a JSON-RPC error locally.
 func (ex *Exchange) reject(status, code int, msg string) *Exchange {
-	ex.core.count(CountRejected)
+	ex.core.count(stats.CountRejected)
 	ex.Verdict, ex.Status, ex.Body = Reply, status, jsonrpc.AppendError(nil, ex.clientID, code, msg)
 	return ex
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
@@ -64,7 +65,7 @@ func TestRemember_conflictMerges(t *testing.T) {
 			t.Errorf("%s: %q, want %q in %s", name, got, class, rec.Raw)
 		}
 	}
-	if n := c.Stats.Get(CountCASConflicts); n != 1 {
+	if n := c.Stats.Get(stats.CountCASConflicts); n != 1 {
 		t.Errorf("%d conflicts counted, want 1", n)
 	}
 }

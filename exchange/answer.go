@@ -16,6 +16,7 @@ import (
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -221,7 +222,7 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result, ok boo
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
 	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, ok, outcome, code) {
-		c.count(CountListChanged)
+		c.count(stats.CountListChanged)
 		before = append(before, ListChanged)
 		if ex.health.visible {
 			c.notify(ex.Session, ListChanged) // server-wide: every other client too
@@ -285,7 +286,7 @@ func (ex *Exchange) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []
 	var purge []string
 	var inv gjson.Result
 	if len(ans.Get("invalidated.patterns").Array()) > 0 {
-		ex.core.count(CountInvalidations)
+		ex.core.count(stats.CountInvalidations)
 	}
 	if ex.cached.purges {
 		ans.Get("invalidated.tools").ForEach(func(_, t gjson.Result) bool {
@@ -346,7 +347,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 		}
 		res = engine.AppendTimeoutResult(nil, ex.Tool, int(ex.timeout()/time.Millisecond))
 	}
-	ex.core.count(CountTimeouts)
+	ex.core.count(stats.CountTimeouts)
 	ex.upstreamDone()
 	ex.called(events.OutcomeTimeout)
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})

@@ -9,6 +9,7 @@ import (
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
@@ -26,8 +27,8 @@ func (c *Core) newCache(l cache.Limits) *cache.Service {
 }
 
 // cacheCounters are the core's counters of the cache's tallies.
-var cacheCounters = [...]Counter{cache.Hits: CountCacheHits, cache.Misses: CountCacheMisses,
-	cache.Coalesced: CountCacheCoalesced, cache.Stored: CountCacheStored, cache.Purged: CountCachePurged}
+var cacheCounters = [...]stats.Counter{cache.Hits: stats.CountCacheHits, cache.Misses: stats.CountCacheMisses,
+	cache.Coalesced: stats.CountCacheCoalesced, cache.Stored: stats.CountCacheStored, cache.Purged: stats.CountCachePurged}
 
 // sharedState is the State as the cache's Shared: one key, never leased, owned by no
 // session.

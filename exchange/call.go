@@ -9,6 +9,7 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -23,7 +24,7 @@ const DefaultTimeout = 30 * time.Second
 // h are the request's headers (nil for a hook host): the caller's credentials key its
 // cache entry.
 func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Params, h Headers) {
-	c.count(CountToolCalls)
+	c.count(stats.CountToolCalls)
 	if !ex.readCall(params) {
 		return
 	}
@@ -286,7 +287,7 @@ func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim 
 
 // deny answers check_limits' denial locally.
 func (c *Core) deny(ex *Exchange, ans gjson.Result) {
-	c.countLabel(CountDenied, DenialLabel(ans.Get("code").Str))
+	c.countLabel(stats.CountDenied, stats.DenialLabel(ans.Get("code").Str))
 	ex.releaseNow()
 	ex.answerLocal([]byte(ans.Get("result").Raw))
 	ex.called(events.OutcomeDenied)
@@ -318,7 +319,7 @@ func (c *Core) admitted(ctx context.Context, ex *Exchange, lim *limits, h Header
 	// or pins): its calls count here too, though this core has not seen the list yet.
 	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.health && ex.call.st.hasHealthRecord())
 	ex.health.quiet = lim.quietOnSuccess.Type == gjson.True
-	c.count(CountAllowed)
+	c.count(stats.CountAllowed)
 }
 
 // maxStateKeyInput bounds the check_limits inputs whose state keys are remembered (the
@@ -376,7 +377,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 		ex.health.due.Store(c.healthFor(ex.Tool))
 		return
 	}
-	c.countLabel(CountDenied, abi.DenyGateUnavailable)
+	c.countLabel(stats.CountDenied, abi.DenyGateUnavailable)
 	details := jsonx.AppendString([]byte(`{"tool":`), ex.Tool)
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))

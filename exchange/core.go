@@ -21,6 +21,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
 
@@ -103,7 +104,7 @@ type Core struct {
 	unknown    unknownNames  // this configuration's names no listed tool meets
 	tasks      taskLeases    // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
-	Stats *Stats
+	Stats *stats.Stats
 }
 
 // New returns a Core.
@@ -128,7 +129,7 @@ func New(opts Options) *Core {
 		opts.Publisher = events.Nop{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}, listed: newListedTools(maxListedTools),
+		facts: factsOf(opts.Plugin, opts.Config), known: newKnownTools(10000), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &stats.Stats{}, listed: newListedTools(maxListedTools),
 		seen: newSeenTools(), params: newParamHeaders()}
 	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {
@@ -164,7 +165,7 @@ func (c *Core) LeaseTTL() time.Duration { return c.facts.leaseTTL }
 // caller must carry out is returned. Hosts report the faults they find themselves here too.
 func (c *Core) Fault(f abi.Fault, err error, attrs ...any) abi.Policy {
 	p := abi.PolicyFor(f)
-	c.Stats.faults[f].Add(1)
+	c.Stats.AddFault(f)
 	c.reporter.Fault(f, p, err, attrs...)
 	return p
 }
@@ -172,7 +173,7 @@ func (c *Core) Fault(f abi.Fault, err error, attrs ...any) abi.Policy {
 type nopReporter struct{}
 
 func (nopReporter) Fault(abi.Fault, abi.Policy, error, ...any) {}
-func (nopReporter) Count(Counter)                              {}
+func (nopReporter) Count(stats.Counter)                        {}
 
 // facts are what a host needs to know about a configuration, as the engine's check_config
 // answers them under "host" (ABI.md): the core never reads the configuration itself.
@@ -270,5 +271,5 @@ func leaseTTL(longestMs int64) time.Duration {
 // (hosts log, count and export them).
 type Reporter interface {
 	Fault(f abi.Fault, p abi.Policy, err error, attrs ...any)
-	Count(c Counter)
+	Count(c stats.Counter)
 }

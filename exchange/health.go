@@ -10,6 +10,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -142,7 +143,7 @@ func (c *Core) storeAll(ctx context.Context, fn abi.Function, in []byte, st *loa
 		if len(lost) == 0 {
 			return out, true, nil
 		}
-		c.count(CountCASConflicts)
+		c.count(stats.CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost, false)
 		if err != nil {
 			return out, false, storeError{err}

@@ -10,6 +10,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -26,7 +27,7 @@ import (
 // Exchange be closed: a moving call marked sent then keeps its lease, as its outcome is
 // unknown).
 func (c *Core) AdmitCall(ctx context.Context, session string, params []byte) *Exchange {
-	c.countLabel(CountRequests, MethodToolsCall)
+	c.countLabel(stats.CountRequests, MethodToolsCall)
 	ex := &Exchange{core: c, start: time.Now(), Session: session, Method: MethodToolsCall,
 		clientID: []byte("0"), upstreamID: []byte("0")}
 	switch {

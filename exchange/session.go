@@ -12,6 +12,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
 )
 
 // Gateway sessions: a server that issues no Mcp-Session-Id (a stateless server: the
@@ -93,7 +94,7 @@ func (c *Core) RepeatedHeader(h Headers) string {
 // those whose RepeatedHeader is not "".
 func (c *Core) CheckSession(ctx context.Context, method string, h Headers) SessionCheck {
 	if name := c.RepeatedHeader(h); name != "" {
-		c.count(CountRejected)
+		c.count(stats.CountRejected)
 		r := admission.RefuseRepeated(h, name)
 		return SessionCheck{Action: SessionReply, Status: r.Status, Body: jsonrpc.AppendError(nil, nil, r.Code, r.Text)}
 	}
@@ -102,7 +103,7 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) Sessi
 		return SessionCheck{Action: SessionAsIs}
 	}
 	if !c.sessionLive(ctx, id) {
-		c.count(CountRejected)
+		c.count(stats.CountRejected)
 		return SessionCheck{Action: SessionReply, ID: id, Status: 404, Body: jsonrpc.AppendError(nil, nil, CodeSessionNotFound, SessionNotFoundText)}
 	}
 	switch method {
@@ -165,6 +166,6 @@ func (c *Core) issueSession(ctx context.Context) string {
 		c.Fault(abi.FaultSessionStore, storeError{err}, "session", id)
 		return ""
 	}
-	c.count(CountSessionsIssued)
+	c.count(stats.CountSessionsIssued)
 	return id
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
 
@@ -64,7 +65,7 @@ func TestAnswerSession_issuesOnlyForAStatelessSessionEraInitialize(t *testing.T)
 	if a == b {
 		t.Fatalf("two initializes got the same session %s", a)
 	}
-	if got := c.Stats.Get(CountSessionsIssued); got != 2 {
+	if got := c.Stats.Get(stats.CountSessionsIssued); got != 2 {
 		t.Errorf("sessions_issued = %d, want 2", got)
 	}
 	for _, tt := range []struct {
@@ -160,7 +161,7 @@ func TestCheckSession(t *testing.T) {
 		!slices.ContainsFunc(st.forgot[0], func(k string) bool { return strings.HasSuffix(k, "/session//"+id) && strings.Contains(k, "/checkout/") }) {
 		t.Errorf("DELETE forgot %q; want the record and the workflow's session key", st.forgot)
 	}
-	if got := c.Stats.Get(CountSessionsEnded); got != 1 {
+	if got := c.Stats.Get(stats.CountSessionsEnded); got != 1 {
 		t.Errorf("sessions_ended = %d", got)
 	}
 }

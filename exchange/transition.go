@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -67,7 +68,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 			}
 			return visible
 		}
-		c.count(CountCASConflicts)
+		c.count(stats.CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost, false)
 		if err != nil {
 			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
@@ -132,7 +133,7 @@ func (ex *Exchange) storeWrites(ctx context.Context, st *loaded, writes []write,
 		switch err := c.state.Store(ctx, owner, w.key, w.value, st.slot(w.key), lease); {
 		case err == nil:
 			written[w.key] = true
-			c.count(CountTransitions)
+			c.count(stats.CountTransitions)
 		case errors.Is(err, ErrConflict):
 			lost = append(lost, w.key)
 		default:

@@ -25,6 +25,7 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/stats"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/internal/termsafe"
@@ -79,7 +80,7 @@ type pluginContext struct {
 
 	metrics  bool
 	faults   [abi.NumFaults]proxywasm.MetricCounter
-	counters [exchange.NumCounters]proxywasm.MetricCounter
+	counters [stats.NumCounters]proxywasm.MetricCounter
 	outcomes map[string]proxywasm.MetricCounter // stategate.tool_calls.<outcome>
 	events   map[string]proxywasm.MetricCounter // stategate.events.<type>
 }
@@ -130,7 +131,7 @@ func (p *pluginContext) defineMetrics() {
 	for f := abi.Fault(0); f < abi.NumFaults; f++ {
 		p.faults[f] = proxywasm.DefineCounterMetric("stategate.fault." + f.String())
 	}
-	for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
+	for c := stats.Counter(0); c < stats.NumCounters; c++ {
 		p.counters[c] = proxywasm.DefineCounterMetric("stategate." + c.String())
 	}
 	p.outcomes = map[string]proxywasm.MetricCounter{}
@@ -208,7 +209,7 @@ func (p *pluginContext) UnknownTool(u exchange.UnknownTool) {
 }
 
 // Count implements exchange.Reporter: each core counter is the metric stategate.<name>.
-func (p *pluginContext) Count(c exchange.Counter) {
+func (p *pluginContext) Count(c stats.Counter) {
 	if p.metrics {
 		p.counters[c].Increment(1)
 	}

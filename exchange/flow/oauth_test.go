@@ -13,6 +13,7 @@ import (
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 )
 
@@ -20,7 +21,7 @@ import (
 type faults []string
 
 func (f *faults) Fault(x abi.Fault, _ abi.Policy, _ error, _ ...any) { *f = append(*f, x.String()) }
-func (f *faults) Count(exchange.Counter)                             {}
+func (f *faults) Count(stats.Counter)                                {}
 
 // oauthFlow is the flow as the exchange module builds it with its upstream option, OAuth
 // discovery left to it (m nil: the module without it).

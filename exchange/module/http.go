@@ -13,6 +13,7 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/sse"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -426,4 +427,4 @@ func (reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	}
 }
 
-func (reporter) Count(exchange.Counter) {}
+func (reporter) Count(stats.Counter) {}

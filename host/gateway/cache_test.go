@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
@@ -89,10 +89,10 @@ func TestCache_hitPurgeAndMiss(t *testing.T) {
 	if cacheMeta(third) != nil || !strings.Contains(sprintNames(t, third), "S9") {
 		t.Fatalf("after the mutation: cache meta %v, sprints %s", cacheMeta(third), sprintNames(t, third))
 	}
-	if got := e.gw.Stats.Get(exchange.CountCacheHits); got != 1 {
+	if got := e.gw.Stats.Get(stats.CountCacheHits); got != 1 {
 		t.Errorf("cache_hits = %d, want 1", got)
 	}
-	if got := e.gw.Stats.Get(exchange.CountCachePurged); got != 1 {
+	if got := e.gw.Stats.Get(stats.CountCachePurged); got != 1 {
 		t.Errorf("cache_purged = %d, want 1", got)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/tidwall/gjson"
@@ -80,7 +81,7 @@ type Gateway struct {
 	workers   workers // run the exchanges of tools/call requests
 
 	// Stats counts what the exchange core did (across reloads: Swap).
-	Stats *exchange.Stats
+	Stats *stats.Stats
 	// PluginReplaced counts plugin instances discarded after a trap or an overrun.
 	PluginReplaced atomic.Int64
 }
@@ -308,15 +309,15 @@ func (r reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	}
 }
 
-func (r reporter) Count(c exchange.Counter) {
+func (r reporter) Count(c stats.Counter) {
 	if r.next != nil {
 		r.next.Count(c)
 	}
 }
 
-// CountLabel hands a labelled count on when next takes labels (exchange.LabelReporter).
-func (r reporter) CountLabel(c exchange.Counter, label string) {
-	if lr, ok := r.next.(exchange.LabelReporter); ok {
+// CountLabel hands a labelled count on when next takes labels (stats.LabelReporter).
+func (r reporter) CountLabel(c stats.Counter, label string) {
+	if lr, ok := r.next.(stats.LabelReporter); ok {
 		lr.CountLabel(c, label)
 	} else if r.next != nil {
 		r.next.Count(c)

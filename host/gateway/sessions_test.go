@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
@@ -104,7 +105,7 @@ func TestSessions_goSDKStatelessUpstream(t *testing.T) {
 	if sessions, _ := spy.seen(); len(sessions) > 0 {
 		t.Errorf("the upstream was sent Mcp-Session-Id %q", sessions)
 	}
-	if got := e.gw.Stats.Get(exchange.CountSessionsIssued); got != 2 {
+	if got := e.gw.Stats.Get(stats.CountSessionsIssued); got != 2 {
 		t.Errorf("sessions_issued = %d, want 2", got)
 	}
 }
@@ -123,7 +124,7 @@ func TestSessions_statefulUpstreamUnchanged(t *testing.T) {
 	if len(sessions) == 0 || sessions[len(sessions)-1] != c.cs.ID() {
 		t.Errorf("the upstream was sent %q, want its own %s", sessions, c.cs.ID())
 	}
-	if got := e.gw.Stats.Get(exchange.CountSessionsIssued); got != 0 {
+	if got := e.gw.Stats.Get(stats.CountSessionsIssued); got != 0 {
 		t.Errorf("sessions_issued = %d in front of a stateful upstream", got)
 	}
 }
@@ -203,7 +204,7 @@ func TestSessions_deleteEndsIt(t *testing.T) {
 	if len(sessions) > 0 || len(methods) > 0 {
 		t.Errorf("the upstream saw sessions %q and methods %q", sessions, methods)
 	}
-	if got := e.gw.Stats.Get(exchange.CountSessionsEnded); got != 1 {
+	if got := e.gw.Stats.Get(stats.CountSessionsEnded); got != 1 {
 		t.Errorf("sessions_ended = %d, want 1", got)
 	}
 }

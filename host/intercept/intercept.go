@@ -30,6 +30,7 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
 
@@ -56,7 +57,7 @@ type Handler struct {
 	core    *exchange.Core
 	pending *exchange.Pending
 	// Stats counts what the exchange core did.
-	Stats *exchange.Stats
+	Stats *stats.Stats
 }
 
 // New returns a Handler.
@@ -178,4 +179,4 @@ func (r reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	r.log.Warn("fault", append([]any{"kind", f.String(), "policy", p.String(), "err", err}, attrs...)...)
 }
 
-func (r reporter) Count(exchange.Counter) {}
+func (r reporter) Count(stats.Counter) {}

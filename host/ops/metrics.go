@@ -15,6 +15,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/internal/termsafe"
 	"google.golang.org/protobuf/proto"
 )
@@ -24,21 +25,21 @@ const OtherTool = "_other"
 
 // counterNames are the metric names of the exchange core's counters. tool_calls and
 // transitions are counted from events instead, with labels (tool, outcome; workflow).
-var counterNames = [exchange.NumCounters]struct{ name, help string }{
-	exchange.CountAllowed:        {"stategate_calls_allowed_total", "tools/call requests admitted and forwarded to the upstream."},
-	exchange.CountRejected:       {"stategate_requests_rejected_total", "Requests refused with a JSON-RPC error."},
-	exchange.CountTimeouts:       {"stategate_timeouts_total", "tools/call requests answered with TOOL_TIMEOUT."},
-	exchange.CountInvalidations:  {"stategate_invalidations_total", "Results that carried the invalidation block."},
-	exchange.CountTransitions:    {"stategate_state_writes_total", "Workflow snapshots stored."},
-	exchange.CountListChanged:    {"stategate_list_changed_total", "Calls after which the visible tool set changed."},
-	exchange.CountListsDecorated: {"stategate_lists_decorated_total", "tools/list answers decorated."},
-	exchange.CountCASConflicts:   {"stategate_cas_conflicts_total", "Compare-and-set rounds lost to a concurrent call."},
-	exchange.CountIDsRemapped:    {"stategate_ids_remapped_total", "Requests whose JSON-RPC id the upstream saw replaced."},
-	exchange.CountTasksCreated:   {"stategate_tasks_created_total", "Task-augmented tools/call requests the upstream answered with a task."},
-	exchange.CountTasksSettled:   {"stategate_tasks_settled_total", "Tasks whose end the gateway settled (workflow, health, cache), once each."},
-	exchange.CountSessionsIssued: {"stategate_sessions_issued_total", "Sessions the gateway issued to clients of an upstream that issues none."},
-	exchange.CountSessionsEnded:  {"stategate_sessions_ended_total", "Gateway sessions ended by DELETE."},
-	exchange.CountToolsWithheld:  {"stategate_tools_withheld_total", "Tools withheld from tools/list answers because a tool object repeats a member."},
+var counterNames = [stats.NumCounters]struct{ name, help string }{
+	stats.CountAllowed:        {"stategate_calls_allowed_total", "tools/call requests admitted and forwarded to the upstream."},
+	stats.CountRejected:       {"stategate_requests_rejected_total", "Requests refused with a JSON-RPC error."},
+	stats.CountTimeouts:       {"stategate_timeouts_total", "tools/call requests answered with TOOL_TIMEOUT."},
+	stats.CountInvalidations:  {"stategate_invalidations_total", "Results that carried the invalidation block."},
+	stats.CountTransitions:    {"stategate_state_writes_total", "Workflow snapshots stored."},
+	stats.CountListChanged:    {"stategate_list_changed_total", "Calls after which the visible tool set changed."},
+	stats.CountListsDecorated: {"stategate_lists_decorated_total", "tools/list answers decorated."},
+	stats.CountCASConflicts:   {"stategate_cas_conflicts_total", "Compare-and-set rounds lost to a concurrent call."},
+	stats.CountIDsRemapped:    {"stategate_ids_remapped_total", "Requests whose JSON-RPC id the upstream saw replaced."},
+	stats.CountTasksCreated:   {"stategate_tasks_created_total", "Task-augmented tools/call requests the upstream answered with a task."},
+	stats.CountTasksSettled:   {"stategate_tasks_settled_total", "Tasks whose end the gateway settled (workflow, health, cache), once each."},
+	stats.CountSessionsIssued: {"stategate_sessions_issued_total", "Sessions the gateway issued to clients of an upstream that issues none."},
+	stats.CountSessionsEnded:  {"stategate_sessions_ended_total", "Gateway sessions ended by DELETE."},
+	stats.CountToolsWithheld:  {"stategate_tools_withheld_total", "Tools withheld from tools/list answers because a tool object repeats a member."},
 }
 
 // Metrics is the gateway's Prometheus registry. It is an events.Publisher (tool calls,
@@ -47,7 +48,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	listed      func(string) bool
-	counters    [exchange.NumCounters]prometheus.Counter
+	counters    [stats.NumCounters]prometheus.Counter
 	requests    *prometheus.CounterVec // by method
 	denials     *prometheus.CounterVec // by code
 	cacheReqs   *prometheus.CounterVec // by result
@@ -266,28 +267,28 @@ func quantile(q float64, cum []uint64, total uint64) float64 {
 }
 
 // Count implements exchange.Reporter.
-func (m *Metrics) Count(c exchange.Counter) {
+func (m *Metrics) Count(c stats.Counter) {
 	switch c {
-	case exchange.CountRequests, exchange.CountDenied:
-		m.CountLabel(c, exchange.LabelNone)
-	case exchange.CountCacheHits:
+	case stats.CountRequests, stats.CountDenied:
+		m.CountLabel(c, stats.LabelNone)
+	case stats.CountCacheHits:
 		m.cacheReqs.WithLabelValues("hit").Inc()
-	case exchange.CountCacheMisses:
+	case stats.CountCacheMisses:
 		m.cacheReqs.WithLabelValues("miss").Inc()
-	case exchange.CountCacheCoalesced:
+	case stats.CountCacheCoalesced:
 		m.cacheReqs.WithLabelValues("coalesced").Inc()
 	}
-	if c >= 0 && c < exchange.NumCounters && m.counters[c] != nil {
+	if c >= 0 && c < stats.NumCounters && m.counters[c] != nil {
 		m.counters[c].Inc()
 	}
 }
 
-// CountLabel implements exchange.LabelReporter: requests by method, denials by code.
-func (m *Metrics) CountLabel(c exchange.Counter, label string) {
+// CountLabel implements stats.LabelReporter: requests by method, denials by code.
+func (m *Metrics) CountLabel(c stats.Counter, label string) {
 	switch c {
-	case exchange.CountRequests:
+	case stats.CountRequests:
 		m.requests.WithLabelValues(label).Inc()
-	case exchange.CountDenied:
+	case stats.CountDenied:
 		m.denials.WithLabelValues(label).Inc()
 	default:
 		m.Count(c)

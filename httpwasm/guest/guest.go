@@ -37,6 +37,7 @@ import (
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
@@ -421,4 +422,4 @@ func (r *reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	}
 }
 
-func (*reporter) Count(exchange.Counter) {}
+func (*reporter) Count(stats.Counter) {}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/stats"
 	"io"
 	"log/slog"
 	"net"
@@ -70,8 +70,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("scripted session: %w", err)
 		}
 		fmt.Fprintf(stdout, "\ngateway stats: %d requests, %d tool calls, %d denied, %d invalidations, %d transitions, %d list_changed\n",
-			gw.Stats.Get(exchange.CountRequests), gw.Stats.Get(exchange.CountToolCalls), gw.Stats.Get(exchange.CountDenied),
-			gw.Stats.Get(exchange.CountInvalidations), gw.Stats.Get(exchange.CountTransitions), gw.Stats.Get(exchange.CountListChanged))
+			gw.Stats.Get(stats.CountRequests), gw.Stats.Get(stats.CountToolCalls), gw.Stats.Get(stats.CountDenied),
+			gw.Stats.Get(stats.CountInvalidations), gw.Stats.Get(stats.CountTransitions), gw.Stats.Get(stats.CountListChanged))
 	}
 	if *once {
 		return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
@@ -140,7 +141,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 			Stats: func() map[string]int64 {
 				out := map[string]int64{}
 				if g := gwp.Load(); g != nil {
-					for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
+					for c := stats.Counter(0); c < stats.NumCounters; c++ {
 						out[c.String()] = g.Stats.Get(c)
 					}
 					out["plugin_instances_replaced"] = g.PluginReplaced.Load()
