@@ -14,6 +14,7 @@ import (
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/exchange/stats"
@@ -48,13 +49,13 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	if status/100 != 2 {
 		ex.answered = true // the upstream refused the request: nothing ran
 		if status/100 == 5 && ex.Method == MethodToolsCall {
-			ex.reportHealth(ctx, healthError) // a broken server, for tool health
+			ex.reportHealth(ctx, health.Error) // a broken server, for tool health
 		}
 		return AnswerPass
 	}
 	if contentEncoding != "" && !strings.EqualFold(contentEncoding, "identity") {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer with content-encoding "+contentEncoding), "method", ex.Method)
-		ex.reportHealth(ctx, healthError) // an answer the gateway cannot read
+		ex.reportHealth(ctx, health.Error) // an answer the gateway cannot read
 		return AnswerPass
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
@@ -66,7 +67,7 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	}
 	if status != 202 {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer of media type "+contentType), "method", ex.Method)
-		ex.reportHealth(ctx, healthError)
+		ex.reportHealth(ctx, health.Error)
 	}
 	return AnswerPass
 }
@@ -99,7 +100,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 			return ex.UnreadableAnswer(ctx), nil
 		}
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
-		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
+		ex.reportHealth(ctx, health.Error) // a broken answer, for tool health
 		return body, nil
 	}
 	if list != nil {
@@ -115,7 +116,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	}
 	if !ok {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
-		ex.reportHealth(ctx, healthError)
+		ex.reportHealth(ctx, health.Error)
 		return body, nil
 	}
 	return ex.rewrite(ctx, body, root, result)
@@ -179,7 +180,7 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 			// The probe of an auto-disabled unit learnt nothing: it is freed (the engine's
 			// inconclusive probe), so the client's retry may probe, not wait for the claim
 			// to lapse. No workflow moves (isError), the lease goes below.
-			ex.transition(ctx, false, healthIncomplete, "")
+			ex.transition(ctx, false, health.Incomplete, "")
 		}
 		ex.health.due.Store(false)
 		if !ex.call.hold {
@@ -211,7 +212,7 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result, ok boo
 	var before [][]byte
 	outcome, code := "", ""
 	if c.facts.health && ex.health.due.CompareAndSwap(true, false) {
-		if outcome, code = healthOutcomeOf(root, ok); outcome == healthSuccess && ex.health.quiet {
+		if outcome, code = health.OutcomeOf(root, ok); outcome == health.Success && ex.health.quiet {
 			outcome = "" // nothing to count: no engine call, no store round trip
 		}
 	}
@@ -351,7 +352,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 	ex.upstreamDone()
 	ex.called(events.OutcomeTimeout)
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})
-	ex.reportHealth(context.Background(), healthTimeout)
+	ex.reportHealth(context.Background(), health.Timeout)
 	if ex.task {
 		return ex.taskRefusal(res)
 	}
@@ -372,7 +373,7 @@ func (ex *Exchange) timeout() time.Duration {
 // tools/call, the duration.
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
-	return ex.errorAnswer(context.Background(), healthUnreachable, "the gateway could not get an answer from the MCP server")
+	return ex.errorAnswer(context.Background(), health.Unreachable, "the gateway could not get an answer from the MCP server")
 }
 
 // errorAnswer is the gateway's JSON-RPC error (-32603) for a request whose upstream answer

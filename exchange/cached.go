@@ -3,14 +3,12 @@ package exchange
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/stats"
-	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
 
@@ -60,48 +58,6 @@ func (ex *Exchange) answerCached(h cache.Hit) {
 	ex.called(events.OutcomeSuccess)
 }
 
-// ErrCacheOff is returned by PurgeCache when the configuration has no cache section.
-var ErrCacheOff = errors.New("the response cache is not configured (no \"cache\" section)")
-
-// PurgeCache purges the cached tool a.Tool names (byte for byte), or every cached tool
-// a.Match selects, on every replica, and returns the tools purged (the operator's purge);
-// with a.DryRun it returns the tools it would purge and purges nothing.
-func (c *Core) PurgeCache(ctx context.Context, a Action) ([]string, error) {
-	if c.cache == nil {
-		return nil, ErrCacheOff
-	}
-	if err := a.check(); err != nil {
-		return nil, err
-	}
-	if a.Match != "" {
-		if _, err := engine.MatchName(a.Match, c.facts.separator, ""); err != nil {
-			return nil, fmt.Errorf("%w: match: %v", ErrInvalidOperation, err)
-		}
-	}
-	hit, err := c.cache.Select(ctx, func(t string) (bool, error) {
-		if a.Match == "" {
-			return t == a.Tool, nil
-		}
-		ok, err := engine.MatchName(a.Match, c.facts.separator, t)
-		if err != nil {
-			return false, fmt.Errorf("%w: match: %v", ErrInvalidOperation, err)
-		}
-		return ok, nil
-	})
-	if err != nil || a.DryRun {
-		return hit, err
-	}
-	if err := c.cache.Purge(context.WithoutCancel(ctx), hit); err != nil {
-		return hit, err
-	}
-	data := map[string]any{"causedBy": "operator", "tools": hit}
-	if a.Match != "" {
-		data["patterns"] = []string{a.Match}
-	}
-	c.publish(events.Event{Type: events.EventCacheInvalidated, Data: data})
-	return hit, nil
-}
-
 // invalidated publishes the cache_invalidated event of a mutation.
 func (ex *Exchange) invalidated(inv gjson.Result, tools []string) {
 	var patterns []string
@@ -111,22 +67,4 @@ func (ex *Exchange) invalidated(inv gjson.Result, tools []string) {
 	})
 	ex.core.publish(events.Event{Type: events.EventCacheInvalidated, Tool: ex.Tool, Data: map[string]any{
 		"causedBy": ex.Tool, "patterns": patterns, "tools": tools}})
-}
-
-// CacheFigures returns a tool's cache figures on this replica; false when the cache is
-// off or the tool was never looked up in it.
-func (c *Core) CacheFigures(tool string) (cache.Figures, bool) {
-	if c.cache == nil {
-		return cache.Figures{}, false
-	}
-	return c.cache.Figures(tool)
-}
-
-// AllCacheFigures returns the cache figures of every tool looked up in the cache on this
-// replica (what GET /admin/cache lists); false when the cache is off.
-func (c *Core) AllCacheFigures() (map[string]cache.Figures, bool) {
-	if c.cache == nil {
-		return nil, false
-	}
-	return c.cache.AllFigures(), true
 }

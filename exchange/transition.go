@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -64,7 +65,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		if len(lost) == 0 {
 			ex.transitioned(ans, failed)
 			if h := m[2]; h.Exists() && !failedHealth(failed) {
-				ex.health.visible = c.healthEvents(h)
+				ex.health.visible = health.Changed(h, c.publish)
 			}
 			return visible
 		}

@@ -242,7 +242,7 @@ func TestCache_operatorPurge(t *testing.T) {
 		t.Fatal("no cache hit before the purge")
 	}
 	admin := httptest.NewServer(ops.NewAdmin(ops.AdminOptions{Token: "s3cret",
-		Operator: func() ops.Operator { return e.gw.Core() }}))
+		Operator: func() ops.Operator { return e.gw.Core().Operator() }}))
 	t.Cleanup(admin.Close)
 	post := func(token, body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, admin.URL+"/admin/cache/purge", strings.NewReader(body))

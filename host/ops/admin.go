@@ -17,13 +17,14 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 )
 
 // Operator is the health feature's operator surface (exchange.Core implements it).
 type Operator interface {
-	Tools(ctx context.Context) ([]exchange.ToolStatus, error)
-	SetMode(ctx context.Context, a exchange.Action, mode, reason string) ([]exchange.ModeChange, error)
-	Approve(ctx context.Context, a exchange.Action) ([]exchange.ModeChange, error)
+	Tools(ctx context.Context) ([]health.ToolStatus, error)
+	SetMode(ctx context.Context, a health.Action, mode, reason string) ([]health.ModeChange, error)
+	Approve(ctx context.Context, a health.Action) ([]health.ModeChange, error)
 }
 
 // ReloadResult is the answer to a reload.
@@ -340,13 +341,13 @@ func (a *Admin) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 // operatorError answers an error of the health operator methods.
 func (a *Admin) operatorError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, exchange.ErrHealthOff):
+	case errors.Is(err, health.ErrOff):
 		a.fail(w, http.StatusConflict, "health_off", err.Error())
 		return
 	case errors.Is(err, exchange.ErrCacheOff):
 		a.fail(w, http.StatusConflict, "cache_off", err.Error())
 		return
-	case errors.Is(err, exchange.ErrInvalidOperation):
+	case errors.Is(err, health.ErrInvalidOperation):
 		a.fail(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}

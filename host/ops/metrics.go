@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/internal/termsafe"
 	"google.golang.org/protobuf/proto"
@@ -85,7 +85,7 @@ func (m *Metrics) LastRefusals() map[string]Refusal {
 
 // ToolLister lists the tools with their modes (exchange.Core.Tools); ErrHealthOff means
 // there is nothing to export.
-type ToolLister func(ctx context.Context) ([]exchange.ToolStatus, error)
+type ToolLister func(ctx context.Context) ([]health.ToolStatus, error)
 
 // NewMetrics registers every metric. listed says whether the upstream listed a tool name
 // (exchange.Core.Listed): other names are labelled OtherTool, so clients cannot grow the
@@ -394,7 +394,7 @@ func (c *modeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	ts, err := c.tools(ctx)
 	if err != nil {
-		if !errors.Is(err, exchange.ErrHealthOff) {
+		if !errors.Is(err, health.ErrOff) {
 			ch <- prometheus.NewInvalidMetric(modeDesc, err)
 		}
 		return

@@ -17,7 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/internal/termsafe"
 )
@@ -180,7 +180,7 @@ func cmdTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return tw.Flush()
 }
 
-func printChanges(stdout io.Writer, changes []exchange.ModeChange) error {
+func printChanges(stdout io.Writer, changes []health.ModeChange) error {
 	failed := 0
 	for _, ch := range changes {
 		if ch.OK {
@@ -261,7 +261,7 @@ func (c confirmer) confirm(glob, what string, lines []string) error {
 }
 
 // changeLine describes a previewed change for the confirmation.
-func changeLine(ch exchange.ModeChange) string {
+func changeLine(ch health.ModeChange) string {
 	line := termsafe.String(ch.Name) + " (" + termsafe.String(ch.From) + " -> " + termsafe.String(ch.To)
 	if !ch.OK {
 		line += ", refused: " + termsafe.String(ch.Error)
@@ -271,14 +271,14 @@ func changeLine(ch exchange.ModeChange) string {
 
 // actOnTools runs a mode or approve request: on the one tool named, or, for a glob, after
 // a confirmed preview, on each previewed tool by its exact name.
-func (c *adminClient) actOnTools(ctx context.Context, path string, sel selection, body map[string]any, conf confirmer) ([]exchange.ModeChange, error) {
-	send := func(tool string, pending map[string]string) ([]exchange.ModeChange, error) {
+func (c *adminClient) actOnTools(ctx context.Context, path string, sel selection, body map[string]any, conf confirmer) ([]health.ModeChange, error) {
+	send := func(tool string, pending map[string]string) ([]health.ModeChange, error) {
 		b := maps.Clone(body)
 		b["tool"] = tool
 		if pending != nil {
 			b["pending"] = pending
 		}
-		var out struct{ Changes []exchange.ModeChange }
+		var out struct{ Changes []health.ModeChange }
 		err := c.call(ctx, "POST", path, b, &out)
 		return out.Changes, err
 	}
@@ -295,7 +295,7 @@ func (c *adminClient) actOnTools(ctx context.Context, path string, sel selection
 		preview["match"] = sel.match
 	}
 	preview["dryRun"] = true
-	var prev struct{ Changes []exchange.ModeChange }
+	var prev struct{ Changes []health.ModeChange }
 	if err := c.call(ctx, "POST", path, preview, &prev); err != nil {
 		return nil, err
 	}
@@ -309,11 +309,11 @@ func (c *adminClient) actOnTools(ctx context.Context, path string, sel selection
 	if err := conf.confirm(sel.match, "it would change", lines); err != nil {
 		return nil, err
 	}
-	var all []exchange.ModeChange
+	var all []health.ModeChange
 	for _, ch := range prev.Changes {
 		var pending map[string]string
 		if approve {
-			pending = pendingOf([]exchange.ModeChange{ch})
+			pending = pendingOf([]health.ModeChange{ch})
 		}
 		changes, err := send(ch.Name, pending)
 		if err != nil {
@@ -326,7 +326,7 @@ func (c *adminClient) actOnTools(ctx context.Context, path string, sel selection
 
 // pendingOf merges the definitions a preview's changes would pin (tool -> fingerprint); an
 // empty map, never nil, so an approval always says what it was shown.
-func pendingOf(changes []exchange.ModeChange) map[string]string {
+func pendingOf(changes []health.ModeChange) map[string]string {
 	out := map[string]string{}
 	for _, ch := range changes {
 		maps.Copy(out, ch.Pending)
@@ -337,7 +337,7 @@ func pendingOf(changes []exchange.ModeChange) map[string]string {
 // pendingLine is a preview line's list of the definitions approving would pin, by the
 // first 12 hex digits of their fingerprints (for the operator to compare with the
 // server's).
-func pendingLine(ch exchange.ModeChange) string {
+func pendingLine(ch health.ModeChange) string {
 	if len(ch.Pending) == 0 {
 		return ""
 	}

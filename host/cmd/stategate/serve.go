@@ -19,6 +19,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
@@ -81,11 +82,11 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 	metrics := ops.NewMetrics(func(name string) bool {
 		g := gwp.Load()
 		return g != nil && g.Listed(name)
-	}, func(ctx context.Context) ([]exchange.ToolStatus, error) {
+	}, func(ctx context.Context) ([]health.ToolStatus, error) {
 		if g := gwp.Load(); g != nil {
-			return g.Core().Tools(ctx)
+			return g.Core().Operator().Tools(ctx)
 		}
-		return nil, exchange.ErrHealthOff
+		return nil, health.ErrOff
 	})
 	bus.OnDrop = metrics.Dropped
 	unknownTools := func() []exchange.UnknownTool {
@@ -112,7 +113,7 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 		admin := ops.NewAdmin(ops.AdminOptions{Token: token, App: app, Bus: bus, Publisher: pub, Metrics: metrics, Logger: logger,
 			Operator: func() ops.Operator {
 				if g := gwp.Load(); g != nil {
-					return g.Core()
+					return g.Core().Operator()
 				}
 				return offOperator{}
 			},
@@ -244,14 +245,14 @@ func serveWithOps(ctx context.Context, cfgPath string, cfg []byte, eng *engine.E
 // offOperator answers while the gateway is starting: health is not available yet.
 type offOperator struct{}
 
-func (offOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
-	return nil, exchange.ErrHealthOff
+func (offOperator) Tools(context.Context) ([]health.ToolStatus, error) {
+	return nil, health.ErrOff
 }
-func (offOperator) SetMode(context.Context, exchange.Action, string, string) ([]exchange.ModeChange, error) {
-	return nil, exchange.ErrHealthOff
+func (offOperator) SetMode(context.Context, health.Action, string, string) ([]health.ModeChange, error) {
+	return nil, health.ErrOff
 }
-func (offOperator) Approve(context.Context, exchange.Action) ([]exchange.ModeChange, error) {
-	return nil, exchange.ErrHealthOff
+func (offOperator) Approve(context.Context, health.Action) ([]health.ModeChange, error) {
+	return nil, health.ErrOff
 }
 
 // reloader re-reads the configuration file and swaps a valid one in.
