@@ -10,6 +10,7 @@ import (
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/session"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
@@ -134,12 +135,12 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if doc.IsObject() {
 		e = jsonrpc.ReadEnvelope(doc)
 	}
-	if IsGatewaySession(ex.Session) {
+	if session.IsGateway(ex.Session) {
 		if id := e.ID; id.Type == gjson.String || id.Type == gjson.Number {
 			ex.clientID = []byte(id.Raw)
 		}
-		if !c.sessionLive(ctx, ex.Session) {
-			return ex.reject(404, CodeSessionNotFound, SessionNotFoundText)
+		if !sessionLive(ctx, c, ex.Session) {
+			return ex.reject(404, session.CodeNotFound, session.NotFoundText)
 		}
 		ex.own = true
 	}

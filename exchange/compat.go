@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/session"
 	"github.com/stategate/stategate/exchange/stats"
 )
 
@@ -31,3 +32,7 @@ const (
 	CountToolsWithheld  = stats.CountToolsWithheld
 	CountTransitions    = stats.CountTransitions
 )
+
+func IsGatewaySession(id string) bool { return session.IsGateway(id) }
+
+func sessionRecordKey(id string) string { return session.RecordKey(id) }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/session"
 	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
@@ -38,7 +39,7 @@ func fuzzSeeds(f *testing.F) {
 	} {
 		f.Add(s, "2025-06-18", "s1", "")
 		f.Add(s, "2025-03-26", "", "tools/call")
-		f.Add(s, "2025-06-18", SessionPrefix+"AAAA", "")
+		f.Add(s, "2025-06-18", session.Prefix+"AAAA", "")
 	}
 }
 
