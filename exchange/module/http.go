@@ -10,7 +10,6 @@ import (
 
 	"github.com/extism/go-pdk"
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/exchange/stats"
