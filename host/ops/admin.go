@@ -20,7 +20,7 @@ import (
 	"github.com/stategate/stategate/exchange/health"
 )
 
-// Operator is the health feature's operator surface (exchange.Core implements it).
+// Operator is the health feature's operator surface (exchange.Operator implements it).
 type Operator interface {
 	Tools(ctx context.Context) ([]health.ToolStatus, error)
 	SetMode(ctx context.Context, a health.Action, mode, reason string) ([]health.ModeChange, error)
@@ -46,7 +46,8 @@ type AdminOptions struct {
 	// bus); nil: the Bus.
 	Publisher events.Publisher
 	Metrics   *Metrics
-	// Operator returns the exchange core serving now (it changes on reload).
+	// Operator returns the operator surface of the exchange core serving now
+	// (exchange.Core.Operator; it changes on reload).
 	Operator func() Operator
 	// State returns the gateway's state, as the exchange core keeps it (nil while
 	// starting): read for GET /admin/state, replaced by the core's state protocol

@@ -83,7 +83,7 @@ func (m *Metrics) LastRefusals() map[string]Refusal {
 	return maps.Clone(m.refusals)
 }
 
-// ToolLister lists the tools with their modes (exchange.Core.Tools); ErrHealthOff means
+// ToolLister lists the tools with their modes (exchange.Operator.Tools); health.ErrOff means
 // there is nothing to export.
 type ToolLister func(ctx context.Context) ([]health.ToolStatus, error)
 

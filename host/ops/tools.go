@@ -292,12 +292,12 @@ func (a *Admin) state(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, out)
 }
 
-// CacheFigurer gives a tool's response-cache figures (exchange.Core implements it).
+// CacheFigurer gives a tool's response-cache figures (exchange.Operator implements it).
 type CacheFigurer interface {
 	CacheFigures(tool string) (cache.Figures, bool)
 }
 
-// CacheLister lists every tool's cache figures (exchange.Core implements it).
+// CacheLister lists every tool's cache figures (exchange.Operator implements it).
 type CacheLister interface {
 	AllCacheFigures() (map[string]cache.Figures, bool)
 }
@@ -322,7 +322,7 @@ func (a *Admin) cache(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, http.StatusOK, map[string]any{"tools": out})
 }
 
-// CachePurger is the response cache's operator surface (exchange.Core implements it).
+// CachePurger is the response cache's operator surface (exchange.Operator implements it).
 type CachePurger interface {
 	PurgeCache(ctx context.Context, a health.Action) ([]string, error)
 }
