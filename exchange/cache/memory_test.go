@@ -37,7 +37,8 @@ func entry(c *clock, tool string, n int, ttl time.Duration) Entry {
 func (m *Memory) sumSizes() (n, sum int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, it := range m.lru.Values() {
+	for e := m.lru.Front(); e != nil; e = e.Next() {
+		it := e.Value.(*item)
 		sum += it.entry.Size(it.key)
 		n++
 	}
