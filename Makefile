@@ -32,7 +32,7 @@ $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 # engine's. A second module: the exchange costs more than the engine module's budget
 # (RATIONALE.md, "The exchange in the module"). Budget 800,000 -> 810,000 B for issue 38
 # (803,476 B: answers a client could read otherwise withheld, task records by principal).
-EXCHANGE_SRC := $(PLUGIN_SRC) $(shell find exchange host/respcache -name '*.go' -not -name '*_test.go' -not -path 'exchange/exchangetest/*')
+EXCHANGE_SRC := $(PLUGIN_SRC) $(shell find exchange -name '*.go' -not -name '*_test.go' -not -path 'exchange/exchangetest/*')
 build.exchange: $(BUILD)/stategate-exchange.wasm
 
 $(BUILD)/stategate-exchange.wasm: $(EXCHANGE_SRC)

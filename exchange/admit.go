@@ -6,12 +6,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/session"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/exchange/toollist"
-	"github.com/tidwall/gjson"
 )
 
 // Verdict is what a host does with a request.
@@ -57,7 +61,7 @@ type Exchange struct {
 	taskID string // tasks/get, tasks/result: the task asked about
 	settle int    // how a tools/call exchange that settles a task finishes (settleMove, ...)
 
-	cached cacheState  // a cacheable call's entry and flight (cache.go)
+	cached cacheState  // a cacheable call's entry and flight (exchange/cache)
 	health healthState // its tool health accounting (health.go)
 
 	own bool // Session is a live gateway session: never sent upstream
@@ -86,12 +90,8 @@ type callState struct {
 
 // cacheState is a cacheable call's part in the response cache.
 type cacheState struct {
-	key       string        // the call's cache key ("" when it is not cached)
-	ttl       time.Duration // how long its entry lives
-	gen       string        // its tool's generation before the upstream call
-	flight    *flight       // set while it is the leader of its key's flight
-	flightKey string        // its flight's key: the cache key and the generation
-	purges    bool          // its success invalidates something: purge what it matches
+	cache.Call      // its key, and its flight while it leads one
+	purges     bool // its success invalidates something: purge what it matches
 }
 
 // healthState is a call's part in tool health.
@@ -117,7 +117,7 @@ const (
 // workflow keeps its lease after Admit returns, until the Exchange is closed.
 func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	ex := c.admit(ctx, h, body)
-	c.countLabel(CountRequests, MethodLabel(ex.Method))
+	c.countLabel(stats.CountRequests, stats.MethodLabel(ex.Method))
 	return ex
 }
 
@@ -138,12 +138,12 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if doc.IsObject() {
 		e = jsonrpc.ReadEnvelope(doc)
 	}
-	if IsGatewaySession(ex.Session) {
+	if session.IsGateway(ex.Session) {
 		if id := e.ID; id.Type == gjson.String || id.Type == gjson.Number {
 			ex.clientID = []byte(id.Raw)
 		}
-		if !c.sessionLive(ctx, ex.Session) {
-			return ex.reject(404, CodeSessionNotFound, SessionNotFoundText)
+		if !sessionLive(ctx, c, ex.Session) {
+			return ex.reject(404, session.CodeNotFound, session.NotFoundText)
 		}
 		ex.own = true
 	}
@@ -206,7 +206,7 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Enve
 		// send one it echoes faithfully, and give the client its own back.
 		ex.upstreamID = jsonrpc.MintID(len(id.Raw))
 		ex.Body = jsonrpc.Splice(body, id, ex.upstreamID)
-		c.count(CountIDsRemapped)
+		c.count(stats.CountIDsRemapped)
 	}
 	switch ex.Method {
 	case MethodToolsCall:
@@ -250,7 +250,7 @@ func (ex *Exchange) refuse(r *admission.Refusal) *Exchange {
 
 // reject answers a JSON-RPC error locally.
 func (ex *Exchange) reject(status, code int, msg string) *Exchange {
-	ex.core.count(CountRejected)
+	ex.core.count(stats.CountRejected)
 	ex.Verdict, ex.Status, ex.Body = Reply, status, jsonrpc.AppendError(nil, ex.clientID, code, msg)
 	return ex
 }

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/stats"
+	"github.com/stategate/stategate/plugin/engine"
 )
 
 // Unit tests of the core's side of stateSync.fromAnnotations, with the native engine and
@@ -64,7 +66,7 @@ func TestRemember_conflictMerges(t *testing.T) {
 			t.Errorf("%s: %q, want %q in %s", name, got, class, rec.Raw)
 		}
 	}
-	if n := c.Stats.Get(CountCASConflicts); n != 1 {
+	if n := c.Stats.Get(stats.CountCASConflicts); n != 1 {
 		t.Errorf("%d conflicts counted, want 1", n)
 	}
 }

@@ -10,14 +10,19 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/sse"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
-	"github.com/tidwall/gjson"
 )
 
 // ListChanged is the notification sent when a workflow moved and the visible tools changed.
@@ -46,13 +51,13 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	if status/100 != 2 {
 		ex.answered = true // the upstream refused the request: nothing ran
 		if status/100 == 5 && ex.Method == MethodToolsCall {
-			ex.reportHealth(ctx, healthError) // a broken server, for tool health
+			ex.reportHealth(ctx, health.Error) // a broken server, for tool health
 		}
 		return AnswerPass
 	}
 	if contentEncoding != "" && !strings.EqualFold(contentEncoding, "identity") {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer with content-encoding "+contentEncoding), "method", ex.Method)
-		ex.reportHealth(ctx, healthError) // an answer the gateway cannot read
+		ex.reportHealth(ctx, health.Error) // an answer the gateway cannot read
 		return AnswerPass
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
@@ -64,7 +69,7 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 	}
 	if status != 202 {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("answer of media type "+contentType), "method", ex.Method)
-		ex.reportHealth(ctx, healthError)
+		ex.reportHealth(ctx, health.Error)
 	}
 	return AnswerPass
 }
@@ -97,7 +102,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 			return ex.UnreadableAnswer(ctx), nil
 		}
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not valid JSON"), "method", ex.Method)
-		ex.reportHealth(ctx, healthError) // a broken answer, for tool health
+		ex.reportHealth(ctx, health.Error) // a broken answer, for tool health
 		return body, nil
 	}
 	if list != nil {
@@ -113,7 +118,7 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 	}
 	if !ok {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not a response to request "+string(ex.clientID)), "method", ex.Method)
-		ex.reportHealth(ctx, healthError)
+		ex.reportHealth(ctx, health.Error)
 		return body, nil
 	}
 	return ex.rewrite(ctx, body, root, result)
@@ -175,25 +180,25 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 			// The probe of an auto-disabled unit learnt nothing: it is freed (the engine's
 			// inconclusive probe), so the client's retry may probe, not wait for the claim
 			// to lapse. No workflow moves (isError), the lease goes below.
-			ex.transition(ctx, false, healthIncomplete, "")
+			ex.transition(ctx, false, health.Incomplete, "")
 		}
 		ex.health.due.Store(false)
 		if !ex.call.hold {
 			ex.releaseNow()
 		}
-		ex.called(OutcomeIncomplete)
+		ex.called(events.OutcomeIncomplete)
 	case ok:
 		before = ex.moveWorkflows(ctx, root, ok)
-		ex.called(OutcomeSuccess)
+		ex.called(events.OutcomeSuccess)
 	default:
 		before = ex.moveWorkflows(ctx, root, ok)
-		ex.called(OutcomeError)
+		ex.called(events.OutcomeError)
 	}
 	out := ex.decorateCall(ctx, msg, root, ok)
-	if ex.cached.key != "" {
+	if ex.cached.Key != "" {
 		// Read in place (out is not written to): the result is copied once, into the cache.
 		if m := parseOwned(out); jsonrpc.Succeeded(m) { // a result object
-			ex.cacheStore([]byte(m.Get("result").Raw))
+			ex.core.cache.Store(&ex.cached.Call, ex.Tool, []byte(m.Get("result").Raw))
 		}
 	}
 	return answer.WithDuration(out, ex.start), before
@@ -207,7 +212,7 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result, ok boo
 	var before [][]byte
 	outcome, code := "", ""
 	if c.facts.health && ex.health.due.CompareAndSwap(true, false) {
-		if outcome, code = healthOutcomeOf(root, ok); outcome == healthSuccess && ex.health.quiet {
+		if outcome, code = health.OutcomeOf(root, ok); outcome == health.Success && ex.health.quiet {
 			outcome = "" // nothing to count: no engine call, no store round trip
 		}
 	}
@@ -218,7 +223,7 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result, ok boo
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
 	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, ok, outcome, code) {
-		c.count(CountListChanged)
+		c.count(stats.CountListChanged)
 		before = append(before, ListChanged)
 		if ex.health.visible {
 			c.notify(ex.Session, ListChanged) // server-wide: every other client too
@@ -252,8 +257,8 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 	var cached []string // tools in the cache index, when this call may purge them
 	var indexErr error
 	if ex.cached.purges && ok {
-		if cached, _, indexErr = c.cachedTools(ctx); indexErr == nil && len(cached) > 0 {
-			known = unionTools(known, cached)
+		if cached, indexErr = c.cache.Tools(ctx); indexErr == nil && len(cached) > 0 {
+			known = cache.UnionTools(known, cached)
 		}
 	}
 	if known != nil {
@@ -282,7 +287,7 @@ func (ex *Exchange) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []
 	var purge []string
 	var inv gjson.Result
 	if len(ans.Get("invalidated.patterns").Array()) > 0 {
-		ex.core.count(CountInvalidations)
+		ex.core.count(stats.CountInvalidations)
 	}
 	if ex.cached.purges {
 		ans.Get("invalidated.tools").ForEach(func(_, t gjson.Result) bool {
@@ -304,12 +309,12 @@ func (ex *Exchange) purgeCached(ctx context.Context, indexErr error, purge []str
 		// Which cached tools this mutation invalidates cannot be known: this replica drops
 		// its cache; other replicas cannot be told (the fault is counted and logged).
 		c.Fault(abi.FaultCache, indexErr, "tool", ex.Tool)
-		c.cache.PurgeAll()
+		c.cache.DropAll()
 	}
 	if len(purge) > 0 {
 		// Before the answer goes out: once the client has it, no replica serves an entry
 		// from before this mutation.
-		if err := c.purgeTools(context.WithoutCancel(ctx), purge); err != nil {
+		if err := c.cache.Purge(context.WithoutCancel(ctx), purge); err != nil {
 			c.Fault(abi.FaultCache, err, "tool", ex.Tool)
 		} else {
 			ex.invalidated(inv, purge)
@@ -343,11 +348,11 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 		}
 		res = engine.AppendTimeoutResult(nil, ex.Tool, int(ex.timeout()/time.Millisecond))
 	}
-	ex.core.count(CountTimeouts)
+	ex.core.count(stats.CountTimeouts)
 	ex.upstreamDone()
-	ex.called(OutcomeTimeout)
+	ex.called(events.OutcomeTimeout)
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})
-	ex.reportHealth(context.Background(), healthTimeout)
+	ex.reportHealth(context.Background(), health.Timeout)
 	if ex.task {
 		return answer.WithDuration(tasks.Refusal(res, ex.clientID), ex.start)
 	}
@@ -368,7 +373,7 @@ func (ex *Exchange) timeout() time.Duration {
 // tools/call, the duration.
 func (ex *Exchange) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
-	return ex.errorAnswer(context.Background(), healthUnreachable, "the gateway could not get an answer from the MCP server")
+	return ex.errorAnswer(context.Background(), health.Unreachable, "the gateway could not get an answer from the MCP server")
 }
 
 // errorAnswer is the gateway's JSON-RPC error (-32603) for a request whose upstream answer
@@ -376,7 +381,7 @@ func (ex *Exchange) UpstreamError(err error) []byte {
 // is the outcome tool health counts.
 func (ex *Exchange) errorAnswer(ctx context.Context, health, text string) []byte {
 	ex.upstreamDone()
-	ex.called(OutcomeFailed)
+	ex.called(events.OutcomeFailed)
 	ex.refused(abi.DenyUpstreamUnavailable, gjson.Result{})
 	ex.reportHealth(ctx, health)
 	msg := jsonrpc.AppendError(nil, ex.clientID, jsonrpc.CodeInternal, text)

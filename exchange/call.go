@@ -5,13 +5,16 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
-	"github.com/tidwall/gjson"
 )
 
 // DefaultTimeout bounds an upstream call when check_limits could not be asked.
@@ -23,7 +26,7 @@ const DefaultTimeout = 30 * time.Second
 // h are the request's headers (nil for a hook host): the caller's credentials key its
 // cache entry.
 func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Params, h Headers) {
-	c.count(CountToolCalls)
+	c.count(stats.CountToolCalls)
 	if !ex.readCall(params) {
 		return
 	}
@@ -286,10 +289,10 @@ func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim 
 
 // deny answers check_limits' denial locally.
 func (c *Core) deny(ex *Exchange, ans gjson.Result) {
-	c.countLabel(CountDenied, DenialLabel(ans.Get("code").Str))
+	c.countLabel(stats.CountDenied, stats.DenialLabel(ans.Get("code").Str))
 	ex.releaseNow()
 	ex.answerLocal([]byte(ans.Get("result").Raw))
-	ex.called(OutcomeDenied)
+	ex.called(events.OutcomeDenied)
 	ex.refused(ans.Get("code").Str, ans.Get("details"))
 }
 
@@ -306,9 +309,10 @@ func (c *Core) admitted(ctx context.Context, ex *Exchange, lim *limits, h Header
 		// user gave. Only a listed tool gets an index entry, a generation and figures:
 		// names a client makes up leave no record (upstreamListed).
 		if k := lim.cache.Get("key"); k.Str != "" && !ex.task && !ex.call.retry && listed {
-			ex.cached.key = c.callers.key(k.Str, h) // never shared across credentials
-			ex.cached.ttl = time.Duration(lim.cache.Get("ttlMs").Int()) * time.Millisecond
-			if c.cacheLookup(ctx, ex, ex.Timeout) {
+			ex.cached.Key = c.cache.Key(k.Str, h) // never shared across credentials
+			ex.cached.TTL = time.Duration(lim.cache.Get("ttlMs").Int()) * time.Millisecond
+			if hit, ok := c.cache.Lookup(ctx, &ex.cached.Call, ex.Tool, ex.Timeout); ok {
+				ex.answerCached(hit)
 				return // answered from the cache (or by an identical call's answer)
 			}
 		}
@@ -317,7 +321,7 @@ func (c *Core) admitted(ctx context.Context, ex *Exchange, lim *limits, h Header
 	// or pins): its calls count here too, though this core has not seen the list yet.
 	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.health && ex.call.st.hasHealthRecord())
 	ex.health.quiet = lim.quietOnSuccess.Type == gjson.True
-	c.count(CountAllowed)
+	c.count(stats.CountAllowed)
 }
 
 // maxStateKeyInput bounds the check_limits inputs whose state keys are remembered (the
@@ -357,7 +361,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 	var pe *PluginError
 	if errors.As(err, &pe) && pe.causedByRequest() {
 		ex.reject(200, jsonrpc.CodeInvalidParams, "invalid params: "+pe.Message)
-		ex.refused(RefusedInvalidParams, gjson.Result{})
+		ex.refused(events.RefusedInvalidParams, gjson.Result{})
 		return
 	}
 	f, text := abi.FaultLimitsPlugin, abi.GateUnavailableText
@@ -375,11 +379,11 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 		ex.health.due.Store(c.healthFor(ex.Tool))
 		return
 	}
-	c.countLabel(CountDenied, abi.DenyGateUnavailable)
+	c.countLabel(stats.CountDenied, abi.DenyGateUnavailable)
 	details := jsonx.AppendString([]byte(`{"tool":`), ex.Tool)
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))
-	ex.called(OutcomeDenied)
+	ex.called(events.OutcomeDenied)
 	ex.refused(abi.DenyGateUnavailable, gjson.Result{})
 }
 

@@ -17,10 +17,14 @@ import (
 	"context"
 	"time"
 
-	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange/internal/deadline"
-	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/tidwall/gjson"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/internal/deadline"
+	"github.com/stategate/stategate/exchange/stats"
+	"github.com/stategate/stategate/exchange/tasks"
 )
 
 // Plugin runs one engine export: the Wasm module through a pool (gateway) or the engine
@@ -48,7 +52,7 @@ type Options struct {
 	Reporter Reporter
 	// Publisher receives the core's events (tool_called, workflow_transitioned, ...);
 	// nil publishes nothing.
-	Publisher Publisher
+	Publisher events.Publisher
 	// Config is the stategate configuration the plugin runs with. The core takes the facts
 	// it needs (bound tools, principal header, longest timeout, listChanged) from the
 	// plugin's check_config; Config is read only for a module too old to answer them.
@@ -63,7 +67,7 @@ type Options struct {
 	CASRetries int
 	// NewCache makes the replica's response cache when the configuration has a cache
 	// section (nil: no cache, whatever the configuration says; the Envoy filter has none).
-	NewCache func(CacheLimits) Cache
+	NewCache func(cache.Limits) cache.Cache
 	// Notify delivers a notification (notifications/tools/list_changed when tool health
 	// changed the visible tools) on the standing stream of every session but except's;
 	// nil for a host without standing streams.
@@ -81,25 +85,21 @@ type Options struct {
 
 // Core is one configuration's exchange logic; it is safe for concurrent use.
 type Core struct {
-	plugin      Plugin
-	state       State
-	caps        Capabilities // state's, as it declared them (read once, here)
-	reporter    Reporter
-	publisher   Publisher
-	publishing  bool // a Publisher was given: per-call events are built at all
-	opts        Options
-	facts       facts
-	lists       toolLists // the tool list: its memos, names and declarations (tools.go)
-	cache       Cache     // nil: no response cache
-	cacheLimits CacheLimits
-	flights     flights
-	callers     *callerKeys // folds the caller's credentials into cache keys
-	figures     toolFigures
-	unitKeys    *keyMemo     // tool -> its health keys (unbound tools)
-	stateKeys   *keyMemo     // check_limits input -> the state keys it asked for (bound tools, no health)
-	tasks       tasks.Leases // leases held for running tasks of moving calls
+	plugin     Plugin
+	state      State
+	caps       Capabilities // state's, as it declared them (read once, here)
+	reporter   Reporter
+	publisher  events.Publisher
+	publishing bool // a Publisher was given: per-call events are built at all
+	opts       Options
+	facts      facts
+	lists      toolLists      // the tool list: its memos, names and declarations (tools.go)
+	cache      *cache.Service // nil: no response cache
+	unitKeys   *keyMemo       // tool -> its health keys (unbound tools)
+	stateKeys  *keyMemo       // check_limits input -> the state keys it asked for (bound tools, no health)
+	tasks      tasks.Leases   // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
-	Stats *Stats
+	Stats *stats.Stats
 }
 
 // New returns a Core.
@@ -121,10 +121,10 @@ func New(opts Options) *Core {
 	}
 	publishing := opts.Publisher != nil
 	if !publishing {
-		opts.Publisher = nopPublisher{}
+		opts.Publisher = events.Nop{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &Stats{}}
+		facts: factsOf(opts.Plugin, opts.Config), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &stats.Stats{}}
 	c.publishing = publishing
 	if prev := opts.Previous; prev != nil {
 		c.Stats = prev.Stats
@@ -132,10 +132,7 @@ func New(opts Options) *Core {
 	c.lists.init(c, opts.Previous) // the new configuration checked against the names known
 	c.opts.Previous = nil          // the old core is not kept alive
 	if c.facts.cache != nil && opts.NewCache != nil {
-		c.cacheLimits = *c.facts.cache
-		c.cache = opts.NewCache(c.cacheLimits)
-		c.flights.m = map[string]*flight{}
-		c.callers = newCallerKeys(c.facts.principal, c.facts.varyHeaders)
+		c.cache = c.newCache(*c.facts.cache)
 	}
 	return c
 }
@@ -158,7 +155,7 @@ func (c *Core) LeaseTTL() time.Duration { return c.facts.leaseTTL }
 // caller must carry out is returned. Hosts report the faults they find themselves here too.
 func (c *Core) Fault(f abi.Fault, err error, attrs ...any) abi.Policy {
 	p := abi.PolicyFor(f)
-	c.Stats.faults[f].Add(1)
+	c.Stats.AddFault(f)
 	c.reporter.Fault(f, p, err, attrs...)
 	return p
 }
@@ -166,7 +163,7 @@ func (c *Core) Fault(f abi.Fault, err error, attrs ...any) abi.Policy {
 type nopReporter struct{}
 
 func (nopReporter) Fault(abi.Fault, abi.Policy, error, ...any) {}
-func (nopReporter) Count(Counter)                              {}
+func (nopReporter) Count(stats.Counter)                        {}
 
 // facts are what a host needs to know about a configuration, as the engine's check_config
 // answers them under "host" (ABI.md): the core never reads the configuration itself.
@@ -176,7 +173,7 @@ type facts struct {
 	listChanged bool            // declare capabilities.tools.listChanged in initialize
 	separator   string          // names.separator, for matching tool names against globs
 	decorates   bool            // decorate_result can change a tools/call answer; else skipped
-	cache       *CacheLimits    // the cache section; nil without one
+	cache       *cache.Limits   // the cache section; nil without one
 	varyHeaders []string        // cache.varyHeaders: headers that split cache entries
 	health      bool            // tool health is configured: report every call's outcome
 	principal   string
@@ -212,7 +209,7 @@ func factsOfHost(host gjson.Result) facts {
 		f.separator = "."
 	}
 	if cc := host.Get("cache"); cc.IsObject() {
-		f.cache = &CacheLimits{MaxEntries: int(cc.Get("maxEntries").Int()), MaxSizeBytes: int(cc.Get("maxSizeBytes").Int()),
+		f.cache = &cache.Limits{MaxEntries: int(cc.Get("maxEntries").Int()), MaxSizeBytes: int(cc.Get("maxSizeBytes").Int()),
 			MaxEntryBytes: int(cc.Get("maxEntryBytes").Int()), TTL: time.Duration(cc.Get("ttlMs").Int()) * time.Millisecond,
 			HighWaterMark: cc.Get("highWaterMark").Float()}
 		cc.Get("varyHeaders").ForEach(func(_, h gjson.Result) bool {
@@ -264,5 +261,5 @@ func leaseTTL(longestMs int64) time.Duration {
 // (hosts log, count and export them).
 type Reporter interface {
 	Fault(f abi.Fault, p abi.Policy, err error, attrs ...any)
-	Count(c Counter)
+	Count(c stats.Counter)
 }

@@ -20,12 +20,7 @@ func (c *Core) Footprint() Footprint {
 	f.SeenNames = c.lists.seen.Len()
 	f.UnitKeys = c.unitKeys.lru.Len()
 	f.StateKeys = c.stateKeys.lru.Len()
-	c.figures.mu.Lock()
-	f.CacheFigures = len(c.figures.m)
-	c.figures.mu.Unlock()
+	f.CacheFigures, f.Flights = c.cache.Footprint()
 	f.KnownSessions = c.lists.known.Len()
-	c.flights.mu.Lock()
-	f.Flights = len(c.flights.m)
-	c.flights.mu.Unlock()
 	return f
 }

@@ -7,11 +7,13 @@ import (
 	"os"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/session"
 	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/plugin/engine"
-	"github.com/tidwall/gjson"
 )
 
 func testCore(t testing.TB) *Core {
@@ -38,7 +40,7 @@ func fuzzSeeds(f *testing.F) {
 	} {
 		f.Add(s, "2025-06-18", "s1", "")
 		f.Add(s, "2025-03-26", "", "tools/call")
-		f.Add(s, "2025-06-18", SessionPrefix+"AAAA", "")
+		f.Add(s, "2025-06-18", session.Prefix+"AAAA", "")
 	}
 }
 
@@ -48,13 +50,13 @@ func fuzzSeeds(f *testing.F) {
 func FuzzAdmit(f *testing.F) {
 	fuzzSeeds(f)
 	c := testCore(f)
-	f.Fuzz(func(t *testing.T, body, version, session, method string) {
+	f.Fuzz(func(t *testing.T, body, version, sid, method string) {
 		h := http.Header{}
 		h.Set("MCP-Protocol-Version", version)
-		h.Set("Mcp-Session-Id", session)
+		h.Set("Mcp-Session-Id", sid)
 		h.Set("Mcp-Method", method)
 		ex := c.Admit(context.Background(), h, []byte(body))
-		if IsGatewaySession(h.Get("Mcp-Session-Id")) && ex.Verdict != Reply {
+		if session.IsGateway(h.Get("Mcp-Session-Id")) && ex.Verdict != Reply {
 			// The core issued no session here: every id of its form is unknown (404).
 			t.Fatalf("an unknown gateway session went on (verdict %v): %s", ex.Verdict, body)
 		}

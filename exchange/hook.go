@@ -7,10 +7,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange/jsonrpc"
-	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
+	"github.com/stategate/stategate/plugin/jsonx"
 )
 
 // Entry points for hosts that see a tools/call as hooks around it rather than as one
@@ -25,7 +28,7 @@ import (
 // Exchange be closed: a moving call marked sent then keeps its lease, as its outcome is
 // unknown).
 func (c *Core) AdmitCall(ctx context.Context, session string, params []byte) *Exchange {
-	c.countLabel(CountRequests, MethodToolsCall)
+	c.countLabel(stats.CountRequests, MethodToolsCall)
 	ex := &Exchange{core: c, start: time.Now(), Session: session, Method: MethodToolsCall,
 		clientID: []byte("0"), upstreamID: []byte("0")}
 	switch {
@@ -85,12 +88,12 @@ func (ex *Exchange) FinishCall(ctx context.Context, result []byte) []byte {
 	}
 	r := bytes.TrimSpace(result)
 	if len(r) == 0 || string(r) == "null" {
-		ex.called(OutcomeFailed)
+		ex.called(events.OutcomeFailed)
 		return nil
 	}
 	if len(r) > ex.core.opts.MaxBodyBytes || jsonx.Validate(r, maxValidateDepth) != nil || !gjson.ParseBytes(r).IsObject() {
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the call's result is not one JSON object"), "tool", ex.Tool)
-		ex.called(OutcomeFailed)
+		ex.called(events.OutcomeFailed)
 		return nil
 	}
 	msg := jsonrpc.AppendResult(nil, ex.upstreamID, r)

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
+
+	"github.com/stategate/stategate/plugin/engine"
 )
 
 // The hook entry points (AdmitCall, FinishCall), on the native engine and an in-memory

@@ -3,6 +3,9 @@ package exchange
 import (
 	"time"
 
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/stats"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -18,12 +21,12 @@ func (c *Core) LeaseWait() time.Duration { return c.opts.LeaseWait }
 // admission because its channel stayed busy with other calls (err says why), and returns
 // the CallToolResult to answer: a retryable GATE_UNAVAILABLE denial.
 func (c *Core) RefuseBusy(tool, channel string, err error) []byte {
-	c.count(CountToolCalls)
-	c.countLabel(CountDenied, abi.DenyGateUnavailable)
+	c.count(stats.CountToolCalls)
+	c.countLabel(stats.CountDenied, abi.DenyGateUnavailable)
 	c.Fault(abi.FaultGateBusy, errBusy{err}, "tool", tool, "channel", channel)
 	if c.publishing && tool != "" {
-		c.publish(Event{Type: EventCallRefused, Tool: tool, Data: map[string]any{
-			"code": abi.DenyGateUnavailable, "session": SessionDigest(channel)}})
+		c.publish(events.Event{Type: events.EventCallRefused, Tool: tool, Data: map[string]any{
+			"code": abi.DenyGateUnavailable, "session": events.SessionDigest(channel)}})
 	}
 	details := jsonx.AppendString([]byte(`{"tool":`), tool)
 	return engine.AppendErrorResult(nil, abi.DenyGateUnavailable, abi.GateBusyText, string(append(details, '}')))

@@ -2,16 +2,12 @@
 
 package exchange
 
-import (
-	"context"
-	"crypto/rand"
-	"time"
-)
+import "crypto/rand"
 
 // The core in the TinyGo module (-scheduler=none: no goroutines) runs one call at a time,
-// and the host owns time: a flight is never joined (waiting would block the only thread).
-// runtime_native.go has the native versions; exchange/internal/deadline bounds contexts,
-// exchange/tasks lets a task's lease lapse.
+// and the host owns time. runtime_native.go has the native versions;
+// exchange/internal/deadline bounds contexts, exchange/tasks lets a task's lease lapse, a
+// cache flight is never joined (exchange/cache/wait_tinygo.go).
 
 const base32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 
@@ -24,6 +20,3 @@ func randomText() string {
 	}
 	return string(b[:])
 }
-
-// waitFlight never waits: the call goes upstream itself.
-func waitFlight(context.Context, *flight, time.Duration) bool { return false }

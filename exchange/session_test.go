@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stategate/stategate/abi"
 	"github.com/tidwall/gjson"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/session"
+	"github.com/stategate/stategate/exchange/stats"
 )
 
 // Unit tests of gateway sessions (session.go) with the native engine and an in-memory State;
@@ -49,22 +52,22 @@ func TestAnswerSession_issuesOnlyForAStatelessSessionEraInitialize(t *testing.T)
 	a := initialize(t, c, initializeBody, 200, "")
 	b := initialize(t, c, initializeBody, 200, "")
 	for _, id := range []string{a, b} {
-		if !IsGatewaySession(id) || len(id) != len(SessionPrefix)+43 {
-			t.Fatalf("issued %q: want %q and 43 characters", id, SessionPrefix)
+		if !session.IsGateway(id) || len(id) != len(session.Prefix)+43 {
+			t.Fatalf("issued %q: want %q and 43 characters", id, session.Prefix)
 		}
 		for _, r := range id {
 			if r < 0x21 || r > 0x7e {
 				t.Fatalf("issued %q: not visible ASCII", id)
 			}
 		}
-		if _, ok := st.vals[sessionRecordKey(id)]; !ok {
+		if _, ok := st.vals[session.RecordKey(id)]; !ok {
 			t.Errorf("no record stored for %s", id)
 		}
 	}
 	if a == b {
 		t.Fatalf("two initializes got the same session %s", a)
 	}
-	if got := c.Stats.Get(CountSessionsIssued); got != 2 {
+	if got := c.Stats.Get(stats.CountSessionsIssued); got != 2 {
 		t.Errorf("sessions_issued = %d, want 2", got)
 	}
 	for _, tt := range []struct {
@@ -109,27 +112,27 @@ func TestGatewaySession_unknownIdsAre404(t *testing.T) {
 	c := testCore(t)
 	live := initialize(t, c, initializeBody, 200, "")
 	for _, id := range []string{
-		SessionPrefix + strings.Repeat("A", 43),  // well formed, never issued
+		session.Prefix + strings.Repeat("A", 43), // well formed, never issued
 		live + "x",                               // longer than any issued id
 		strings.Replace(live, ".", ".x", 1)[:53], // one character changed
-		SessionPrefix,
+		session.Prefix,
 	} {
 		ex := c.Admit(context.Background(), headers(id), []byte(`{"jsonrpc":"2.0","id":"r1","method":"tools/call","params":{"name":"countries.list"}}`))
 		if ex.Verdict != Reply || ex.Status != 404 {
 			t.Fatalf("POST with %q: verdict %v status %d", id, ex.Verdict, ex.Status)
 		}
-		if want := `{"jsonrpc":"2.0","id":"r1","error":{"code":-32001,"message":"` + SessionNotFoundText + `"}}`; string(ex.Body) != want {
+		if want := `{"jsonrpc":"2.0","id":"r1","error":{"code":-32001,"message":"` + session.NotFoundText + `"}}`; string(ex.Body) != want {
 			t.Errorf("POST with %q answered %s", id, ex.Body)
 		}
 		for _, m := range []string{"GET", "DELETE", "PUT"} {
 			chk := c.CheckSession(context.Background(), m, headers(id))
-			if chk.Action != SessionReply || chk.Status != 404 || gjson.GetBytes(chk.Body, "error.code").Int() != CodeSessionNotFound {
+			if chk.Action != session.Reply || chk.Status != 404 || gjson.GetBytes(chk.Body, "error.code").Int() != session.CodeNotFound {
 				t.Errorf("%s with %q: %+v", m, id, chk)
 			}
 		}
 	}
 	// A notification (which the core otherwise passes) is refused too.
-	ex := c.Admit(context.Background(), headers(SessionPrefix+"nope"), []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	ex := c.Admit(context.Background(), headers(session.Prefix+"nope"), []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	if ex.Verdict != Reply || ex.Status != 404 {
 		t.Errorf("notification with an unknown gateway session: verdict %v status %d", ex.Verdict, ex.Status)
 	}
@@ -140,27 +143,27 @@ func TestCheckSession(t *testing.T) {
 	st := c.state.(*testState)
 	id := initialize(t, c, initializeBody, 200, "")
 	ctx := context.Background()
-	if chk := c.CheckSession(ctx, "GET", headers("upstream-1")); chk.Action != SessionAsIs {
+	if chk := c.CheckSession(ctx, "GET", headers("upstream-1")); chk.Action != session.AsIs {
 		t.Errorf("the upstream's session: %+v", chk)
 	}
-	if chk := c.CheckSession(ctx, "GET", headers("")); chk.Action != SessionAsIs {
+	if chk := c.CheckSession(ctx, "GET", headers("")); chk.Action != session.AsIs {
 		t.Errorf("no session: %+v", chk)
 	}
-	for m, want := range map[string]SessionAction{"POST": SessionOwn, "PUT": SessionOwn, "GET": SessionStream} {
+	for m, want := range map[string]session.Action{"POST": session.Own, "PUT": session.Own, "GET": session.Stream} {
 		if chk := c.CheckSession(ctx, m, headers(id)); chk.Action != want || chk.ID != id {
 			t.Errorf("%s of a live gateway session: %+v, want action %v", m, chk, want)
 		}
 	}
 	call(t, c, id, "cart.add_item")
 	chk := c.CheckSession(ctx, "DELETE", headers(id))
-	if chk.Action != SessionReply || chk.Status != 200 || chk.Body != nil {
+	if chk.Action != session.Reply || chk.Status != 200 || chk.Body != nil {
 		t.Fatalf("DELETE: %+v", chk)
 	}
-	if len(st.forgot) != 1 || !slices.Contains(st.forgot[0], sessionRecordKey(id)) ||
+	if len(st.forgot) != 1 || !slices.Contains(st.forgot[0], session.RecordKey(id)) ||
 		!slices.ContainsFunc(st.forgot[0], func(k string) bool { return strings.HasSuffix(k, "/session//"+id) && strings.Contains(k, "/checkout/") }) {
 		t.Errorf("DELETE forgot %q; want the record and the workflow's session key", st.forgot)
 	}
-	if got := c.Stats.Get(CountSessionsEnded); got != 1 {
+	if got := c.Stats.Get(stats.CountSessionsEnded); got != 1 {
 		t.Errorf("sessions_ended = %d", got)
 	}
 }
@@ -175,7 +178,7 @@ func TestGatewaySession_upstream404KeepsIt(t *testing.T) {
 		ex := c.Admit(context.Background(), headers(s), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 		ex.Classify(context.Background(), 404, "application/json", "")
 	}
-	if len(st.forgot) != 1 || slices.Contains(st.forgot[0], sessionRecordKey(id)) {
+	if len(st.forgot) != 1 || slices.Contains(st.forgot[0], session.RecordKey(id)) {
 		t.Errorf("forgot %q; want only the upstream's session", st.forgot)
 	}
 }
@@ -198,7 +201,7 @@ func TestGatewaySession_storeDown(t *testing.T) {
 	if got := initialize(t, c, initializeBody, 200, ""); got != "" {
 		t.Errorf("issued %q with the store down", got)
 	}
-	id := SessionPrefix + strings.Repeat("B", 43)
+	id := session.Prefix + strings.Repeat("B", 43)
 	ex := c.Admit(context.Background(), headers(id), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	if ex.Verdict != Forward || !ex.OwnSession() {
 		t.Errorf("a request with the store down: verdict %v own %v", ex.Verdict, ex.OwnSession())

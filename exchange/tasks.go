@@ -6,11 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stategate/stategate/exchange/stats"
+
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/tasks"
-	"github.com/tidwall/gjson"
 )
 
 // MCP tasks (2025-11-25, experimental; the io.modelcontextprotocol/tasks extension in
@@ -49,7 +52,7 @@ const (
 // kept for the task (tasks.Leases) instead of being released when the exchange closes.
 func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 	c := ex.core
-	c.count(CountTasksCreated)
+	c.count(stats.CountTasksCreated)
 	ex.health.due.Store(false) // counted when the task ends
 	key := tasks.Key(ex.principal, id)
 	rec := tasks.Record{Tool: ex.Tool, Input: string(ex.call.input) + "}", Moves: ex.call.moves, Purges: ex.cached.purges}
@@ -126,7 +129,7 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 		task: true, answered: true,
 		call: callState{input: []byte(strings.TrimSuffix(rec.Input, "}")), moves: rec.Moves}}
 	if won {
-		c.count(CountTasksSettled)
+		c.count(stats.CountTasksSettled)
 		tex.settle = settleMove
 		tex.cached.purges = rec.Purges && completed
 		tex.call.lease = c.tasks.Take(key)

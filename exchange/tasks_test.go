@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stategate/stategate/exchange/stats"
+
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/plugin/engine"
-	"github.com/tidwall/gjson"
 )
 
 // Unit tests of MCP tasks in the core, with the native engine and an in-memory State with
@@ -95,10 +98,10 @@ func TestTask_settledOnceWhateverSeesItFirst(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if got := c.Stats.Get(CountTasksSettled); got != 1 {
+		if got := c.Stats.Get(stats.CountTasksSettled); got != 1 {
 			t.Fatalf("round %d: settled %d times, want once", round, got)
 		}
-		if got := c.Stats.Get(CountTransitions); got != 1 {
+		if got := c.Stats.Get(stats.CountTransitions); got != 1 {
 			t.Fatalf("round %d: %d snapshots stored, want one move", round, got)
 		}
 		if got := stateOf(t, st); got != "has_items" {
@@ -151,13 +154,13 @@ func TestTask_endsWithoutMoving(t *testing.T) {
 				strings.Contains(string(out), "System:") || len(before) != 0 {
 				t.Fatalf("answer: %s %q", out, before)
 			}
-			if got := stateOf(t, st); got != "empty" || c.Stats.Get(CountTransitions) != 0 {
+			if got := stateOf(t, st); got != "empty" || c.Stats.Get(stats.CountTransitions) != 0 {
 				t.Fatalf("a task that ended %s moved the workflow to %s", end.name, got)
 			}
 			if st.leased() {
 				t.Fatal("the lease outlived the settlement")
 			}
-			if got := c.Stats.Get(CountTasksSettled); got != 1 {
+			if got := c.Stats.Get(stats.CountTasksSettled); got != 1 {
 				t.Fatalf("settled %d times", got)
 			}
 		})
@@ -209,8 +212,8 @@ func TestTask_settledFromAnotherSession(t *testing.T) {
 	ex := c.Admit(ctx, headers("s2"), []byte(`{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"T"}}`))
 	out, _ := ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"added"}]}}`))
 	ex.Close()
-	if c.Stats.Get(CountTasksSettled) != 1 || stateOf(t, st) != "has_items" {
-		t.Fatalf("the task's end read from another session settled %d times, state %s", c.Stats.Get(CountTasksSettled), stateOf(t, st))
+	if c.Stats.Get(stats.CountTasksSettled) != 1 || stateOf(t, st) != "has_items" {
+		t.Fatalf("the task's end read from another session settled %d times, state %s", c.Stats.Get(stats.CountTasksSettled), stateOf(t, st))
 	}
 	if !strings.Contains(string(out), "durationMs") {
 		t.Fatalf("the result read from another session is not decorated: %s", out)
@@ -219,8 +222,8 @@ func TestTask_settledFromAnotherSession(t *testing.T) {
 		t.Fatal("the lease outlived the settlement")
 	}
 	c.Observe(ctx, headers("s3"), []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T","status":"completed"}}`))
-	if c.Stats.Get(CountTasksSettled) != 1 || c.Stats.Get(CountTransitions) != 1 {
-		t.Fatalf("settled %d times, %d transitions: want once", c.Stats.Get(CountTasksSettled), c.Stats.Get(CountTransitions))
+	if c.Stats.Get(stats.CountTasksSettled) != 1 || c.Stats.Get(stats.CountTransitions) != 1 {
+		t.Fatalf("settled %d times, %d transitions: want once", c.Stats.Get(stats.CountTasksSettled), c.Stats.Get(stats.CountTransitions))
 	}
 }
 
@@ -256,11 +259,11 @@ func TestTask_otherPrincipalsCannotSettle(t *testing.T) {
 		ex.Close()
 		c.Observe(ctx, as(s, "bob"), []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T","status":"completed"}}`))
 	}
-	if n := c.Stats.Get(CountTasksSettled); n != 0 {
+	if n := c.Stats.Get(stats.CountTasksSettled); n != 0 {
 		t.Fatalf("another principal settled alice's task (%d)", n)
 	}
 	c.Observe(ctx, as("s2", "alice"), []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T","status":"completed"}}`))
-	if n := c.Stats.Get(CountTasksSettled); n != 1 {
+	if n := c.Stats.Get(stats.CountTasksSettled); n != 1 {
 		t.Fatalf("alice's task read from her new session settled %d times, want once", n)
 	}
 }
@@ -278,7 +281,7 @@ func TestTask_reusedIDStaysWithItsSession(t *testing.T) {
 	}
 	for i, s := range []string{"s2", "s1", "s2"} {
 		c.Observe(ctx, headers(s), []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"T","status":"completed"}}`))
-		if n, want := c.Stats.Get(CountTasksSettled), int64(min(i+1, 2)); n != want {
+		if n, want := c.Stats.Get(stats.CountTasksSettled), int64(min(i+1, 2)); n != want {
 			t.Fatalf("after %d ends: settled %d times, want %d", i+1, n, want)
 		}
 	}
@@ -318,7 +321,7 @@ func FuzzTaskAnswers(f *testing.F) {
 			ex.Close()
 			c.Observe(ctx, headers("s1"), []byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":`+later+`}`))
 		}
-		if n := c.Stats.Get(CountTransitions); n > 1 {
+		if n := c.Stats.Get(stats.CountTransitions); n > 1 {
 			t.Fatalf("the workflow moved %d times", n)
 		}
 	})
@@ -370,7 +373,7 @@ func FuzzTaskRecords(f *testing.F) {
 				who = "bob"
 			}
 			h := as(fmt.Sprintf("%s%d", who[:1], sessions[who]), who)
-			settled := c.Stats.Get(CountTasksSettled)
+			settled := c.Stats.Get(stats.CountTasksSettled)
 			end := "" // the end this op shows, if any
 			switch op := b & 0x7f % 9; op {
 			case 0:
@@ -414,7 +417,7 @@ func FuzzTaskRecords(f *testing.F) {
 				}
 				ex.Close()
 			}
-			got := c.Stats.Get(CountTasksSettled)
+			got := c.Stats.Get(stats.CountTasksSettled)
 			switch {
 			case who == "bob" && got != settled:
 				t.Fatalf("op %d: bob settled alice's task (ops %v)", i, ops)

@@ -5,12 +5,18 @@ import (
 	"errors"
 	"time"
 
+	"github.com/stategate/stategate/exchange/session"
+
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/stats"
+
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/toollist"
-	"github.com/tidwall/gjson"
 )
 
 // toolLists is the core's tool-list service: what it keeps of the upstream's lists
@@ -195,9 +201,9 @@ func (l *toolLists) elems(ctx context.Context, scope []byte, st *loaded) func(el
 // message with it (whole, when the list was assembled in the message already).
 func (l *toolLists) decorated(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result, d *toollist.Decorated, whole []byte) []byte {
 	c := l.c
-	c.count(CountListsDecorated)
+	c.count(stats.CountListsDecorated)
 	if d.Withheld > 0 {
-		c.countN(CountToolsWithheld, d.Withheld) // tool objects that repeat a member: removed from the list
+		c.countN(stats.CountToolsWithheld, d.Withheld) // tool objects that repeat a member: removed from the list
 	}
 	names := gjson.Parse(d.Names)
 	if ex.Session != "" {
@@ -237,7 +243,7 @@ func (l *toolLists) remember(ctx context.Context, input func() []byte, out []byt
 			return
 		}
 		if failed == nil {
-			c.count(CountCASConflicts)
+			c.count(stats.CountCASConflicts)
 			var fresh []Slot
 			if fresh, failed = c.state.Load(ctx, lost, false); failed == nil {
 				st = st.with(lost, fresh)
@@ -280,30 +286,30 @@ func cacheHints(result []byte, principal string) []byte {
 
 // EndSession frees a session's state (DELETE, or 404 from the upstream); a gateway
 // session's record goes with it, so the session is over on every replica.
-func (c *Core) EndSession(ctx context.Context, session, principal string) {
-	if session == "" {
+func (c *Core) EndSession(ctx context.Context, sid, principal string) {
+	if sid == "" {
 		return
 	}
-	c.lists.known.Forget(session)
+	c.lists.known.Forget(sid)
 	var keys []string
-	if IsGatewaySession(session) {
-		keys = append(keys, sessionRecordKey(session))
-		c.count(CountSessionsEnded)
+	if session.IsGateway(sid) {
+		keys = append(keys, session.RecordKey(sid))
+		c.count(stats.CountSessionsEnded)
 	}
-	ex := &Exchange{Session: session, principal: principal}
+	ex := &Exchange{Session: sid, principal: principal}
 	in := append(ex.appendScope(nil), emptyListProbe...)
 	in = append(in, '}')
 	out, err := c.plugin.Call(ctx, abi.FuncDecorateTools, in)
 	if err = pluginErr(out, err); err != nil {
-		c.Fault(abi.FaultClearSession, err, "session", session)
+		c.Fault(abi.FaultClearSession, err, "session", sid)
 		if keys == nil {
 			return
 		}
 		out = nil // the record is still forgotten: the session must end
 	}
 	keys = append(keys, workflowKeys(strs(gjson.GetBytes(out, "needState")))...)
-	if err := c.state.Forget(context.WithoutCancel(ctx), session, keys); err != nil {
-		c.Fault(abi.FaultClearSession, err, "session", session)
+	if err := c.state.Forget(context.WithoutCancel(ctx), sid, keys); err != nil {
+		c.Fault(abi.FaultClearSession, err, "session", sid)
 	}
 }
 
@@ -354,7 +360,7 @@ func (c *Core) ListedNames() []string { return toollist.Names(c.lists.listed, c.
 
 // ConfigReporter is an optional Reporter extension: the core reports each unknown name
 // once per configuration, when it is first found (the gateway logs it). The core also
-// publishes it as an EventConfigUnknownTool.
+// publishes it as an events.EventConfigUnknownTool.
 type ConfigReporter interface {
 	UnknownTool(toollist.UnknownTool)
 }
@@ -392,7 +398,7 @@ func newChecker(c *Core) toollist.Checker {
 			if cr, ok := c.reporter.(ConfigReporter); ok {
 				cr.UnknownTool(t)
 			}
-			c.publish(Event{Type: EventConfigUnknownTool, Tool: t.Name, Data: map[string]any{"glob": t.Glob, "where": t.Where}})
+			c.publish(events.Event{Type: events.EventConfigUnknownTool, Tool: t.Name, Data: map[string]any{"glob": t.Glob, "where": t.Where}})
 		},
 	}
 }

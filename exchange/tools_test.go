@@ -8,9 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stategate/stategate/exchange/stats"
+
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/engine"
-	"github.com/tidwall/gjson"
 )
 
 // TestDecorateIncremental is the property that incremental decoration (toollist.Tools) is
@@ -121,7 +124,7 @@ func incrementalAgrees(t *testing.T, cfg []byte, seed int64) (incBytes, fullByte
 		}
 		fullSt.mu.Unlock()
 		incSt.mu.Unlock()
-		for _, k := range []Counter{CountListsDecorated, CountToolsWithheld} {
+		for _, k := range []stats.Counter{stats.CountListsDecorated, stats.CountToolsWithheld} {
 			if a, b := inc.Stats.Get(k), full.Stats.Get(k); a != b {
 				t.Fatalf("seed %d step %d: count %v %d, full decoration %d", seed, step, k, a, b)
 			}

@@ -6,11 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/jsonx"
-	"github.com/tidwall/gjson"
 )
 
 // The end of a tools/call: its transition (compare-and-set, re-read on conflict, the last
@@ -64,11 +67,11 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		if len(lost) == 0 {
 			ex.transitioned(ans, failed)
 			if h := m[2]; h.Exists() && !failedHealth(failed) {
-				ex.health.visible = c.healthEvents(h)
+				ex.health.visible = health.Changed(h, c.publish)
 			}
 			return visible
 		}
-		c.count(CountCASConflicts)
+		c.count(stats.CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost, false)
 		if err != nil {
 			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
@@ -133,7 +136,7 @@ func (ex *Exchange) storeWrites(ctx context.Context, st *loaded, writes []write,
 		switch err := c.state.Store(ctx, owner, w.key, w.value, st.slot(w.key), lease); {
 		case err == nil:
 			written[w.key] = true
-			c.count(CountTransitions)
+			c.count(stats.CountTransitions)
 		case errors.Is(err, ErrConflict):
 			lost = append(lost, w.key)
 		default:
@@ -263,7 +266,7 @@ func (ex *Exchange) Close() {
 		return
 	}
 	ex.closed = true
-	ex.finishFlight(nil) // a leader that got no cacheable answer lets its waiters go
+	ex.core.cache.Finish(&ex.cached.Call, nil) // a leader that got no cacheable answer lets its waiters go
 	if ex.call.lease == nil {
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stategate/stategate/exchange/events"
+
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/plugin/engine"
@@ -24,7 +26,7 @@ type recorder struct {
 	nopReporter
 	mu       sync.Mutex
 	reported []toollist.UnknownTool
-	events   []Event
+	events   []events.Event
 }
 
 func (r *recorder) UnknownTool(u toollist.UnknownTool) {
@@ -33,24 +35,24 @@ func (r *recorder) UnknownTool(u toollist.UnknownTool) {
 	r.reported = append(r.reported, u)
 }
 
-func (r *recorder) Publish(e Event) {
+func (r *recorder) Publish(e events.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
 }
 
-func (r *recorder) names() (reported, events []string) {
+func (r *recorder) names() (reported, published []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, u := range r.reported {
 		reported = append(reported, u.Name)
 	}
 	for _, e := range r.events {
-		if e.Type == EventConfigUnknownTool {
-			events = append(events, e.Tool)
+		if e.Type == events.EventConfigUnknownTool {
+			published = append(published, e.Tool)
 		}
 	}
-	return reported, events
+	return reported, published
 }
 
 func unknownCore(t *testing.T, cfg string, prev *Core) (*Core, *recorder) {

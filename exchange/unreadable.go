@@ -6,10 +6,12 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
-	"github.com/tidwall/gjson"
 )
 
 // Messages the core cannot read (issue 38). An SSE event's data lines are joined with "\n"
@@ -131,7 +133,7 @@ var errUnreadableEvent = errors.New("an SSE event whose data is not one JSON-RPC
 // as a broken answer for tool health. The exchange stays unanswered: a moving call's
 // outcome is unknown and its lease is kept until it lapses (Close).
 func (ex *Exchange) UnreadableAnswer(ctx context.Context) []byte {
-	return ex.errorAnswer(ctx, healthError, "the MCP server's answer could not be read")
+	return ex.errorAnswer(ctx, health.Error, "the MCP server's answer could not be read")
 }
 
 // Withhold counts an event whose payload, data, is not one JSON value (Unreadable), or is a

@@ -3,8 +3,8 @@ package filter
 import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 
-	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	gwsession "github.com/stategate/stategate/exchange/session"
 )
 
 // Gateway sessions (exchange/session.go): the core issues a session on the initialize answer
@@ -20,7 +20,7 @@ import (
 // A request other than a POST that repeats an identity header is answered here too (400,
 // CheckSession), whatever its session; a POST's is refused by Admit.
 func (h *httpContext) ownSession() bool {
-	own := exchange.IsGatewaySession(h.headers.Get("mcp-session-id"))
+	own := gwsession.IsGateway(h.headers.Get("mcp-session-id"))
 	if !own && (h.method == "POST" || h.p.core.RepeatedHeader(h.headers) == "") {
 		return false
 	}
@@ -32,14 +32,14 @@ func (h *httpContext) ownSession() bool {
 	}
 	chk := h.p.core.CheckSession(bg, h.method, h.headers)
 	switch chk.Action {
-	case exchange.SessionReply:
+	case gwsession.Reply:
 		h.phase = reqAnswered
 		var hdrs [][2]string
 		if chk.Body != nil {
 			hdrs = [][2]string{{"content-type", "application/json"}}
 		}
 		h.sendLocal(chk.Status, hdrs, chk.Body)
-	case exchange.SessionStream:
+	case gwsession.Stream:
 		h.phase = reqAnswered
 		h.sendLocal(405, [][2]string{{"content-type", "application/json"}, {"allow", "POST, DELETE"}},
 			jsonrpc.AppendError(nil, nil, jsonrpc.CodeInvalidRequest, "method not allowed: the gateway keeps no standing stream here; notifications come on the answers to POST requests"))

@@ -23,7 +23,9 @@ import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/stats"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/oauth"
@@ -80,7 +82,7 @@ type pluginContext struct {
 
 	metrics  bool
 	faults   [abi.NumFaults]proxywasm.MetricCounter
-	counters [exchange.NumCounters]proxywasm.MetricCounter
+	counters [stats.NumCounters]proxywasm.MetricCounter
 	outcomes map[string]proxywasm.MetricCounter // stategate.tool_calls.<outcome>
 	events   map[string]proxywasm.MetricCounter // stategate.events.<type>
 }
@@ -131,15 +133,15 @@ func (p *pluginContext) defineMetrics() {
 	for f := abi.Fault(0); f < abi.NumFaults; f++ {
 		p.faults[f] = proxywasm.DefineCounterMetric("stategate.fault." + f.String())
 	}
-	for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
+	for c := stats.Counter(0); c < stats.NumCounters; c++ {
 		p.counters[c] = proxywasm.DefineCounterMetric("stategate." + c.String())
 	}
 	p.outcomes = map[string]proxywasm.MetricCounter{}
-	for _, o := range []string{exchange.OutcomeSuccess, exchange.OutcomeError, exchange.OutcomeDenied, exchange.OutcomeTimeout, exchange.OutcomeFailed, exchange.OutcomeIncomplete} {
+	for _, o := range []string{events.OutcomeSuccess, events.OutcomeError, events.OutcomeDenied, events.OutcomeTimeout, events.OutcomeFailed, events.OutcomeIncomplete} {
 		p.outcomes[o] = proxywasm.DefineCounterMetric("stategate.tool_calls." + o)
 	}
 	p.events = map[string]proxywasm.MetricCounter{}
-	for _, e := range []string{exchange.EventToolCalled, exchange.EventCallRefused, exchange.EventWorkflowTransitioned, exchange.EventCacheInvalidated, exchange.EventConfigUnknownTool} {
+	for _, e := range []string{events.EventToolCalled, events.EventCallRefused, events.EventWorkflowTransitioned, events.EventCacheInvalidated, events.EventConfigUnknownTool} {
 		p.events[e] = proxywasm.DefineCounterMetric("stategate.events." + e)
 	}
 	p.metrics = true
@@ -175,21 +177,21 @@ func (p *pluginContext) fault(f abi.Fault, detail string) {
 	p.core.Fault(f, errors.New(detail))
 }
 
-// Publish implements exchange.Publisher: Envoy has no event bus, so events become metrics
+// Publish implements events.Publisher: Envoy has no event bus, so events become metrics
 // (stategate.events.<type>, stategate.tool_calls.<outcome>) and, for transitions, a log
 // line. Tool names stay out of metric names (clients choose them).
-func (p *pluginContext) Publish(e exchange.Event) {
+func (p *pluginContext) Publish(e events.Event) {
 	if p.metrics {
 		if c, ok := p.events[e.Type]; ok {
 			c.Increment(1)
 		}
-		if o, _ := e.Data["outcome"].(string); e.Type == exchange.EventToolCalled {
+		if o, _ := e.Data["outcome"].(string); e.Type == events.EventToolCalled {
 			if c, ok := p.outcomes[o]; ok {
 				c.Increment(1)
 			}
 		}
 	}
-	if e.Type == exchange.EventWorkflowTransitioned {
+	if e.Type == events.EventWorkflowTransitioned {
 		w, _ := e.Data["workflow"].(string)
 		proxywasm.LogInfo(termsafe.String("stategate: workflow[" + w + "] " + e.OldState + " -> " + e.NewState + " by tool[" + e.Tool + "]"))
 	}
@@ -209,7 +211,7 @@ func (p *pluginContext) UnknownTool(u toollist.UnknownTool) {
 }
 
 // Count implements exchange.Reporter: each core counter is the metric stategate.<name>.
-func (p *pluginContext) Count(c exchange.Counter) {
+func (p *pluginContext) Count(c stats.Counter) {
 	if p.metrics {
 		p.counters[c].Increment(1)
 	}

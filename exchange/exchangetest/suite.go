@@ -343,7 +343,7 @@ func (ss Sessions) Resolve(s Step) Step {
 	return s
 }
 
-// SessionPrefix starts every session the gateway issues (exchange.SessionPrefix).
+// SessionPrefix starts every session the gateway issues (session.Prefix).
 const SessionPrefix = "stategate."
 
 // Check checks the step's sessions (Want.Session, Want.UpstreamSession) against what the

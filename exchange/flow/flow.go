@@ -24,6 +24,7 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/oauth"
+	"github.com/stategate/stategate/exchange/session"
 )
 
 // What a host does with a request (Decision.Do).
@@ -134,7 +135,7 @@ func (f *Flow) Request(ctx context.Context, r Request) Decision {
 		return d
 	}
 	method := strings.ToUpper(r.Method)
-	if method != "POST" && (exchange.IsGatewaySession(r.Headers.Get("Mcp-Session-Id")) || c.RepeatedHeader(r.Headers) != "") {
+	if method != "POST" && (session.IsGateway(r.Headers.Get("Mcp-Session-Id")) || c.RepeatedHeader(r.Headers) != "") {
 		return f.ownSession(ctx, method, r)
 	}
 	switch method {
@@ -167,7 +168,7 @@ func (f *Flow) Check(h Headers) (d Decision, refused bool) {
 func (f *Flow) ownSession(ctx context.Context, method string, r Request) Decision {
 	chk := f.o.Core.CheckSession(ctx, method, r.Headers)
 	switch chk.Action {
-	case exchange.SessionReply:
+	case session.Reply:
 		d := Decision{Do: DoAnswer, Status: chk.Status}
 		if chk.Body != nil {
 			d = jsonAnswer(chk.Status, chk.Body)
@@ -176,7 +177,7 @@ func (f *Flow) ownSession(ctx context.Context, method string, r Request) Decisio
 			d.Session = chk.ID // ended: its standing streams close
 		}
 		return d
-	case exchange.SessionStream:
+	case session.Stream:
 		if !acceptsSSE(r.Headers) {
 			return jsonAnswer(406, jsonrpc.AppendError(nil, nil, jsonrpc.CodeInvalidRequest,
 				"not acceptable: the standing stream is text/event-stream; send Accept: text/event-stream"))

@@ -9,11 +9,11 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
 	"github.com/stategate/stategate/exchange/oauth"
-	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 )
 
@@ -59,7 +59,7 @@ func TestExchangeSuite(t *testing.T) {
 		}
 		st := &kvstate.State{KV: kv{}}
 		core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg,
-			NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
+			NewCache: func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }})
 		return &host{f: flow.New(flow.Options{Core: core, Busy: st.TakeBusy, Origins: admission.OriginPolicy{Loopback: true},
 			OAuth: &oauth.Map{Public: o.PublicURL, EndpointPath: "/mcp"}})} // as the module, its upstream at /mcp
 	})

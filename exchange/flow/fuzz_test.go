@@ -7,11 +7,11 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
 	"github.com/stategate/stategate/exchange/oauth"
-	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 )
 
@@ -44,7 +44,7 @@ func FuzzFlow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method, headers, body string, status int, ct, answer string, chunk, stop uint8) {
 		st := &kvstate.State{KV: kv{}}
 		core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg, MaxBodyBytes: 1 << 16,
-			NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
+			NewCache: func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }})
 		fl := flow.New(flow.Options{Core: core, Busy: st.TakeBusy, MaxBodyBytes: 1 << 16, Origins: admission.OriginPolicy{Loopback: true}})
 		h := flow.Headers{{"Host", "127.0.0.1"}}
 		for _, line := range strings.Split(headers, "\n") {

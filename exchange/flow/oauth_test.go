@@ -9,11 +9,12 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/exchangetest"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
 	"github.com/stategate/stategate/exchange/oauth"
-	"github.com/stategate/stategate/host/respcache"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 )
 
@@ -21,7 +22,7 @@ import (
 type faults []string
 
 func (f *faults) Fault(x abi.Fault, _ abi.Policy, _ error, _ ...any) { *f = append(*f, x.String()) }
-func (f *faults) Count(exchange.Counter)                             {}
+func (f *faults) Count(stats.Counter)                                {}
 
 // oauthFlow is the flow as the exchange module builds it with its upstream option, OAuth
 // discovery left to it (m nil: the module without it).
@@ -35,7 +36,7 @@ func oauthFlow(t testing.TB, m *oauth.Map, maxBody int) (*flow.Flow, *faults) {
 	rep := &faults{}
 	st := &kvstate.State{KV: kv{}}
 	core := exchange.New(exchange.Options{Plugin: engineCalls{e}, State: st, Config: cfg, Reporter: rep, MaxBodyBytes: maxBody,
-		NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
+		NewCache: func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }})
 	return flow.New(flow.Options{Core: core, Busy: st.TakeBusy, MaxBodyBytes: maxBody, OAuth: m,
 		Origins: admission.OriginPolicy{Loopback: true}}), rep
 }

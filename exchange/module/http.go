@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/sse"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/exports"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
@@ -424,4 +424,4 @@ func (reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	}
 }
 
-func (reporter) Count(exchange.Counter) {}
+func (reporter) Count(stats.Counter) {}

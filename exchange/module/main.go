@@ -18,10 +18,10 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
 	"github.com/stategate/stategate/exchange/oauth"
-	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/exports"
 	"github.com/tidwall/gjson"
@@ -97,7 +97,7 @@ func load() {
 	wait := time.Duration(opts.LeaseWaitMs) * time.Millisecond
 	core = exchange.New(exchange.Options{Plugin: inProcess{}, State: state, Reporter: reporter{}, Config: cfgRaw,
 		MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
-		NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) },
+		NewCache: func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) },
 		Notify: func(except string, msg []byte) {
 			notices = append(notices, flow.Notice{Except: except, Msg: msg, Broadcast: true})
 		}})

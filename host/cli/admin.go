@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/serve"
 	"github.com/stategate/stategate/internal/termsafe"
@@ -111,7 +111,7 @@ func Tools(ctx context.Context, c *ops.Client, stdout, stderr io.Writer) error {
 	return tw.Flush()
 }
 
-func printChanges(stdout io.Writer, changes []exchange.ModeChange) error {
+func printChanges(stdout io.Writer, changes []health.ModeChange) error {
 	failed := 0
 	for _, ch := range changes {
 		if ch.OK {
@@ -192,7 +192,7 @@ func (c Confirmer) confirm(glob, what string, lines []string) error {
 }
 
 // changeLine describes a previewed change for the confirmation.
-func changeLine(ch exchange.ModeChange) string {
+func changeLine(ch health.ModeChange) string {
 	line := termsafe.String(ch.Name) + " (" + termsafe.String(ch.From) + " -> " + termsafe.String(ch.To)
 	if !ch.OK {
 		line += ", refused: " + termsafe.String(ch.Error)
@@ -203,7 +203,7 @@ func changeLine(ch exchange.ModeChange) string {
 // actOnTools runs a mode or approve request (send, with the target and, for an approval,
 // the definitions previewed): on the one tool named, or, for a glob, after a confirmed
 // preview, on each previewed tool by its exact name.
-func actOnTools(sel Selection, approve bool, send func(t ops.Target, pending map[string]string) ([]exchange.ModeChange, error), conf Confirmer) ([]exchange.ModeChange, error) {
+func actOnTools(sel Selection, approve bool, send func(t ops.Target, pending map[string]string) ([]health.ModeChange, error), conf Confirmer) ([]health.ModeChange, error) {
 	if sel.tool != "" && !approve {
 		return send(ops.Target{Tool: sel.tool}, nil)
 	}
@@ -223,11 +223,11 @@ func actOnTools(sel Selection, approve bool, send func(t ops.Target, pending map
 	if err := conf.confirm(sel.match, "it would change", lines); err != nil {
 		return nil, err
 	}
-	var all []exchange.ModeChange
+	var all []health.ModeChange
 	for _, ch := range prev {
 		var pending map[string]string
 		if approve {
-			pending = pendingOf([]exchange.ModeChange{ch})
+			pending = pendingOf([]health.ModeChange{ch})
 		}
 		changes, err := send(ops.Target{Tool: ch.Name}, pending)
 		if err != nil {
@@ -240,7 +240,7 @@ func actOnTools(sel Selection, approve bool, send func(t ops.Target, pending map
 
 // pendingOf merges the definitions a preview's changes would pin (tool -> fingerprint); an
 // empty map, never nil, so an approval always says what it was shown.
-func pendingOf(changes []exchange.ModeChange) map[string]string {
+func pendingOf(changes []health.ModeChange) map[string]string {
 	out := map[string]string{}
 	for _, ch := range changes {
 		maps.Copy(out, ch.Pending)
@@ -251,7 +251,7 @@ func pendingOf(changes []exchange.ModeChange) map[string]string {
 // pendingLine is a preview line's list of the definitions approving would pin, by the
 // first 12 hex digits of their fingerprints (for the operator to compare with the
 // server's).
-func pendingLine(ch exchange.ModeChange) string {
+func pendingLine(ch health.ModeChange) string {
 	if len(ch.Pending) == 0 {
 		return ""
 	}
@@ -268,7 +268,7 @@ func pendingLine(ch exchange.ModeChange) string {
 }
 
 // printActed prints the changes an acting command made; those made before an error too.
-func printActed(stdout io.Writer, changes []exchange.ModeChange, err error) error {
+func printActed(stdout io.Writer, changes []health.ModeChange, err error) error {
 	if err != nil {
 		if len(changes) > 0 {
 			printChanges(stdout, changes)
@@ -280,7 +280,7 @@ func printActed(stdout io.Writer, changes []exchange.ModeChange, err error) erro
 
 // Mode sets the mode of the selected tools (`stategate mode`).
 func Mode(ctx context.Context, c *ops.Client, sel Selection, mode, reason string, conf Confirmer, stdout io.Writer) error {
-	changes, err := actOnTools(sel, false, func(t ops.Target, _ map[string]string) ([]exchange.ModeChange, error) {
+	changes, err := actOnTools(sel, false, func(t ops.Target, _ map[string]string) ([]health.ModeChange, error) {
 		return c.Mode(ctx, ops.ModeRequest{Target: t, Mode: mode, Reason: reason})
 	}, conf)
 	return printActed(stdout, changes, err)
@@ -288,7 +288,7 @@ func Mode(ctx context.Context, c *ops.Client, sel Selection, mode, reason string
 
 // Approve approves the pending definitions of the selected tools (`stategate approve`).
 func Approve(ctx context.Context, c *ops.Client, sel Selection, conf Confirmer, stdout io.Writer) error {
-	changes, err := actOnTools(sel, true, func(t ops.Target, pending map[string]string) ([]exchange.ModeChange, error) {
+	changes, err := actOnTools(sel, true, func(t ops.Target, pending map[string]string) ([]health.ModeChange, error) {
 		return c.Approve(ctx, ops.ApproveRequest{Target: t, Pending: pending})
 	}, conf)
 	return printActed(stdout, changes, err)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/host/ops"
 )
 
@@ -31,18 +31,18 @@ func TestSelectionOf(t *testing.T) {
 // name, each approval with the definitions its preview showed; without a terminal and
 // without --yes nothing is acted on.
 func TestActOnTools_glob(t *testing.T) {
-	preview := []exchange.ModeChange{
+	preview := []health.ModeChange{
 		{Name: "a.x", From: "quarantined", To: "active", OK: true, Pending: map[string]string{"a.x": "0123456789abcdef"}},
 		{Name: "a.y", From: "quarantined", To: "active", OK: true},
 	}
 	var sent []string
-	send := func(tg ops.Target, pending map[string]string) ([]exchange.ModeChange, error) {
+	send := func(tg ops.Target, pending map[string]string) ([]health.ModeChange, error) {
 		if tg.DryRun {
 			sent = append(sent, "preview "+tg.Match)
 			return preview, nil
 		}
 		sent = append(sent, tg.Tool+" pending="+strings.Join(keys(pending), ","))
-		return []exchange.ModeChange{{Name: tg.Tool, OK: true}}, nil
+		return []health.ModeChange{{Name: tg.Tool, OK: true}}, nil
 	}
 	var stderr strings.Builder
 	_, err := actOnTools(Selection{match: "a.*"}, true, send, Confirmer{Stdin: strings.NewReader("y\n"), Stderr: &stderr})

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
@@ -91,10 +92,10 @@ func TestCache_hitPurgeAndMiss(t *testing.T) {
 	if cacheMeta(third) != nil || !strings.Contains(sprintNames(t, third), "S9") {
 		t.Fatalf("after the mutation: cache meta %v, sprints %s", cacheMeta(third), sprintNames(t, third))
 	}
-	if got := e.gw.Stats.Get(exchange.CountCacheHits); got != 1 {
+	if got := e.gw.Stats.Get(stats.CountCacheHits); got != 1 {
 		t.Errorf("cache_hits = %d, want 1", got)
 	}
-	if got := e.gw.Stats.Get(exchange.CountCachePurged); got != 1 {
+	if got := e.gw.Stats.Get(stats.CountCachePurged); got != 1 {
 		t.Errorf("cache_purged = %d, want 1", got)
 	}
 }
@@ -326,7 +327,7 @@ func TestCache_operatorPurge(t *testing.T) {
 // coreGateway is the admin API's view of a test gateway: its exchange core.
 type coreGateway struct{ gw *gateway.Gateway }
 
-func (g coreGateway) Operator() ops.Operator { return g.gw.Core() }
+func (g coreGateway) Operator() ops.Operator { return g.gw.Core().Operator() }
 func (coreGateway) State() exchange.State    { return nil }
 func (coreGateway) StateKey(string, string, string) (string, error) {
 	return "", errors.New("no state")

@@ -9,17 +9,17 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/gateway"
 )
 
-// recorder is an exchange.Publisher that keeps every event.
+// recorder is an events.Publisher that keeps every event.
 type recorder struct {
 	mu     sync.Mutex
-	events []exchange.Event
+	events []events.Event
 }
 
-func (r *recorder) Publish(e exchange.Event) {
+func (r *recorder) Publish(e events.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
@@ -34,11 +34,11 @@ func (r *recorder) lines() []string {
 			out = append(out, "unstamped "+e.Type)
 		}
 		switch e.Type {
-		case exchange.EventToolCalled:
+		case events.EventToolCalled:
 			out = append(out, e.Type+" "+e.Tool+" "+e.Data["outcome"].(string))
-		case exchange.EventWorkflowTransitioned:
+		case events.EventWorkflowTransitioned:
 			out = append(out, e.Type+" "+e.Tool+" "+e.OldState+"->"+e.NewState+" "+e.Data["workflow"].(string)+" "+e.Data["event"].(string))
-		case exchange.EventCallRefused:
+		case events.EventCallRefused:
 			out = append(out, e.Type+" "+e.Tool+" "+e.Data["code"].(string)+" "+e.Data["workflow"].(string)+" "+e.Data["state"].(string))
 		default:
 			out = append(out, e.Type)
@@ -97,17 +97,17 @@ func TestEvents_refusalCarriesItsCode(t *testing.T) {
 	defer rec.mu.Unlock()
 	invalid := false
 	for _, ev := range rec.events {
-		invalid = invalid || ev.Type == exchange.EventCallRefused && ev.Tool == "cart.add_item" && ev.Data["code"] == exchange.RefusedInvalidParams
+		invalid = invalid || ev.Type == events.EventCallRefused && ev.Tool == "cart.add_item" && ev.Data["code"] == events.RefusedInvalidParams
 	}
 	if !invalid {
 		t.Error("no call_refused INVALID_PARAMS for the deep arguments")
 	}
 	for _, ev := range rec.events {
-		if ev.Type != exchange.EventCallRefused {
+		if ev.Type != events.EventCallRefused {
 			continue
 		}
 		b, _ := json.Marshal(ev)
-		if sid == "" || strings.Contains(string(b), sid) || ev.Data["session"] != exchange.SessionDigest(sid) || ev.Data["code"] != "TOOL_NOT_AVAILABLE" {
+		if sid == "" || strings.Contains(string(b), sid) || ev.Data["session"] != events.SessionDigest(sid) || ev.Data["code"] != "TOOL_NOT_AVAILABLE" {
 			t.Fatalf("call_refused %s (session %q)", b, sid)
 		}
 		return

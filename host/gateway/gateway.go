@@ -24,10 +24,12 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/oauth"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/toollist"
-	"github.com/stategate/stategate/host/respcache"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/tidwall/gjson"
@@ -49,10 +51,10 @@ type Options struct {
 	LeaseWait    time.Duration     // how long a moving call waits for another's lease (default 5 s)
 	Transport    http.RoundTripper // default: a keep-alive transport sized for a gateway
 	// Publisher receives the exchange core's events (nil: none are published).
-	Publisher exchange.Publisher
+	Publisher events.Publisher
 	// NewCache makes the response cache when the configuration has a cache section
-	// (default: entries in this process's memory, host/respcache).
-	NewCache func(exchange.CacheLimits) exchange.Cache
+	// (default: entries in this process's memory, cache.Memory).
+	NewCache func(cache.Limits) cache.Cache
 	// Reporter also receives every fault and counter the core reports (metrics); the
 	// gateway logs faults itself either way.
 	Reporter exchange.Reporter
@@ -81,7 +83,7 @@ type Gateway struct {
 	workers   workers // run the exchanges of tools/call requests
 
 	// Stats counts what the exchange core did (across reloads: Swap).
-	Stats *exchange.Stats
+	Stats *stats.Stats
 	// PluginReplaced counts plugin instances discarded after a trap or an overrun.
 	PluginReplaced atomic.Int64
 }
@@ -124,7 +126,7 @@ func New(opts Options) (*Gateway, error) {
 		oauth:   oauth.Map{Public: public, EndpointPath: opts.Upstream.Path},
 	}
 	if g.opts.NewCache == nil {
-		g.opts.NewCache = func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }
+		g.opts.NewCache = func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }
 	}
 	core := g.newCore(opts.Plugin, opts.Config, nil)
 	g.gen.Store(g.newGeneration(core, opts.Plugin, opts.Config))
@@ -309,15 +311,15 @@ func (r reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	}
 }
 
-func (r reporter) Count(c exchange.Counter) {
+func (r reporter) Count(c stats.Counter) {
 	if r.next != nil {
 		r.next.Count(c)
 	}
 }
 
-// CountLabel hands a labelled count on when next takes labels (exchange.LabelReporter).
-func (r reporter) CountLabel(c exchange.Counter, label string) {
-	if lr, ok := r.next.(exchange.LabelReporter); ok {
+// CountLabel hands a labelled count on when next takes labels (stats.LabelReporter).
+func (r reporter) CountLabel(c stats.Counter, label string) {
+	if lr, ok := r.next.(stats.LabelReporter); ok {
 		lr.CountLabel(c, label)
 	} else if r.next != nil {
 		r.next.Count(c)

@@ -89,7 +89,7 @@ func TestSecurity_unknownToolNamesLeaveNoState(t *testing.T) {
 	if f.SeenNames != listed || f.UnitKeys > listed || f.CacheFigures > listed || f.Flights != 0 {
 		t.Errorf("after %d unknown names the core's per-name memory is %+v; want nothing beyond the %d listed tools", calls, f, listed)
 	}
-	figures, _ := core.AllCacheFigures()
+	figures, _ := core.Operator().AllCacheFigures()
 	for tool := range figures {
 		if strings.HasPrefix(tool, prefix) {
 			t.Fatalf("the cache keeps figures for the unknown name %q (%d tools in all)", tool, len(figures))

@@ -18,7 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
@@ -95,22 +96,22 @@ func (u *flakyUpstream) handler() http.Handler {
 	})
 }
 
-// events collects the gateway's events.
-type events struct {
+// eventLog collects the gateway's events.
+type eventLog struct {
 	mu  sync.Mutex
-	all []exchange.Event
+	all []events.Event
 }
 
-func (e *events) Publish(ev exchange.Event) {
+func (e *eventLog) Publish(ev events.Event) {
 	e.mu.Lock()
 	e.all = append(e.all, ev)
 	e.mu.Unlock()
 }
 
-func (e *events) of(typ string) []exchange.Event {
+func (e *eventLog) of(typ string) []events.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []exchange.Event
+	var out []events.Event
 	for _, ev := range e.all {
 		if ev.Type == typ {
 			out = append(out, ev)
@@ -124,7 +125,7 @@ const healthConfig = `{"version":1,
  "health":{"autoDisableThreshold":3,"retryAfterMs":400,"tools":{"flaky.slow":{"autoDisableThreshold":1}}}}`
 
 // healthGateway starts a gateway on st in front of up.
-func healthGateway(t *testing.T, up *httptest.Server, st store.Store, cfg string, ev exchange.Publisher) (*gateway.Gateway, string) {
+func healthGateway(t *testing.T, up *httptest.Server, st store.Store, cfg string, ev events.Publisher) (*gateway.Gateway, string) {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), []byte(cfg), wasmrt.PoolOptions{Size: 8})
@@ -148,9 +149,9 @@ func healthConnect(t *testing.T, endpoint string) *client {
 	return e.connect(t, sessionEra)
 }
 
-func statusOf(t *testing.T, gw *gateway.Gateway, name string) exchange.ToolStatus {
+func statusOf(t *testing.T, gw *gateway.Gateway, name string) health.ToolStatus {
 	t.Helper()
-	list, err := gw.Core().Tools(context.Background())
+	list, err := gw.Core().Operator().Tools(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func statusOf(t *testing.T, gw *gateway.Gateway, name string) exchange.ToolStatu
 		}
 	}
 	t.Fatalf("%s is not a known tool: %+v", name, list)
-	return exchange.ToolStatus{}
+	return health.ToolStatus{}
 }
 
 func meta(res *mcp.CallToolResult) map[string]any {
@@ -181,7 +182,7 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &events{}
+	ev := &eventLog{}
 	gw, endpoint := healthGateway(t, upSrv, st, healthConfig, ev)
 	a, b := healthConnect(t, endpoint), healthConnect(t, endpoint)
 	if _, ok := a.tools(t)["flaky.fetch"]; !ok {
@@ -210,7 +211,7 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 	if s.Mode != "auto_disabled" || s.Failures != 0 || s.RetryAt.IsZero() || !strings.Contains(s.Reason, "3 consecutive failures") {
 		t.Fatalf("after 3 failures: %+v", s)
 	}
-	if n := len(ev.of(exchange.EventToolAutoDisabled)); n != 1 {
+	if n := len(ev.of(events.EventToolAutoDisabled)); n != 1 {
 		t.Fatalf("%d tool_auto_disabled events, want 1", n)
 	}
 	select {
@@ -278,7 +279,7 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 	// The operator: a group action applies what the table allows and names the rule of
 	// what it refuses; bad input changes nothing.
 	ctx := context.Background()
-	changes, err := gw.Core().SetMode(ctx, exchange.Action{Match: "flaky.*"}, "quarantined", "audit")
+	changes, err := gw.Core().Operator().SetMode(ctx, health.Action{Match: "flaky.*"}, "quarantined", "audit")
 	if err != nil || len(changes) != 2 {
 		t.Fatalf("SetMode flaky.* quarantined: %v %+v", err, changes)
 	}
@@ -294,24 +295,24 @@ func TestE2E_healthAutoDisableProbeAndOperator(t *testing.T) {
 			}
 		}
 	}
-	if _, err := gw.Core().SetMode(ctx, exchange.Action{Match: "billing.*"}, "disabled", ""); !errors.Is(err, exchange.ErrInvalidOperation) {
+	if _, err := gw.Core().Operator().SetMode(ctx, health.Action{Match: "billing.*"}, "disabled", ""); !errors.Is(err, health.ErrInvalidOperation) {
 		t.Fatalf("a glob that matches nothing: %v", err)
 	}
-	if _, err := gw.Core().SetMode(ctx, exchange.Action{Tool: "flaky.fetch"}, "paused", ""); !errors.Is(err, exchange.ErrInvalidOperation) {
+	if _, err := gw.Core().Operator().SetMode(ctx, health.Action{Tool: "flaky.fetch"}, "paused", ""); !errors.Is(err, health.ErrInvalidOperation) {
 		t.Fatalf("an unknown mode: %v", err)
 	}
-	if c, err := gw.Core().SetMode(ctx, exchange.Action{Tool: "flaky.fetch"}, "auto_disabled", ""); err != nil || c[0].OK || !strings.Contains(c[0].Error, "auto_disabled is set only by the gateway") {
+	if c, err := gw.Core().Operator().SetMode(ctx, health.Action{Tool: "flaky.fetch"}, "auto_disabled", ""); err != nil || c[0].OK || !strings.Contains(c[0].Error, "auto_disabled is set only by the gateway") {
 		t.Fatalf("an operator setting auto_disabled: %v %+v", err, c)
 	}
 	res = a.call(t, "flaky.fetch", nil)
 	if metaCode(res) != abi.DenyToolQuarantined {
 		t.Fatalf("quarantined flaky.fetch: %q", texts(res))
 	}
-	if c, err := gw.Core().SetMode(ctx, exchange.Action{Tool: "flaky.slow"}, "disabled", "maintenance"); err != nil || !c[0].OK {
+	if c, err := gw.Core().Operator().SetMode(ctx, health.Action{Tool: "flaky.slow"}, "disabled", "maintenance"); err != nil || !c[0].OK {
 		t.Fatalf("auto_disabled -> disabled: %v %+v", err, c)
 	}
 	var changed int
-	for _, e := range ev.of(exchange.EventToolStateChanged) {
+	for _, e := range ev.of(events.EventToolStateChanged) {
 		if e.Tool == "flaky.slow" && e.NewState == "disabled" && e.Data["reason"] == "maintenance" {
 			changed++
 		}
@@ -347,7 +348,7 @@ func TestE2E_healthRugPull(t *testing.T) {
 	up := newFlakyUpstream()
 	upSrv := httptest.NewServer(up.handler())
 	t.Cleanup(upSrv.Close)
-	ev := &events{}
+	ev := &eventLog{}
 	gw, endpoint := healthGateway(t, upSrv, store.NewMemory(store.Options{}), healthConfig, ev)
 	a := healthConnect(t, endpoint)
 	if a.tools(t)["tasks.get"] == nil {
@@ -369,16 +370,16 @@ func TestE2E_healthRugPull(t *testing.T) {
 	if metaCode(res) != abi.DenyToolQuarantined || up.calls.Load() != before {
 		t.Fatalf("call to a quarantined tool: %q (upstream calls %d -> %d)", texts(res), before, up.calls.Load())
 	}
-	defs := ev.of(exchange.EventToolDefinitionChanged)
+	defs := ev.of(events.EventToolDefinitionChanged)
 	if len(defs) != 1 || defs[0].Tool != "tasks.get" || defs[0].Data["oldFingerprint"] != pinned || defs[0].Data["newFingerprint"] == pinned {
 		t.Fatalf("tool_definition_changed events: %+v", defs)
 	}
-	if c, err := gw.Core().SetMode(context.Background(), exchange.Action{Tool: "tasks.get"}, "active", ""); err != nil || c[0].OK {
+	if c, err := gw.Core().Operator().SetMode(context.Background(), health.Action{Tool: "tasks.get"}, "active", ""); err != nil || c[0].OK {
 		t.Fatalf("set_mode active on a quarantined tool: %v %+v", err, c)
 	}
 	// The operator previews the definition pending approval; before the approval arrives,
 	// the server lists yet another one. Approving what was shown must not approve it.
-	preview, err := gw.Core().Approve(context.Background(), exchange.Action{Tool: "tasks.get", DryRun: true})
+	preview, err := gw.Core().Operator().Approve(context.Background(), health.Action{Tool: "tasks.get", DryRun: true})
 	shown := preview[0].Pending
 	if err != nil || len(preview) != 1 || len(shown["tasks.get"]) != 64 || shown["tasks.get"] != defs[0].Data["newFingerprint"] {
 		t.Fatalf("preview of the approval: %v %+v (the definition_changed event named %v)", err, preview, defs[0].Data["newFingerprint"])
@@ -387,14 +388,14 @@ func TestE2E_healthRugPull(t *testing.T) {
 	if _, ok := a.tools(t)["tasks.get"]; ok {
 		t.Fatal("a tool whose description changed again is listed")
 	}
-	c, err := gw.Core().Approve(context.Background(), exchange.Action{Tool: "tasks.get", Pending: shown})
+	c, err := gw.Core().Operator().Approve(context.Background(), health.Action{Tool: "tasks.get", Pending: shown})
 	if err != nil || len(c) != 1 || c[0].OK || !strings.Contains(c[0].Error, "approve-as-shown") || c[0].Pending["tasks.get"] == shown["tasks.get"] {
 		t.Fatalf("approving the definition shown after the server changed it again: %v %+v", err, c)
 	}
 	if s := statusOf(t, gw, "tasks.get"); s.Mode != "quarantined" || s.Fingerprint != pinned {
 		t.Fatalf("after the refused approval: %+v", s)
 	}
-	c, err = gw.Core().Approve(context.Background(), exchange.Action{Tool: "tasks.get", Pending: c[0].Pending})
+	c, err = gw.Core().Operator().Approve(context.Background(), health.Action{Tool: "tasks.get", Pending: c[0].Pending})
 	if err != nil || len(c) != 1 || !c[0].OK {
 		t.Fatalf("Approve of the definition shown now: %v %+v", err, c)
 	}
@@ -419,7 +420,7 @@ func TestE2E_healthExactThresholdAcrossReplicas(t *testing.T) {
 	up := newFlakyUpstream()
 	upSrv := httptest.NewServer(up.handler())
 	t.Cleanup(upSrv.Close)
-	ev := &events{}
+	ev := &eventLog{}
 	var gws []*gateway.Gateway
 	var targets []*url.URL
 	for i := 0; i < 2; i++ {
@@ -467,12 +468,12 @@ func TestE2E_healthExactThresholdAcrossReplicas(t *testing.T) {
 	if s.Mode != "auto_disabled" || !strings.Contains(s.Reason, "50 consecutive failures") {
 		t.Fatalf("after the 50th failure: %+v", s)
 	}
-	if n := len(ev.of(exchange.EventToolAutoDisabled)); n != 1 {
+	if n := len(ev.of(events.EventToolAutoDisabled)); n != 1 {
 		t.Fatalf("%d tool_auto_disabled events, want 1", n)
 	}
 
 	// And all 50 at once: a fresh unit, every call concurrent.
-	if c, err := gws[0].Core().SetMode(context.Background(), exchange.Action{Tool: "flaky.fetch"}, "active", "retry"); err != nil || !c[0].OK {
+	if c, err := gws[0].Core().Operator().SetMode(context.Background(), health.Action{Tool: "flaky.fetch"}, "active", "retry"); err != nil || !c[0].OK {
 		t.Fatalf("clear: %v %+v", err, c)
 	}
 	before := up.calls.Load()
@@ -481,7 +482,7 @@ func TestE2E_healthExactThresholdAcrossReplicas(t *testing.T) {
 	if s.Mode != "auto_disabled" || !strings.Contains(s.Reason, "50 consecutive failures") || up.calls.Load()-before != n {
 		t.Fatalf("after %d concurrent failures: %+v, %d reached the upstream", n, s, up.calls.Load()-before)
 	}
-	if n := len(ev.of(exchange.EventToolAutoDisabled)); n != 2 {
+	if n := len(ev.of(events.EventToolAutoDisabled)); n != 2 {
 		t.Fatalf("%d tool_auto_disabled events, want 2", n)
 	}
 	if lb.n.Load() < 2*n {

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
@@ -226,9 +226,9 @@ func pathRows(b *testing.B) []*pathRow {
 	}
 	// transitions checks that every gated call of a row stored a transition.
 	transitions := func(g *gateway.Gateway) func(*testing.B, int) {
-		before := g.Stats.Get(exchange.CountTransitions)
+		before := g.Stats.Get(stats.CountTransitions)
 		return func(b *testing.B, requests int) {
-			if got := g.Stats.Get(exchange.CountTransitions) - before; got < int64(requests) {
+			if got := g.Stats.Get(stats.CountTransitions) - before; got < int64(requests) {
 				b.Fatalf("%d transitions stored for %d gated calls", got, requests)
 			}
 		}
@@ -345,9 +345,9 @@ func floorRow(b *testing.B, gw func(string, store.Store) (string, *gateway.Gatew
 	up := httptest.NewServer(floorUpstream(bigUpstream(10), p, mode))
 	b.Cleanup(up.Close)
 	u, g := gw(up.URL+"/mcp", store.NewMemory(store.Options{}))
-	before := g.Stats.Get(exchange.CountTransitions)
+	before := g.Stats.Get(stats.CountTransitions)
 	return &pathRow{name: name, base: 0, url: u, body: gatedCallBody, warm: warm, check: func(b *testing.B, requests int) {
-		if got := g.Stats.Get(exchange.CountTransitions) - before; got < int64(requests) {
+		if got := g.Stats.Get(stats.CountTransitions) - before; got < int64(requests) {
 			b.Fatalf("%s: %d transitions stored for %d gated calls", name, got, requests)
 		}
 		p.check(b, name, requests)

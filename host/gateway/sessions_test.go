@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/session"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
@@ -71,7 +72,7 @@ func TestSessions_goSDKStatelessUpstream(t *testing.T) {
 	e, spy := statelessEnv(t, nil)
 	a, b := e.connect(t, sessionEra), e.connect(t, sessionEra)
 	for _, c := range []*client{a, b} {
-		if id := c.cs.ID(); !exchange.IsGatewaySession(id) {
+		if id := c.cs.ID(); !session.IsGateway(id) {
 			t.Fatalf("client session %q: want one the gateway issued", id)
 		}
 	}
@@ -104,7 +105,7 @@ func TestSessions_goSDKStatelessUpstream(t *testing.T) {
 	if sessions, _ := spy.seen(); len(sessions) > 0 {
 		t.Errorf("the upstream was sent Mcp-Session-Id %q", sessions)
 	}
-	if got := e.gw.Stats.Get(exchange.CountSessionsIssued); got != 2 {
+	if got := e.gw.Stats.Get(stats.CountSessionsIssued); got != 2 {
 		t.Errorf("sessions_issued = %d, want 2", got)
 	}
 }
@@ -115,7 +116,7 @@ func TestSessions_statefulUpstreamUnchanged(t *testing.T) {
 	spy := &sessionSpy{}
 	e := newEnv(t, envOptions{upstream: spy.wrap(demo.Handler(demo.Options{}))})
 	c := e.connect(t, sessionEra)
-	if id := c.cs.ID(); id == "" || exchange.IsGatewaySession(id) {
+	if id := c.cs.ID(); id == "" || session.IsGateway(id) {
 		t.Fatalf("client session %q: want the upstream's", id)
 	}
 	c.call(t, "cart.add_item", map[string]any{"sku": "tea"})
@@ -123,7 +124,7 @@ func TestSessions_statefulUpstreamUnchanged(t *testing.T) {
 	if len(sessions) == 0 || sessions[len(sessions)-1] != c.cs.ID() {
 		t.Errorf("the upstream was sent %q, want its own %s", sessions, c.cs.ID())
 	}
-	if got := e.gw.Stats.Get(exchange.CountSessionsIssued); got != 0 {
+	if got := e.gw.Stats.Get(stats.CountSessionsIssued); got != 0 {
 		t.Errorf("sessions_issued = %d in front of a stateful upstream", got)
 	}
 }
@@ -168,7 +169,7 @@ func wantNotFound(t *testing.T, what string, resp *http.Response, id string) {
 	t.Helper()
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 404 || gjson.GetBytes(body, "error.code").Int() != exchange.CodeSessionNotFound || gjson.GetBytes(body, "id").Raw != id {
+	if resp.StatusCode != 404 || gjson.GetBytes(body, "error.code").Int() != session.CodeNotFound || gjson.GetBytes(body, "id").Raw != id {
 		t.Errorf("%s: %d %s; want 404, -32001, id %s", what, resp.StatusCode, body, id)
 	}
 }
@@ -181,7 +182,7 @@ const sessListBody = `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
 func TestSessions_deleteEndsIt(t *testing.T) {
 	e, spy := statelessEnv(t, nil)
 	id := rawInit(t, e.url)
-	if !exchange.IsGatewaySession(id) {
+	if !session.IsGateway(id) {
 		t.Fatalf("initialize answered session %q", id)
 	}
 	if resp := sessPost(t, e.url, id, sessListBody); resp.StatusCode != 200 {
@@ -195,15 +196,15 @@ func TestSessions_deleteEndsIt(t *testing.T) {
 	wantNotFound(t, "tools/list after DELETE", sessPost(t, e.url, id, sessListBody), "3")
 	wantNotFound(t, "GET after DELETE", rawDo(t, http.MethodGet, e.url, id, "", "text/event-stream"), "null")
 	wantNotFound(t, "DELETE after DELETE", rawDo(t, http.MethodDelete, e.url, id, "", "*/*"), "null")
-	wantNotFound(t, "a forged id", sessPost(t, e.url, exchange.SessionPrefix+strings.Repeat("x", 43), sessListBody), "3")
-	if again := rawInit(t, e.url); !exchange.IsGatewaySession(again) || again == id {
+	wantNotFound(t, "a forged id", sessPost(t, e.url, session.Prefix+strings.Repeat("x", 43), sessListBody), "3")
+	if again := rawInit(t, e.url); !session.IsGateway(again) || again == id {
 		t.Errorf("initialize after DELETE answered %q", again)
 	}
 	sessions, methods := spy.seen()
 	if len(sessions) > 0 || len(methods) > 0 {
 		t.Errorf("the upstream saw sessions %q and methods %q", sessions, methods)
 	}
-	if got := e.gw.Stats.Get(exchange.CountSessionsEnded); got != 1 {
+	if got := e.gw.Stats.Get(stats.CountSessionsEnded); got != 1 {
 		t.Errorf("sessions_ended = %d, want 1", got)
 	}
 }
@@ -423,7 +424,7 @@ func BenchmarkSessions(b *testing.B) {
 				sid := ""
 				if mode == "gateway_session" {
 					sid = benchSession(b, endpoint)
-					if !exchange.IsGatewaySession(sid) {
+					if !session.IsGateway(sid) {
 						b.Fatalf("session %q", sid)
 					}
 				}

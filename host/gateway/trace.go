@@ -7,6 +7,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"go.opentelemetry.io/otel/attribute"
@@ -66,7 +67,7 @@ func describeRequest(span trace.Span, ex *exchange.Exchange) {
 		attrs = append(attrs, attribute.String(attrTool, ex.Tool), attribute.String(attrOperation, "execute_tool"))
 	}
 	if ex.Session != "" {
-		attrs = append(attrs, attribute.String(attrSession, exchange.SessionDigest(ex.Session)))
+		attrs = append(attrs, attribute.String(attrSession, events.SessionDigest(ex.Session)))
 	}
 	if id := ex.ClientID(); len(id) > 0 {
 		attrs = append(attrs, attribute.String(attrRequestID, gjson.ParseBytes(id).String()))

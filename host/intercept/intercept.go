@@ -29,7 +29,9 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/pending"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
 
@@ -43,7 +45,7 @@ type Options struct {
 	Origins      admission.OriginPolicy
 	MaxBodyBytes int           // a hook body's cap (default 16 MiB)
 	LeaseWait    time.Duration // how long a call waits for its channel or its lease (default 5 s)
-	Publisher    exchange.Publisher
+	Publisher    events.Publisher
 }
 
 // DefaultChannel is the channel of the paths /before and /after.
@@ -56,7 +58,7 @@ type Handler struct {
 	core    *exchange.Core
 	pending *pending.Calls
 	// Stats counts what the exchange core did.
-	Stats *exchange.Stats
+	Stats *stats.Stats
 }
 
 // New returns a Handler.
@@ -178,4 +180,4 @@ func (r reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	r.log.Warn("fault", append([]any{"kind", f.String(), "policy", p.String(), "err", err}, attrs...)...)
 }
 
-func (r reporter) Count(exchange.Counter) {}
+func (r reporter) Count(stats.Counter) {}

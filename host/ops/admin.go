@@ -16,14 +16,16 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/toollist"
 )
 
 // Operator is the health feature's operator surface (exchange.Core implements it).
 type Operator interface {
-	Tools(ctx context.Context) ([]exchange.ToolStatus, error)
-	SetMode(ctx context.Context, a exchange.Action, mode, reason string) ([]exchange.ModeChange, error)
-	Approve(ctx context.Context, a exchange.Action) ([]exchange.ModeChange, error)
+	Tools(ctx context.Context) ([]health.ToolStatus, error)
+	SetMode(ctx context.Context, a health.Action, mode, reason string) ([]health.ModeChange, error)
+	Approve(ctx context.Context, a health.Action) ([]health.ModeChange, error)
 }
 
 // ReloadResult is the answer to a reload.
@@ -43,7 +45,7 @@ type AdminOptions struct {
 	Bus   *Bus
 	// Publisher receives the operator_action and workflow_reset events (metrics and the
 	// bus); nil: the Bus.
-	Publisher exchange.Publisher
+	Publisher events.Publisher
 	Metrics   *Metrics
 	// Gateway is the gateway the API reads and acts on; nil: none (every route that needs
 	// it answers as a gateway still starting would).
@@ -295,7 +297,7 @@ func (a *Admin) acted(r *http.Request, action string, data map[string]any) {
 		data = map[string]any{}
 	}
 	data["action"], data["via"] = action, viaOf(r)
-	pub.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: data})
+	pub.Publish(events.Event{Type: events.EventOperatorAction, Data: data})
 }
 
 // apiError is every admin error's body.
@@ -353,13 +355,13 @@ func (a *Admin) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 // operatorError answers an error of the health operator methods.
 func (a *Admin) operatorError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, exchange.ErrHealthOff):
+	case errors.Is(err, health.ErrOff):
 		a.fail(w, http.StatusConflict, "health_off", err.Error())
 		return
 	case errors.Is(err, exchange.ErrCacheOff):
 		a.fail(w, http.StatusConflict, "cache_off", err.Error())
 		return
-	case errors.Is(err, exchange.ErrInvalidOperation):
+	case errors.Is(err, health.ErrInvalidOperation):
 		a.fail(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
@@ -387,12 +389,12 @@ func (a *Admin) operator() Operator {
 // offOperator answers while the gateway is starting: health is not available yet.
 type offOperator struct{}
 
-func (offOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
-	return nil, exchange.ErrHealthOff
+func (offOperator) Tools(context.Context) ([]health.ToolStatus, error) {
+	return nil, health.ErrOff
 }
-func (offOperator) SetMode(context.Context, exchange.Action, string, string) ([]exchange.ModeChange, error) {
-	return nil, exchange.ErrHealthOff
+func (offOperator) SetMode(context.Context, health.Action, string, string) ([]health.ModeChange, error) {
+	return nil, health.ErrOff
 }
-func (offOperator) Approve(context.Context, exchange.Action) ([]exchange.ModeChange, error) {
-	return nil, exchange.ErrHealthOff
+func (offOperator) Approve(context.Context, health.Action) ([]health.ModeChange, error) {
+	return nil, health.ErrOff
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/host/store"
 )
@@ -36,16 +38,16 @@ func (f *fakeOperator) touched() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
+func (f *fakeOperator) Tools(context.Context) ([]health.ToolStatus, error) {
 	f.record("tools")
 	if f.off {
-		return nil, exchange.ErrHealthOff
+		return nil, health.ErrOff
 	}
-	return []exchange.ToolStatus{{Name: "cart.pay", Unit: "tool", Mode: "quarantined", Fingerprint: "ab12"}}, nil
+	return []health.ToolStatus{{Name: "cart.pay", Unit: "tool", Mode: "quarantined", Fingerprint: "ab12"}}, nil
 }
 
 // describe renders an action for the record: "tool=NAME", "match=GLOB", " (dry run)".
-func describe(a exchange.Action) string {
+func describe(a health.Action) string {
 	s := "match=" + a.Match
 	if a.Tool != "" {
 		s = "tool=" + a.Tool
@@ -56,20 +58,20 @@ func describe(a exchange.Action) string {
 	return s
 }
 
-func (f *fakeOperator) SetMode(_ context.Context, a exchange.Action, mode, reason string) ([]exchange.ModeChange, error) {
+func (f *fakeOperator) SetMode(_ context.Context, a health.Action, mode, reason string) ([]health.ModeChange, error) {
 	f.record("mode " + describe(a) + " " + mode + " " + reason)
 	if f.off {
-		return nil, exchange.ErrHealthOff
+		return nil, health.ErrOff
 	}
-	return []exchange.ModeChange{{Name: "cart.pay", From: "active", To: mode, OK: true}}, nil
+	return []health.ModeChange{{Name: "cart.pay", From: "active", To: mode, OK: true}}, nil
 }
 
-func (f *fakeOperator) Approve(_ context.Context, a exchange.Action) ([]exchange.ModeChange, error) {
+func (f *fakeOperator) Approve(_ context.Context, a health.Action) ([]health.ModeChange, error) {
 	f.record("approve " + describe(a))
 	if f.off {
-		return nil, exchange.ErrHealthOff
+		return nil, health.ErrOff
 	}
-	return []exchange.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}, nil
+	return []health.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}, nil
 }
 
 type adminEnv struct {
@@ -399,7 +401,7 @@ func TestAdmin_operatorActionsAreEvents(t *testing.T) {
 	e.do(t, "POST", "/admin/tools/mode", "Bearer tok", `{"tool":"cart.pay","mode":"active","dryRun":true}`, ViaHeader, "page")
 	e.do(t, "POST", "/admin/tools/approve", "Bearer tok", `{"tool":"cart.pay"}`, ViaHeader, "page")
 	e.do(t, "POST", "/admin/reload", "Bearer tok", `{}`)
-	got, _ := e.bus.History(10, Filter{Type: exchange.EventOperatorAction})
+	got, _ := e.bus.History(10, Filter{Type: events.EventOperatorAction})
 	var lines []string
 	for _, ev := range got {
 		lines = append(lines, ev.Data["action"].(string)+" "+ev.Data["via"].(string))

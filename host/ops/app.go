@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 )
 
 // AppState is the gateway's own state (not a workflow's).
@@ -52,13 +52,13 @@ type App struct {
 	state   AppState
 	parts   []string // failing parts while degraded, sorted
 	since   time.Time
-	pub     exchange.Publisher
+	pub     events.Publisher
 	onState func(AppState)
 }
 
 // NewApp returns an App in state starting. pub receives app_state_changed events (nil:
 // none); onState, when set, is called with each new state (metrics).
-func NewApp(pub exchange.Publisher, onState func(AppState)) *App {
+func NewApp(pub events.Publisher, onState func(AppState)) *App {
 	a := &App{state: StateStarting, since: time.Now().UTC(), pub: pub, onState: onState}
 	if onState != nil {
 		onState(StateStarting)
@@ -128,7 +128,7 @@ func (a *App) move(to AppState, parts []string, reason string) error {
 		if len(parts) > 0 {
 			data["parts"] = parts
 		}
-		a.pub.Publish(exchange.Event{Type: exchange.EventAppStateChanged, OldState: string(from), NewState: string(to), Data: data})
+		a.pub.Publish(events.Event{Type: events.EventAppStateChanged, OldState: string(from), NewState: string(to), Data: data})
 	}
 	return nil
 }

@@ -4,18 +4,18 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 )
 
-type events struct{ got []exchange.Event }
+type eventLog struct{ got []events.Event }
 
-func (e *events) Publish(ev exchange.Event) { e.got = append(e.got, ev) }
+func (e *eventLog) Publish(ev events.Event) { e.got = append(e.got, ev) }
 
 // TestApp_transitions walks the state machine: every valid change is an
 // app_state_changed event and a state callback; an invalid change is refused and changes
 // nothing; readiness holds only in ready.
 func TestApp_transitions(t *testing.T) {
-	pub := &events{}
+	pub := &eventLog{}
 	var seen []AppState
 	a := NewApp(pub, func(s AppState) { seen = append(seen, s) })
 	if a.Ready() {
@@ -47,7 +47,7 @@ func TestApp_transitions(t *testing.T) {
 	}
 	var lines []string
 	for _, e := range pub.got {
-		if e.Type != exchange.EventAppStateChanged {
+		if e.Type != events.EventAppStateChanged {
 			t.Fatalf("event type %s", e.Type)
 		}
 		l := e.OldState + "->" + e.NewState

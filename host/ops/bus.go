@@ -10,13 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 )
 
 // SubscriberBuffer is how many events a subscriber may fall behind before it loses some.
 const SubscriberBuffer = 100
 
-// Bus is the in-process event bus: an exchange.Publisher that fans events out to
+// Bus is the in-process event bus: an events.Publisher that fans events out to
 // subscribers without ever blocking the publisher.
 //
 // # Notes
@@ -70,7 +70,7 @@ func (b *Bus) Close() {
 
 // History returns the last n held events the filter selects, oldest first, and the id
 // of the last event published (what a follower then gives as since).
-func (b *Bus) History(n int, f Filter) ([]exchange.Event, uint64) {
+func (b *Bus) History(n int, f Filter) ([]events.Event, uint64) {
 	b.pmu.Lock()
 	defer b.pmu.Unlock()
 	return b.hist.last(n, f), b.hist.next - 1
@@ -87,7 +87,7 @@ type Filter struct {
 	Session string
 }
 
-func (f Filter) match(e exchange.Event) bool {
+func (f Filter) match(e events.Event) bool {
 	if f.Session != "" {
 		s, _ := e.Data["session"].(string)
 		h, _ := e.Data["handle"].(string)
@@ -101,12 +101,12 @@ func (f Filter) match(e exchange.Event) bool {
 // Subscription receives the bus's events on C until Close.
 type Subscription struct {
 	// Replay holds what the subscriber missed (SubscribeSince), to deliver before C.
-	Replay []exchange.Event
+	Replay []events.Event
 	// Since is the id of the last event published when the subscription opened: C
 	// starts after it.
 	Since  uint64
-	C      <-chan exchange.Event
-	c      chan exchange.Event
+	C      <-chan events.Event
+	c      chan events.Event
 	bus    *Bus
 	filter Filter
 	mu     sync.Mutex // orders sends and the lost count
@@ -133,7 +133,7 @@ func (b *Bus) SubscribeSince(f Filter, since uint64) *Subscription {
 }
 
 func (b *Bus) subscribe(f Filter) *Subscription {
-	c := make(chan exchange.Event, SubscriberBuffer)
+	c := make(chan events.Event, SubscriberBuffer)
 	s := &Subscription{C: c, c: c, bus: b, filter: f}
 	b.mu.Lock()
 	b.subs[s] = struct{}{}
@@ -164,8 +164,8 @@ func (b *Bus) Subscribers() int {
 // Dropped returns how many events subscribers have lost in all.
 func (b *Bus) Dropped() int64 { return b.dropped.Load() }
 
-// Publish implements exchange.Publisher.
-func (b *Bus) Publish(e exchange.Event) {
+// Publish implements events.Publisher.
+func (b *Bus) Publish(e events.Event) {
 	if e.Timestamp.IsZero() {
 		e.Timestamp = time.Now().UTC()
 	}
@@ -185,7 +185,7 @@ func (b *Bus) Publish(e exchange.Event) {
 }
 
 // offer hands e to the subscriber without waiting; false when it had to be dropped.
-func (s *Subscription) offer(e exchange.Event) bool {
+func (s *Subscription) offer(e events.Event) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -198,7 +198,7 @@ func (s *Subscription) offer(e exchange.Event) bool {
 			s.lost++
 			return false
 		}
-		s.c <- exchange.Event{Type: exchange.EventEventsDropped, Timestamp: time.Now().UTC(),
+		s.c <- events.Event{Type: events.EventEventsDropped, Timestamp: time.Now().UTC(),
 			Data: map[string]any{"dropped": s.lost}}
 		s.lost = 0
 	}
@@ -212,10 +212,10 @@ func (s *Subscription) offer(e exchange.Event) bool {
 }
 
 // Publishers hands every event to each publisher in turn (metrics first, then the bus).
-type Publishers []exchange.Publisher
+type Publishers []events.Publisher
 
-// Publish implements exchange.Publisher.
-func (ps Publishers) Publish(e exchange.Event) {
+// Publish implements events.Publisher.
+func (ps Publishers) Publish(e events.Event) {
 	if e.Timestamp.IsZero() {
 		e.Timestamp = time.Now().UTC()
 	}

@@ -4,18 +4,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 )
 
 // TestBus_filters: a subscription sees only the events its filter selects, stamped.
 func TestBus_filters(t *testing.T) {
 	b := NewBus()
 	all := b.Subscribe(Filter{})
-	calls := b.Subscribe(Filter{Type: exchange.EventToolCalled})
+	calls := b.Subscribe(Filter{Type: events.EventToolCalled})
 	pay := b.Subscribe(Filter{Tool: "cart.pay"})
-	b.Publish(exchange.Event{Type: exchange.EventToolCalled, Tool: "cart.add_item"})
-	b.Publish(exchange.Event{Type: exchange.EventWorkflowTransitioned, Tool: "cart.pay"})
-	b.Publish(exchange.Event{Type: exchange.EventToolCalled, Tool: "cart.pay"})
+	b.Publish(events.Event{Type: events.EventToolCalled, Tool: "cart.add_item"})
+	b.Publish(events.Event{Type: events.EventWorkflowTransitioned, Tool: "cart.pay"})
+	b.Publish(events.Event{Type: events.EventToolCalled, Tool: "cart.pay"})
 	for _, c := range []struct {
 		name string
 		sub  *Subscription
@@ -37,8 +37,8 @@ func TestBus_filters(t *testing.T) {
 	}
 }
 
-func drain(s *Subscription) []exchange.Event {
-	var out []exchange.Event
+func drain(s *Subscription) []events.Event {
+	var out []events.Event
 	for {
 		select {
 		case e := <-s.C:
@@ -62,7 +62,7 @@ func TestBus_slowSubscriber(t *testing.T) {
 	const n = SubscriberBuffer + 50
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		b.Publish(exchange.Event{Type: exchange.EventToolCalled, Tool: "t", Data: map[string]any{"i": i}})
+		b.Publish(events.Event{Type: events.EventToolCalled, Tool: "t", Data: map[string]any{"i": i}})
 		got += len(drain(fast)) // a subscriber that keeps up
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -75,9 +75,9 @@ func TestBus_slowSubscriber(t *testing.T) {
 	if len(first) != SubscriberBuffer || first[SubscriberBuffer-1].Data["i"] != SubscriberBuffer-1 {
 		t.Fatalf("the slow subscriber kept %d events, want the first %d", len(first), SubscriberBuffer)
 	}
-	b.Publish(exchange.Event{Type: exchange.EventToolCalled, Tool: "t", Data: map[string]any{"i": n}})
+	b.Publish(events.Event{Type: events.EventToolCalled, Tool: "t", Data: map[string]any{"i": n}})
 	next := drain(slow)
-	if len(next) != 2 || next[0].Type != exchange.EventEventsDropped || next[0].Data["dropped"] != int64(50) || next[1].Data["i"] != n {
+	if len(next) != 2 || next[0].Type != events.EventEventsDropped || next[0].Data["dropped"] != int64(50) || next[1].Data["i"] != n {
 		t.Fatalf("after catching up: %+v, want events_dropped{dropped: 50} then event %d", next, n)
 	}
 	got += len(drain(fast))
@@ -98,7 +98,7 @@ func BenchmarkBus_publish(b *testing.B) {
 		for range sub.C {
 		}
 	}()
-	e := exchange.Event{Type: exchange.EventToolCalled, Tool: "t", Timestamp: time.Now(), Data: map[string]any{"outcome": "success"}}
+	e := events.Event{Type: events.EventToolCalled, Tool: "t", Timestamp: time.Now(), Data: map[string]any{"outcome": "success"}}
 	b.ReportAllocs()
 	for b.Loop() {
 		bus.Publish(e)

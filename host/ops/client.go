@@ -12,7 +12,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/health"
 )
 
 // Client calls a gateway's admin API over the routes NewAdmin registers (the stategate
@@ -116,16 +116,16 @@ func (c *Client) Tools(ctx context.Context) ([]ToolView, error) {
 
 // Mode sets the mode of the tools req names (POST /admin/tools/mode); with DryRun it
 // previews.
-func (c *Client) Mode(ctx context.Context, req ModeRequest) ([]exchange.ModeChange, error) {
-	var out struct{ Changes []exchange.ModeChange }
+func (c *Client) Mode(ctx context.Context, req ModeRequest) ([]health.ModeChange, error) {
+	var out struct{ Changes []health.ModeChange }
 	err := c.Do(ctx, RouteMode, nil, req, &out)
 	return out.Changes, err
 }
 
 // Approve approves the pending definitions of the tools req names (POST
 // /admin/tools/approve); with DryRun it previews.
-func (c *Client) Approve(ctx context.Context, req ApproveRequest) ([]exchange.ModeChange, error) {
-	var out struct{ Changes []exchange.ModeChange }
+func (c *Client) Approve(ctx context.Context, req ApproveRequest) ([]health.ModeChange, error) {
+	var out struct{ Changes []health.ModeChange }
 	err := c.Do(ctx, RouteApprove, nil, req, &out)
 	return out.Changes, err
 }

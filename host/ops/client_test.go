@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 )
 
 // TestClient_routes: the client reaches the handler of each route it calls (the route table
@@ -19,8 +19,8 @@ func TestClient_routes(t *testing.T) {
 	e := newAdminEnv(t, "tok", false)
 	c := &Client{Base: e.srv.URL, Token: "tok"}
 	ctx := context.Background()
-	events := e.bus.Subscribe(Filter{})
-	defer events.Close()
+	sub := e.bus.Subscribe(Filter{})
+	defer sub.Close()
 
 	tools, err := c.Tools(ctx)
 	if err != nil || len(tools) != 1 || tools[0].Name != "cart.pay" {
@@ -42,8 +42,8 @@ func TestClient_routes(t *testing.T) {
 		t.Fatalf("the operator was asked %q, want %q", got, want)
 	}
 	select {
-	case ev := <-events.C:
-		if ev.Type != exchange.EventOperatorAction || ev.Data["via"] != "cli" || ev.Data["action"] != "approve" {
+	case ev := <-sub.C:
+		if ev.Type != events.EventOperatorAction || ev.Data["via"] != "cli" || ev.Data["action"] != "approve" {
 			t.Fatalf("event %+v: want the approval, via cli", ev)
 		}
 	default:
@@ -85,7 +85,7 @@ func TestClient_events(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // the stream is open once the handler subscribed
 	}
 	for i := range 2 {
-		e.bus.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: map[string]any{"n": i}})
+		e.bus.Publish(events.Event{Type: events.EventOperatorAction, Data: map[string]any{"n": i}})
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Events: %v", err)

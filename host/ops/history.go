@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/store"
 )
 
@@ -34,13 +34,13 @@ type HistoryFile interface {
 //     event, unless more than idReserve/2 events were published between two batches.
 type history struct {
 	size int
-	ring []exchange.Event // circular, oldest at start
-	head int              // index of the oldest
+	ring []events.Event // circular, oldest at start
+	head int            // index of the oldest
 	n    int
 	next uint64 // the next id
 
 	file     HistoryFile
-	queue    chan exchange.Event
+	queue    chan events.Event
 	reserved atomic.Uint64 // ids below this are reserved in the file
 	lost     atomic.Int64  // events the file did not get (queue full or a failed write)
 	log      *slog.Logger
@@ -58,11 +58,11 @@ func newHistory(size int) *history {
 	if size <= 0 {
 		size = DefaultHistory
 	}
-	return &history{size: size, ring: make([]exchange.Event, size), next: 1}
+	return &history{size: size, ring: make([]events.Event, size), next: 1}
 }
 
 // add numbers e and keeps it (the bus's publishing lock is held).
-func (h *history) add(e exchange.Event) exchange.Event {
+func (h *history) add(e events.Event) events.Event {
 	e.ID = h.next
 	h.next++
 	if h.n < h.size {
@@ -83,7 +83,7 @@ func (h *history) add(e exchange.Event) exchange.Event {
 }
 
 // each calls f for every event held, oldest first.
-func (h *history) each(f func(exchange.Event)) {
+func (h *history) each(f func(events.Event)) {
 	for i := 0; i < h.n; i++ {
 		f(h.ring[(h.head+i)%h.size])
 	}
@@ -94,19 +94,19 @@ func (h *history) each(f func(exchange.Event)) {
 // (the gap is said whatever the filter: the missing events might have matched). A since
 // at or beyond the next id (another gateway's, or one before a restart without a file)
 // replays everything held after an events_gap naming it.
-func (h *history) since(since uint64, f Filter) []exchange.Event {
-	var out []exchange.Event
+func (h *history) since(since uint64, f Filter) []events.Event {
+	var out []events.Event
 	gap := func(from, to uint64) {
-		out = append(out, exchange.Event{Type: exchange.EventEventsGap, Timestamp: time.Now().UTC(),
+		out = append(out, events.Event{Type: events.EventEventsGap, Timestamp: time.Now().UTC(),
 			Data: map[string]any{"from": from, "to": to}})
 	}
 	if since >= h.next {
-		out = append(out, exchange.Event{Type: exchange.EventEventsGap, Timestamp: time.Now().UTC(),
+		out = append(out, events.Event{Type: events.EventEventsGap, Timestamp: time.Now().UTC(),
 			Data: map[string]any{"unknownSince": since, "next": h.next}})
 		since = 0
 	}
 	want := since + 1
-	h.each(func(e exchange.Event) {
+	h.each(func(e events.Event) {
 		if e.ID < want {
 			return
 		}
@@ -125,8 +125,8 @@ func (h *history) since(since uint64, f Filter) []exchange.Event {
 }
 
 // last returns the last n events the filter selects, oldest first.
-func (h *history) last(n int, f Filter) []exchange.Event {
-	var out []exchange.Event
+func (h *history) last(n int, f Filter) []events.Event {
+	var out []events.Event
 	for i := h.n - 1; i >= 0 && len(out) < n; i-- {
 		if e := h.ring[(h.head+i)%h.size]; f.match(e) {
 			out = append(out, e)
@@ -150,7 +150,7 @@ func (h *history) attach(f HistoryFile, log *slog.Logger) error {
 	h.head, h.n = 0, 0
 	next := reserved
 	for _, s := range stored {
-		var e exchange.Event
+		var e events.Event
 		if json.Unmarshal(s.JSON, &e) != nil {
 			continue
 		}
@@ -165,7 +165,7 @@ func (h *history) attach(f HistoryFile, log *slog.Logger) error {
 	if err := f.AppendEvents(nil, h.reserved.Load(), h.size); err != nil {
 		return err
 	}
-	h.queue = make(chan exchange.Event, historyQueue)
+	h.queue = make(chan events.Event, historyQueue)
 	h.done = make(chan struct{})
 	for _, e := range early {
 		h.add(e)
@@ -175,7 +175,7 @@ func (h *history) attach(f HistoryFile, log *slog.Logger) error {
 }
 
 // write stores queued events in batches until the queue is closed.
-func (h *history) write(queue <-chan exchange.Event) {
+func (h *history) write(queue <-chan events.Event) {
 	defer close(h.done)
 	tick := time.NewTicker(historyFlush)
 	defer tick.Stop()

@@ -14,18 +14,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/store"
 )
 
-func call(tool string) exchange.Event {
-	return exchange.Event{Type: exchange.EventToolCalled, Tool: tool, Data: map[string]any{"outcome": "success"}}
+func call(tool string) events.Event {
+	return events.Event{Type: events.EventToolCalled, Tool: tool, Data: map[string]any{"outcome": "success"}}
 }
 
-func ids(es []exchange.Event) string {
+func ids(es []events.Event) string {
 	var b strings.Builder
 	for _, e := range es {
-		if e.Type == exchange.EventEventsGap {
+		if e.Type == events.EventEventsGap {
 			fmt.Fprintf(&b, "gap%v-%v ", e.Data["from"], e.Data["to"])
 			continue
 		}
@@ -72,11 +72,11 @@ func TestHistory_replay(t *testing.T) {
 	}
 	s.Close()
 	s = b.SubscribeSince(Filter{}, 500) // another gateway's id: said, then all held (after the gap 1-4)
-	if len(s.Replay) != 7 || s.Replay[0].Type != exchange.EventEventsGap || s.Replay[0].Data["unknownSince"] != uint64(500) {
+	if len(s.Replay) != 7 || s.Replay[0].Type != events.EventEventsGap || s.Replay[0].Data["unknownSince"] != uint64(500) {
 		t.Fatalf("unknown since: %+v", s.Replay)
 	}
 	s.Close()
-	b.Publish(exchange.Event{Type: exchange.EventWorkflowReset, Data: map[string]any{"handle": "d1"}})
+	b.Publish(events.Event{Type: events.EventWorkflowReset, Data: map[string]any{"handle": "d1"}})
 	if h, _ := b.History(5, Filter{Session: "d1"}); len(h) != 1 || h[0].ID != 10 {
 		t.Fatalf("by handle digest: %+v", h)
 	}
@@ -174,7 +174,7 @@ func TestAdmin_eventsResume(t *testing.T) {
 	}
 	resp := get("/admin/events/history?count=2&tool=c")
 	var h struct {
-		Events []exchange.Event
+		Events []events.Event
 		Last   uint64
 	}
 	json.NewDecoder(resp.Body).Decode(&h)
@@ -200,7 +200,7 @@ func TestAdmin_eventsResume(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var e exchange.Event
+		var e events.Event
 		json.Unmarshal(msg, &e)
 		got = append(got, fmt.Sprint(e.ID, e.Tool))
 		if len(got) == 1 {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/internal/termsafe"
 )
 
@@ -21,10 +21,10 @@ func TestMetrics_latencyByTool(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		// 100 calls of 20ms..119ms, of which the upstream took all but 2ms.
 		us := int64(20000 + i*1000)
-		m.Publish(exchange.Event{Type: exchange.EventToolCalled, Tool: "crm.search",
+		m.Publish(events.Event{Type: events.EventToolCalled, Tool: "crm.search",
 			Data: map[string]any{"durationUs": us, "upstreamUs": us - 2000, "outcome": "success"}})
 	}
-	m.Publish(exchange.Event{Type: exchange.EventToolCalled, Tool: "made.up", Data: map[string]any{"durationUs": int64(300), "outcome": "denied"}})
+	m.Publish(events.Event{Type: events.EventToolCalled, Tool: "made.up", Data: map[string]any{"durationUs": int64(300), "outcome": "denied"}})
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	p := expfmt.NewTextParser(model.UTF8Validation)
@@ -66,7 +66,7 @@ func TestMetrics_latencyByTool(t *testing.T) {
 func TestMetrics_labelValuesReachNoTerminal(t *testing.T) {
 	hostile := "evil\x1b]0;owned\x07\u202e.tool\\x"
 	m := NewMetrics(func(n string) bool { return n == hostile }, nil)
-	m.Publish(exchange.Event{Type: exchange.EventToolCalled, Tool: hostile, Data: map[string]any{"durationUs": int64(1000), "outcome": "success"}})
+	m.Publish(events.Event{Type: events.EventToolCalled, Tool: hostile, Data: map[string]any{"durationUs": int64(1000), "outcome": "success"}})
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()

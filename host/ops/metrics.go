@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/internal/termsafe"
 	"google.golang.org/protobuf/proto"
 )
@@ -23,30 +25,30 @@ const OtherTool = "_other"
 
 // counterNames are the metric names of the exchange core's counters. tool_calls and
 // transitions are counted from events instead, with labels (tool, outcome; workflow).
-var counterNames = [exchange.NumCounters]struct{ name, help string }{
-	exchange.CountAllowed:        {"stategate_calls_allowed_total", "tools/call requests admitted and forwarded to the upstream."},
-	exchange.CountRejected:       {"stategate_requests_rejected_total", "Requests refused with a JSON-RPC error."},
-	exchange.CountTimeouts:       {"stategate_timeouts_total", "tools/call requests answered with TOOL_TIMEOUT."},
-	exchange.CountInvalidations:  {"stategate_invalidations_total", "Results that carried the invalidation block."},
-	exchange.CountTransitions:    {"stategate_state_writes_total", "Workflow snapshots stored."},
-	exchange.CountListChanged:    {"stategate_list_changed_total", "Calls after which the visible tool set changed."},
-	exchange.CountListsDecorated: {"stategate_lists_decorated_total", "tools/list answers decorated."},
-	exchange.CountCASConflicts:   {"stategate_cas_conflicts_total", "Compare-and-set rounds lost to a concurrent call."},
-	exchange.CountIDsRemapped:    {"stategate_ids_remapped_total", "Requests whose JSON-RPC id the upstream saw replaced."},
-	exchange.CountTasksCreated:   {"stategate_tasks_created_total", "Task-augmented tools/call requests the upstream answered with a task."},
-	exchange.CountTasksSettled:   {"stategate_tasks_settled_total", "Tasks whose end the gateway settled (workflow, health, cache), once each."},
-	exchange.CountSessionsIssued: {"stategate_sessions_issued_total", "Sessions the gateway issued to clients of an upstream that issues none."},
-	exchange.CountSessionsEnded:  {"stategate_sessions_ended_total", "Gateway sessions ended by DELETE."},
-	exchange.CountToolsWithheld:  {"stategate_tools_withheld_total", "Tools withheld from tools/list answers because a tool object repeats a member."},
+var counterNames = [stats.NumCounters]struct{ name, help string }{
+	stats.CountAllowed:        {"stategate_calls_allowed_total", "tools/call requests admitted and forwarded to the upstream."},
+	stats.CountRejected:       {"stategate_requests_rejected_total", "Requests refused with a JSON-RPC error."},
+	stats.CountTimeouts:       {"stategate_timeouts_total", "tools/call requests answered with TOOL_TIMEOUT."},
+	stats.CountInvalidations:  {"stategate_invalidations_total", "Results that carried the invalidation block."},
+	stats.CountTransitions:    {"stategate_state_writes_total", "Workflow snapshots stored."},
+	stats.CountListChanged:    {"stategate_list_changed_total", "Calls after which the visible tool set changed."},
+	stats.CountListsDecorated: {"stategate_lists_decorated_total", "tools/list answers decorated."},
+	stats.CountCASConflicts:   {"stategate_cas_conflicts_total", "Compare-and-set rounds lost to a concurrent call."},
+	stats.CountIDsRemapped:    {"stategate_ids_remapped_total", "Requests whose JSON-RPC id the upstream saw replaced."},
+	stats.CountTasksCreated:   {"stategate_tasks_created_total", "Task-augmented tools/call requests the upstream answered with a task."},
+	stats.CountTasksSettled:   {"stategate_tasks_settled_total", "Tasks whose end the gateway settled (workflow, health, cache), once each."},
+	stats.CountSessionsIssued: {"stategate_sessions_issued_total", "Sessions the gateway issued to clients of an upstream that issues none."},
+	stats.CountSessionsEnded:  {"stategate_sessions_ended_total", "Gateway sessions ended by DELETE."},
+	stats.CountToolsWithheld:  {"stategate_tools_withheld_total", "Tools withheld from tools/list answers because a tool object repeats a member."},
 }
 
-// Metrics is the gateway's Prometheus registry. It is an exchange.Publisher (tool calls,
+// Metrics is the gateway's Prometheus registry. It is an events.Publisher (tool calls,
 // transitions, events) and an exchange.Reporter (counters, faults).
 type Metrics struct {
 	Registry *prometheus.Registry
 
 	listed      func(string) bool
-	counters    [exchange.NumCounters]prometheus.Counter
+	counters    [stats.NumCounters]prometheus.Counter
 	requests    *prometheus.CounterVec // by method
 	denials     *prometheus.CounterVec // by code
 	cacheReqs   *prometheus.CounterVec // by result
@@ -81,9 +83,9 @@ func (m *Metrics) LastRefusals() map[string]Refusal {
 	return maps.Clone(m.refusals)
 }
 
-// ToolLister lists the tools with their modes (exchange.Core.Tools); ErrHealthOff means
+// ToolLister lists the tools with their modes (exchange.Operator.Tools); health.ErrOff means
 // there is nothing to export.
-type ToolLister func(ctx context.Context) ([]exchange.ToolStatus, error)
+type ToolLister func(ctx context.Context) ([]health.ToolStatus, error)
 
 // NewMetrics registers every metric. listed says whether the upstream listed a tool name
 // (exchange.Core.Listed): other names are labelled OtherTool, so clients cannot grow the
@@ -145,11 +147,11 @@ func NewMetrics(listed func(string) bool, tools ToolLister) *Metrics {
 	return m
 }
 
-// Publish implements exchange.Publisher.
-func (m *Metrics) Publish(e exchange.Event) {
+// Publish implements events.Publisher.
+func (m *Metrics) Publish(e events.Event) {
 	m.events.WithLabelValues(e.Type).Inc()
 	switch e.Type {
-	case exchange.EventToolCalled:
+	case events.EventToolCalled:
 		outcome, _ := e.Data["outcome"].(string)
 		tool := e.Tool
 		if m.listed == nil || !m.listed(tool) {
@@ -164,7 +166,7 @@ func (m *Metrics) Publish(e exchange.Event) {
 		m.toolSecs.WithLabelValues(tool, outcome).Observe(float64(us) / 1e6)
 		up, _ := e.Data["upstreamUs"].(int64)
 		m.overhead.WithLabelValues(tool).Observe(float64(max(us-up, 0)) / 1e6)
-	case exchange.EventCallRefused:
+	case events.EventCallRefused:
 		code, _ := e.Data["code"].(string)
 		tool := e.Tool
 		if m.listed == nil || !m.listed(tool) {
@@ -176,14 +178,14 @@ func (m *Metrics) Publish(e exchange.Event) {
 		}
 		m.refusals[tool] = Refusal{Code: code, At: e.Timestamp}
 		m.refMu.Unlock()
-	case exchange.EventWorkflowTransitioned:
+	case events.EventWorkflowTransitioned:
 		w, _ := e.Data["workflow"].(string)
 		m.transitions.WithLabelValues(w).Inc()
-	case exchange.EventStoreUnavailable:
+	case events.EventStoreUnavailable:
 		m.storeErrors.Inc()
-	case exchange.EventConfigReloaded:
+	case events.EventConfigReloaded:
 		m.reloads.WithLabelValues("ok").Inc()
-	case exchange.EventConfigReloadFailed:
+	case events.EventConfigReloadFailed:
 		m.reloads.WithLabelValues("failed").Inc()
 	}
 }
@@ -265,28 +267,28 @@ func quantile(q float64, cum []uint64, total uint64) float64 {
 }
 
 // Count implements exchange.Reporter.
-func (m *Metrics) Count(c exchange.Counter) {
+func (m *Metrics) Count(c stats.Counter) {
 	switch c {
-	case exchange.CountRequests, exchange.CountDenied:
-		m.CountLabel(c, exchange.LabelNone)
-	case exchange.CountCacheHits:
+	case stats.CountRequests, stats.CountDenied:
+		m.CountLabel(c, stats.LabelNone)
+	case stats.CountCacheHits:
 		m.cacheReqs.WithLabelValues("hit").Inc()
-	case exchange.CountCacheMisses:
+	case stats.CountCacheMisses:
 		m.cacheReqs.WithLabelValues("miss").Inc()
-	case exchange.CountCacheCoalesced:
+	case stats.CountCacheCoalesced:
 		m.cacheReqs.WithLabelValues("coalesced").Inc()
 	}
-	if c >= 0 && c < exchange.NumCounters && m.counters[c] != nil {
+	if c >= 0 && c < stats.NumCounters && m.counters[c] != nil {
 		m.counters[c].Inc()
 	}
 }
 
-// CountLabel implements exchange.LabelReporter: requests by method, denials by code.
-func (m *Metrics) CountLabel(c exchange.Counter, label string) {
+// CountLabel implements stats.LabelReporter: requests by method, denials by code.
+func (m *Metrics) CountLabel(c stats.Counter, label string) {
 	switch c {
-	case exchange.CountRequests:
+	case stats.CountRequests:
 		m.requests.WithLabelValues(label).Inc()
-	case exchange.CountDenied:
+	case stats.CountDenied:
 		m.denials.WithLabelValues(label).Inc()
 	default:
 		m.Count(c)
@@ -392,7 +394,7 @@ func (c *modeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	ts, err := c.tools(ctx)
 	if err != nil {
-		if !errors.Is(err, exchange.ErrHealthOff) {
+		if !errors.Is(err, health.ErrOff) {
 			ch <- prometheus.NewInvalidMetric(modeDesc, err)
 		}
 		return

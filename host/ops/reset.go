@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/tidwall/gjson"
 )
 
@@ -35,7 +36,7 @@ const resetWait = 5 * time.Second
 //   - 400 for an unknown workflow or state, 404 when nothing is stored for the session or
 //     handle (it never moved, or was forgotten: it is in its initial state already), 409
 //     when a moving call holds the state past resetWait or the state moved meanwhile.
-//   - The event names the session or handle by a digest (exchange.SessionDigest): a
+//   - The event names the session or handle by a digest (events.SessionDigest): a
 //     session id acts as a credential.
 func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 	var req ResetRequest
@@ -100,7 +101,7 @@ func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	to := gjson.GetBytes(snap, "state").Str
-	digest := exchange.SessionDigest(req.Session + req.Handle)
+	digest := events.SessionDigest(req.Session + req.Handle)
 	a.log.Info("operator action", "action", "reset", "workflow", req.Workflow, who, digest, "from", from, "to", to,
 		"reason", req.Reason, "remote", r.RemoteAddr)
 	data := map[string]any{"workflow": req.Workflow, who: digest, "reason": req.Reason, "via": viaOf(r)}
@@ -109,7 +110,7 @@ func (a *Admin) reset(w http.ResponseWriter, r *http.Request) {
 		pub = a.opts.Bus
 	}
 	if pub != nil {
-		pub.Publish(exchange.Event{Type: exchange.EventWorkflowReset, OldState: from, NewState: to, Data: data})
+		pub.Publish(events.Event{Type: events.EventWorkflowReset, OldState: from, NewState: to, Data: data})
 	}
 	a.acted(r, "reset", map[string]any{"workflow": req.Workflow, who: digest, "from": from, "to": to, "reason": req.Reason})
 	a.reply(w, http.StatusOK, map[string]any{"workflow": req.Workflow, "from": from, "to": to})

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
@@ -45,7 +45,7 @@ func TestBus_slowSubscriberDoesNotHoldCalls(t *testing.T) {
 	bus := ops.NewBus()
 	stalled := bus.Subscribe(ops.Filter{})
 	defer stalled.Close()
-	reader := bus.Subscribe(ops.Filter{Type: exchange.EventToolCalled})
+	reader := bus.Subscribe(ops.Filter{Type: events.EventToolCalled})
 	got := make(chan int)
 	go func() {
 		n := 0

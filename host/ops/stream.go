@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/internal/termsafe"
 )
 
@@ -55,7 +55,7 @@ func (a *Admin) history(w http.ResponseWriter, r *http.Request) {
 		}
 		n = v
 	}
-	var out []exchange.Event
+	var out []events.Event
 	var last uint64
 	if s := q.Get("since"); s != "" {
 		id, err := strconv.ParseUint(s, 10, 64)
@@ -73,7 +73,7 @@ func (a *Admin) history(w http.ResponseWriter, r *http.Request) {
 		out, last = a.opts.Bus.History(n, filterOf(r))
 	}
 	if out == nil {
-		out = []exchange.Event{}
+		out = []events.Event{}
 	}
 	a.reply(w, http.StatusOK, map[string]any{"events": out, "last": last})
 }
@@ -132,7 +132,7 @@ func (a *Admin) sse(w http.ResponseWriter, r *http.Request) {
 
 // writeSSE writes one event: its id (so a reconnecting EventSource sends Last-Event-ID),
 // its type and its JSON.
-func writeSSE(w io.Writer, e exchange.Event) {
+func writeSSE(w io.Writer, e events.Event) {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return
@@ -192,7 +192,7 @@ func (a *Admin) ws(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func writeEvent(ctx context.Context, c *websocket.Conn, e exchange.Event) error {
+func writeEvent(ctx context.Context, c *websocket.Conn, e events.Event) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return nil

@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/health"
 )
 
 // ToolView is one tool in GET /admin/tools: its health, and its response-cache figures on
 // this replica when the cache is on and the tool was looked up in it.
 type ToolView struct {
-	exchange.ToolStatus
+	health.ToolStatus
 	Cache *CacheFigures `json:"cache,omitempty"`
 }
 
@@ -119,16 +121,16 @@ type Target struct {
 
 // action checks the target: a request naming both a tool and a glob, or neither, is
 // refused before it reaches anything.
-func (a *Admin) action(w http.ResponseWriter, t Target) (exchange.Action, bool) {
+func (a *Admin) action(w http.ResponseWriter, t Target) (health.Action, bool) {
 	switch {
 	case t.Tool != "" && t.Match != "":
 		a.fail(w, http.StatusBadRequest, "bad_request", `give "tool" (one tool, by its exact name) or "match" (a glob), not both`)
-		return exchange.Action{}, false
+		return health.Action{}, false
 	case t.Tool == "" && strings.TrimSpace(t.Match) == "":
 		a.fail(w, http.StatusBadRequest, "bad_request", `"tool" (one tool, by its exact name) or "match" (a glob) is required`)
-		return exchange.Action{}, false
+		return health.Action{}, false
 	}
-	return exchange.Action{Tool: t.Tool, Match: t.Match, DryRun: t.DryRun}, true
+	return health.Action{Tool: t.Tool, Match: t.Match, DryRun: t.DryRun}, true
 }
 
 // ModeRequest is the body of POST /admin/tools/mode.
@@ -211,7 +213,7 @@ func actionData(t Target, err error, extra map[string]any) map[string]any {
 }
 
 // changeNames lists the units a mode or approve changed.
-func changeNames(changes []exchange.ModeChange) []string {
+func changeNames(changes []health.ModeChange) []string {
 	out := []string{}
 	for _, c := range changes {
 		if c.OK {
@@ -223,7 +225,7 @@ func changeNames(changes []exchange.ModeChange) []string {
 
 // changesAnswer is the answer of mode and approve: each unit's change, and "dryRun": true
 // when nothing was changed.
-func changesAnswer(changes []exchange.ModeChange, dryRun bool) map[string]any {
+func changesAnswer(changes []health.ModeChange, dryRun bool) map[string]any {
 	out := map[string]any{"changes": nonNil(changes)}
 	if dryRun {
 		out["dryRun"] = true
@@ -231,9 +233,9 @@ func changesAnswer(changes []exchange.ModeChange, dryRun bool) map[string]any {
 	return out
 }
 
-func nonNil(c []exchange.ModeChange) []exchange.ModeChange {
+func nonNil(c []health.ModeChange) []health.ModeChange {
 	if c == nil {
-		return []exchange.ModeChange{}
+		return []health.ModeChange{}
 	}
 	return c
 }
@@ -296,12 +298,12 @@ func (a *Admin) state(w http.ResponseWriter, r *http.Request) {
 
 // CacheFigurer gives a tool's response-cache figures (exchange.Core implements it).
 type CacheFigurer interface {
-	CacheFigures(tool string) (exchange.ToolCacheFigures, bool)
+	CacheFigures(tool string) (cache.Figures, bool)
 }
 
 // CacheLister lists every tool's cache figures (exchange.Core implements it).
 type CacheLister interface {
-	AllCacheFigures() (map[string]exchange.ToolCacheFigures, bool)
+	AllCacheFigures() (map[string]cache.Figures, bool)
 }
 
 // cache answers GET /admin/cache: the response cache's figures on this replica for every
@@ -309,7 +311,7 @@ type CacheLister interface {
 // only the tools health knows). 409 cache_off without a cache section.
 func (a *Admin) cache(w http.ResponseWriter, r *http.Request) {
 	l, ok := a.operator().(CacheLister)
-	var all map[string]exchange.ToolCacheFigures
+	var all map[string]cache.Figures
 	if ok {
 		all, ok = l.AllCacheFigures()
 	}
@@ -326,7 +328,7 @@ func (a *Admin) cache(w http.ResponseWriter, r *http.Request) {
 
 // CachePurger is the response cache's operator surface (exchange.Core implements it).
 type CachePurger interface {
-	PurgeCache(ctx context.Context, a exchange.Action) ([]string, error)
+	PurgeCache(ctx context.Context, a health.Action) ([]string, error)
 }
 
 // purge answers POST /admin/cache/purge {"tool": NAME} or {"match": GLOB}: the cached tool

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/health"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/ops"
@@ -28,7 +30,7 @@ var (
 
 func (s *served) Operator() ops.Operator {
 	if g := s.gw.Load(); g != nil {
-		return g.Core()
+		return g.Core().Operator()
 	}
 	return nil // starting: health is off
 }
@@ -53,7 +55,7 @@ func (s *served) Reload(ctx context.Context) ops.ReloadResult { return s.rl.relo
 func (s *served) Stats() map[string]int64 {
 	out := map[string]int64{}
 	if g := s.gw.Load(); g != nil {
-		for c := exchange.Counter(0); c < exchange.NumCounters; c++ {
+		for c := stats.Counter(0); c < stats.NumCounters; c++ {
 			out[c.String()] = g.Stats.Get(c)
 		}
 		out["plugin_instances_replaced"] = g.PluginReplaced.Load()
@@ -86,9 +88,9 @@ func (s *served) listed(name string) bool {
 }
 
 // tools is the tools' health for the metrics.
-func (s *served) tools(ctx context.Context) ([]exchange.ToolStatus, error) {
+func (s *served) tools(ctx context.Context) ([]health.ToolStatus, error) {
 	if g := s.gw.Load(); g != nil {
-		return g.Core().Tools(ctx)
+		return g.Core().Operator().Tools(ctx)
 	}
-	return nil, exchange.ErrHealthOff
+	return nil, health.ErrOff
 }

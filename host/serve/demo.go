@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/stats"
 
 	"github.com/stategate/stategate/host/demo"
 )
@@ -62,8 +62,8 @@ func Demo(ctx context.Context, o Options, d DemoOptions, stdout io.Writer) error
 			return fmt.Errorf("scripted session: %w", err)
 		}
 		fmt.Fprintf(stdout, "\ngateway stats: %d requests, %d tool calls, %d denied, %d invalidations, %d transitions, %d list_changed\n",
-			gw.Stats.Get(exchange.CountRequests), gw.Stats.Get(exchange.CountToolCalls), gw.Stats.Get(exchange.CountDenied),
-			gw.Stats.Get(exchange.CountInvalidations), gw.Stats.Get(exchange.CountTransitions), gw.Stats.Get(exchange.CountListChanged))
+			gw.Stats.Get(stats.CountRequests), gw.Stats.Get(stats.CountToolCalls), gw.Stats.Get(stats.CountDenied),
+			gw.Stats.Get(stats.CountInvalidations), gw.Stats.Get(stats.CountTransitions), gw.Stats.Get(stats.CountListChanged))
 	}
 	if d.Once {
 		return nil

@@ -26,6 +26,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/plugin/engine"
@@ -147,7 +148,7 @@ func Run(ctx context.Context, cfgPath string, cfg []byte, eng *engine.Engine, up
 		case <-hup:
 			res := rl.reload(context.Background())
 			logger.Info("operator action", "action", "reload", "trigger", "SIGHUP", "ok", res.OK, "errors", strings.Join(res.Errors, "; "))
-			pub.Publish(exchange.Event{Type: exchange.EventOperatorAction, Data: map[string]any{"action": "reload", "via": "signal", "ok": res.OK}})
+			pub.Publish(events.Event{Type: events.EventOperatorAction, Data: map[string]any{"action": "reload", "via": "signal", "ok": res.OK}})
 			continue
 		case <-ctx.Done():
 		}
@@ -181,7 +182,7 @@ type reloader struct {
 	path     string
 	run      *running
 	eng      atomic.Pointer[engine.Engine]
-	pub      exchange.Publisher
+	pub      events.Publisher
 	log      *slog.Logger
 	replaced func()
 }
@@ -194,7 +195,7 @@ func (r *reloader) reload(ctx context.Context) ops.ReloadResult {
 	defer r.mu.Unlock()
 	fail := func(errs ...string) ops.ReloadResult {
 		r.log.Warn("config reload refused", "path", r.path, "errors", strings.Join(errs, "; "))
-		r.pub.Publish(exchange.Event{Type: exchange.EventConfigReloadFailed, Data: map[string]any{"path": r.path, "errors": errs}})
+		r.pub.Publish(events.Event{Type: events.EventConfigReloadFailed, Data: map[string]any{"path": r.path, "errors": errs}})
 		return ops.ReloadResult{Errors: errs}
 	}
 	if r.run == nil {
@@ -234,7 +235,7 @@ func (r *reloader) reload(ctx context.Context) ops.ReloadResult {
 		old.Close(context.Background())
 	}()
 	r.log.Info("config reloaded", "path", r.path, "warnings", len(res.Warnings))
-	r.pub.Publish(exchange.Event{Type: exchange.EventConfigReloaded, Data: map[string]any{"path": r.path, "warnings": len(res.Warnings)}})
+	r.pub.Publish(events.Event{Type: events.EventConfigReloaded, Data: map[string]any{"path": r.path, "warnings": len(res.Warnings)}})
 	res.OK = true
 	return res
 }
@@ -244,7 +245,7 @@ type monitor struct {
 	app      *ops.App
 	run      *reloader
 	upstream Upstream
-	pub      exchange.Publisher
+	pub      events.Publisher
 	log      *slog.Logger
 	storeBad bool
 }
@@ -276,7 +277,7 @@ func (m *monitor) check(ctx context.Context) {
 	if _, err := run.store.Get(pctx, probeKey); err != nil && ctx.Err() == nil {
 		failing, reasons = append(failing, ops.PartStore), append(reasons, "store: "+err.Error())
 		if !m.storeBad {
-			m.pub.Publish(exchange.Event{Type: exchange.EventStoreUnavailable, Data: map[string]any{"error": err.Error()}})
+			m.pub.Publish(events.Event{Type: events.EventStoreUnavailable, Data: map[string]any{"error": err.Error()}})
 		}
 		m.storeBad = true
 	} else {

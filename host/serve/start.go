@@ -11,6 +11,7 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/wasmrt"
@@ -74,7 +75,7 @@ type running struct {
 
 // hooks are what the operations surface hands the gateway (all optional).
 type hooks struct {
-	publisher exchange.Publisher
+	publisher events.Publisher
 	reporter  exchange.Reporter
 	replaced  func()                          // a plugin instance was discarded
 	handler   func(http.Handler) http.Handler // wraps the MCP handler (metrics)

@@ -34,10 +34,11 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/kvstate"
 	"github.com/stategate/stategate/exchange/oauth"
-	"github.com/stategate/stategate/host/respcache"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/tidwall/gjson"
 )
@@ -110,7 +111,7 @@ func Load(doc []byte, host Host, kv kvstate.KV, newDir func(path string) (kvstat
 	wait := time.Duration(opts.LeaseWaitMs) * time.Millisecond
 	g.core = exchange.New(exchange.Options{Plugin: inProcess{eng}, State: g.state, Reporter: rep, Config: cfg,
 		MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
-		NewCache: func(l exchange.CacheLimits) exchange.Cache { return respcache.New(l, nil) }})
+		NewCache: func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }})
 	g.flw = flow.New(flow.Options{Core: g.core, MaxBodyBytes: opts.MaxBodyBytes, LeaseWait: wait,
 		Origins: admission.OriginPolicy{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts, Loopback: opts.Loopback},
 		Busy:    g.state.TakeBusy, OAuth: oauth})
@@ -422,4 +423,4 @@ func (r *reporter) Fault(f abi.Fault, p abi.Policy, err error, attrs ...any) {
 	}
 }
 
-func (*reporter) Count(exchange.Counter) {}
+func (*reporter) Count(stats.Counter) {}

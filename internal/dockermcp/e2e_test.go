@@ -21,8 +21,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
@@ -232,8 +232,8 @@ func TestFronting(t *testing.T) {
 		}
 	}
 	scenario(t, ctx, d.Session, up)
-	if gw.Stats.Get(exchange.CountDenied) < 3 {
-		t.Errorf("the gateway denied %d calls, want at least 3", gw.Stats.Get(exchange.CountDenied))
+	if gw.Stats.Get(stats.CountDenied) < 3 {
+		t.Errorf("the gateway denied %d calls, want at least 3", gw.Stats.Get(stats.CountDenied))
 	}
 }
 
@@ -267,7 +267,7 @@ func TestIntercepting(t *testing.T) {
 	if n := h.InFlight("e2e"); n != 0 {
 		t.Errorf("%d calls still in flight after every answer came", n)
 	}
-	if got := h.Stats.Get(exchange.CountTransitions); got < 3 {
+	if got := h.Stats.Get(stats.CountTransitions); got < 3 {
 		t.Errorf("transitions stored: %d, want at least 3", got)
 	}
 }
@@ -439,7 +439,7 @@ func TestIntercepting_streamingTransport(t *testing.T) {
 	if n := up.ran("cart.create"); n != 0 {
 		t.Errorf("cart.create reached the upstream %d time(s)", n)
 	}
-	if n := h.Stats.Get(exchange.CountRequests); n != 0 {
+	if n := h.Stats.Get(stats.CountRequests); n != 0 {
 		t.Errorf("the before-hook was reached %d time(s); #358 fails before it", n)
 	}
 }

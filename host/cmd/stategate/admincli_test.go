@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/host/cli"
 	"github.com/stategate/stategate/host/demo"
@@ -97,26 +99,26 @@ func TestAdminCLI_againstServe(t *testing.T) {
 // real ones), so the CLI's happy path is tested now.
 type cliOperator struct{}
 
-func (cliOperator) Tools(context.Context) ([]exchange.ToolStatus, error) {
-	return []exchange.ToolStatus{{Name: "cart.pay", Unit: "tool", Mode: "auto_disabled", Failures: 5, Fingerprint: "0123456789abcdef0123", LastError: "upstream 502"}}, nil
+func (cliOperator) Tools(context.Context) ([]health.ToolStatus, error) {
+	return []health.ToolStatus{{Name: "cart.pay", Unit: "tool", Mode: "auto_disabled", Failures: 5, Fingerprint: "0123456789abcdef0123", LastError: "upstream 502"}}, nil
 }
-func (cliOperator) SetMode(_ context.Context, a exchange.Action, mode, _ string) ([]exchange.ModeChange, error) {
-	all := []exchange.ModeChange{{Name: "cart.pay", From: "auto_disabled", To: mode, OK: true},
+func (cliOperator) SetMode(_ context.Context, a health.Action, mode, _ string) ([]health.ModeChange, error) {
+	all := []health.ModeChange{{Name: "cart.pay", From: "auto_disabled", To: mode, OK: true},
 		{Name: "cart.view", From: "quarantined", To: mode, Error: "quarantined: approve first"}}
 	return selected(a, all), nil
 }
-func (cliOperator) Approve(_ context.Context, a exchange.Action) ([]exchange.ModeChange, error) {
-	return selected(a, []exchange.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}), nil
+func (cliOperator) Approve(_ context.Context, a health.Action) ([]health.ModeChange, error) {
+	return selected(a, []health.ModeChange{{Name: "cart.pay", From: "quarantined", To: "active", OK: true}}), nil
 }
 
 // selected keeps the changes of the tool a names, or all of them for a glob.
-func selected(a exchange.Action, all []exchange.ModeChange) []exchange.ModeChange {
+func selected(a health.Action, all []health.ModeChange) []health.ModeChange {
 	if a.Tool == "" {
 		return all
 	}
 	for _, c := range all {
 		if c.Name == a.Tool {
-			return []exchange.ModeChange{c}
+			return []health.ModeChange{c}
 		}
 	}
 	return nil
@@ -226,13 +228,13 @@ func (o *recordingOperator) acted() []string {
 	return append([]string(nil), o.acts...)
 }
 
-func (o *recordingOperator) Tools(context.Context) ([]exchange.ToolStatus, error) { return nil, nil }
+func (o *recordingOperator) Tools(context.Context) ([]health.ToolStatus, error) { return nil, nil }
 
-func (o *recordingOperator) changes(op string, a exchange.Action, to string) []exchange.ModeChange {
-	var out []exchange.ModeChange
+func (o *recordingOperator) changes(op string, a health.Action, to string) []health.ModeChange {
+	var out []health.ModeChange
 	for _, name := range []string{"**", "a.*", "a.b"} {
 		if name == a.Tool || a.Match == "**" || (a.Match == "a.*" && strings.HasPrefix(name, "a.")) {
-			mc := exchange.ModeChange{Name: name, From: "quarantined", To: to, OK: true}
+			mc := health.ModeChange{Name: name, From: "quarantined", To: to, OK: true}
 			if op == "approve" {
 				mc.Pending = map[string]string{name: "fp-of-" + name + "-0123456789"}
 			}
@@ -251,11 +253,11 @@ func (o *recordingOperator) changes(op string, a exchange.Action, to string) []e
 	return out
 }
 
-func (o *recordingOperator) SetMode(_ context.Context, a exchange.Action, mode, _ string) ([]exchange.ModeChange, error) {
+func (o *recordingOperator) SetMode(_ context.Context, a health.Action, mode, _ string) ([]health.ModeChange, error) {
 	return o.changes("mode", a, mode), nil
 }
 
-func (o *recordingOperator) Approve(_ context.Context, a exchange.Action) ([]exchange.ModeChange, error) {
+func (o *recordingOperator) Approve(_ context.Context, a health.Action) ([]health.ModeChange, error) {
 	return o.changes("approve", a, "active"), nil
 }
 
@@ -351,7 +353,7 @@ func TestAdminCLI_reset(t *testing.T) {
 		t.Errorf("reset without --session or --handle: exit %d, want 2", code)
 	}
 	code, out, _ = runCLI(t, "", "events", "--type", "workflow_reset", "--admin", s.adminURL)
-	if code != 0 || strings.Count(out, "\n") != 2 || strings.Contains(out, sid) || !strings.Contains(out, exchange.SessionDigest(sid)) ||
+	if code != 0 || strings.Count(out, "\n") != 2 || strings.Contains(out, sid) || !strings.Contains(out, events.SessionDigest(sid)) ||
 		!strings.Contains(out, `"reason":"stuck"`) || !strings.Contains(out, `"via":"cli"`) {
 		t.Fatalf("workflow_reset events:\n%s", out)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/tidwall/gjson"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -128,7 +128,7 @@ func TestServe_traces(t *testing.T) {
 		t.Fatalf("server span not in the client's trace: trace %x parent %x kind %v", call.TraceId, call.ParentSpanId, call.Kind)
 	}
 	if attr(call, "mcp.method.name") != "tools/call" || attr(call, "gen_ai.tool.name") != "cart.add_item" ||
-		attr(call, "mcp.session.id") != exchange.SessionDigest(cs.ID()) || attr(call, "jsonrpc.request.id") == "" || attr(call, "error.type") != "" {
+		attr(call, "mcp.session.id") != events.SessionDigest(cs.ID()) || attr(call, "jsonrpc.request.id") == "" || attr(call, "error.type") != "" {
 		t.Fatalf("server span attributes: %v", call.Attributes)
 	}
 	if denied := rec.find("tools/call cart.pay"); attr(denied, "error.type") != "TOOL_NOT_AVAILABLE" {

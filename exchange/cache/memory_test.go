@@ -1,4 +1,4 @@
-package respcache
+package cache
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/stategate/stategate/exchange"
 )
 
 // clock is an injected clock: tests move it, nothing sleeps.
@@ -27,12 +25,12 @@ func (c *clock) advance(d time.Duration) {
 
 func newCache(maxEntries, maxBytes int, hwm float64) (*Memory, *clock) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
-	return New(exchange.CacheLimits{MaxEntries: maxEntries, MaxSizeBytes: maxBytes, MaxEntryBytes: maxBytes,
+	return NewMemory(Limits{MaxEntries: maxEntries, MaxSizeBytes: maxBytes, MaxEntryBytes: maxBytes,
 		TTL: time.Hour, HighWaterMark: hwm}, c.now), c
 }
 
-func entry(c *clock, tool string, n int, ttl time.Duration) exchange.CacheEntry {
-	return exchange.CacheEntry{Tool: tool, Result: bytes.Repeat([]byte{'x'}, n), Gen: "1", Stored: c.now(), Expires: c.now().Add(ttl)}
+func entry(c *clock, tool string, n int, ttl time.Duration) Entry {
+	return Entry{Tool: tool, Result: bytes.Repeat([]byte{'x'}, n), Gen: "1", Stored: c.now(), Expires: c.now().Add(ttl)}
 }
 
 // sumSizes recomputes the size of every entry held, for the invariants.
@@ -166,7 +164,7 @@ func TestINV_MCP_CACHE_005_atomicity(t *testing.T) {
 				default:
 					// The result names its key and generation: a reader can check it whole.
 					gen := strconv.Itoa(i)
-					e := exchange.CacheEntry{Tool: k, Result: []byte(k + "|" + gen + "|" + string(bytes.Repeat([]byte{'v'}, r.IntN(2000)))),
+					e := Entry{Tool: k, Result: []byte(k + "|" + gen + "|" + string(bytes.Repeat([]byte{'v'}, r.IntN(2000)))),
 						Gen: gen, Stored: c.now(), Expires: c.now().Add(time.Hour)}
 					m.Put(k, e)
 				}

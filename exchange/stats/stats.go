@@ -1,8 +1,12 @@
-package exchange
+// Package stats is what the exchange counts: the counters, their bounded labels, and the
+// figures a core keeps (Stats), shared with the cores that replace it on a reload.
+package stats
 
-import "github.com/stategate/stategate/abi"
+import (
+	"sync/atomic"
 
-import "sync/atomic"
+	"github.com/stategate/stategate/abi"
+)
 
 // Counter names one thing the core counts.
 type Counter int
@@ -56,18 +60,11 @@ func (s *Stats) Get(c Counter) int64 { return s.counters[c].Load() }
 // Faults returns how often f happened.
 func (s *Stats) Faults(f abi.Fault) int64 { return s.faults[f].Load() }
 
-// count adds one to c and tells the reporter.
-// countN adds n to a counter.
-func (c *Core) countN(k Counter, n int) {
-	for range n {
-		c.count(k)
-	}
-}
+// Add adds one to c.
+func (s *Stats) Add(c Counter) { s.counters[c].Add(1) }
 
-func (c *Core) count(n Counter) {
-	c.Stats.counters[n].Add(1)
-	c.reporter.Count(n)
-}
+// AddFault adds one to f.
+func (s *Stats) AddFault(f abi.Fault) { s.faults[f].Add(1) }
 
 // LabelReporter is an optional Reporter extension: counters the core knows a label for
 // (CountRequests: the JSON-RPC method; CountDenied: the denial code) come to CountLabel
@@ -117,14 +114,4 @@ func DenialLabel(code string) string {
 		}
 	}
 	return code
-}
-
-// countLabel counts n with a label the reporter may use (LabelReporter).
-func (c *Core) countLabel(n Counter, label string) {
-	c.Stats.counters[n].Add(1)
-	if lr, ok := c.reporter.(LabelReporter); ok {
-		lr.CountLabel(n, label)
-		return
-	}
-	c.reporter.Count(n)
 }

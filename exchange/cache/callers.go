@@ -1,4 +1,4 @@
-package exchange
+package cache
 
 import (
 	"crypto/hmac"
@@ -60,6 +60,12 @@ func (k *callerKeys) key(engineKey string, h Headers) string {
 		}
 	}
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Headers reads request headers by name, case-insensitively, every field line of a name
+// in order (exchange.Headers and http.Header satisfy it).
+type Headers interface {
+	Values(name string) []string
 }
 
 // headerValues returns every value of the header name in h, in order; nil when absent.

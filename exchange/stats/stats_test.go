@@ -1,4 +1,4 @@
-package exchange
+package stats
 
 import "testing"
 

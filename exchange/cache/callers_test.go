@@ -1,4 +1,4 @@
-package exchange
+package cache
 
 import (
 	"net/http"

@@ -1,0 +1,71 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/stats"
+)
+
+// The core's side of the response cache (exchange/cache): the service is made from the
+// configuration's cache section, reads and writes its generations through the State, and
+// counts what it does with the core's counters.
+
+// newCache makes the response cache of a configuration with a cache section.
+func (c *Core) newCache(l cache.Limits) *cache.Service {
+	return cache.New(cache.Config{Limits: l, Memory: c.opts.NewCache(l), Shared: sharedState{c.state}, CASRetries: c.opts.CASRetries,
+		Principal: c.facts.principal, Vary: c.facts.varyHeaders,
+		Count: func(t cache.Tally, n int) { c.countN(cacheCounters[t], n) },
+		Fault: func(err error, tool string) { c.Fault(abi.FaultCache, err, "tool", tool) }})
+}
+
+// cacheCounters are the core's counters of the cache's tallies.
+var cacheCounters = [...]stats.Counter{cache.Hits: stats.CountCacheHits, cache.Misses: stats.CountCacheMisses,
+	cache.Coalesced: stats.CountCacheCoalesced, cache.Stored: stats.CountCacheStored, cache.Purged: stats.CountCachePurged}
+
+// sharedState is the State as the cache's Shared: one key, never leased, owned by no
+// session.
+type sharedState struct{ s State }
+
+func (s sharedState) Read(ctx context.Context, key string) ([]byte, any, error) {
+	slots, err := s.s.Load(ctx, []string{key}, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return slots[0].Value, slots[0], nil
+}
+
+func (s sharedState) Write(ctx context.Context, key string, value []byte, token any) (bool, error) {
+	prev, _ := token.(Slot)
+	switch err := s.s.Store(ctx, "", key, value, prev, nil); {
+	case errors.Is(err, ErrConflict):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+// answerCached answers the call locally with a cached result.
+func (ex *Exchange) answerCached(h cache.Hit) {
+	result, _ := answer.Set(h.Result, h.Meta(), "_meta", abi.MetaCache)
+	ex.answerLocal(result)
+	ex.called(events.OutcomeSuccess)
+}
+
+// invalidated publishes the cache_invalidated event of a mutation.
+func (ex *Exchange) invalidated(inv gjson.Result, tools []string) {
+	var patterns []string
+	inv.Get("patterns").ForEach(func(_, p gjson.Result) bool {
+		patterns = append(patterns, p.Str)
+		return true
+	})
+	ex.core.publish(events.Event{Type: events.EventCacheInvalidated, Tool: ex.Tool, Data: map[string]any{
+		"causedBy": ex.Tool, "patterns": patterns, "tools": tools}})
+}
