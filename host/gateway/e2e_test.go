@@ -66,23 +66,10 @@ type upstreamCounter struct {
 }
 
 func (u *upstreamCounter) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var msg struct {
-				Method string `json:"method"`
-				Params struct {
-					Name string `json:"name"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
-				u.mu.Lock()
-				u.calls[msg.Params.Name]++
-				u.mu.Unlock()
-			}
-		}
-		h.ServeHTTP(w, r)
+	return testenv.OnToolCall(h, func(r *http.Request, tool string) {
+		u.mu.Lock()
+		u.calls[tool]++
+		u.mu.Unlock()
 	})
 }
 
