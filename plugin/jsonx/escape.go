@@ -52,16 +52,27 @@ func (e *Escaping) AppendEscaped(dst []byte, s string) []byte {
 	html, unicode := e.html, e.unicode
 	start := 0
 	for i := 0; i < len(s); {
-		j := escapeRun(s, i, unicode)
-		for ; html && i < j; i++ {
-			if c := s[i]; c == '<' || c == '>' || c == '&' {
-				j = i // rarely hot: encoding/json's escaping is for the exchange's edits
-			}
-		}
-		if i = j; i >= len(s) {
-			break
-		}
+		// The byte after an escape or a rune often needs attention too: it is tested here,
+		// and a run is looked for only past a plain byte.
 		c := s[i]
+		plain := c >= 0x20 && c != '"' && c != '\\'
+		if c >= utf8.RuneSelf {
+			plain = !unicode
+		} else if html && (c == '<' || c == '>' || c == '&') {
+			plain = false
+		}
+		if plain {
+			j := escapeRun(s, i+1, unicode)
+			for i++; html && i < j; i++ {
+				if c := s[i]; c == '<' || c == '>' || c == '&' {
+					j = i // rarely hot: encoding/json's escaping is for the exchange's edits
+				}
+			}
+			if i = j; i >= len(s) {
+				break
+			}
+			c = s[i]
+		}
 		if c < utf8.RuneSelf {
 			dst = append(dst, s[start:i]...)
 			letter := c // '"' and '\\'
