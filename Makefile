@@ -106,30 +106,15 @@ docker-mcp:
 # reference of the statechart differential test.
 node: testharness/node/node_modules testharness/tsclient/node_modules testharness/conformance/node_modules testharness/field/node_modules testharness/xstate/node_modules
 
-testharness/node/node_modules: testharness/node/package.json testharness/node/package-lock.json
-	cd testharness/node && npm ci --no-audit --no-fund --loglevel=error
-	@touch $@
-
-testharness/tsclient/node_modules: testharness/tsclient/package.json testharness/tsclient/package-lock.json
-	cd testharness/tsclient && npm ci --no-audit --no-fund --loglevel=error
-	@touch $@
-
-# The official TypeScript client, server-everything and a stateless official-SDK server for
-# the field tests (testharness/field_test.go).
-testharness/field/node_modules: testharness/field/package.json testharness/field/package-lock.json
-	cd testharness/field && npm ci --no-audit --no-fund --loglevel=error
-	@touch $@
-
-# The official MCP conformance suite, its reference server's SDK and server-everything
-# (testharness/conformance_mcp_test.go).
-testharness/conformance/node_modules: testharness/conformance/package.json testharness/conformance/package-lock.json
-	cd testharness/conformance && npm ci --no-audit --no-fund --loglevel=error
-	@touch $@
-
-# xstate 5.33.x, the reference the engine's statecharts are held to
-# (testharness/xstate_test.go).
-testharness/xstate/node_modules: testharness/xstate/package.json testharness/xstate/package-lock.json
-	cd testharness/xstate && npm ci --no-audit --no-fund --loglevel=error
+# One npm project a folder, installed as its lockfile says: testharness/node (the Node host),
+# testharness/tsclient (the official TypeScript client on cut results), testharness/field
+# (the official TypeScript client, server-everything and a stateless official-SDK server for
+# the field tests, testharness/field_test.go), testharness/conformance (the official MCP
+# conformance suite, its reference server's SDK and server-everything,
+# testharness/conformance_mcp_test.go), testharness/xstate (xstate 5.33.x, the reference the
+# engine's statecharts are held to, testharness/xstate_test.go).
+testharness/%/node_modules: testharness/%/package.json testharness/%/package-lock.json
+	cd testharness/$* && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Debian's Chromium for the status page's browser tests (chromedp), installed when missing.

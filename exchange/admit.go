@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
@@ -16,6 +14,7 @@ import (
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/exchange/toollist"
+	"github.com/tidwall/gjson"
 )
 
 // Verdict is what a host does with a request.

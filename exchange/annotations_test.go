@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
 )
 
 // Unit tests of the core's side of stateSync.fromAnnotations, with the native engine and

@@ -10,8 +10,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
@@ -23,6 +21,7 @@ import (
 	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
 )
 
 // ListChanged is the notification sent when a workflow moved and the visible tools changed.

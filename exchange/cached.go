@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/stats"
+	"github.com/tidwall/gjson"
 )
 
 // The core's side of the response cache (exchange/cache): the service is made from the

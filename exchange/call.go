@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/events"
@@ -15,6 +13,7 @@ import (
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
 )
 
 // DefaultTimeout bounds an upstream call when check_limits could not be asked.

@@ -17,14 +17,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/tasks"
+	"github.com/tidwall/gjson"
 )
 
 // Plugin runs one engine export: the Wasm module through a pool (gateway) or the engine

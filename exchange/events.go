@@ -3,9 +3,8 @@ package exchange
 import (
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/tidwall/gjson"
 )
 
 // The core's events (exchange/events): built from what the call knew, stamped and handed

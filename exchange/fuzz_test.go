@@ -7,13 +7,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/session"
 	"github.com/stategate/stategate/exchange/sse"
 	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
 )
 
 func testCore(t testing.TB) *Core {

@@ -5,11 +5,10 @@ import (
 	"errors"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/stats"
+	"github.com/tidwall/gjson"
 )
 
 // The core's side of tool health (exchange/health): a call's outcome goes to the

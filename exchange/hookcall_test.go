@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
 )
 
 // The hook entry points (AdmitCall, FinishCall), on the native engine and an in-memory

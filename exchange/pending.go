@@ -3,10 +3,9 @@ package exchange
 import (
 	"time"
 
+	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/stats"
-
-	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/plugin/engine"
 	"github.com/stategate/stategate/plugin/jsonx"
 )

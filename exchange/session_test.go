@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/session"
 	"github.com/stategate/stategate/exchange/stats"
+	"github.com/tidwall/gjson"
 )
 
 // Unit tests of gateway sessions (session.go) with the native engine and an in-memory State;

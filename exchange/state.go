@@ -6,11 +6,10 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
 )
 
 // State is where a host keeps the engine's snapshots: a store for the gateway, Envoy shared

@@ -6,14 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stategate/stategate/exchange/stats"
-
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/tasks"
+	"github.com/tidwall/gjson"
 )
 
 // MCP tasks (2025-11-25, experimental; the io.modelcontextprotocol/tasks extension in

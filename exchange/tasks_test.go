@@ -10,13 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/exchange/stats"
-
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/tasks"
 	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
 )
 
 // Unit tests of MCP tasks in the core, with the native engine and an in-memory State with

@@ -5,18 +5,15 @@ import (
 	"errors"
 	"time"
 
-	"github.com/stategate/stategate/exchange/session"
-
-	"github.com/stategate/stategate/exchange/events"
-	"github.com/stategate/stategate/exchange/stats"
-
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/session"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/toollist"
+	"github.com/tidwall/gjson"
 )
 
 // toolLists is the core's tool-list service: what it keeps of the upstream's lists

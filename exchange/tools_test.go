@@ -8,12 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stategate/stategate/exchange/stats"
-
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/engine"
+	"github.com/tidwall/gjson"
 )
 
 // TestDecorateIncremental is the property that incremental decoration (toollist.Tools) is

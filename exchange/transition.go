@@ -6,14 +6,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
 )
 
 // The end of a tools/call: its transition (compare-and-set, re-read on conflict, the last

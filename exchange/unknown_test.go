@@ -6,9 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stategate/stategate/exchange/events"
-
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/plugin/engine"
 )

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
 )
 
 // Messages the core cannot read (issue 38). An SSE event's data lines are joined with "\n"

@@ -24,8 +24,9 @@ CACHE="${DOCKER_MCP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stategate/docker-mcp}
 DIR="$CACHE/$VERSION"
 BIN="$DIR/docker-mcp"
 
-log() { printf 'install-docker-mcp: %s\n' "$*" >&2; }
-die() { printf 'install-docker-mcp: ERROR: %s\n' "$*" >&2; exit 1; }
+NAME=docker-mcp
+# shellcheck source=proxy-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/proxy-build.sh"
 
 # The binary is written last, by a rename, so its presence means a finished build.
 if [[ -x "$BIN" ]]; then
@@ -33,23 +34,7 @@ if [[ -x "$BIN" ]]; then
 	exit 0
 fi
 
-GO="${GO:-$(command -v go || true)}"
-if [[ -z "$GO" && -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go; fi
-[[ -n "$GO" ]] || die "no Go toolchain found (set GO=)"
-
-mkdir -p "$DIR"
-work="$(mktemp -d "$DIR/build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-export GOTOOLCHAIN=local GO111MODULE=on GOFLAGS=-buildvcs=false CGO_ENABLED=0
-
-log "downloading $MODULE@$VERSION from the Go module proxy"
-json="$(cd "$work" && "$GO" mod download -json "$MODULE@$VERSION")" ||
-	die "go mod download $MODULE@$VERSION failed (GOPROXY=$("$GO" env GOPROXY))"
-src="$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
-[[ -n "$src" && -f "$src/go.mod" ]] || die "could not find the downloaded module in: $json"
-
-cp -R "$src/." "$work/src"
-chmod -R u+w "$work/src"
+proxy_fetch
 args=()
 for r in "${REQUIRES[@]}"; do args+=("-require=$r"); done
 (cd "$work/src" && "$GO" mod edit "${args[@]}") || die "go mod edit failed"
@@ -58,7 +43,4 @@ log "building docker-mcp $VERSION (about 1.5 min on an idle 2-core machine)"
 start=$SECONDS
 (cd "$work/src" && "$GO" build -mod=mod -trimpath -ldflags=-s -o "$work/docker-mcp" ./cmd/docker-mcp) >&2 ||
 	die "go build ./cmd/docker-mcp failed (see above)"
-"$work/docker-mcp" gateway run --help >/dev/null 2>&1 || die "the built docker-mcp does not run"
-mv -f "$work/docker-mcp" "$BIN"
-log "docker-mcp $VERSION ready in $((SECONDS - start)) s: $BIN ($(du -h "$BIN" | cut -f1))"
-printf '%s\n' "$BIN"
+proxy_install "$work/docker-mcp" gateway run --help

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,9 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/internal/testenv"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/internal/testenv"
 )
 
 // The official MCP conformance suite (@modelcontextprotocol/conformance, pinned in
@@ -320,7 +318,7 @@ func confStartUpstream(ctx context.Context, t *testing.T, which string) string {
 		return confStart(t, cmd, regexp.MustCompile(`^listening (http://\S+)$`), true)
 	case "everything":
 		// server-everything listens on $PORT (all interfaces); it is reached on loopback.
-		port := confFreePort(t)
+		port := testenv.FreePort(t)
 		cmd := exec.CommandContext(ctx, "node", "node_modules/@modelcontextprotocol/server-everything/dist/index.js", "streamableHttp")
 		cmd.Dir = confDir
 		cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
@@ -387,7 +385,7 @@ type lineWatcher struct {
 	sent    bool
 	partial []byte
 	all     bytes.Buffer
-	other   syncBuffer
+	other   testenv.Buffer
 }
 
 func (l *lineWatcher) Write(p []byte) (int, error) {
@@ -414,33 +412,6 @@ func (l *lineWatcher) log() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.all.String() + l.other.String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func confFreePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // confCheckFeatures shows that the gateway applied its configuration while the suite

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stategate/stategate/internal/testenv"
 )
 
 // fieldOAuthServer starts field/oauth-server.mjs (a resource server on the official SDK's
@@ -49,7 +51,7 @@ func TestField_oauth(t *testing.T) {
 		}
 	})
 	t.Run("--public-url", func(t *testing.T) {
-		port := strconv.Itoa(confFreePort(t))
+		port := strconv.Itoa(testenv.FreePort(t))
 		gw := fieldServe(ctx, t, bin, config, upstream, "--listen", "127.0.0.1:"+port, "--public-url", "http://localhost:"+port)
 		url := "http://localhost:" + port + "/mcp"
 		if gw.URL != "http://127.0.0.1:"+port+"/mcp" {

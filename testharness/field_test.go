@@ -86,7 +86,7 @@ func fieldRequire(t *testing.T) (bin string) {
 // on a free loopback port and returns its endpoint (/mcp, or /sse for sse).
 func fieldEverything(ctx context.Context, t *testing.T, mode string) string {
 	t.Helper()
-	port := confFreePort(t)
+	port := testenv.FreePort(t)
 	cmd := exec.CommandContext(ctx, "node", "--require", "./loopback.cjs",
 		"node_modules/@modelcontextprotocol/server-everything/dist/index.js", mode)
 	cmd.Dir = fieldDir
@@ -248,7 +248,7 @@ func TestField_legacySSE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := confFreePort(t)
+	port := testenv.FreePort(t)
 	cmd := exec.CommandContext(ctx, "node", "--require", "./loopback.cjs",
 		"node_modules/@modelcontextprotocol/server-everything/dist/index.js", "sse")
 	cmd.Dir = fieldDir

@@ -6,7 +6,6 @@ import (
 
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
-
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/flow"
 )
@@ -21,7 +20,7 @@ import (
 // answer is where a forwarded request's answer stands.
 type answer struct {
 	o    *flow.Open
-	head headerMap // the upstream's head, as read
+	head flow.Headers // the upstream's head, as read
 	// While a callback pauses, Envoy's buffer keeps what came since the last Continue:
 	// fed bytes of it were fed to o, raw is them as read, out the flow's bytes for them.
 	paused   bool
@@ -31,7 +30,7 @@ type answer struct {
 }
 
 // answerHead opens the flow's answer leg on the upstream's head.
-func (h *httpContext) answerHead(resp headerMap, status int, eos bool) types.Action {
+func (h *httpContext) answerHead(resp flow.Headers, status int, eos bool) types.Action {
 	held := h.p.settings.HoldRequestHeaders
 	a := &h.ans
 	a.o, a.head, h.resp = h.p.flow.Forwarded(h.ex, !held), resp, respFlow

@@ -2,15 +2,14 @@ package filter
 
 import (
 	"context"
-	"github.com/stategate/stategate/abi"
-	"github.com/stategate/stategate/exchange/jsonrpc"
 	"strconv"
-	"strings"
 
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
-
+	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/flow"
+	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/oauth"
 )
 
@@ -47,39 +46,14 @@ type httpContext struct {
 	p *pluginContext
 
 	phase   reqPhase
-	method  string // the HTTP method
-	headers headerMap
+	method  string       // the HTTP method
+	headers flow.Headers // one pair per field line: a header sent twice is seen repeated
 	ex      *exchange.Exchange
 	resp    respMode
 	status  int
 	ans     answer          // the answer leg of a forwarded request (answer.go)
 	path    string          // the request's path without the query, decoded (kept when publicUrl is set)
 	disc    oauth.Discovery // the document a reqDiscovery request reads
-}
-
-// headerMap is a request's headers for the core (names compared case-insensitively): the
-// pairs proxy-wasm hands over, one per field line, so a header sent twice is two pairs and
-// the core sees it repeated (exchange.Core.RepeatedHeader).
-type headerMap [][2]string
-
-// Values returns every value of name, in order.
-func (h headerMap) Values(name string) []string {
-	var out []string
-	for _, kv := range h {
-		if strings.EqualFold(kv[0], name) {
-			out = append(out, kv[1])
-		}
-	}
-	return out
-}
-
-func (h headerMap) Get(name string) string {
-	for _, kv := range h {
-		if strings.EqualFold(kv[0], name) {
-			return kv[1]
-		}
-	}
-	return ""
 }
 
 // OnHttpRequestHeaders checks Origin and Host, and holds a POST with a body until the
@@ -199,7 +173,7 @@ func (h *httpContext) OnHttpResponseHeaders(_ int, eos bool) (act types.Action) 
 	defer h.recoverTo(&act)
 	// One host call for the whole map: the filter reads up to four of its values.
 	pairs, _ := proxywasm.GetHttpResponseHeaders()
-	resp := headerMap(pairs)
+	resp := flow.Headers(pairs)
 	status, _ := strconv.Atoi(resp.Get(":status"))
 	h.status = status
 	if h.method == "DELETE" && status/100 == 2 && h.phase != reqAnswered {

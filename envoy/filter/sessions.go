@@ -2,7 +2,6 @@ package filter
 
 import (
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
-
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	gwsession "github.com/stategate/stategate/exchange/session"
 )

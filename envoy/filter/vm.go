@@ -21,14 +21,13 @@ import (
 
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
-	"github.com/stategate/stategate/exchange/stats"
-
-	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/oauth"
+	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/toollist"
 	"github.com/stategate/stategate/internal/termsafe"
 	"github.com/stategate/stategate/plugin/engine"

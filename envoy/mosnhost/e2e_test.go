@@ -4,12 +4,12 @@ package mosnhost
 
 import (
 	"errors"
-	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,12 +36,7 @@ func TestE2EScript(t *testing.T) {
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0") // a free port for the script's upstream
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := l.Addr().String()
-	l.Close()
+	upstream := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)) // a free port for the script's upstream
 	cfg, err := os.ReadFile(filepath.Join("..", "..", "abi", "testdata", "config", "sample.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,12 +69,7 @@ func startServer(t *testing.T, cmd *exec.Cmd, ready *regexp.Regexp) string {
 }
 
 func everything(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testenv.FreePort(t)
 	cmd := exec.Command("node", "--require", "./loopback.cjs", "node_modules/@modelcontextprotocol/server-everything/dist/index.js", "streamableHttp")
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
 	startServer(t, cmd, regexp.MustCompile(`(?i)(?:listening on|running on) port (\d+)`))

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stategate/stategate/internal/testenv"
 )
 
 // TestOfficialClient_oauth is testharness's TestField_oauth through the Node host: the
@@ -38,7 +39,7 @@ func TestOfficialClient_oauth(t *testing.T) {
 	const config = `{"version": 1, "stateSync": {"defaults": {"cacheControl": "no-store"}}}`
 
 	t.Run("default public url", func(t *testing.T) {
-		port := freePort(t)
+		port := strconv.Itoa(testenv.FreePort(t))
 		gw := startGateway(t, up, []byte(config), "--listen", "127.0.0.1:"+port)
 		if gw != "http://127.0.0.1:"+port+"/mcp" {
 			t.Fatalf("gateway at %s; want port %s", gw, port)
@@ -46,20 +47,10 @@ func TestOfficialClient_oauth(t *testing.T) {
 		runScript(t, "oauth.mjs", gw, "FIELD_OAUTH_TOKEN="+token)
 	})
 	t.Run("--public-url", func(t *testing.T) {
-		port := freePort(t)
+		port := strconv.Itoa(testenv.FreePort(t))
 		startGateway(t, up, []byte(config), "--listen", "127.0.0.1:"+port, "--public-url", "http://localhost:"+port)
 		runScript(t, "oauth.mjs", "http://localhost:"+port+"/mcp", "FIELD_OAUTH_TOKEN="+token)
 	})
-}
-
-// freePort is a loopback port free a moment ago.
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
 // TestHost_originPathOutsideTheDocumentIsRefused: a host of the page's exports (loadExchange
@@ -137,7 +128,7 @@ func TestHost_wildcardListenHasNoDefaultPublicURL(t *testing.T) {
 	for _, host := range []string{"0.0.0.0", ""} {
 		t.Run(host, func(t *testing.T) {
 			needNode(t)
-			port := freePort(t)
+			port := strconv.Itoa(testenv.FreePort(t))
 			args := []string{"gateway.mjs", "--upstream", up, "--listen", host + ":" + port, "--manifest", testManifest(t, nil, "")}
 			_, log := startNode(t, exec.Command("node", args...))
 			req, _ := http.NewRequest("POST", "http://127.0.0.1:"+port+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))

@@ -4,10 +4,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stategate/stategate/host/demo"
+	"github.com/stategate/stategate/internal/testenv"
 )
 
 // TestSample runs the sample files themselves (traefik.yml, dynamic.yml) in Traefik, with
@@ -25,7 +27,7 @@ func TestSample(t *testing.T) {
 	copyFile(t, modulePath, filepath.Join(plugin, "plugin.wasm"))
 	copyFile(t, manifestPath, filepath.Join(plugin, ".traefik.yml"))
 	state := t.TempDir()
-	port := freePort(t)
+	port := strconv.Itoa(testenv.FreePort(t))
 	static := replaceAll(t, "traefik.yml",
 		`":8080"`, `"127.0.0.1:`+port+`"`,
 		"/var/lib/stategate:/state", state+":/state",

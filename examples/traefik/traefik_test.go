@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,7 +73,7 @@ func traefikBinary(t testing.TB) string {
 // router in front of one upstream.
 type traefik struct {
 	URL  string // the entry point's origin
-	logs *syncBuffer
+	logs *testenv.Buffer
 	cmd  *exec.Cmd
 }
 
@@ -98,7 +98,7 @@ func startTraefik(t testing.TB, o traefikOptions) *traefik {
 	copyFile(t, modulePath, filepath.Join(plugin, "plugin.wasm"))
 	copyFile(t, manifestPath, filepath.Join(plugin, ".traefik.yml"))
 
-	port := freePort(t)
+	port := strconv.Itoa(testenv.FreePort(t))
 	settings := map[string]any{}
 	if o.StateDir != "" {
 		settings["mounts"] = []string{o.StateDir + ":/state"}
@@ -137,7 +137,7 @@ func startTraefik(t testing.TB, o traefikOptions) *traefik {
 // its entry point's. It is stopped when t ends (its log shown when t failed).
 func runTraefik(t testing.TB, dir, static, origin string) *traefik {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	cmd := exec.Command(traefikBinary(t), "--configFile="+static)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -206,33 +206,6 @@ func writeJSON(t testing.TB, path string, v any) {
 	b, err := json.MarshalIndent(v, "", "  ")
 	must(t, err)
 	must(t, os.WriteFile(path, b, 0o644))
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's output and a test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // post sends one JSON-RPC message to url and returns the status and the body.

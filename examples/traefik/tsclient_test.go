@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func TestOfficialTypeScriptClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	port := freePort(t)
+	port := strconv.Itoa(testenv.FreePort(t))
 	up := exec.CommandContext(ctx, "node", "--require", "./loopback.cjs",
 		"node_modules/@modelcontextprotocol/server-everything/dist/index.js", "streamableHttp")
 	up.Dir = fieldDir

@@ -1,7 +1,6 @@
 package answer
 
 import (
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/stategate/stategate/exchange/jsonrpc"
@@ -95,64 +94,14 @@ func appendMember(out, raw []byte, path []string) []byte {
 
 // appendQuoted appends s as a JSON string the way sjson writes it: as it is between quotes
 // when it has no control character, quote, backslash or byte above 0x7f; otherwise as
-// encoding/json's Marshal writes it (<, > and & escaped as \u003c..., \b \f \n \r \t
-// short, other controls as \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped).
+// encoding/json's Marshal writes it (jsonx.MarshalEscaping: <, > and & escaped as \u003c...,
+// \b \f \n \r \t short, other controls as \u00XX, invalid UTF-8 as \ufffd, U+2028 and
+// U+2029 escaped).
 func appendQuoted(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	plain := true
-	for i := 0; i < len(s) && plain; i++ {
-		plain = s[i] >= ' ' && s[i] <= 0x7f && s[i] != '"' && s[i] != '\\'
-	}
-	if plain {
+	if jsonx.PlainASCII(s, 0) == len(s) {
+		dst = append(dst, '"')
 		dst = append(dst, s...)
 		return append(dst, '"')
 	}
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return jsonx.MarshalEscaping.AppendString(dst, s)
 }

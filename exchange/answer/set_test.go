@@ -143,3 +143,20 @@ func BenchmarkSet(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAppendQuoted writes strings as sjson would: a plain one, one with escapes.
+func BenchmarkAppendQuoted(b *testing.B) {
+	for _, in := range []struct{ name, s string }{
+		{"plain", strings.Repeat("Reads a file from the workspace and returns it. ", 8)},
+		{"escapes", strings.Repeat("line \"one\"\n\tline two\\ <b>&</b>\r\n", 12)},
+		{"unicode", strings.Repeat("Ärger über Öl – “quoted” 日本語\u2028 ", 10)},
+	} {
+		buf := make([]byte, 0, 4*len(in.s))
+		b.Run(in.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in.s)))
+			for b.Loop() {
+				buf = appendQuoted(buf[:0], in.s)
+			}
+		})
+	}
+}

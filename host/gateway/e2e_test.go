@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/internal/testenv"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/host/demo"
@@ -26,6 +24,7 @@ import (
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
 	"github.com/stategate/stategate/host/wasmrt"
+	"github.com/stategate/stategate/internal/testenv"
 )
 
 // End-to-end tests: the official MCP Go SDK as client and as upstream server, the built
@@ -66,23 +65,10 @@ type upstreamCounter struct {
 }
 
 func (u *upstreamCounter) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var msg struct {
-				Method string `json:"method"`
-				Params struct {
-					Name string `json:"name"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
-				u.mu.Lock()
-				u.calls[msg.Params.Name]++
-				u.mu.Unlock()
-			}
-		}
-		h.ServeHTTP(w, r)
+	return testenv.OnToolCall(h, func(r *http.Request, tool string) {
+		u.mu.Lock()
+		u.calls[tool]++
+		u.mu.Unlock()
 	})
 }
 

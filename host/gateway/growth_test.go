@@ -8,11 +8,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tidwall/gjson"
-	"go.etcd.io/bbolt"
-
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/store"
+	"github.com/tidwall/gjson"
+	"go.etcd.io/bbolt"
 )
 
 // growthConfig is the demo configuration with tool health and a response cache in which

@@ -1,12 +1,10 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,6 +24,7 @@ import (
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/store/storetest"
 	"github.com/stategate/stategate/host/wasmrt"
+	"github.com/stategate/stategate/internal/testenv"
 )
 
 // Scaling out: gateway replicas on a real Redis Cluster and on a real Sentinel-managed
@@ -144,23 +143,10 @@ type sessionCalls struct {
 }
 
 func (u *sessionCalls) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var msg struct {
-				Method string `json:"method"`
-				Params struct {
-					Name string `json:"name"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
-				u.mu.Lock()
-				u.calls[r.Header.Get("Mcp-Session-Id")+" "+msg.Params.Name]++
-				u.mu.Unlock()
-			}
-		}
-		h.ServeHTTP(w, r)
+	return testenv.OnToolCall(h, func(r *http.Request, tool string) {
+		u.mu.Lock()
+		u.calls[r.Header.Get("Mcp-Session-Id")+" "+tool]++
+		u.mu.Unlock()
 	})
 }
 

@@ -1,19 +1,18 @@
 package ops
 
 import (
-	"context"
-	"time"
-
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/coder/websocket"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/host/store"
 )

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange/stats"
-
 	"github.com/stategate/stategate/host/demo"
 )
 

@@ -580,24 +580,7 @@ func (r *Redis) ttlMillis() int64 { return max(r.ttl.Milliseconds(), 1) }
 // escapeSession percent-encodes every byte outside [A-Za-z0-9._~-], so distinct ids give
 // distinct set keys and none contains glob ('*', '?', '['), hash-tag ('{') or
 // separator characters.
-func escapeSession(id string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(id))
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '.', c == '_', c == '~', c == '-':
-			b.WriteByte(c)
-		default:
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
-		}
-	}
-	return b.String()
-}
+func escapeSession(id string) string { return percentEncode(id, false) }
 
 // redactURL hides a password in a redis URL (also in a host list that url.Parse refuses),
 // for error messages.

@@ -72,7 +72,11 @@ func sessionTag(session string) string { return "session/" + escapeTag(session) 
 
 // escapeTag percent-encodes every byte outside [A-Za-z0-9._~/-], so a tag never holds the
 // braces that delimit it.
-func escapeTag(s string) string {
+func escapeTag(s string) string { return percentEncode(s, true) }
+
+// percentEncode writes every byte of s outside [A-Za-z0-9._~-] (and '/', with slash) as
+// %XX, upper-case.
+func percentEncode(s string, slash bool) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder
 	b.Grow(len(s))
@@ -80,7 +84,7 @@ func escapeTag(s string) string {
 		c := s[i]
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '.', c == '_', c == '~', c == '-', c == '/':
+			c == '.', c == '_', c == '~', c == '-', c == '/' && slash:
 			b.WriteByte(c)
 		default:
 			b.WriteByte('%')

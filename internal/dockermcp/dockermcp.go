@@ -101,7 +101,7 @@ type Options struct {
 // Gateway is a docker-mcp gateway run with an official-SDK client session over its stdio.
 type Gateway struct {
 	Session *mcp.ClientSession
-	stderr  *lockedBuffer
+	stderr  *testenv.Buffer
 }
 
 // Log is what docker-mcp wrote to stderr so far.
@@ -135,7 +135,7 @@ func Start(t testing.TB, ctx context.Context, opts Options) *Gateway {
 	// requests through them), no Docker contexts of the machine.
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "DOCKER_CONFIG=" + filepath.Join(home, ".docker"),
 		"DOCKER_MCP_IN_CONTAINER=1", "DOCKER_MCP_ALLOW_INSECURE_REMOTE_URLS=1"}
-	g := &Gateway{stderr: &lockedBuffer{}}
+	g := &Gateway{stderr: &testenv.Buffer{}}
 	cmd.Stderr = g.stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "stategate-docker-e2e", Version: "1.0.0"}, nil)
 	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -150,21 +150,4 @@ func Start(t testing.TB, ctx context.Context, opts Options) *Gateway {
 		}
 	})
 	return g
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

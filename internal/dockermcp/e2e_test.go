@@ -3,9 +3,6 @@ package dockermcp_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -54,23 +51,10 @@ type upstream struct {
 func startUpstream(t *testing.T) *upstream {
 	u := &upstream{calls: map[string]int{}}
 	h := demo.Handler(demo.Options{SlowDelay: 1500 * time.Millisecond})
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var msg struct {
-				Method string `json:"method"`
-				Params struct {
-					Name string `json:"name"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
-				u.mu.Lock()
-				u.calls[msg.Params.Name]++
-				u.mu.Unlock()
-			}
-		}
-		h.ServeHTTP(w, r)
+	u.Server = httptest.NewServer(testenv.OnToolCall(h, func(_ *http.Request, tool string) {
+		u.mu.Lock()
+		u.calls[tool]++
+		u.mu.Unlock()
 	}))
 	t.Cleanup(u.Close)
 	return u
@@ -404,12 +388,7 @@ func TestIntercepting_streamingTransport(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(catalogs, "c.yaml"), catalog(t, up.URL+"/mcp"), 0o644)
 	os.WriteFile(filepath.Join(home, "s.env"), nil, 0o600)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
+	port := strconv.Itoa(testenv.FreePort(t))
 	cmd := exec.CommandContext(ctx, bin, "gateway", "run", "--catalog", "c.yaml", "--servers", "stategate", "--secrets", filepath.Join(home, "s.env"),
 		"--verify-signatures=false", "--watch=false", "--block-secrets=false", "--static", "--transport", "streaming", "--port", port,
 		"--interceptor", "before:http:"+hooks.URL+"/before", "--interceptor", "after:http:"+hooks.URL+"/after")

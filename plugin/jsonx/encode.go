@@ -10,57 +10,10 @@ const hexDigits = "0123456789abcdef"
 // AppendString appends s to dst as a JSON string literal. Invalid UTF-8 becomes U+FFFD;
 // <, > and & are kept as they are (these strings are read by models, not by browsers), and
 // U+2028/U+2029 are escaped.
-func AppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	dst = AppendEscaped(dst, s)
-	return append(dst, '"')
-}
+func AppendString(dst []byte, s string) []byte { return modelText.AppendString(dst, s) }
 
 // AppendEscaped appends s escaped as the inside of a JSON string literal (no quotes).
-func AppendEscaped(dst []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		if i = asciiRun(s, i); i >= len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\ufffd"...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(dst, s[start:]...)
-}
+func AppendEscaped(dst []byte, s string) []byte { return modelText.AppendEscaped(dst, s) }
 
 // StringLen returns len(AppendString(nil, s)) without building it.
 func StringLen(s string) int {

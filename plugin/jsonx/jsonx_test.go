@@ -357,6 +357,37 @@ func FuzzAppendString(f *testing.F) {
 	})
 }
 
+// MarshalEscaping writes every string as encoding/json.Marshal does.
+func checkMarshalEscaping(t *testing.T, s string) {
+	t.Helper()
+	want, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := MarshalEscaping.AppendString(nil, s); string(got) != string(want) {
+		t.Fatalf("MarshalEscaping.AppendString(%q) = %q, json.Marshal %q", s, got, want)
+	}
+}
+
+func TestMarshalEscaping_allBytes(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		checkMarshalEscaping(t, string([]byte{byte(c)}))
+		checkMarshalEscaping(t, "a<b>c&d"+string([]byte{byte(c)})+"\u2028 and some more text")
+	}
+	for r := rune(0); r < 0x3000; r++ {
+		checkMarshalEscaping(t, string(r))
+	}
+}
+
+func FuzzMarshalEscaping(f *testing.F) {
+	for _, s := range []string{"", "hello", `a"b\c`, "\b\f\n\r\t\x00\x1f", "<&>", "é✓😀", "\u2028\u2029", "\xff", "\xe2\x9c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		checkMarshalEscaping(t, s)
+	})
+}
+
 // nested returns a document n levels deep, objects and arrays alternating, and the same
 // with the closer at depth swap (from the top, 1-based) of the other kind.
 func nested(n, swap int) (good, bad string) {

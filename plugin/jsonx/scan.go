@@ -216,7 +216,8 @@ func Unquote(lit string) string {
 	if body[i] != '\\' && strings.IndexByte(body[i:], '\\') < 0 && utf8.ValidString(body[i:]) {
 		return body
 	}
-	return unescape(body)
+	out, _ := unescape(body, i, false)
+	return out
 }
 
 // UnquoteExact returns the value of a JSON string literal (with its quotes) and whether
@@ -236,19 +237,37 @@ func UnquoteExact(lit string) (string, bool) {
 	if strings.IndexByte(body[i:], '\\') < 0 {
 		return body, utf8.ValidString(body[i:])
 	}
-	if !utf8.ValidString(body) {
-		return "", false
-	}
+	return unescape(body, i, true)
+}
+
+// unescape decodes the escapes of a JSON string body whose first i bytes are plain ASCII.
+// Without exact it decodes as encoding/json does: invalid UTF-8 and lone surrogates become
+// U+FFFD (a bad \u escape too), an unknown escape its letter, a backslash at the end
+// itself. With exact each of those refuses the body (false): readers disagree on them.
+func unescape(body string, i int, exact bool) (string, bool) {
 	out := make([]byte, 0, len(body))
 	out = append(out, body[:i]...)
 	for ; i < len(body); i++ {
 		c := body[i]
-		if c != '\\' {
-			out = append(out, c)
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(body[i:])
+			if r == utf8.RuneError && size == 1 {
+				if exact {
+					return "", false
+				}
+				out = append(out, "\ufffd"...)
+			} else {
+				out = append(out, body[i:i+size]...)
+			}
+			i += size - 1
 			continue
 		}
-		if i+1 >= len(body) {
-			return "", false
+		if c != '\\' || i+1 >= len(body) {
+			if c == '\\' && exact {
+				return "", false
+			}
+			out = append(out, c)
+			continue
 		}
 		i++
 		switch body[i] {
@@ -267,89 +286,39 @@ func UnquoteExact(lit string) (string, bool) {
 		case 'u':
 			r, n := hex4(body, i+1)
 			if n == 0 {
-				return "", false
-			}
-			i += 4
-			switch {
-			case r >= 0xdc00 && r < 0xe000:
-				return "", false // a low surrogate with no high one before it
-			case r >= 0xd800 && r < 0xdc00:
-				if i+6 >= len(body) || body[i+1] != '\\' || body[i+2] != 'u' {
+				if exact {
 					return "", false
 				}
-				lo, m := hex4(body, i+3)
-				if m == 0 || lo < 0xdc00 || lo >= 0xe000 {
-					return "", false
-				}
-				r = 0x10000 + (r-0xd800)<<10 + (lo - 0xdc00)
-				i += 6
-			}
-			out = appendRune(out, r)
-		default:
-			return "", false
-		}
-	}
-	return string(out), true
-}
-
-// unescape decodes the escapes of a JSON string body; invalid or lone surrogates become
-// U+FFFD, as encoding/json does.
-func unescape(body string) string {
-	out := make([]byte, 0, len(body))
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(body[i:])
-			if r == utf8.RuneError && size == 1 {
-				out = append(out, "\ufffd"...)
-			} else {
-				out = append(out, body[i:i+size]...)
-			}
-			i += size - 1
-			continue
-		}
-		if c != '\\' || i+1 >= len(body) {
-			out = append(out, c)
-			continue
-		}
-		i++
-		switch body[i] {
-		case 'n':
-			out = append(out, '\n')
-		case 't':
-			out = append(out, '\t')
-		case 'r':
-			out = append(out, '\r')
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'u':
-			r, n := hex4(body, i+1)
-			if n == 0 {
 				out = append(out, "\ufffd"...)
 				continue
 			}
 			i += 4
+			lone := r >= 0xdc00 && r < 0xe000 // a low surrogate with no high one before it
 			if r >= 0xd800 && r < 0xdc00 {
+				lone = true
 				if i+2 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
 					if lo, m := hex4(body, i+3); m != 0 && lo >= 0xdc00 && lo < 0xe000 {
 						r = 0x10000 + (r-0xd800)<<10 + (lo - 0xdc00)
 						i += 6
-						out = appendRune(out, r)
-						continue
+						lone = false
 					}
 				}
-				r = 0xfffd
-			} else if r >= 0xdc00 && r < 0xe000 {
+			}
+			if lone {
+				if exact {
+					return "", false
+				}
 				r = 0xfffd
 			}
 			out = appendRune(out, r)
-		default: // '"', '\\', '/'
+		default:
+			if exact {
+				return "", false
+			}
 			out = append(out, body[i])
 		}
 	}
-	return string(out)
+	return string(out), true
 }
 
 func hex4(s string, i int) (rune, int) {

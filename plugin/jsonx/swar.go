@@ -67,18 +67,26 @@ func plainRunBytes(b []byte, i int) int {
 
 // asciiRun returns the first offset at or after i whose byte is '"', '\\', below 0x20 or
 // not ASCII, or len(s): the bytes before it are copied to a JSON string as they are.
+func asciiRun(s string, i int) int { return escapeRun(s, i, true) }
+
+// escapeRun returns the first offset at or after i whose byte is '"', '\\', below 0x20, or
+// with high above 0x7f; or len(s).
 //
 //go:nobounds
-func asciiRun(s string, i int) int {
+func escapeRun(s string, i int, high bool) int {
+	var highMask uint64
+	if high {
+		highMask = highs
+	}
 	for i+8 <= len(s) {
 		x := load64(s, i)
-		if m := quoteOrBackslash(x) | controls(x) | x&highs; m != 0 {
+		if m := quoteOrBackslash(x) | controls(x) | x&highMask; m != 0 {
 			return i + firstFlagged(m)
 		}
 		i += 8
 	}
 	for i < len(s) {
-		if c := s[i]; c == '"' || c == '\\' || c < 0x20 || c >= 0x80 {
+		if c := s[i]; c == '"' || c == '\\' || c < 0x20 || high && c >= 0x80 {
 			break
 		}
 		i++
