@@ -203,7 +203,7 @@ func (s *Service) indexTool(ctx context.Context, tool string) error {
 		if len(tools) >= MaxTools {
 			return errors.New("the index of cached tools is full")
 		}
-		switch ok, err := s.cfg.Shared.Write(ctx, IndexKey, appendJSONStrings(nil, append(tools, tool)), tok); {
+		switch ok, err := s.cfg.Shared.Write(ctx, IndexKey, jsonx.AppendStrings(nil, append(tools, tool)), tok); {
 		case err != nil:
 			return err
 		case ok:
@@ -276,16 +276,6 @@ func (s *Service) Select(ctx context.Context, pick func(tool string) (bool, erro
 }
 
 // appendJSONStrings appends list as a JSON array of strings.
-func appendJSONStrings(dst []byte, list []string) []byte {
-	dst = append(dst, '[')
-	for i, s := range list {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsonx.AppendString(dst, s)
-	}
-	return append(dst, ']')
-}
 
 // UnionTools adds names to a JSON array of tool names.
 func UnionTools(known []byte, names []string) []byte {
@@ -299,7 +289,7 @@ func UnionTools(known []byte, names []string) []byte {
 			all = append(all, n)
 		}
 	}
-	return appendJSONStrings(nil, all)
+	return jsonx.AppendStrings(nil, all)
 }
 
 // toolEntries is implemented by caches that can count a tool's entries (Memory).

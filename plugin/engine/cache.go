@@ -110,6 +110,6 @@ func (e *Engine) appendCacheFacts(dst []byte) []byte {
 	dst = append(dst, `,"scope":"`...)
 	dst = append(dst, cc.Scope.String()...)
 	dst = append(dst, `","varyHeaders":`...)
-	dst = appendStrings(dst, cc.VaryHeaders)
+	dst = jsonx.AppendStrings(dst, cc.VaryHeaders)
 	return append(dst, '}')
 }

@@ -24,9 +24,9 @@ func CheckConfig(cfg []byte) []byte {
 		}
 		_, problems := config.Parse(cfg)
 		dst := append([]byte(nil), `{"valid":false,"errors":`...)
-		dst = appendStrings(dst, errs)
+		dst = jsonx.AppendStrings(dst, errs)
 		dst = append(dst, `,"warnings":`...)
-		dst = appendStrings(dst, warningStrings(problems))
+		dst = jsonx.AppendStrings(dst, warningStrings(problems))
 		return append(dst, `,"workflows":[],"host":null}`...)
 	}
 	return eng.checkConfig(nil, nil)
@@ -44,7 +44,7 @@ func (e *Engine) checkConfig(dst []byte, l *listed) []byte {
 			warnings = append(warnings, u.warning())
 		}
 	}
-	dst = appendStrings(dst, warnings)
+	dst = jsonx.AppendStrings(dst, warnings)
 	dst = append(dst, `,"workflows":[`...)
 	for i, w := range e.cfg.Workflows {
 		if i > 0 {
@@ -254,7 +254,7 @@ func (e *Engine) appendHostFacts(dst []byte) []byte {
 		dst = append(dst, `,"moves":`...)
 		dst = appendBool(dst, t.Moves)
 		dst = append(dst, `,"workflows":`...)
-		dst = appendStrings(dst, t.Workflows)
+		dst = jsonx.AppendStrings(dst, t.Workflows)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `},"health":`...)

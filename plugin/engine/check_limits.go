@@ -176,9 +176,9 @@ func (e *Engine) denyState(dst []byte, tool string, ref config.Ref, cur *gate.Cu
 		d = append(d, `,"state":`...)
 		d = w.AppendValue(d, &cur.Conf)
 		d = append(d, `,"allowedStates":`...)
-		d = appendStrings(d, ref.Binding.States)
+		d = jsonx.AppendStrings(d, ref.Binding.States)
 		d = append(d, `,"availableTools":`...)
-		d = appendStrings(d, nonNil(avail))
+		d = jsonx.AppendStrings(d, nonNil(avail))
 		return append(d, '}')
 	}, notices)
 }

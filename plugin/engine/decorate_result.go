@@ -70,7 +70,7 @@ func (e *Engine) decorateResult(dst []byte, in []byte, r *request) ([]byte, erro
 		dst = append(dst, msg...)
 	}
 	dst = append(dst, `,"invalidated":{"patterns":`...)
-	dst = appendStrings(dst, patterns)
+	dst = jsonx.AppendStrings(dst, patterns)
 	dst = append(dst, `,"tools":[`...)
 	if len(patterns) > 0 && r.knownTools.IsArray() {
 		first := true

@@ -40,7 +40,7 @@ func (e *Error) AppendJSON(dst []byte) []byte {
 	dst = jsonx.AppendString(dst, e.Message)
 	if len(e.Details) > 0 {
 		dst = append(dst, `,"errors":`...)
-		dst = appendStrings(dst, e.Details)
+		dst = jsonx.AppendStrings(dst, e.Details)
 	}
 	return append(dst, "}}"...)
 }
@@ -171,17 +171,6 @@ func appendBool(dst []byte, b bool) []byte {
 		return append(dst, "true"...)
 	}
 	return append(dst, "false"...)
-}
-
-func appendStrings(dst []byte, list []string) []byte {
-	dst = append(dst, '[')
-	for i, s := range list {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsonx.AppendString(dst, s)
-	}
-	return append(dst, ']')
 }
 
 // str views b as a string without copying; the engine never mutates its input.

@@ -167,11 +167,11 @@ func (e *Engine) appendExplain(dst []byte, l *listed) []byte {
 			dst = append(dst, `{"id":`...)
 			dst = jsonx.AppendString(dst, ref.Workflow.ID)
 			dst = append(dst, `,"states":`...)
-			dst = appendStrings(dst, ref.Binding.States)
+			dst = jsonx.AppendStrings(dst, ref.Binding.States)
 			dst = member(dst, "event", ref.Binding.Event)
 			if gs := guardsOf(ref); len(gs) > 0 {
 				dst = append(dst, `,"guards":`...)
-				dst = appendStrings(dst, gs)
+				dst = jsonx.AppendStrings(dst, gs)
 			}
 			dst = append(dst, '}')
 		}

@@ -316,7 +316,7 @@ func stateMember(obj gjson.Result, key string) gjson.Result {
 
 func appendNeedState(dst []byte, keys []string) []byte {
 	dst = append(dst, `{"needState":`...)
-	dst = appendStrings(dst, keys)
+	dst = jsonx.AppendStrings(dst, keys)
 	return append(dst, '}')
 }
 

@@ -12,6 +12,18 @@ const hexDigits = "0123456789abcdef"
 // U+2028/U+2029 are escaped.
 func AppendString(dst []byte, s string) []byte { return modelText.AppendString(dst, s) }
 
+// AppendStrings appends list as a JSON array of strings, each as AppendString writes it.
+func AppendStrings(dst []byte, list []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range list {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
 // AppendEscaped appends s escaped as the inside of a JSON string literal (no quotes).
 func AppendEscaped(dst []byte, s string) []byte { return modelText.AppendEscaped(dst, s) }
 

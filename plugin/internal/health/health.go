@@ -156,7 +156,7 @@ func (rec *Record) Append(dst []byte) []byte {
 	w.Raw("pins", AppendPins(nil, rec.Pins))
 	w.Raw("pending", AppendPins(nil, rec.Pending))
 	if len(rec.Callers) > 0 {
-		w.Raw("callers", appendStrings(nil, rec.Callers))
+		w.Raw("callers", jsonx.AppendStrings(nil, rec.Callers))
 	}
 	seq := rec.Seq + 1
 	if seq <= 0 || seq > 1<<53 {
@@ -165,17 +165,6 @@ func (rec *Record) Append(dst []byte) []byte {
 	w.Int("seq", seq)
 	w.Close()
 	return w.B
-}
-
-func appendStrings(dst []byte, ss []string) []byte {
-	dst = append(dst, '[')
-	for i, s := range ss {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsonx.AppendString(dst, s)
-	}
-	return append(dst, ']')
 }
 
 // AppendPins appends pins as a JSON object tool: fingerprint.
