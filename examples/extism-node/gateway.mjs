@@ -13,10 +13,18 @@
 //   node gateway.mjs         a self-contained run against a tiny built-in upstream (JSON summary)
 //   node gateway.mjs --upstream URL [--listen HOST:PORT] [--manifest PATH]
 //                    [--allowed-origins A,B] [--allowed-hosts H,I] [--public-url ORIGIN]
+//                    [--named-exports]
 //
 // --public-url is the origin clients reach this gateway at (default http://HOST:PORT of
 // --listen; none, said on stderr, when HOST is a wildcard (0.0.0.0, ::, empty) or PORT is 0):
 // OAuth discovery documents and challenges name it (without one they pass unchanged).
+//
+// The calls go through the module's raw entry (abi/ABI.md: stategate_alloc writes the input
+// straight into the module's memory, stategate_call answers where the output lies), which
+// @extism/extism allows: getInstance() is the module's WebAssembly.Instance, exports and
+// memory. Through the named exports go-pdk would move input and output 8 bytes per call
+// into the SDK's kernel; --named-exports calls those anyway (a host that cannot reach the
+// instance), as does a module without the raw entry.
 //
 // What it leaves to a real deployment: one process (state is a Map; replicas need a shared
 // store with an atomic compare-and-set, e.g. Redis with a small Lua script, reached from a
@@ -76,7 +84,7 @@ function unframe(fn, out) {
 // loadExchange reads an Extism manifest (wasm[0].path, config.config, config.exchange) and
 // answers call(fn, head, body) -> [head, body]: one plugin instance, calls queued, each output's
 // "notify" written to the standing streams and its "log" printed.
-export async function loadExchange(manifestPath, { store = new MemoryStore(), exchange = {} } = {}) {
+export async function loadExchange(manifestPath, { store = new MemoryStore(), exchange = {}, namedExports = false } = {}) {
   const m = JSON.parse(await readFile(manifestPath, 'utf8'));
   const config = { ...m.config };
   const opts = { ...JSON.parse(config.exchange ?? '{}'), ...exchange };
@@ -93,9 +101,10 @@ export async function loadExchange(manifestPath, { store = new MemoryStore(), ex
   const plugin = await createPlugin({ wasm: [{ module }] }, { useWasi: true, config, functions });
   const streams = new Set(); // {session, res}: the standing GET streams
   let queue = Promise.resolve();
+  const raw = namedExports ? null : rawEntry((await plugin.getInstance()).exports);
   const once = async (fn, head, body) => {
     try {
-      return unframe(fn, await plugin.call(fn, frame(head, body)));
+      return unframe(fn, raw ? raw(fn, frame(head, body)) : await plugin.call(fn, frame(head, body)));
     } finally {
       await plugin.reset();
     }
@@ -112,8 +121,27 @@ export async function loadExchange(manifestPath, { store = new MemoryStore(), ex
   return { call, streams, store, maxBodyBytes: opts.maxBodyBytes ?? 16 << 20, close: () => plugin.close() };
 }
 
+// RAW_IDS are the exchange exports' function ids for the raw entry (abi.FuncHTTPRequest, ...).
+const RAW_IDS = { http_request: 16, http_answer: 17, http_timeout: 18 };
+
+// rawEntry answers call(fn, input) -> output (bytes(), valid until the next call) through the module's raw entry, or null
+// when the module has none: stategate_alloc(len) is where to write the input,
+// stategate_call(id, ptr, len) answers (outPtr << 32 | outLen) as a bigint. The memory's
+// buffer is read after each call, since the module's memory may have grown.
+function rawEntry(x) {
+  if (typeof x.stategate_alloc !== 'function' || typeof x.stategate_call !== 'function') return null;
+  return (fn, input) => {
+    const ptr = x.stategate_alloc(input.length);
+    if (ptr === 0) throw new Error(`${fn}: the module refused an input of ${input.length} bytes`);
+    new Uint8Array(x.memory.buffer, ptr, input.length).set(input);
+    const r = BigInt.asUintN(64, x.stategate_call(RAW_IDS[fn], ptr, input.length));
+    const out = new Uint8Array(x.memory.buffer, Number(r >> 32n), Number(r & 0xffffffffn));
+    return { bytes: () => out }; // as a PluginOutput: unframe copies it
+  };
+}
+
 // readBody answers at most max bytes of the request body (the module refuses what is over its limit).
-async function readBody(req, max) {
+export async function readBody(req, max) {
   const chunks = [];
   let n = 0;
   for await (const c of req) {
@@ -243,7 +271,7 @@ async function handle(ex, upstream, req, res) {
   }
 }
 
-function listen(server, where) {
+export function listen(server, where) {
   const i = where.lastIndexOf(':');
   return new Promise((resolve) => server.listen(Number(where.slice(i + 1)), where.slice(0, i).replace(/^\[|\]$/g, ''), () => resolve(server.address())));
 }
@@ -262,42 +290,6 @@ export async function serve(ex, upstream, where = '127.0.0.1:8081') {
   return server;
 }
 
-// selfCheck drives a real exchange through the gateway in front of a tiny upstream that
-// answers tools/list and tools/call and records the calls it ran.
-async function selfCheck(ex) {
-  const calls = [];
-  const tools = ['cart.view', 'cart.add_item', 'cart.checkout', 'cart.pay', 'countries.list'].map((name) => ({ name, description: `The ${name} tool.`, inputSchema: { type: 'object' } }));
-  const upstream = http.createServer(async (req, res) => {
-    const msg = JSON.parse(await readBody(req, 1 << 20));
-    if (msg.method === 'tools/call') calls.push(msg.params.name);
-    const result = msg.method === 'tools/list' ? { tools } : { content: [{ type: 'text', text: `${msg.params?.name} done` }] };
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result }));
-  });
-  const server = await serve(ex, `http://127.0.0.1:${(await listen(upstream, '127.0.0.1:0')).port}/mcp`, '127.0.0.1:0');
-  let id = 0;
-  const headers = { 'content-type': 'application/json', accept: 'application/json', 'mcp-session-id': 'demo-session', 'mcp-protocol-version': '2025-06-18' };
-  const rpc = (method, params) => fetch(`http://127.0.0.1:${server.address().port}/mcp`, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) }).then((r) => r.json());
-  try {
-    const names = (m) => m.result.tools.map((t) => t.name);
-    const before = await rpc('tools/list', {});
-    const pay = await rpc('tools/call', { name: 'cart.pay', arguments: {} });
-    const add = await rpc('tools/call', { name: 'cart.add_item', arguments: { sku: 'book' } });
-    const after = await rpc('tools/list', {});
-    return {
-      toolsBefore: names(before),
-      description: before.result.tools.find((t) => t.name === 'countries.list').description,
-      payDenied: pay.result._meta['dev.stategate/error'].code,
-      addItemText: add.result.content.map((c) => c.text),
-      toolsAfter: names(after),
-      upstreamCalls: calls,
-      stored: Object.fromEntries(ex.store.map),
-    };
-  } finally {
-    server.close();
-    upstream.close();
-  }
-}
-
 async function main() {
   const args = process.argv.slice(2);
   const opt = (name) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
@@ -307,8 +299,9 @@ async function main() {
   const publicUrl = opt('--public-url') ?? (/^(0\.0\.0\.0|::|\[::\])?:[0-9]+$|:0$/.test(where) ? undefined : `http://${where}`); // OAuth discovery
   if (publicUrl === undefined) console.error(`stategate: no public URL (--listen ${where} names no address to give clients; set --public-url): OAuth discovery documents and challenges pass unchanged`);
   const exchange = { loopback, publicUrl, upstream: opt('--upstream'), ...(list('--allowed-origins') && { allowedOrigins: list('--allowed-origins') }), ...(list('--allowed-hosts') && { allowedHosts: list('--allowed-hosts') }) };
-  const ex = await loadExchange(opt('--manifest') ?? path.join(here, 'manifest.json'), { exchange });
+  const ex = await loadExchange(opt('--manifest') ?? path.join(here, 'manifest.json'), { exchange, namedExports: args.includes('--named-exports') });
   if (opt('--upstream') !== undefined) return serve(ex, opt('--upstream'), where);
+  const { selfCheck } = await import('./selfcheck.mjs'); // the demo run beside the page
   try {
     process.stdout.write(`${JSON.stringify(await selfCheck(ex), null, 2)}\n`);
   } finally {
