@@ -3,6 +3,7 @@ package approval
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"strings"
 
@@ -94,6 +95,23 @@ func WorkflowOf(keys []string, snapshots [][]byte) string {
 		}
 	}
 	return string(h.Sum(nil))
+}
+
+// ScopeOf is Bind.Scope for the caller's credentials: the values of each credential
+// header, in a fixed order (the cache's: authorization, the principal header, then
+// cache.varyHeaders; nil for an absent header), each length-prefixed, so that no two
+// lists share a scope and an absent header differs from one sent empty. The secrets in it
+// never leave the gateway: a state carries only its keyed tag.
+func ScopeOf(headers ...[]string) string {
+	var b []byte
+	for _, values := range headers {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(values)))
+		for _, v := range values {
+			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+			b = append(b, v...)
+		}
+	}
+	return string(b)
 }
 
 // The stored form of the gateway's keys: "sg1k <id> <base64url secret>" per line, the

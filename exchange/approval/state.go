@@ -50,7 +50,7 @@ type Bind struct {
 	Tool       string
 	ArgsDigest [32]byte // ArgsDigest of the call's arguments
 	Principal  string
-	Scope      string // the credentials' scope, e.g. the cache's keyed digest of the caller's credentials
+	Scope      string // the credentials' scope: ScopeOf the caller's credential headers
 	Workflow   string // WorkflowOf the workflow keys the call is gated by, as read at admission
 	Expiry     int64  // unix ms
 	Nonce      [NonceLen]byte

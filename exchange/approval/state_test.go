@@ -355,3 +355,26 @@ func TestParseKeys_rotation(t *testing.T) {
 		t.Fatalf("a state of the older key: %v", err)
 	}
 }
+
+func TestScopeOf(t *testing.T) {
+	scopes := []string{
+		ScopeOf(nil),
+		ScopeOf([]string{""}),
+		ScopeOf([]string{"Bearer a"}),
+		ScopeOf([]string{"Bearer a"}, nil),
+		ScopeOf([]string{"Bearer a"}, []string{""}),
+		ScopeOf([]string{"Bearer a", "Bearer b"}),
+		ScopeOf([]string{"Bearer a"}, []string{"Bearer b"}),
+		ScopeOf([]string{"Bearer aBearer b"}),
+	}
+	for i := range scopes {
+		for j := range scopes {
+			if i != j && scopes[i] == scopes[j] {
+				t.Errorf("scopes %d and %d are the same", i, j)
+			}
+		}
+	}
+	if ScopeOf([]string{"Bearer a"}, nil) != ScopeOf([]string{"Bearer a"}, nil) {
+		t.Error("ScopeOf is not deterministic")
+	}
+}
