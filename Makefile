@@ -16,7 +16,9 @@ build: $(BUILD)/stategate.wasm
 # TinyGo is installed on first use (scripts/install-tinygo.sh, idempotent, ~1 min once).
 # The module is built with build/tinygo.mod: go.mod with github.com/tidwall/pretty replaced
 # by plugin/internal/nopretty (gjson's unused @pretty modifier would otherwise bring
-# encoding/json into the module: about 150 KB; RATIONALE.md).
+# encoding/json into the module: about 150 KB; RATIONALE.md). Budget 400,000 -> 405,000 B
+# for issue 41 (403,258 B: the approvals list's parser and checks, about 4.4 KB of it, and
+# check_limits' approval, explain and unmet).
 $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 	@mkdir -p $(BUILD)
 	@cp go.mod $(BUILD)/tinygo.mod && cp go.sum $(BUILD)/tinygo.sum
@@ -24,7 +26,7 @@ $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate.tinygo.wasm ./plugin
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate.tinygo.wasm -o $@
-	@scripts/check-size.sh $@ 400000
+	@scripts/check-size.sh $@ 405000
 	@cmp -s $@ $(EMBEDDED) || { cp $@ $(EMBEDDED) && echo "$(EMBEDDED) updated from $@: commit it"; }
 
 # The exchange module: the engine and the exchange core (exchange/, exchange/flow) in one

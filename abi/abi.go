@@ -168,6 +168,16 @@ func IsWorkflowKey(key string) bool {
 		!(len(key) >= len(CacheKeyPrefix) && key[:len(CacheKeyPrefix)] == CacheKeyPrefix)
 }
 
+// Human approval storage keys (exchange/approval): the gateway's approval key (the HMAC
+// key of every requestState, created once and shared by every replica) and one key per
+// requestState used, claimed by compare-and-set so that a yes is spent once. They live
+// outside StateKeyPrefix: never a workflow key (IsWorkflowKey), never leased.
+const (
+	ApprovalKeyPrefix  = "stategate/approval/v1/"
+	ApprovalSecretKey  = ApprovalKeyPrefix + "key"
+	ApprovalUsedPrefix = ApprovalKeyPrefix + "used/"
+)
+
 // Tool health storage keys: a unit's record lives under HealthKeyPrefix + the unit name
 // percent-encoded, and HealthIndexKey lists the known units. Hosts never build them (the
 // engine names them in needState); they recognise them to keep them out of leases.

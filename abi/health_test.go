@@ -27,3 +27,16 @@ func TestIsHealthKey(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalKeys_areNoWorkflowKeys: the approval key and the used-state keys can never be
+// taken for a workflow's snapshot (leased, moved) or a health record, whatever the nonce.
+func TestApprovalKeys_areNoWorkflowKeys(t *testing.T) {
+	for _, key := range []string{abi.ApprovalSecretKey, abi.ApprovalUsedPrefix + "29616000/00112233445566778899aabbccddeeff", abi.ApprovalKeyPrefix} {
+		if abi.IsWorkflowKey(key) || abi.IsHealthKey(key) {
+			t.Errorf("%q reads as a workflow or health key", key)
+		}
+	}
+	if len(abi.ApprovalKeyPrefix) >= len(abi.StateKeyPrefix) && abi.ApprovalKeyPrefix[:len(abi.StateKeyPrefix)] == abi.StateKeyPrefix {
+		t.Errorf("ApprovalKeyPrefix %q is under StateKeyPrefix", abi.ApprovalKeyPrefix)
+	}
+}

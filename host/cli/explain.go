@@ -92,12 +92,13 @@ func toolsFromUpstream(ctx context.Context, url string) ([]byte, error) {
 
 func printExplain(w io.Writer, ans gjson.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tANNOTATED\tHINT\tINVALIDATES\tWORKFLOW\tTIMEOUT")
+	fmt.Fprintln(tw, "TOOL\tANNOTATED\tHINT\tINVALIDATES\tWORKFLOW\tTIMEOUT\tAPPROVAL")
 	for _, t := range ans.Get("explain").Array() {
 		// Tool names come from the upstream: every cell is rendered for the terminal.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.String(t.Get("name").Str), termsafe.String(t.Get("class").Str),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.String(t.Get("name").Str), termsafe.String(t.Get("class").Str),
 			termsafe.String(t.Get("cacheControl").Str+" ("+from(t.Get("cacheControlFrom").Str, t.Get("policy").Str)+")"),
-			termsafe.String(invalidatesText(t)), termsafe.String(workflowsText(t)), termsafe.String(timeoutText(t)))
+			termsafe.String(invalidatesText(t)), termsafe.String(workflowsText(t)), termsafe.String(timeoutText(t)),
+			termsafe.String(approvalText(t)))
 	}
 	tw.Flush()
 	for _, warn := range ans.Get("warnings").Array() {
@@ -165,6 +166,20 @@ func timeoutText(t gjson.Result) string {
 		}
 	default:
 		s += "default"
+	}
+	return s + ")"
+}
+
+// approvalText is who approves the tool's calls and by which entry: "user, 300000 ms
+// (approvals[2], when destructive)", or "-".
+func approvalText(t gjson.Result) string {
+	a := t.Get("approval")
+	if !a.IsObject() {
+		return "-"
+	}
+	s := fmt.Sprintf("%s, %d ms (%s", a.Get("by").Str, a.Get("timeoutMs").Int(), a.Get("entry").Str)
+	if w := a.Get("when").Str; w != "" {
+		s += ", when " + w
 	}
 	return s + ")"
 }

@@ -72,8 +72,9 @@ func (e *Engine) classOf(r *request, tool string) (c config.Class, need string) 
 }
 
 // needsClass reports whether a tools/call of tool depends on the class its annotations
-// gave: no policy matches it (decorate_result derives its invalidation), or its timeout
-// may come from a class's category.
+// gave: no policy matches it (decorate_result derives its invalidation), its timeout
+// may come from a class's category, or an approval entry applies only when it is
+// destructive.
 func (e *Engine) needsClass(tool string) bool {
 	if !e.cfg.FromAnnotations {
 		return false
@@ -81,7 +82,7 @@ func (e *Engine) needsClass(tool string) bool {
 	if _, p := e.resolver.Resolve(tool); p == nil {
 		return true
 	}
-	return e.cfg.ClassMatters(tool)
+	return e.cfg.ClassMatters(tool) || e.cfg.ApprovalNeedsClass(tool)
 }
 
 // invalidates returns the patterns a successful call of tool invalidates: its policy's,

@@ -99,6 +99,10 @@ type HostFacts struct {
 	// maxResponseBytes, no policy invalidates, and fromAnnotations is off (a write
 	// class would invalidate the tool's domain). A host may then skip decorate_result.
 	DecoratesResults bool `json:"decoratesResults"`
+	// Approvals is true when the configuration has approval entries: check_limits may
+	// answer "approval" for any tool, so a host fails closed when check_limits fails, and
+	// keeps the gateway's approval key.
+	Approvals bool `json:"approvals"`
 	// Cache is the cache section (nil without one): size the response cache by it.
 	Cache *CacheFacts `json:"cache"`
 	// Tools holds every tool a workflow binds, by its exact name: bindings are keyed by
@@ -138,6 +142,7 @@ func (e *Engine) HostFacts() HostFacts {
 		Separator:        e.cfg.Separator,
 		Tools:            map[string]ToolFacts{},
 		DecoratesResults: e.decoratesResults(),
+		Approvals:        len(e.cfg.Approvals) > 0,
 	}
 	if e.cfg.Health.Enabled {
 		f.Health = &HealthFacts{Unit: e.unitKind(), IndexKey: health.IndexKey}
@@ -240,6 +245,8 @@ func (e *Engine) appendHostFacts(dst []byte) []byte {
 	dst = jsonx.AppendString(dst, e.cfg.Separator)
 	dst = append(dst, `,"decoratesResults":`...)
 	dst = appendBool(dst, e.decoratesResults())
+	dst = append(dst, `,"approvals":`...)
+	dst = appendBool(dst, len(e.cfg.Approvals) > 0)
 	dst = append(dst, `,"cache":`...)
 	dst = e.appendCacheFacts(dst)
 	dst = append(dst, `,"tools":{`...)

@@ -24,7 +24,7 @@ func (e *Engine) workflowsOf(tool string) ([]config.Ref, []*config.Workflow) {
 }
 
 // checkLimits: {"tool", "arguments"?, "session"?, "principal"?, "protocolVersion"?,
-// "states"?, "settle"?} -> {"allow":true,"timeoutMs","onTimeout","settled"?} | {"allow":false,"code",
+// "states"?, "settle"?} -> {"allow":true,"timeoutMs","onTimeout","approval"?,"settled"?} | {"allow":false,"code",
 // "retryable","details","result"} | {"needState"}.
 func (e *Engine) checkLimits(dst []byte, in []byte, r *request) ([]byte, error) {
 	if err := parse(r, in, true, false); err != nil {
@@ -99,6 +99,10 @@ func (e *Engine) checkLimits(dst []byte, in []byte, r *request) ([]byte, error) 
 	dst = strconv.AppendInt(dst, int64(timeoutMs), 10)
 	dst = append(dst, `,"onTimeout":`...)
 	dst = AppendTimeoutResult(dst, r.tool, timeoutMs)
+	approval := e.cfg.Approval(r.tool, class)
+	if approval >= 0 {
+		dst = e.appendApproval(dst, r.tool, approval)
+	}
 	if quiet {
 		dst = append(dst, `,"quietOnSuccess":true`...)
 	}
@@ -112,7 +116,11 @@ func (e *Engine) checkLimits(dst []byte, in []byte, r *request) ([]byte, error) 
 		dst = append(dst, '}')
 	}
 	dst = append(dst, ',')
-	dst = e.appendCacheAdmission(dst, r, refs)
+	if approval < 0 {
+		// A call that waits for a person's yes is never answered from the cache: the
+		// person is asked about every call.
+		dst = e.appendCacheAdmission(dst, r, refs)
+	}
 	dst = appendNotices(dst, l.notices)
 	if r.settle && e.settlesAtAdmission(r.tool) {
 		// The transition of the call's success, on the states read here: a host that holds
@@ -402,4 +410,24 @@ func nonNil(s []string) []string {
 // values without recursion.
 func toolOfDeep(in []byte) string {
 	return toolName(in)
+}
+
+// appendApproval appends ,"approval":{"by","message","timeoutMs"}: the admitted call of
+// tool runs only after a person's yes (approvals[i]). Denials never get here: a call the
+// gate, its health or its limits refuse asks nobody.
+func (e *Engine) appendApproval(dst []byte, tool string, i int) []byte {
+	a := &e.cfg.Approvals[i]
+	dst = append(dst, `,"approval":{"by":"`...)
+	dst = append(dst, a.By.String()...)
+	dst = append(dst, `","message":`...)
+	if a.Message != "" {
+		dst = jsonx.AppendString(dst, a.Message)
+	} else {
+		dst = append(dst, `"Allow the tool `...)
+		dst = jsonx.AppendEscaped(dst, tool)
+		dst = append(dst, ` to run with the arguments shown?"`...)
+	}
+	dst = append(dst, `,"timeoutMs":`...)
+	dst = strconv.AppendInt(dst, int64(a.TimeoutMs), 10)
+	return append(dst, '}')
 }

@@ -57,10 +57,10 @@ func configEngine(t testing.TB, name string) *Engine {
 // valid JSON document out; decorated messages are valid JSON and within limits; an
 // annotation record written is one the engine reads back as it wrote it. Each input runs
 // under sample.json, annotations.json (fromAnnotations, categories) and statechart.json
-// (compound and parallel states, guards).
+// (compound and parallel states, guards) and approvals.json (approvals, when destructive).
 func fuzzExport(f *testing.F, fn abi.Function) {
 	seeds(f, fn)
-	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations"), configEngine(f, "statechart")}
+	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations"), configEngine(f, "statechart"), configEngine(f, "approvals")}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, e := range engines {
 			checkExport(t, e, fn, in)
@@ -113,7 +113,7 @@ func checkExport(t *testing.T, e *Engine, fn abi.Function, in []byte) {
 // input that is not JSON or whose tools is not an array), and explains every named tool.
 func FuzzCheckConfig(f *testing.F) {
 	seeds(f, abi.FuncCheckConfig)
-	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations"), configEngine(f, "statechart")}
+	engines := []*Engine{sampleEngine(f), configEngine(f, "annotations"), configEngine(f, "statechart"), configEngine(f, "approvals")}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, e := range engines {
 			out := e.Call(abi.FuncCheckConfig, in)

@@ -55,10 +55,11 @@ func (l *listed) any(match func(string) bool) bool {
 	return false
 }
 
-// unmetEntry is one policy, per-tool limit or workflow binding that no listed tool meets:
+// unmetEntry is one policy, per-tool limit, approval or workflow binding that no listed
+// tool meets:
 // it applies to nothing (a misspelt name, or a tool the upstream does not offer).
 type unmetEntry struct {
-	kind string // "policy", "limit" or "binding"
+	kind string // "policy", "limit", "approval" or "binding"
 	path string // where it is in the configuration
 	name string // the pattern or tool name as configured
 	glob bool   // name is a pattern with a wildcard (bindings never are)
@@ -78,6 +79,12 @@ func (e *Engine) unmet(l *listed) []unmetEntry {
 		t := &e.cfg.Limits.Tools[i]
 		if !l.any(t.Match.Match) {
 			out = append(out, unmetEntry{"limit", "limits.tools[" + strconv.Quote(t.Match.String()) + "]", t.Match.String(), !t.Match.Literal()})
+		}
+	}
+	for i := range e.cfg.Approvals {
+		a := &e.cfg.Approvals[i]
+		if !l.any(a.Match.Match) {
+			out = append(out, unmetEntry{"approval", "approvals[" + itoa(i) + "].match", a.Match.String(), !a.Match.Literal()})
 		}
 	}
 	for i := range e.cfg.Workflows {
@@ -123,7 +130,7 @@ func appendUnmet(dst []byte, entries []unmetEntry) []byte {
 
 // appendExplain appends one {"name", "class", "cacheControl", "cacheControlFrom",
 // "invalidates", "invalidatesFrom", "policy", "workflows", "timeoutMs", "timeoutFrom",
-// "category", "categoryFrom", "limits"} per listed tool.
+// "category", "categoryFrom", "limits", "approval"} per listed tool.
 func (e *Engine) appendExplain(dst []byte, l *listed) []byte {
 	dst = append(dst, '[')
 	for i, name := range l.names {
@@ -186,6 +193,19 @@ func (e *Engine) appendExplain(dst []byte, l *listed) []byte {
 			limits = "limits.tools[" + strconv.Quote(e.cfg.Limits.Tools[entry].Match.String()) + "]"
 		}
 		dst = member(dst, "limits", limits)
+		dst = append(dst, `,"approval":`...)
+		if k := e.cfg.Approval(name, class); k >= 0 {
+			a := &e.cfg.Approvals[k]
+			dst = e.appendApproval(dst[:len(dst)-len(`,"approval":`)], name, k)
+			dst = dst[:len(dst)-1]
+			dst = member(dst, "entry", "approvals["+itoa(k)+"]")
+			if a.Destructive {
+				dst = member(dst, "when", "destructive")
+			}
+			dst = append(dst, '}')
+		} else {
+			dst = append(dst, "null"...)
+		}
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')

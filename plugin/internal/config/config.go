@@ -43,6 +43,7 @@ type Config struct {
 	// category, from the annotations of the last tools/list (annotations.go).
 	FromAnnotations bool
 	Health          Health
+	Approvals       []Approval // in document order; the first that applies wins
 
 	bindings map[string][]Ref // tool name -> its bindings, in workflow order
 	// boundEnds has bit len%64 of word last-byte set for every bound tool name: a name

@@ -45,7 +45,7 @@ func Parse(data []byte) (*Config, []Problem) {
 	}
 	root := gjson.ParseBytes(data)
 	c := &Config{Separator: ".", Limits: Limits{TimeoutMs: DefaultTimeoutMs}}
-	if !p.object("", root, "version", "names", "stateSync", "workflows", "limits", "principal", "cache", "health") {
+	if !p.object("", root, "version", "names", "stateSync", "workflows", "limits", "principal", "cache", "health", "approvals") {
 		return nil, p.problems
 	}
 	if v := root.Get("version"); !v.Exists() {
@@ -83,6 +83,7 @@ func Parse(data []byte) (*Config, []Problem) {
 	p.limits(c, root.Get("limits"))
 	p.cache(c, root.Get("cache"))
 	p.health(c, root.Get("health"))
+	p.approvals(c, root.Get("approvals"))
 	if HasErrors(p.problems) {
 		return nil, p.problems
 	}
