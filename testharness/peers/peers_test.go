@@ -27,7 +27,8 @@ import (
 // Counts (per row, over all rounds): STATEGATE_PEERS_CALLS (tools/call at concurrency 1,
 // default 2000), STATEGATE_PEERS_LISTS (tools/list at concurrency 1, 2000),
 // STATEGATE_PEERS_PARALLEL (tools/call at concurrency 8, 4000), STATEGATE_PEERS_ROUNDS (4).
-// DOCKER_MCP, THV and NPM_PEERS_DIR name prebuilt peers instead of the install scripts'.
+// STATEGATE_PEERS_ROWS, a comma-separated list of words, keeps only the rows whose name
+// holds one of them (and the baseline). DOCKER_MCP, THV and NPM_PEERS_DIR name prebuilt peers instead of the install scripts'.
 func BenchmarkPeers(b *testing.B) {
 	if ran.Swap(true) {
 		return
@@ -53,6 +54,9 @@ func BenchmarkPeers(b *testing.B) {
 
 	results := []*measured{{name: "upstream, direct (no proxy)", url: up}}
 	for _, r := range rows() {
+		if !selected(r.name) {
+			continue
+		}
 		m := &measured{name: r.name, hidden: map[string]bool{}}
 		for _, h := range r.hidden {
 			m.hidden[h] = true
@@ -95,6 +99,19 @@ func BenchmarkPeers(b *testing.B) {
 }
 
 var ran atomic.Bool
+
+func selected(name string) bool {
+	only := os.Getenv("STATEGATE_PEERS_ROWS")
+	if only == "" || strings.HasPrefix(name, "plain reverse proxy") {
+		return true
+	}
+	for _, w := range strings.Split(only, ",") {
+		if w = strings.TrimSpace(w); w != "" && strings.Contains(strings.ToLower(name), strings.ToLower(w)) {
+			return true
+		}
+	}
+	return false
+}
 
 type config struct{ calls, lists, parallel, rounds, warm int }
 
