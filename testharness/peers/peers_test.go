@@ -25,8 +25,8 @@ import (
 //	go test ./testharness/peers -run '^$' -bench Peers -benchtime 1x -timeout 60m
 //
 // Counts (per row, over all rounds): STATEGATE_PEERS_CALLS (tools/call at concurrency 1,
-// default 2000), STATEGATE_PEERS_LISTS (tools/list at concurrency 1, 2000),
-// STATEGATE_PEERS_PARALLEL (tools/call at concurrency 8, 4000), STATEGATE_PEERS_ROUNDS (4).
+// default 1000), STATEGATE_PEERS_LISTS (tools/list at concurrency 1, 1000),
+// STATEGATE_PEERS_PARALLEL (tools/call at concurrency 8, 2000), STATEGATE_PEERS_ROUNDS (4).
 // STATEGATE_PEERS_ROWS, a comma-separated list of words, keeps only the rows whose name
 // holds one of them (and the baseline). DOCKER_MCP, THV and NPM_PEERS_DIR name prebuilt peers instead of the install scripts'.
 func BenchmarkPeers(b *testing.B) {
@@ -34,9 +34,9 @@ func BenchmarkPeers(b *testing.B) {
 		return
 	}
 	cfg := config{
-		calls:    envInt("STATEGATE_PEERS_CALLS", 2000),
-		lists:    envInt("STATEGATE_PEERS_LISTS", 2000),
-		parallel: envInt("STATEGATE_PEERS_PARALLEL", 4000),
+		calls:    envInt("STATEGATE_PEERS_CALLS", 1000),
+		lists:    envInt("STATEGATE_PEERS_LISTS", 1000),
+		parallel: envInt("STATEGATE_PEERS_PARALLEL", 2000),
 		rounds:   envInt("STATEGATE_PEERS_ROUNDS", 4),
 		warm:     envInt("STATEGATE_PEERS_WARM", 100),
 	}

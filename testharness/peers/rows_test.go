@@ -236,10 +236,14 @@ func startThv(b *testing.B, up string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(bin, "proxy", "peers", "--target-uri", up, "--host", "127.0.0.1", "--port", fmt.Sprint(port))
+	// thv takes the server's origin only and forwards the request's path (/mcp) to it.
+	target := strings.TrimSuffix(up, "/mcp")
+	cmd := exec.Command(bin, "proxy", "peers", "--target-uri", target, "--host", "127.0.0.1", "--port", fmt.Sprint(port))
 	cmd.Dir = home
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"XDG_STATE_HOME=" + filepath.Join(home, ".state"), "TOOLHIVE_RUNTIME=kubernetes"}
+		"XDG_STATE_HOME=" + filepath.Join(home, ".state"), "TOOLHIVE_RUNTIME=kubernetes",
+		// No update check: the benchmark reaches nothing beyond loopback.
+		"TOOLHIVE_SKIP_UPDATE_CHECK=true"}
 	log, err := startProc(b, cmd)
 	if err != nil {
 		return "", err
