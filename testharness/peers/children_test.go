@@ -66,7 +66,9 @@ func serveChild(role string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Idle connections are kept as long as the run may leave a row idle between its
+	// rounds (without IdleTimeout, ReadHeaderTimeout would close them after 10 s).
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Minute}
 	go srv.Serve(ln)
 	fmt.Printf("http://%s/mcp\n", ln.Addr())
 	bufio.NewReader(os.Stdin).ReadString('\n') // EOF when the parent ends

@@ -45,6 +45,7 @@ func listBody(id int64) []byte {
 // session is one client's session with one row.
 type session struct {
 	url, sid, proto string
+	role            string // what the session is for, in error messages
 }
 
 func (s *session) post(body []byte, initialize bool) (*http.Response, []byte, error) {

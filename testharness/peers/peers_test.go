@@ -83,6 +83,7 @@ func BenchmarkPeers(b *testing.B) {
 		if m.eight, m.notRun = open(m.url); m.notRun != nil {
 			continue
 		}
+		m.one.role, m.eight.role = "concurrency 1", "concurrency 8"
 		m.warmUp(cfg.warm, ref)
 	}
 
@@ -185,6 +186,9 @@ func (m *measured) call(s *session, ref *reference) (time.Duration, bool) {
 	if err == nil {
 		err = ref.checkCall(res)
 	}
+	if err != nil {
+		err = fmt.Errorf("tools/call %d (%s session): %w", idBase+id, s.role, err)
+	}
 	return d, m.outcome(err)
 }
 
@@ -197,6 +201,9 @@ func (m *measured) list(s *session, ref *reference) (time.Duration, bool) {
 		m.mu.Lock()
 		m.toolsListed = n
 		m.mu.Unlock()
+	}
+	if err != nil {
+		err = fmt.Errorf("tools/list %d: %w", idBase+id, err)
 	}
 	return d, m.outcome(err)
 }
@@ -296,11 +303,17 @@ func report(w io.Writer, results []*measured, cfg config, loadStart, loadEnd str
 		tools, listBytes, protocolVersion, cfg.calls, cfg.lists, cfg.parallel, cfg.rounds, runtime.NumCPU(), host, took.Seconds())
 	fmt.Fprintf(w, "Load average (1, 5, 15 min): %s at the start, %s at the end.\n\n", loadStart, loadEnd)
 
+	// The baseline's figures are those of its valid answers; should some of its answers
+	// have failed, it is said under the table (a peer with failed answers gets no ratios).
 	var base *figures
+	baseNote := ""
 	for _, m := range results {
-		if strings.HasPrefix(m.name, "plain reverse proxy") && m.state() == "" {
+		if strings.HasPrefix(m.name, "plain reverse proxy") && m.notRun == nil && len(m.calls) > 0 && len(m.lists) > 0 && m.parTime > 0 {
 			f := m.figures()
 			base = &f
+			if st := m.state(); st != "" {
+				baseNote = "The baseline's ratios are of its valid answers; it was " + st + "."
+			}
 		}
 	}
 	fmt.Fprintln(w, "Ratios to the plain reverse proxy (latency: lower is better; rps: higher is better):")
@@ -308,7 +321,7 @@ func report(w io.Writer, results []*measured, cfg config, loadStart, loadEnd str
 	fmt.Fprintln(w, "| | call p50 | call p99 | list p50 | list p99 | rps at concurrency 8 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, m := range results {
-		if st := m.state(); st != "" {
+		if st := m.state(); st != "" && !(base != nil && strings.HasPrefix(m.name, "plain reverse proxy")) {
 			fmt.Fprintf(w, "| %s | %s | | | | |\n", m.name, st)
 			continue
 		}
@@ -319,6 +332,10 @@ func report(w io.Writer, results []*measured, cfg config, loadStart, loadEnd str
 		f := m.figures()
 		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", m.name,
 			f.callP50/base.callP50, f.callP99/base.callP99, f.listP50/base.listP50, f.listP99/base.listP99, f.rps/base.rps)
+	}
+	if baseNote != "" {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, baseNote)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Raw figures (µs; requests per second):")
