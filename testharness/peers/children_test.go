@@ -84,7 +84,7 @@ func childHandler(role string) (http.Handler, error) {
 	}
 	switch role {
 	case "reverseproxy":
-		// Seen on 2026-11-29 (Go 1.26, a loaded machine): about 1 in 1000 tools/list answers
+		// Seen on 2026-11-29 (Go 1.26, a loaded machine): 1 to 3 in 1000 tools/list answers
 		// cut short ("unexpected EOF" at the client) because this proxy's own transport closed
 		// its upstream connection mid-body ("use of closed network connection", the request's
 		// context not cancelled); no other row showed it. Its ratios are over its valid
