@@ -9,7 +9,7 @@ TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -gc
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-nontrapping-float-to-int --enable-mutable-globals
 
 # (docker-mcp: Docker's MCP gateway for the end-to-end tests behind it, internal/dockermcp)
-.PHONY: build build.exchange build.httpwasm build.traefik traefik build.go build.debug build.cli tinygo docker-mcp test check.embedded browser oci bench fuzz fuzz.long check run clean node
+.PHONY: build build.exchange build.httpwasm build.traefik traefik build.go build.debug build.cli tinygo docker-mcp test check.embedded browser oci bench bench.peers fuzz fuzz.long check run clean node
 
 build: $(BUILD)/stategate.wasm
 
@@ -148,6 +148,14 @@ bench: build build.envoy build.envoy.go build.exchange
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench GatewayPaths -benchtime 1x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./host/gateway/ -run '^$$' -bench RoundTrips -benchtime 2000x
 	STATEGATE_REQUIRE_ALL=1 $(GO) test ./examples/extism-go/ -run '^$$' -bench Exchange -benchtime 2000x
+
+# stategate side by side with the MCP gateways users would pick instead (testharness/peers):
+# one upstream, one load generator, ratios to a plain reverse proxy in the same run. Long
+# (several minutes; the first run also builds docker-mcp and thv from the Go module proxy and
+# installs the npm proxies into ~/.cache/stategate): not part of `make test`. A peer that
+# cannot be had is printed as "not run" with the reason.
+bench.peers: build
+	$(GO) test ./testharness/peers/ -run '^$$' -bench Peers -benchtime 1x -timeout 60m
 
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . ; echo 'gofmt: files above need formatting'; exit 1)
