@@ -59,7 +59,7 @@ func (ex *Exchange) answerCached(h cache.Hit) {
 }
 
 // invalidated publishes the cache_invalidated event of a mutation.
-func (ex *Exchange) invalidated(inv gjson.Result, tools []string) {
+func (ex Answer) invalidated(inv gjson.Result, tools []string) {
 	var patterns []string
 	inv.Get("patterns").ForEach(func(_, p gjson.Result) bool {
 		patterns = append(patterns, p.Str)

@@ -97,7 +97,7 @@ func (ex *Exchange) FinishCall(ctx context.Context, result []byte) []byte {
 	}
 	msg := jsonrpc.AppendResult(nil, ex.upstreamID, r)
 	root := gjson.ParseBytes(msg)
-	out, _ := ex.rewrite(ctx, msg, root, root.Get("result"))
+	out, _ := ex.Answer().rewrite(ctx, msg, root, root.Get("result"))
 	res := gjson.GetBytes(out, "result")
 	if !res.IsObject() {
 		return nil

@@ -337,7 +337,7 @@ func listKey(version string, st *loaded, result string) string {
 
 // readList returns the reader for the result of a tools/list answer s, for the
 // validator's pass (nil when lists are decorated whole).
-func (ex *Exchange) readList(s string) *toollist.Reader {
+func (ex Answer) readList(s string) *toollist.Reader {
 	c := ex.core
 	if ex.Method != MethodToolsList || c.lists.tools == nil || c.facts.health {
 		return nil
