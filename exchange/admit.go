@@ -116,7 +116,7 @@ const (
 // workflow keeps its lease after Admit returns, until the Exchange is closed.
 func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	ex := c.admit(ctx, h, body)
-	c.countLabel(stats.CountRequests, stats.MethodLabel(ex.Method))
+	c.tally.countLabel(stats.CountRequests, stats.MethodLabel(ex.Method))
 	return ex
 }
 
@@ -205,11 +205,11 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Enve
 		// send one it echoes faithfully, and give the client its own back.
 		ex.upstreamID = jsonrpc.MintID(len(id.Raw))
 		ex.Body = jsonrpc.Splice(body, id, ex.upstreamID)
-		c.count(stats.CountIDsRemapped)
+		c.tally.count(stats.CountIDsRemapped)
 	}
 	switch ex.Method {
 	case MethodToolsCall:
-		c.admitCall(ctx, ex, e.Call, h)
+		callAdmission{c}.admitCall(ctx, ex, e.Call, h)
 	case MethodTasksGet, MethodTasksResult, MethodTasksCancel:
 		if id := params.Get("taskId"); id.Type == gjson.String {
 			ex.taskID = id.Str
@@ -249,7 +249,7 @@ func (ex *Exchange) refuse(r *admission.Refusal) *Exchange {
 
 // reject answers a JSON-RPC error locally.
 func (ex *Exchange) reject(status, code int, msg string) *Exchange {
-	ex.core.count(stats.CountRejected)
+	ex.core.tally.count(stats.CountRejected)
 	ex.Verdict, ex.Status, ex.Body = Reply, status, jsonrpc.AppendError(nil, ex.clientID, code, msg)
 	return ex
 }

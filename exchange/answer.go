@@ -232,7 +232,7 @@ func (ex Answer) moveWorkflows(ctx context.Context, root gjson.Result, ok bool) 
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
 	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, ok, outcome, code) {
-		c.count(stats.CountListChanged)
+		c.tally.count(stats.CountListChanged)
 		before = append(before, ListChanged)
 		if ex.health.visible {
 			c.notify(ex.Session, ListChanged) // server-wide: every other client too
@@ -296,7 +296,7 @@ func (ex Answer) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []str
 	var purge []string
 	var inv gjson.Result
 	if len(ans.Get("invalidated.patterns").Array()) > 0 {
-		ex.core.count(stats.CountInvalidations)
+		ex.core.tally.count(stats.CountInvalidations)
 	}
 	if ex.cached.purges {
 		ans.Get("invalidated.tools").ForEach(func(_, t gjson.Result) bool {
@@ -357,7 +357,7 @@ func (ex Answer) TimeoutAnswer() []byte {
 		}
 		res = engine.AppendTimeoutResult(nil, ex.Tool, int(ex.timeout()/time.Millisecond))
 	}
-	ex.core.count(stats.CountTimeouts)
+	ex.core.tally.count(stats.CountTimeouts)
 	ex.upstreamDone()
 	ex.called(events.OutcomeTimeout)
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})

@@ -50,7 +50,7 @@ const (
 // kept for the task (tasks.Leases) instead of being released when the exchange closes.
 func (ex Answer) taskCreated(ctx context.Context, id string) {
 	c := ex.core
-	c.count(stats.CountTasksCreated)
+	c.tally.count(stats.CountTasksCreated)
 	ex.health.due.Store(false) // counted when the task ends
 	key := tasks.Key(ex.principal, id)
 	rec := tasks.Record{Tool: ex.Tool, Input: string(ex.call.input) + "}", Moves: ex.call.moves, Purges: ex.cached.purges}
@@ -127,11 +127,11 @@ func (ex Answer) settleTask(ctx context.Context, id string, completed bool, msg 
 		task: true, answered: true,
 		call: callState{input: []byte(strings.TrimSuffix(rec.Input, "}")), moves: rec.Moves}}
 	if won {
-		c.count(stats.CountTasksSettled)
+		c.tally.count(stats.CountTasksSettled)
 		tex.settle = settleMove
 		tex.cached.purges = rec.Purges && completed
 		tex.call.lease = c.tasks.Take(key)
-		tex.health.due.Store(c.healthFor(rec.Tool))
+		tex.health.due.Store(callAdmission{c}.healthFor(rec.Tool))
 		if !completed {
 			tex.settle = settleEnded
 		}
