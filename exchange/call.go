@@ -32,7 +32,7 @@ type callAdmission struct{ *Core }
 // cache entry.
 func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Params, h Headers) {
 	c.tally.count(stats.CountToolCalls)
-	if !ex.readCall(params) {
+	if !(intake{ex}).readCall(params) {
 		return
 	}
 	if h != nil {
@@ -85,7 +85,7 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 
 // readCall reads a tools/call's name, task and arguments into ex (the engine input
 // check_limits and transition share), or rejects the call.
-func (ex *Exchange) readCall(params jsonrpc.Params) bool {
+func (ex intake) readCall(params jsonrpc.Params) bool {
 	name := params.Name
 	if name.Type != gjson.String || name.Str == "" {
 		ex.reject(200, jsonrpc.CodeInvalidParams, "invalid params: params.name must be a non-empty string")
