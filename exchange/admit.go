@@ -116,7 +116,7 @@ const (
 // workflow keeps its lease after Admit returns, until the Exchange is closed.
 func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	ex := c.admit(ctx, h, body)
-	c.countLabel(stats.CountRequests, stats.MethodLabel(ex.Method))
+	c.tally.countLabel(stats.CountRequests, stats.MethodLabel(ex.Method))
 	return ex
 }
 
@@ -126,10 +126,11 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	if c.facts.principal != "" {
 		ex.principal = h.Get(c.facts.principal)
 	}
-	if ex.refuseHeaders(h) {
+	in := intake{ex}
+	if in.refuseHeaders(h) {
 		return ex
 	}
-	doc, ok := ex.readBody(body)
+	doc, ok := in.readBody(body)
 	if !ok {
 		return ex
 	}
@@ -147,14 +148,18 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 		ex.own = true
 	}
 	if doc.IsArray() {
-		return ex.admitBatch(doc)
+		return in.admitBatch(doc)
 	}
-	return ex.admitMessage(ctx, h, &e, body)
+	return in.admitMessage(ctx, h, &e, body)
 }
+
+// intake reads a request into its exchange: its headers, its body, the JSON-RPC message or
+// batch in it; what it cannot accept it refuses (Reply).
+type intake struct{ *Exchange }
 
 // refuseHeaders refuses a request whose headers the core cannot read as the server will
 // (admission.RepeatedHeader, admission.Encoding). It reports whether it refused.
-func (ex *Exchange) refuseHeaders(h Headers) bool {
+func (ex intake) refuseHeaders(h Headers) bool {
 	if name := ex.core.RepeatedHeader(h); name != "" {
 		ex.Session, ex.principal = "", "" // neither is known: nothing is keyed by them
 		ex.refuse(admission.RefuseRepeated(h, name))
@@ -169,7 +174,7 @@ func (ex *Exchange) refuseHeaders(h Headers) bool {
 
 // readBody parses the body as one JSON-RPC message or batch (admission.Body); false when
 // it refused.
-func (ex *Exchange) readBody(body []byte) (gjson.Result, bool) {
+func (ex intake) readBody(body []byte) (gjson.Result, bool) {
 	doc, id, r := admission.Body(body, ex.core.opts.MaxBodyBytes)
 	if r != nil {
 		ex.clientID = id
@@ -180,7 +185,7 @@ func (ex *Exchange) readBody(body []byte) (gjson.Result, bool) {
 }
 
 // admitMessage decides on one JSON-RPC message (not a batch), read as e.
-func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Envelope, body []byte) *Exchange {
+func (ex intake) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Envelope, body []byte) *Exchange {
 	c := ex.core
 	if e.Variant != "" {
 		return ex.reject(400, jsonrpc.CodeInvalidRequest, jsonrpc.CaseVariantText(e.Variant, e.VariantOf))
@@ -191,10 +196,10 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Enve
 		ex.clientID = []byte(id.Raw)
 	}
 	if !ex.headersAgree(h, e) {
-		return ex
+		return ex.Exchange
 	}
 	if !actsOn(ex.Method) {
-		return ex // Pass: notifications, responses and every other method
+		return ex.Exchange // Pass: notifications, responses and every other method
 	}
 	if ex.clientID == nil {
 		return ex.reject(400, jsonrpc.CodeInvalidRequest, "invalid request: "+ex.Method+" needs an id (a string or a number)")
@@ -205,11 +210,11 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Enve
 		// send one it echoes faithfully, and give the client its own back.
 		ex.upstreamID = jsonrpc.MintID(len(id.Raw))
 		ex.Body = jsonrpc.Splice(body, id, ex.upstreamID)
-		c.count(stats.CountIDsRemapped)
+		c.tally.count(stats.CountIDsRemapped)
 	}
 	switch ex.Method {
 	case MethodToolsCall:
-		c.admitCall(ctx, ex, e.Call, h)
+		callAdmission{c}.admitCall(ctx, ex.Exchange, e.Call, h)
 	case MethodTasksGet, MethodTasksResult, MethodTasksCancel:
 		if id := params.Get("taskId"); id.Type == gjson.String {
 			ex.taskID = id.Str
@@ -219,12 +224,12 @@ func (ex *Exchange) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Enve
 	case MethodToolsList:
 		ex.authorization = h.Get(admission.HeaderAuthorization) // the list's credential scope
 	}
-	return ex
+	return ex.Exchange
 }
 
 // headersAgree refuses a request whose headers name another protocol version, method or
 // target than its body (admission.Agree), reporting false.
-func (ex *Exchange) headersAgree(h Headers, e *jsonrpc.Envelope) bool {
+func (ex intake) headersAgree(h Headers, e *jsonrpc.Envelope) bool {
 	v, r := admission.Agree(h, e, ex.version, ex.Method)
 	ex.version = v
 	if r != nil {
@@ -235,11 +240,11 @@ func (ex *Exchange) headersAgree(h Headers, e *jsonrpc.Envelope) bool {
 }
 
 // admitBatch applies the batch rule (admission.Batch) with the methods the core acts on.
-func (ex *Exchange) admitBatch(doc gjson.Result) *Exchange {
+func (ex intake) admitBatch(doc gjson.Result) *Exchange {
 	if r := admission.Batch(doc, ex.version, actsOn); r != nil {
 		return ex.refuse(r)
 	}
-	return ex
+	return ex.Exchange
 }
 
 // refuse answers an admission refusal.
@@ -249,7 +254,7 @@ func (ex *Exchange) refuse(r *admission.Refusal) *Exchange {
 
 // reject answers a JSON-RPC error locally.
 func (ex *Exchange) reject(status, code int, msg string) *Exchange {
-	ex.core.count(stats.CountRejected)
+	ex.core.tally.count(stats.CountRejected)
 	ex.Verdict, ex.Status, ex.Body = Reply, status, jsonrpc.AppendError(nil, ex.clientID, code, msg)
 	return ex
 }

@@ -45,7 +45,7 @@ func listTools(t *testing.T, c *Core, tools string) []byte {
 	if ex.Verdict != Forward {
 		t.Fatalf("tools/list verdict %v", ex.Verdict)
 	}
-	out, _ := ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":`+tools+`}}`))
+	out, _ := ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":`+tools+`}}`))
 	return out
 }
 
@@ -96,7 +96,7 @@ func TestAnnotationRecord_neverLeasedNorForgotten(t *testing.T) {
 func TestTimeoutAnswer_withoutCheckLimits(t *testing.T) {
 	c, _ := annotationsCore(t, `{"version":1}`)
 	ex := &Exchange{core: c, Tool: "tasks.list", clientID: []byte("7"), start: time.Now()}
-	out := gjson.ParseBytes(ex.TimeoutAnswer())
+	out := gjson.ParseBytes(ex.Answer().TimeoutAnswer())
 	meta := out.Get("result._meta")
 	if meta.Get(gjson.Escape(abi.MetaError)+".code").Str != abi.DenyToolTimeout || meta.Get(gjson.Escape(abi.MetaError)+".details.timeoutMs").Int() != DefaultTimeout.Milliseconds() {
 		t.Errorf("timeout answer %s", out.Raw)

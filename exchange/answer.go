@@ -27,6 +27,16 @@ import (
 // ListChanged is the notification sent when a workflow moved and the visible tools changed.
 var ListChanged = []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 
+// Answer is the answer side of an exchange: it reads and rewrites the upstream's answer to
+// the request (Classify, RewriteJSON, SSE), finishes a tools/call by its outcome (the
+// workflow moves, the result is decorated, a cacheable result stored), settles the tasks
+// the answer shows ended (tasks.go), and makes the gateway's own answers in place of one the
+// client cannot have (TimeoutAnswer, UpstreamError, UnreadableAnswer).
+type Answer struct{ *Exchange }
+
+// Answer returns the answer side of the exchange.
+func (ex *Exchange) Answer() Answer { return Answer{ex} }
+
 // AnswerKind is how a host handles the upstream's answer to a request.
 type AnswerKind int
 
@@ -40,7 +50,7 @@ const (
 // Classify decides how the upstream's answer is handled from its status and headers.
 // An answer the core cannot read is passed through (decoration fails open); for a moving
 // tools/call that leaves its outcome unknown.
-func (ex *Exchange) Classify(ctx context.Context, status int, contentType, contentEncoding string) AnswerKind {
+func (ex Answer) Classify(ctx context.Context, status int, contentType, contentEncoding string) AnswerKind {
 	if ex.Verdict != Forward {
 		return AnswerPass
 	}
@@ -83,7 +93,7 @@ func (ex *Exchange) Classify(ctx context.Context, status int, contentType, conte
 //     keeps of a tools/list answer (the list memos, the last list read) views it rather
 //     than a copy of it (245 KB for a list of 1000 tools). Every caller hands over a buffer
 //     of its own: the flow's, sse.Data's.
-func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, before [][]byte) {
+func (ex Answer) RewriteJSON(ctx context.Context, body []byte) (out []byte, before [][]byte) {
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	// One pass validates the answer and finds its members (a tools/list answer is large:
 	// each pass over it counts).
@@ -124,13 +134,13 @@ func (ex *Exchange) RewriteJSON(ctx context.Context, body []byte) (out []byte, b
 }
 
 // Match reports whether msg (an SSE event's data) is the answer to this request.
-func (ex *Exchange) Match(msg []byte) bool {
+func (ex Answer) Match(msg []byte) bool {
 	return gjson.ValidBytes(msg) && jsonrpc.IsAnswer(gjson.ParseBytes(msg), ex.upstreamID)
 }
 
 // rewrite turns the answer to this request (root, whose result member is result) into what
 // the client gets.
-func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.Result) ([]byte, [][]byte) {
+func (ex Answer) rewrite(ctx context.Context, msg []byte, root, result gjson.Result) ([]byte, [][]byte) {
 	ex.answered = true
 	if string(ex.upstreamID) != string(ex.clientID) {
 		msg = jsonrpc.Splice(msg, root.Get("id"), ex.clientID)
@@ -148,7 +158,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 	case MethodToolsList:
 		// Before decoration: the upstream's own schemas, as listed to this caller.
 		ex.core.lists.params.Learn(ex.principal, ex.authorization, result)
-		return ex.core.lists.decorate(ctx, ex, msg, result), nil
+		return ex.core.lists.decorate(ctx, ex.Exchange, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
 	case MethodTasksGet, MethodTasksResult, MethodTasksCancel:
@@ -158,7 +168,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 }
 
 // finishCall advances the call's workflows by its outcome and decorates its result.
-func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
+func (ex Answer) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
 	ex.upstreamDone()
 	if ex.settle == settleNone {
 		if id := tasks.ID(root.Get("result")); id != "" {
@@ -206,7 +216,7 @@ func (ex *Exchange) finishCall(ctx context.Context, msg []byte, root gjson.Resul
 // moveWorkflows runs the call's transition (and its health outcome), releases its lease
 // and returns the notifications that go before its answer (list_changed when the visible
 // tools changed). ok is jsonrpc.Succeeded(root).
-func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result, ok bool) [][]byte {
+func (ex Answer) moveWorkflows(ctx context.Context, root gjson.Result, ok bool) [][]byte {
 	c := ex.core
 	var before [][]byte
 	outcome, code := "", ""
@@ -222,7 +232,7 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result, ok boo
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
 	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, ok, outcome, code) {
-		c.count(stats.CountListChanged)
+		c.tally.count(stats.CountListChanged)
 		before = append(before, ListChanged)
 		if ex.health.visible {
 			c.notify(ex.Session, ListChanged) // server-wide: every other client too
@@ -238,7 +248,7 @@ func (ex *Exchange) moveWorkflows(ctx context.Context, root gjson.Result, ok boo
 // successful mutation invalidates, before the answer goes out. It returns the answer to
 // send (msg itself when decorate_result failed, or when the configuration lets it change
 // nothing). ok is jsonrpc.Succeeded(root).
-func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Result, ok bool) []byte {
+func (ex Answer) decorateCall(ctx context.Context, msg []byte, root gjson.Result, ok bool) []byte {
 	c := ex.core
 	if !c.facts.decorates {
 		// The configuration has no response limit and nothing that invalidates:
@@ -282,11 +292,11 @@ func (ex *Exchange) decorateCall(ctx context.Context, msg []byte, root gjson.Res
 
 // invalidatedBy reads decorate_result's answer: the message to send, and the cached tools
 // the call invalidates (those of cached its patterns matched) with the invalidation.
-func (ex *Exchange) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []string, gjson.Result) {
+func (ex Answer) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []string, gjson.Result) {
 	var purge []string
 	var inv gjson.Result
 	if len(ans.Get("invalidated.patterns").Array()) > 0 {
-		ex.core.count(stats.CountInvalidations)
+		ex.core.tally.count(stats.CountInvalidations)
 	}
 	if ex.cached.purges {
 		ans.Get("invalidated.tools").ForEach(func(_, t gjson.Result) bool {
@@ -302,7 +312,7 @@ func (ex *Exchange) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []
 
 // purgeCached drops the cache entries a mutation invalidated (all of this replica's when
 // the cache index could not be read: indexErr).
-func (ex *Exchange) purgeCached(ctx context.Context, indexErr error, purge []string, inv gjson.Result) {
+func (ex Answer) purgeCached(ctx context.Context, indexErr error, purge []string, inv gjson.Result) {
 	c := ex.core
 	if indexErr != nil {
 		// Which cached tools this mutation invalidates cannot be known: this replica drops
@@ -339,7 +349,7 @@ func (c *Core) decorateResult(ctx context.Context, in []byte, st *loaded) ([]byt
 // Timeout: the engine's TOOL_TIMEOUT result, or, when check_limits could not be asked
 // (the call went on with the default timeout), the same result built for that timeout.
 // It is nil for anything but a tools/call.
-func (ex *Exchange) TimeoutAnswer() []byte {
+func (ex Answer) TimeoutAnswer() []byte {
 	res := ex.call.onTimeout
 	if len(res) == 0 {
 		if ex.Tool == "" {
@@ -347,7 +357,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 		}
 		res = engine.AppendTimeoutResult(nil, ex.Tool, int(ex.timeout()/time.Millisecond))
 	}
-	ex.core.count(stats.CountTimeouts)
+	ex.core.tally.count(stats.CountTimeouts)
 	ex.upstreamDone()
 	ex.called(events.OutcomeTimeout)
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})
@@ -359,7 +369,7 @@ func (ex *Exchange) TimeoutAnswer() []byte {
 }
 
 // timeout is the upstream's deadline for the call.
-func (ex *Exchange) timeout() time.Duration {
+func (ex Answer) timeout() time.Duration {
 	if ex.Timeout <= 0 {
 		return DefaultTimeout
 	}
@@ -370,7 +380,7 @@ func (ex *Exchange) timeout() time.Duration {
 // JSON-RPC error (-32603) for HTTP 502 that does not reveal the upstream's address. Its
 // data carries the gateway's error (UPSTREAM_UNAVAILABLE, retryable) and, for a
 // tools/call, the duration.
-func (ex *Exchange) UpstreamError(err error) []byte {
+func (ex Answer) UpstreamError(err error) []byte {
 	ex.core.Fault(abi.FaultUpstream, err, "method", ex.Method)
 	return ex.errorAnswer(context.Background(), health.Unreachable, "the gateway could not get an answer from the MCP server")
 }
@@ -378,7 +388,7 @@ func (ex *Exchange) UpstreamError(err error) []byte {
 // errorAnswer is the gateway's JSON-RPC error (-32603) for a request whose upstream answer
 // the client cannot have: text, and UPSTREAM_UNAVAILABLE (retryable) in its data; health
 // is the outcome tool health counts.
-func (ex *Exchange) errorAnswer(ctx context.Context, health, text string) []byte {
+func (ex Answer) errorAnswer(ctx context.Context, health, text string) []byte {
 	ex.upstreamDone()
 	ex.called(events.OutcomeFailed)
 	ex.refused(abi.DenyUpstreamUnavailable, gjson.Result{})
@@ -396,7 +406,7 @@ func (ex *Exchange) errorAnswer(ctx context.Context, health, text string) []byte
 // are notifications and the client takes SSE, the answer goes as an event stream with the
 // notifications first; otherwise as JSON, and the notifications are left over for the
 // session's standing stream.
-func (ex *Exchange) Package(out []byte, before [][]byte) (contentType string, body []byte, leftover [][]byte) {
+func (ex Answer) Package(out []byte, before [][]byte) (contentType string, body []byte, leftover [][]byte) {
 	if len(before) == 0 || !ex.acceptsSSE {
 		return "application/json", out, before
 	}

@@ -20,7 +20,7 @@ import (
 func (c *Core) newCache(l cache.Limits) *cache.Service {
 	return cache.New(cache.Config{Limits: l, Memory: c.opts.NewCache(l), Shared: sharedState{c.state}, CASRetries: c.opts.CASRetries,
 		Principal: c.facts.principal, Vary: c.facts.varyHeaders,
-		Count: func(t cache.Tally, n int) { c.countN(cacheCounters[t], n) },
+		Count: func(t cache.Tally, n int) { c.tally.countN(cacheCounters[t], n) },
 		Fault: func(err error, tool string) { c.Fault(abi.FaultCache, err, "tool", tool) }})
 }
 
@@ -59,12 +59,12 @@ func (ex *Exchange) answerCached(h cache.Hit) {
 }
 
 // invalidated publishes the cache_invalidated event of a mutation.
-func (ex *Exchange) invalidated(inv gjson.Result, tools []string) {
+func (ex Answer) invalidated(inv gjson.Result, tools []string) {
 	var patterns []string
 	inv.Get("patterns").ForEach(func(_, p gjson.Result) bool {
 		patterns = append(patterns, p.Str)
 		return true
 	})
-	ex.core.publish(events.Event{Type: events.EventCacheInvalidated, Tool: ex.Tool, Data: map[string]any{
+	ex.core.events.publish(events.Event{Type: events.EventCacheInvalidated, Tool: ex.Tool, Data: map[string]any{
 		"causedBy": ex.Tool, "patterns": patterns, "tools": tools}})
 }

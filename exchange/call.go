@@ -19,14 +19,20 @@ import (
 // DefaultTimeout bounds an upstream call when check_limits could not be asked.
 const DefaultTimeout = 30 * time.Second
 
+// callAdmission admits a tools/call: check_limits with the state it asks for, the lease of a
+// call that can move a workflow, a denial answered locally, a cached result served, the
+// failure policy when the engine or the store cannot answer. It is the core seen from
+// there (a value: no allocation per call).
+type callAdmission struct{ *Core }
+
 // admitCall runs check_limits for a tools/call: a denial is answered locally (the upstream
 // never runs); an admitted call keeps its loaded state for the transition and, when it can
 // move a workflow, the lease on its keys.
 // h are the request's headers (nil for a hook host): the caller's credentials key its
 // cache entry.
-func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Params, h Headers) {
-	c.count(stats.CountToolCalls)
-	if !ex.readCall(params) {
+func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Params, h Headers) {
+	c.tally.count(stats.CountToolCalls)
+	if !(intake{ex}).readCall(params) {
 		return
 	}
 	if h != nil {
@@ -79,7 +85,7 @@ func (c *Core) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Param
 
 // readCall reads a tools/call's name, task and arguments into ex (the engine input
 // check_limits and transition share), or rejects the call.
-func (ex *Exchange) readCall(params jsonrpc.Params) bool {
+func (ex intake) readCall(params jsonrpc.Params) bool {
 	name := params.Name
 	if name.Type != gjson.String || name.Str == "" {
 		ex.reject(200, jsonrpc.CodeInvalidParams, "invalid params: params.name must be a non-empty string")
@@ -111,7 +117,7 @@ func (ex *Exchange) readCall(params jsonrpc.Params) bool {
 // among keys (read with the lease when they are all of keys) and keeps the lease in ex.
 // Leases cover workflow snapshots only (not tool health, the annotation record or the
 // cache's keys); when other keys are asked for too, the caller loads them all (nil slots).
-func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Slot, error) {
+func (c callAdmission) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Slot, error) {
 	lockKeys := workflowKeys(keys)
 	if len(lockKeys) == 0 {
 		return nil, nil
@@ -132,7 +138,7 @@ func (c *Core) leaseKeys(ctx context.Context, ex *Exchange, keys []string) ([]Sl
 // checkLimits asks check_limits about the call, with the state it needs: read up front
 // when the keys it asked for last time are remembered (preloaded), else as it asks. A
 // unit's probe is claimed before the answer is returned (settleProbe).
-func (c *Core) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
+func (c callAdmission) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
 	pre, memo, err := c.preloaded(ctx, ex, limIn, lock)
 	if err != nil {
 		return nil, err
@@ -190,7 +196,7 @@ func readLimits(out []byte, l *limits) error {
 }
 
 // callLimits runs check_limits on limIn with st's states, if any.
-func (c *Core) callLimits(ctx context.Context, limIn []byte, st *loaded, lim *limits) error {
+func (c callAdmission) callLimits(ctx context.Context, limIn []byte, st *loaded, lim *limits) error {
 	out, err := c.run(ctx, abi.FuncCheckLimits, limIn, st)
 	if err != nil {
 		return err
@@ -199,7 +205,7 @@ func (c *Core) callLimits(ctx context.Context, limIn []byte, st *loaded, lim *li
 }
 
 // limitsWithState is callWithState for check_limits, its answer read by readLimits.
-func (c *Core) limitsWithState(ctx context.Context, limIn []byte, st *loaded, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
+func (c callAdmission) limitsWithState(ctx context.Context, limIn []byte, st *loaded, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
 	if st != nil {
 		return st, c.callLimits(ctx, limIn, st, lim)
 	}
@@ -225,7 +231,7 @@ func (c *Core) limitsWithState(ctx context.Context, limIn []byte, st *loaded, lo
 // preloaded reads the state keys check_limits asked for last time, when they are
 // remembered, and returns them with the memo key they are remembered under (limIn; nil
 // for a unit's keys, or when nothing is remembered for the call).
-func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*loaded, []byte, error) {
+func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*loaded, []byte, error) {
 	if !c.facts.health && c.facts.bound[ex.Tool] && len(limIn) <= maxStateKeyInput {
 		// The keys check_limits asks for are a function of its input (and the
 		// configuration, this core's): asked for last time, they are read (and leased) up
@@ -259,9 +265,9 @@ func (c *Core) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock f
 // settleProbe claims the probe check_limits made the call (of an auto-disabled unit) once
 // its claim is stored; a lost race re-reads and asks again (another call's probe is then
 // a denial).
-func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim *limits, st *loaded) (*loaded, error) {
+func (c callAdmission) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim *limits, st *loaded) (*loaded, error) {
 	for attempt := 0; lim.probe.Type == gjson.True; attempt++ {
-		next, ok, err := c.claimProbe(ctx, lim.ans, st)
+		next, ok, err := healthEngine{c.Core}.claimProbe(ctx, lim.ans, st)
 		if err != nil {
 			return nil, storeError{err}
 		}
@@ -287,8 +293,8 @@ func (c *Core) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim 
 }
 
 // deny answers check_limits' denial locally.
-func (c *Core) deny(ex *Exchange, ans gjson.Result) {
-	c.countLabel(stats.CountDenied, stats.DenialLabel(ans.Get("code").Str))
+func (c callAdmission) deny(ex *Exchange, ans gjson.Result) {
+	c.tally.countLabel(stats.CountDenied, stats.DenialLabel(ans.Get("code").Str))
 	ex.releaseNow()
 	ex.answerLocal([]byte(ans.Get("result").Raw))
 	ex.called(events.OutcomeDenied)
@@ -297,7 +303,7 @@ func (c *Core) deny(ex *Exchange, ans gjson.Result) {
 
 // admitted readies an admitted call for the upstream: its timeout, its cache entry (which may
 // answer it at once) and its health accounting.
-func (c *Core) admitted(ctx context.Context, ex *Exchange, lim *limits, h Headers, listed bool) {
+func (c callAdmission) admitted(ctx context.Context, ex *Exchange, lim *limits, h Headers, listed bool) {
 	ex.Timeout = time.Duration(lim.timeoutMs.Int()) * time.Millisecond
 	ex.call.onTimeout = ownedBytes(lim.onTimeout.Raw)
 	if c.cache != nil {
@@ -320,7 +326,7 @@ func (c *Core) admitted(ctx context.Context, ex *Exchange, lim *limits, h Header
 	// or pins): its calls count here too, though this core has not seen the list yet.
 	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.health && ex.call.st.hasHealthRecord())
 	ex.health.quiet = lim.quietOnSuccess.Type == gjson.True
-	c.count(stats.CountAllowed)
+	c.tally.count(stats.CountAllowed)
 }
 
 // maxStateKeyInput bounds the check_limits inputs whose state keys are remembered (the
@@ -330,7 +336,7 @@ const maxStateKeyInput = 1024
 // preload reads keys as callWithState would once check_limits asked for them: leased
 // and read by lock for a call that can move a workflow, read (from a near cache where the
 // State has one) for any other.
-func (c *Core) preload(ctx context.Context, keys []string, lock func([]string) ([]Slot, error)) ([]Slot, error) {
+func (c callAdmission) preload(ctx context.Context, keys []string, lock func([]string) ([]Slot, error)) ([]Slot, error) {
 	if lock != nil {
 		if slots, err := lock(keys); err != nil || slots != nil {
 			return slots, err
@@ -348,14 +354,14 @@ func (c *Core) preload(ctx context.Context, keys []string, lock func([]string) (
 // lasting state: a tool's health record, its cache generation and index entry, its
 // figures and memos are kept only for listed names, so calls to made-up names leave
 // nothing behind (issue 25, finding 6). A name listed later gets them from then on.
-func (c *Core) upstreamListed(tool string) bool { return c.lists.seen.Has(tool) }
+func (c callAdmission) upstreamListed(tool string) bool { return c.lists.seen.Has(tool) }
 
 // healthFor reports whether a call of tool counts for tool health: health is configured
 // and the upstream listed the tool.
-func (c *Core) healthFor(tool string) bool { return c.facts.health && c.upstreamListed(tool) }
+func (c callAdmission) healthFor(tool string) bool { return c.facts.health && c.upstreamListed(tool) }
 
 // admitFault applies the failure policy to a fault at admission.
-func (c *Core) admitFault(ex *Exchange, err error) {
+func (c callAdmission) admitFault(ex *Exchange, err error) {
 	ex.releaseNow()
 	var pe *PluginError
 	if errors.As(err, &pe) && pe.causedByRequest() {
@@ -378,7 +384,7 @@ func (c *Core) admitFault(ex *Exchange, err error) {
 		ex.health.due.Store(c.healthFor(ex.Tool))
 		return
 	}
-	c.countLabel(stats.CountDenied, abi.DenyGateUnavailable)
+	c.tally.countLabel(stats.CountDenied, abi.DenyGateUnavailable)
 	details := jsonx.AppendString([]byte(`{"tool":`), ex.Tool)
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))
@@ -394,7 +400,7 @@ func (e errBusy) Unwrap() error { return e.err }
 // canRecord reports whether a successful call could store its transition in a bounded
 // State: a call that would need a key beyond the bound is denied now rather than run with
 // its state lost.
-func (c *Core) canRecord(ctx context.Context, ex *Exchange) bool {
+func (c callAdmission) canRecord(ctx context.Context, ex *Exchange) bool {
 	missing := 0
 	for _, s := range ex.call.st.slots {
 		if !s.Exists {

@@ -84,19 +84,19 @@ type Options struct {
 
 // Core is one configuration's exchange logic; it is safe for concurrent use.
 type Core struct {
-	plugin     Plugin
-	state      State
-	caps       Capabilities // state's, as it declared them (read once, here)
-	reporter   Reporter
-	publisher  events.Publisher
-	publishing bool // a Publisher was given: per-call events are built at all
-	opts       Options
-	facts      facts
-	lists      toolLists      // the tool list: its memos, names and declarations (tools.go)
-	cache      *cache.Service // nil: no response cache
-	unitKeys   *keyMemo       // tool -> its health keys (unbound tools)
-	stateKeys  *keyMemo       // check_limits input -> the state keys it asked for (bound tools, no health)
-	tasks      tasks.Leases   // leases held for running tasks of moving calls
+	plugin    Plugin
+	state     State
+	caps      Capabilities // state's, as it declared them (read once, here)
+	reporter  Reporter
+	tally     tally     // counts into Stats and the reporter (count.go)
+	events    publisher // the Publisher, and whether one was given (count.go)
+	opts      Options
+	facts     facts
+	lists     toolLists      // the tool list: its memos, names and declarations (tools.go)
+	cache     *cache.Service // nil: no response cache
+	unitKeys  *keyMemo       // tool -> its health keys (unbound tools)
+	stateKeys *keyMemo       // check_limits input -> the state keys it asked for (bound tools, no health)
+	tasks     tasks.Leases   // leases held for running tasks of moving calls
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *stats.Stats
 }
@@ -122,12 +122,13 @@ func New(opts Options) *Core {
 	if !publishing {
 		opts.Publisher = events.Nop{}
 	}
-	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, publisher: opts.Publisher, opts: opts,
+	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, opts: opts,
 		facts: factsOf(opts.Plugin, opts.Config), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &stats.Stats{}}
-	c.publishing = publishing
+	c.events = publisher{to: opts.Publisher, on: publishing}
 	if prev := opts.Previous; prev != nil {
 		c.Stats = prev.Stats
 	}
+	c.tally = tally{stats: c.Stats, reporter: opts.Reporter}
 	c.lists.init(c, opts.Previous) // the new configuration checked against the names known
 	c.opts.Previous = nil          // the old core is not kept alive
 	if c.facts.cache != nil && opts.NewCache != nil {

@@ -10,31 +10,23 @@ import (
 // The core's events (exchange/events): built from what the call knew, stamped and handed
 // to the host's Publisher, only when one was given.
 
-// publish stamps e and hands it to the publisher.
-func (c *Core) publish(e events.Event) {
-	if e.Timestamp.IsZero() {
-		e.Timestamp = time.Now().UTC()
-	}
-	c.publisher.Publish(e)
-}
-
 // called publishes the exchange's tool_called event, once, for a tools/call.
 func (ex *Exchange) called(outcome string) {
-	if ex.Tool == "" || ex.reported || !ex.core.publishing {
+	if ex.Tool == "" || ex.reported || !ex.core.events.on {
 		return
 	}
 	ex.reported = true
-	ex.core.publish(events.Called(ex.Tool, outcome, time.Since(ex.start), ex.upstream))
+	ex.core.events.publish(events.Called(ex.Tool, outcome, time.Since(ex.start), ex.upstream))
 }
 
 // refused publishes call_refused for a tools/call the gateway answered with the refusal
 // code; details is the engine's details object (workflow, state), when there is one.
 func (ex *Exchange) refused(code string, details gjson.Result) {
 	ex.refusal.Store(&code)
-	if ex.Tool == "" || !ex.core.publishing {
+	if ex.Tool == "" || !ex.core.events.on {
 		return
 	}
-	ex.core.publish(events.Refused(ex.Tool, ex.Session, code, details))
+	ex.core.events.publish(events.Refused(ex.Tool, ex.Session, code, details))
 }
 
 // Refusal returns the code of the refusal the gateway answered this call with (a
@@ -49,7 +41,7 @@ func (ex *Exchange) Refusal() string {
 // transitioned publishes workflow_transitioned for each committed move of the engine's
 // final transition answer (events.Transitioned).
 func (ex *Exchange) transitioned(ans gjson.Result, failed map[string]bool) {
-	if ex.core.publishing {
-		events.Transitioned(ex.Tool, ex.Session, ans, failed, sessionOwned, ex.core.publish)
+	if ex.core.events.on {
+		events.Transitioned(ex.Tool, ex.Session, ans, failed, sessionOwned, ex.core.events.publish)
 	}
 }

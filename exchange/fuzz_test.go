@@ -113,13 +113,13 @@ func FuzzAnswer(f *testing.F) {
 		if ex.Verdict != Forward {
 			t.Fatalf("seed call not forwarded: %s", ex.Body)
 		}
-		out, _ := ex.RewriteJSON(context.Background(), []byte(answer))
+		out, _ := ex.Answer().RewriteJSON(context.Background(), []byte(answer))
 		if json.Valid([]byte(answer)) && !json.Valid(out) {
 			t.Fatalf("a JSON answer became invalid: %s -> %s", answer, out)
 		}
 		ex.Close()
 		ex = c.Admit(context.Background(), http.Header{}, call)
-		rw := ex.SSE(context.Background(), 1<<16)
+		rw := ex.Answer().SSE(context.Background(), 1<<16)
 		at := int(cut) % (len(answer) + 1)
 		withheld := c.Stats.Faults(abi.FaultUpstreamBody)
 		got := string(rw.Feed([]byte(answer[:at]), false)) + string(rw.Feed([]byte(answer[at:]), true))

@@ -39,7 +39,8 @@ func (c *Core) notify(except string, msg []byte) {
 
 // claimProbe stores the record by which check_limits made this call the probe of an
 // auto-disabled unit; false when another call claimed it first (compare-and-set lost).
-func (c *Core) claimProbe(ctx context.Context, ans gjson.Result, st *loaded) (*loaded, bool, error) {
+func (e healthEngine) claimProbe(ctx context.Context, ans gjson.Result, st *loaded) (*loaded, bool, error) {
+	c := e.c
 	var keys []string
 	var err error
 	lost := false
@@ -67,7 +68,8 @@ func (c *Core) claimProbe(ctx context.Context, ans gjson.Result, st *loaded) (*l
 // calling fn again on the fresh state (keys already written keep theirs), until every
 // key is written or the retries run out. It returns the last answer and whether every
 // write committed.
-func (c *Core) storeAll(ctx context.Context, fn abi.Function, in []byte, st *loaded, out []byte) ([]byte, bool, error) {
+func (e healthEngine) storeAll(ctx context.Context, fn abi.Function, in []byte, st *loaded, out []byte) ([]byte, bool, error) {
+	c := e.c
 	written := map[string]bool{}
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		var lost []string
@@ -92,7 +94,7 @@ func (c *Core) storeAll(ctx context.Context, fn abi.Function, in []byte, st *loa
 		if len(lost) == 0 {
 			return out, true, nil
 		}
-		c.count(stats.CountCASConflicts)
+		c.tally.count(stats.CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost, false)
 		if err != nil {
 			return out, false, storeError{err}
@@ -107,11 +109,12 @@ func (c *Core) storeAll(ctx context.Context, fn abi.Function, in []byte, st *loa
 
 // listHealth stores what decorate_tools answered for tool health (new pins, quarantines,
 // the index) and publishes tool_definition_changed and tool_state_changed once stored.
-func (c *Core) listHealth(ctx context.Context, ex *Exchange, in []byte, st *loaded, out []byte) []byte {
+func (e healthEngine) listHealth(ctx context.Context, ex *Exchange, in []byte, st *loaded, out []byte) []byte {
+	c := e.c
 	if len(gjson.GetBytes(out, "states").Map()) == 0 && len(gjson.GetBytes(out, "health").Array()) == 0 {
 		return out
 	}
-	out, ok, err := c.storeAll(context.WithoutCancel(ctx), abi.FuncDecorateTools, in, st, out)
+	out, ok, err := e.storeAll(context.WithoutCancel(ctx), abi.FuncDecorateTools, in, st, out)
 	if err != nil || !ok {
 		c.Fault(abi.FaultListStore, err, "method", MethodToolsList)
 		if out == nil {
@@ -129,9 +132,9 @@ func (c *Core) listHealth(ctx context.Context, ex *Exchange, in []byte, st *load
 					c.Fault(abi.FaultCache, err, "tool", h.Get("tool").Str)
 				}
 			}
-			c.publish(health.DefinitionChanged(h))
+			c.events.publish(health.DefinitionChanged(h))
 		}
-		visible = health.Changed(h, c.publish) || visible
+		visible = health.Changed(h, c.events.publish) || visible
 		return true
 	})
 	if visible {
@@ -188,7 +191,7 @@ func (e healthEngine) Run(ctx context.Context, in []byte, store bool) ([]byte, e
 }
 
 func (e healthEngine) store(ctx context.Context, in []byte, st *loaded, out []byte) ([]byte, error) {
-	out, ok, err := e.c.storeAll(ctx, abi.FuncToolHealth, in, st, out)
+	out, ok, err := e.storeAll(ctx, abi.FuncToolHealth, in, st, out)
 	if err == nil && !ok {
 		err = errors.New("state: not stored")
 	}

@@ -27,7 +27,7 @@ import (
 // Exchange be closed: a moving call marked sent then keeps its lease, as its outcome is
 // unknown).
 func (c *Core) AdmitCall(ctx context.Context, session string, params []byte) *Exchange {
-	c.countLabel(stats.CountRequests, MethodToolsCall)
+	c.tally.countLabel(stats.CountRequests, MethodToolsCall)
 	ex := &Exchange{core: c, start: time.Now(), Session: session, Method: MethodToolsCall,
 		clientID: []byte("0"), upstreamID: []byte("0")}
 	switch {
@@ -41,7 +41,7 @@ func (c *Core) AdmitCall(ctx context.Context, session string, params []byte) *Ex
 		return ex.reject(400, jsonrpc.CodeInvalidRequest, "tools/call params repeat a member name in an object; the gateway and the server could read different values")
 	}
 	ex.Verdict = Forward
-	c.admitCall(ctx, ex, jsonrpc.ReadParams(doc), nil)
+	callAdmission{c}.admitCall(ctx, ex, jsonrpc.ReadParams(doc), nil)
 	return ex
 }
 
@@ -97,7 +97,7 @@ func (ex *Exchange) FinishCall(ctx context.Context, result []byte) []byte {
 	}
 	msg := jsonrpc.AppendResult(nil, ex.upstreamID, r)
 	root := gjson.ParseBytes(msg)
-	out, _ := ex.rewrite(ctx, msg, root, root.Get("result"))
+	out, _ := ex.Answer().rewrite(ctx, msg, root, root.Get("result"))
 	res := gjson.GetBytes(out, "result")
 	if !res.IsObject() {
 		return nil

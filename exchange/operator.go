@@ -21,7 +21,7 @@ type Operator struct {
 
 // Operator returns the core's operator surface.
 func (c *Core) Operator() *Operator {
-	return &Operator{Service: health.New(healthEngine{c}, c.publish, func() { c.notify("", ListChanged) }), c: c}
+	return &Operator{Service: health.New(healthEngine{c}, c.events.publish, func() { c.notify("", ListChanged) }), c: c}
 }
 
 // ErrCacheOff is returned by PurgeCache when the configuration has no cache section.
@@ -63,7 +63,7 @@ func (o *Operator) PurgeCache(ctx context.Context, a health.Action) ([]string, e
 	if a.Match != "" {
 		data["patterns"] = []string{a.Match}
 	}
-	c.publish(events.Event{Type: events.EventCacheInvalidated, Data: data})
+	c.events.publish(events.Event{Type: events.EventCacheInvalidated, Data: data})
 	return hit, nil
 }
 

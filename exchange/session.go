@@ -31,7 +31,7 @@ func (c *Core) RepeatedHeader(h Headers) string {
 // those whose RepeatedHeader is not "".
 func (c *Core) CheckSession(ctx context.Context, method string, h Headers) session.Check {
 	if name := c.RepeatedHeader(h); name != "" {
-		c.count(stats.CountRejected)
+		c.tally.count(stats.CountRejected)
 		r := admission.RefuseRepeated(h, name)
 		return session.Check{Action: session.Reply, Status: r.Status, Body: jsonrpc.AppendError(nil, nil, r.Code, r.Text)}
 	}
@@ -40,7 +40,7 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) sessi
 		return session.Check{Action: session.AsIs}
 	}
 	if !sessionLive(ctx, c, id) {
-		c.count(stats.CountRejected)
+		c.tally.count(stats.CountRejected)
 		return session.Check{Action: session.Reply, ID: id, Status: 404, Body: jsonrpc.AppendError(nil, nil, session.CodeNotFound, session.NotFoundText)}
 	}
 	switch method {
@@ -89,7 +89,7 @@ func (ex *Exchange) AnswerSession(ctx context.Context, status int, upstreamSessi
 		c.Fault(abi.FaultSessionStore, storeError{err}, "session", id)
 		return ""
 	}
-	c.count(stats.CountSessionsIssued)
+	c.tally.count(stats.CountSessionsIssued)
 	return id
 }
 

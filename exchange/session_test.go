@@ -39,7 +39,7 @@ func call(t *testing.T, c *Core, session, tool string) *Exchange {
 	ctx := context.Background()
 	ex := c.Admit(ctx, headers(session), []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+tool+`","arguments":{}}}`))
 	if ex.Verdict == Forward {
-		ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ok"}]}}`))
+		ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"ok"}]}}`))
 	}
 	ex.Close()
 	return ex
@@ -175,7 +175,7 @@ func TestGatewaySession_upstream404KeepsIt(t *testing.T) {
 	id := initialize(t, c, initializeBody, 200, "")
 	for _, s := range []string{id, "upstream-1"} {
 		ex := c.Admit(context.Background(), headers(s), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
-		ex.Classify(context.Background(), 404, "application/json", "")
+		ex.Answer().Classify(context.Background(), 404, "application/json", "")
 	}
 	if len(st.forgot) != 1 || slices.Contains(st.forgot[0], session.RecordKey(id)) {
 		t.Errorf("forgot %q; want only the upstream's session", st.forgot)

@@ -84,7 +84,7 @@ func TestSettledAtAdmission(t *testing.T) {
 							continue
 						}
 						forwarded++
-						out, before := ex.RewriteJSON(context.Background(), []byte(ans))
+						out, before := ex.Answer().RewriteJSON(context.Background(), []byte(ans))
 						outs[k] = durationMs.ReplaceAllString(string(out), "D") + " " + strings.Repeat("+", len(before))
 						ex.Close()
 					}

@@ -18,7 +18,7 @@ import (
 // of an answer it may carry, the gateway's error goes), and so is a second answer to the
 // request. Incomplete events are held back until they end.
 type SSERewriter struct {
-	ex      *Exchange
+	ex      Answer
 	ctx     context.Context
 	pending []byte
 	max     int
@@ -30,7 +30,7 @@ type SSERewriter struct {
 
 // SSE returns a rewriter for this exchange's event-stream answer; maxEvent bounds one
 // held-back event (a larger one passes through unread).
-func (ex *Exchange) SSE(ctx context.Context, maxEvent int) *SSERewriter {
+func (ex Answer) SSE(ctx context.Context, maxEvent int) *SSERewriter {
 	return &SSERewriter{ex: ex, ctx: ctx, max: maxEvent}
 }
 

@@ -48,9 +48,9 @@ const (
 
 // taskCreated records the task a forwarded tools/call created. A moving call's lease is
 // kept for the task (tasks.Leases) instead of being released when the exchange closes.
-func (ex *Exchange) taskCreated(ctx context.Context, id string) {
+func (ex Answer) taskCreated(ctx context.Context, id string) {
 	c := ex.core
-	c.count(stats.CountTasksCreated)
+	c.tally.count(stats.CountTasksCreated)
 	ex.health.due.Store(false) // counted when the task ends
 	key := tasks.Key(ex.principal, id)
 	rec := tasks.Record{Tool: ex.Tool, Input: string(ex.call.input) + "}", Moves: ex.call.moves, Purges: ex.cached.purges}
@@ -85,7 +85,7 @@ func (ex *Exchange) taskCreated(ctx context.Context, id string) {
 // CallToolResult at its result member, or nil when the answer carries none; the result is
 // decorated (the block, truncation) whoever settled the task. It returns msg as the client
 // gets it (nil when msg is nil) and the notifications to send before it (list_changed).
-func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, msg []byte) ([]byte, [][]byte) {
+func (ex Answer) settleTask(ctx context.Context, id string, completed bool, msg []byte) ([]byte, [][]byte) {
 	c := ex.core
 	// This session's own record first (a reused id, or a record from before issue 38),
 	// then the principal's.
@@ -127,11 +127,11 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 		task: true, answered: true,
 		call: callState{input: []byte(strings.TrimSuffix(rec.Input, "}")), moves: rec.Moves}}
 	if won {
-		c.count(stats.CountTasksSettled)
+		c.tally.count(stats.CountTasksSettled)
 		tex.settle = settleMove
 		tex.cached.purges = rec.Purges && completed
 		tex.call.lease = c.tasks.Take(key)
-		tex.health.due.Store(c.healthFor(rec.Tool))
+		tex.health.due.Store(callAdmission{c}.healthFor(rec.Tool))
 		if !completed {
 			tex.settle = settleEnded
 		}
@@ -146,12 +146,12 @@ func (ex *Exchange) settleTask(ctx context.Context, id string, completed bool, m
 			body = `{"jsonrpc":"2.0","id":0,"result":{"content":[],"isError":true}}`
 		}
 		if won {
-			_, before := tex.finishCall(ctx, []byte(body), gjson.Parse(body))
+			_, before := tex.Answer().finishCall(ctx, []byte(body), gjson.Parse(body))
 			return nil, before
 		}
 		return nil, nil
 	}
-	return tex.finishCall(ctx, msg, gjson.ParseBytes(msg))
+	return tex.Answer().finishCall(ctx, msg, gjson.ParseBytes(msg))
 }
 
 // How an exchange that settles a task finishes (Exchange.settle).
@@ -164,7 +164,7 @@ const (
 
 // rewriteTask rewrites the answer to a tasks/result or tasks/get request: msg is the
 // answer (its id already the client's), result its result member.
-func (ex *Exchange) rewriteTask(ctx context.Context, msg []byte, result gjson.Result) ([]byte, [][]byte) {
+func (ex Answer) rewriteTask(ctx context.Context, msg []byte, result gjson.Result) ([]byte, [][]byte) {
 	if ex.taskID == "" || !result.IsObject() {
 		return msg, nil
 	}
@@ -204,11 +204,11 @@ func (c *Core) Observe(ctx context.Context, h Headers, msg []byte) {
 	if c.facts.principal != "" {
 		ex.principal = h.Get(c.facts.principal)
 	}
-	ex.Observe(ctx, msg)
+	ex.Answer().Observe(ctx, msg)
 }
 
 // Observe is Core.Observe for a message on the stream of this exchange's answer.
-func (ex *Exchange) Observe(ctx context.Context, msg []byte) {
+func (ex Answer) Observe(ctx context.Context, msg []byte) {
 	if !strings.Contains(string(msg), methodTaskStatus) || !gjson.ValidBytes(msg) {
 		return
 	}
@@ -222,5 +222,5 @@ func (ex *Exchange) Observe(ctx context.Context, msg []byte) {
 		return
 	}
 	scope := &Exchange{core: ex.core, start: time.Now(), Session: ex.Session, principal: ex.principal, version: ex.version}
-	scope.settleTask(ctx, id.Str, completed, nil)
+	scope.Answer().settleTask(ctx, id.Str, completed, nil)
 }

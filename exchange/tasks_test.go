@@ -35,7 +35,7 @@ func startTask(t *testing.T, c *Core) {
 		t.Fatalf("task call not forwarded: %s", ex.Body)
 	}
 	answer := `{"jsonrpc":"2.0","id":1,"result":` + taskCreate + `}`
-	out, before := ex.RewriteJSON(ctx, []byte(answer))
+	out, before := ex.Answer().RewriteJSON(ctx, []byte(answer))
 	if string(out) != answer || len(before) != 0 {
 		t.Fatalf("the CreateTaskResult did not pass untouched: %s %q", out, before)
 	}
@@ -88,7 +88,7 @@ func TestTask_settledOnceWhateverSeesItFirst(t *testing.T) {
 				if i == 0 {
 					answer = `{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"added"}]}}`
 				}
-				out, _ := ex.RewriteJSON(ctx, []byte(answer))
+				out, _ := ex.Answer().RewriteJSON(ctx, []byte(answer))
 				if i == 0 && !strings.Contains(string(out), `"text":"added"`) {
 					t.Errorf("round %d: tasks/result lost its result: %s", round, out)
 				}
@@ -117,11 +117,11 @@ func TestTask_resultGetsTheBlock(t *testing.T) {
 	c, _ := newHookCore(t, 50*time.Millisecond)
 	ctx := context.Background()
 	ex := c.Admit(ctx, headers("s1"), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tasks.update","arguments":{},"task":{}}}`))
-	ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
+	ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
 	ex.Close()
 	for i, res := range []string{`{"content":[{"type":"text","text":"ok"}]}`, `{"content":[{"type":"text","text":"ok"}]}`, `{"content":[],"isError":true}`} {
 		ex := c.Admit(ctx, headers("s1"), []byte(`{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"T"}}`))
-		out, _ := ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":`+res+`}`))
+		out, _ := ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":`+res+`}`))
 		ex.Close()
 		block := gjson.GetBytes(out, "result.content.0.text").Str == "[System: Cache invalidated for tasks.* — caused by tasks.update]"
 		if block != (i < 2) {
@@ -146,7 +146,7 @@ func TestTask_endsWithoutMoving(t *testing.T) {
 			if ex.Verdict != Forward {
 				t.Fatalf("%s not forwarded", end.req)
 			}
-			out, before := ex.RewriteJSON(ctx, []byte(end.answer))
+			out, before := ex.Answer().RewriteJSON(ctx, []byte(end.answer))
 			ex.Close()
 			if gjson.GetBytes(out, "result.status").Str != gjson.Get(end.answer, "result.status").Str ||
 				strings.Contains(string(out), "System:") || len(before) != 0 {
@@ -208,7 +208,7 @@ func TestTask_settledFromAnotherSession(t *testing.T) {
 	startTask(t, c)
 	ctx := context.Background()
 	ex := c.Admit(ctx, headers("s2"), []byte(`{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"T"}}`))
-	out, _ := ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"added"}]}}`))
+	out, _ := ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"added"}]}}`))
 	ex.Close()
 	if c.Stats.Get(stats.CountTasksSettled) != 1 || stateOf(t, st) != "has_items" {
 		t.Fatalf("the task's end read from another session settled %d times, state %s", c.Stats.Get(stats.CountTasksSettled), stateOf(t, st))
@@ -246,12 +246,12 @@ func TestTask_otherPrincipalsCannotSettle(t *testing.T) {
 	c := New(Options{Plugin: enginePlugin{e}, State: st, Config: []byte(principalHookConfig), LeaseWait: 50 * time.Millisecond})
 	ctx := context.Background()
 	ex := c.Admit(ctx, as("s1", "alice"), []byte(taskCall))
-	ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
+	ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
 	ex.Close()
 	result := []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"added"}]}}`)
 	for _, s := range []string{"s1", "s2"} {
 		ex := c.Admit(ctx, as(s, "bob"), []byte(`{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"T"}}`))
-		if out, _ := ex.RewriteJSON(ctx, append([]byte(nil), result...)); string(out) != string(result) {
+		if out, _ := ex.Answer().RewriteJSON(ctx, append([]byte(nil), result...)); string(out) != string(result) {
 			t.Fatalf("bob's answer was decorated with alice's task: %s", out)
 		}
 		ex.Close()
@@ -274,7 +274,7 @@ func TestTask_reusedIDStaysWithItsSession(t *testing.T) {
 	ctx := context.Background()
 	for _, s := range []string{"s1", "s2"} {
 		ex := c.Admit(ctx, headers(s), []byte(taskCall))
-		ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
+		ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
 		ex.Close()
 	}
 	for i, s := range []string{"s2", "s1", "s2"} {
@@ -303,7 +303,7 @@ func FuzzTaskAnswers(f *testing.F) {
 		c, _ := newHookCore(t, time.Millisecond)
 		ex := c.Admit(ctx, headers("s1"), []byte(taskCall))
 		answer := `{"jsonrpc":"2.0","id":1,"result":` + created + `}`
-		if out, _ := ex.RewriteJSON(ctx, []byte(answer)); json.Valid([]byte(answer)) && !json.Valid(out) {
+		if out, _ := ex.Answer().RewriteJSON(ctx, []byte(answer)); json.Valid([]byte(answer)) && !json.Valid(out) {
 			t.Fatalf("a JSON answer became invalid: %s", out)
 		}
 		ex.Close()
@@ -313,7 +313,7 @@ func FuzzTaskAnswers(f *testing.F) {
 			req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"taskId":"T"}}`, i+2, m)
 			ex := c.Admit(ctx, headers("s1"), []byte(req))
 			answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":%s}`, i+2, later)
-			if out, _ := ex.RewriteJSON(ctx, []byte(answer)); json.Valid([]byte(answer)) && !json.Valid(out) {
+			if out, _ := ex.Answer().RewriteJSON(ctx, []byte(answer)); json.Valid([]byte(answer)) && !json.Valid(out) {
 				t.Fatalf("a JSON answer became invalid: %s", out)
 			}
 			ex.Close()
@@ -361,7 +361,7 @@ func FuzzTaskRecords(f *testing.F) {
 		if ex.Verdict != Forward {
 			t.Fatalf("the task call was not admitted: %s", ex.Body)
 		}
-		ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
+		ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+taskCreate+`}`))
 		ex.Close()
 		sessions := map[string]int{"alice": 0, "bob": 0}
 		ended, paid := false, map[string]bool{}
@@ -384,7 +384,7 @@ func FuzzTaskRecords(f *testing.F) {
 					method, status, end = MethodTasksCancel, "cancelled", "cancelled"
 				}
 				ex := c.Admit(ctx, h, []byte(`{"jsonrpc":"2.0","id":2,"method":"`+method+`","params":{"taskId":"T"}}`))
-				ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":{"taskId":"T","status":"`+status+`"}}`))
+				ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":{"taskId":"T","status":"`+status+`"}}`))
 				ex.Close()
 			case 3, 8:
 				res := `{"content":[{"type":"text","text":"paid"}]}`
@@ -393,7 +393,7 @@ func FuzzTaskRecords(f *testing.F) {
 					res, end = `{"content":[{"type":"text","text":"declined"}],"isError":true}`, "failed"
 				}
 				ex := c.Admit(ctx, h, []byte(`{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"T"}}`))
-				ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":`+res+`}`))
+				ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":2,"result":`+res+`}`))
 				ex.Close()
 			case 5:
 				end = "completed"
@@ -410,7 +410,7 @@ func FuzzTaskRecords(f *testing.F) {
 					if paid[who] {
 						t.Fatalf("op %d: %s's once-only cart.pay admitted again after it ran (ops %v)", i, who, ops)
 					}
-					ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"paid"}]}}`))
+					ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"paid"}]}}`))
 					paid[who] = true
 				}
 				ex.Close()

@@ -141,7 +141,7 @@ func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *l
 	if writes {
 		// New pins, quarantines, the index: stored before the list goes out, and
 		// never memoised (the next list reads what was stored).
-		if out = c.listHealth(ctx, ex, input(), st, out); out == nil {
+		if out = (healthEngine{c}).listHealth(ctx, ex, input(), st, out); out == nil {
 			return nil
 		}
 		m = jsonrpc.Members(parseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
@@ -198,9 +198,9 @@ func (l *toolLists) elems(ctx context.Context, scope []byte, st *loaded) func(el
 // message with it (whole, when the list was assembled in the message already).
 func (l *toolLists) decorated(ctx context.Context, ex *Exchange, msg []byte, result gjson.Result, d *toollist.Decorated, whole []byte) []byte {
 	c := l.c
-	c.count(stats.CountListsDecorated)
+	c.tally.count(stats.CountListsDecorated)
 	if d.Withheld > 0 {
-		c.countN(stats.CountToolsWithheld, d.Withheld) // tool objects that repeat a member: removed from the list
+		c.tally.countN(stats.CountToolsWithheld, d.Withheld) // tool objects that repeat a member: removed from the list
 	}
 	names := gjson.Parse(d.Names)
 	if ex.Session != "" {
@@ -240,7 +240,7 @@ func (l *toolLists) remember(ctx context.Context, input func() []byte, out []byt
 			return
 		}
 		if failed == nil {
-			c.count(stats.CountCASConflicts)
+			c.tally.count(stats.CountCASConflicts)
 			var fresh []Slot
 			if fresh, failed = c.state.Load(ctx, lost, false); failed == nil {
 				st = st.with(lost, fresh)
@@ -291,7 +291,7 @@ func (c *Core) EndSession(ctx context.Context, sid, principal string) {
 	var keys []string
 	if session.IsGateway(sid) {
 		keys = append(keys, session.RecordKey(sid))
-		c.count(stats.CountSessionsEnded)
+		c.tally.count(stats.CountSessionsEnded)
 	}
 	ex := &Exchange{Session: sid, principal: principal}
 	in := append(ex.appendScope(nil), emptyListProbe...)
@@ -337,7 +337,7 @@ func listKey(version string, st *loaded, result string) string {
 
 // readList returns the reader for the result of a tools/list answer s, for the
 // validator's pass (nil when lists are decorated whole).
-func (ex *Exchange) readList(s string) *toollist.Reader {
+func (ex Answer) readList(s string) *toollist.Reader {
 	c := ex.core
 	if ex.Method != MethodToolsList || c.lists.tools == nil || c.facts.health {
 		return nil
@@ -395,7 +395,7 @@ func newChecker(c *Core) toollist.Checker {
 			if cr, ok := c.reporter.(ConfigReporter); ok {
 				cr.UnknownTool(t)
 			}
-			c.publish(events.Event{Type: events.EventConfigUnknownTool, Tool: t.Name, Data: map[string]any{"glob": t.Glob, "where": t.Where}})
+			c.events.publish(events.Event{Type: events.EventConfigUnknownTool, Tool: t.Name, Data: map[string]any{"glob": t.Glob, "where": t.Where}})
 		},
 	}
 }

@@ -104,7 +104,7 @@ func incrementalAgrees(t *testing.T, cfg []byte, seed int64) (incBytes, fullByte
 			if ex.Verdict != Forward {
 				t.Fatalf("seed %d step %d: tools/list verdict %v", seed, step, ex.Verdict)
 			}
-			outs[i], _ = ex.RewriteJSON(ctx, []byte(answer))
+			outs[i], _ = ex.Answer().RewriteJSON(ctx, []byte(answer))
 		}
 		if string(outs[0]) != string(outs[1]) {
 			t.Fatalf("seed %d step %d (version %s): incremental and full decoration differ\nanswer:      %s\nincremental: %s\nfull:        %s",
@@ -295,7 +295,7 @@ func FuzzDecorateIncremental(f *testing.F) {
 			var outs [2]string
 			for i, c := range []*Core{inc, full} {
 				ex := c.Admit(ctx, headers("s1"), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
-				out, _ := ex.RewriteJSON(ctx, append([]byte(nil), body...))
+				out, _ := ex.Answer().RewriteJSON(ctx, append([]byte(nil), body...))
 				outs[i] = string(out)
 			}
 			if outs[0] != outs[1] {

@@ -66,11 +66,11 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		if len(lost) == 0 {
 			ex.transitioned(ans, failed)
 			if h := m[2]; h.Exists() && !failedHealth(failed) {
-				ex.health.visible = health.Changed(h, c.publish)
+				ex.health.visible = health.Changed(h, c.events.publish)
 			}
 			return visible
 		}
-		c.count(stats.CountCASConflicts)
+		c.tally.count(stats.CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost, false)
 		if err != nil {
 			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
@@ -135,7 +135,7 @@ func (ex *Exchange) storeWrites(ctx context.Context, st *loaded, writes []write,
 		switch err := c.state.Store(ctx, owner, w.key, w.value, st.slot(w.key), lease); {
 		case err == nil:
 			written[w.key] = true
-			c.count(stats.CountTransitions)
+			c.tally.count(stats.CountTransitions)
 		case errors.Is(err, ErrConflict):
 			lost = append(lost, w.key)
 		default:
@@ -244,7 +244,7 @@ func sessionOwned(key string) bool {
 // was sent and never answered readably keeps its lease (abi.FaultOutcomeUnknown).
 func (ex *Exchange) MarkSent(sent bool) {
 	ex.sent = sent
-	if sent && ex.Tool != "" && ex.core.publishing {
+	if sent && ex.Tool != "" && ex.core.events.on {
 		ex.sentAt = time.Now()
 	}
 }

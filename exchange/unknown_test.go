@@ -71,7 +71,7 @@ func listPage(t *testing.T, c *Core, result string) {
 	if ex.Verdict != Forward {
 		t.Fatalf("tools/list verdict %v", ex.Verdict)
 	}
-	ex.RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+result+`}`))
+	ex.Answer().RewriteJSON(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+result+`}`))
 }
 
 // TestUnknownTools: once a listing completes, each name of the configuration that no

@@ -47,7 +47,7 @@ func Unreadable(data []byte) bool {
 // JSON (or into a batch). A value that is not JSON is no reader's message: a body cut short
 // stays the upstream's to pass on (decoration fails open). Each pass is bounded by the
 // length of what it reads.
-func (ex *Exchange) carriesAnswer(text []byte) bool {
+func (ex Answer) carriesAnswer(text []byte) bool {
 	if len(ex.upstreamID) == 0 {
 		return false // a batch, or no request: no answer to find
 	}
@@ -72,7 +72,7 @@ func (ex *Exchange) carriesAnswer(text []byte) bool {
 // answerInSequence reads s as a sequence of JSON values (whitespace between them) up to
 // the first that is not one, and reports whether one of them is an object answering this
 // request, or a batch holding one.
-func (ex *Exchange) answerInSequence(s string) bool {
+func (ex Answer) answerInSequence(s string) bool {
 	for i := skipSpace(s, 0); i < len(s); i = skipSpace(s, i) {
 		end, err := jsonx.ValidValue(s, i, maxValidateDepth)
 		if err != nil {
@@ -111,7 +111,7 @@ func arrayAnswers(v gjson.Result, id []byte) bool {
 // request: a client that takes batches (the TypeScript SDK does, in a JSON answer) would
 // read it, while the core, which matches one message, would pass it unread. Such an
 // answer is withheld like an unreadable one (Withhold).
-func (ex *Exchange) InBatch(data []byte) bool {
+func (ex Answer) InBatch(data []byte) bool {
 	t := bytes.TrimSpace(data)
 	return len(t) > 0 && t[0] == '[' && len(ex.upstreamID) > 0 && arrayAnswers(gjson.ParseBytes(t), ex.upstreamID)
 }
@@ -131,7 +131,7 @@ var errUnreadableEvent = errors.New("an SSE event whose data is not one JSON-RPC
 // (see above): a JSON-RPC error (-32603) whose data carries UPSTREAM_UNAVAILABLE, counted
 // as a broken answer for tool health. The exchange stays unanswered: a moving call's
 // outcome is unknown and its lease is kept until it lapses (Close).
-func (ex *Exchange) UnreadableAnswer(ctx context.Context) []byte {
+func (ex Answer) UnreadableAnswer(ctx context.Context) []byte {
 	return ex.errorAnswer(ctx, health.Error, "the MCP server's answer could not be read")
 }
 
@@ -139,7 +139,7 @@ func (ex *Exchange) UnreadableAnswer(ctx context.Context) []byte {
 // batch holding the answer (InBatch), as withheld, and reports whether it may carry the
 // answer to the request: then, unless a readable answer follows on the stream, the client
 // gets UnreadableAnswer when it ends.
-func (ex *Exchange) Withhold(data []byte) (mayAnswer bool) {
+func (ex Answer) Withhold(data []byte) (mayAnswer bool) {
 	mayAnswer = ex.carriesAnswer(data)
 	ex.core.Fault(abi.FaultUpstreamBody, errUnreadableEvent, "method", ex.Method, "mayAnswer", mayAnswer)
 	return mayAnswer

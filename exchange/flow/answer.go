@@ -171,7 +171,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	}
 	ctx := context.Background()
 	ex := o.ex
-	o.kind = ex.Classify(ctx, status, headers.Get("Content-Type"), headers.Get("Content-Encoding"))
+	o.kind = ex.Answer().Classify(ctx, status, headers.Get("Content-Type"), headers.Get("Content-Encoding"))
 	if sid := ex.AnswerSession(ctx, status, headers.Get("Mcp-Session-Id")); sid != "" {
 		h = h.Set("Mcp-Session-Id", sid) // the upstream issues none: the gateway's own
 	}
@@ -190,7 +190,7 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 		o.mode = modeCollapse
 	case o.kind == exchange.AnswerSSE:
 		o.mode = modeSSE
-		o.sse = ex.SSE(ctx, o.f.o.MaxBodyBytes)
+		o.sse = ex.Answer().SSE(ctx, o.f.o.MaxBodyBytes)
 		o.started = true
 		*out = Output{Start: true, Status: status, Headers: h}
 	default:
@@ -202,14 +202,14 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 
 func (o *Open) json(ctx context.Context, out *Output) {
 	ex := o.ex
-	msg, before := ex.RewriteJSON(ctx, o.buf) // o.buf is not written again: the core may keep views of it
+	msg, before := ex.Answer().RewriteJSON(ctx, o.buf) // o.buf is not written again: the core may keep views of it
 	o.buf = nil
 	if o.keepHead { // the head went as the upstream gave it: the answer stays JSON
 		o.toSession(before)
 		out.Body = msg
 		return
 	}
-	ct, body, leftover := ex.Package(msg, before)
+	ct, body, leftover := ex.Answer().Package(msg, before)
 	if len(leftover) > 0 {
 		o.toSession(leftover) // no SSE on this answer: the standing stream
 	}
@@ -242,18 +242,18 @@ func (o *Open) collapse(ctx context.Context, chunk []byte, eos bool, out *Output
 		if !has {
 			continue
 		}
-		if exchange.Unreadable(data) || ex.InBatch(data) {
+		if exchange.Unreadable(data) || ex.Answer().InBatch(data) {
 			// Not one message: withheld; the gateway's error at the end unless a readable
 			// answer follows, when it may hold the answer (exchange/unreadable.go).
-			o.suspect = ex.Withhold(data) || o.suspect
+			o.suspect = ex.Answer().Withhold(data) || o.suspect
 			continue
 		}
-		if !ex.Match(data) {
-			ex.Observe(ctx, data)
+		if !ex.Answer().Match(data) {
+			ex.Answer().Observe(ctx, data)
 			o.toSession([][]byte{data})
 			continue
 		}
-		msg, before := ex.RewriteJSON(ctx, data)
+		msg, before := ex.Answer().RewriteJSON(ctx, data)
 		if len(before) > 0 {
 			o.toSession(before)
 		}
@@ -264,10 +264,10 @@ func (o *Open) collapse(ctx context.Context, chunk []byte, eos bool, out *Output
 	if len(o.buf) > o.f.o.MaxBodyBytes || eos {
 		o.buf = nil
 		if o.suspect {
-			o.answerJSON(o.status, ex.UnreadableAnswer(ctx), out)
+			o.answerJSON(o.status, ex.Answer().UnreadableAnswer(ctx), out)
 			return
 		}
-		o.answerJSON(502, ex.UpstreamError(errStream), out)
+		o.answerJSON(502, ex.Answer().UpstreamError(errStream), out)
 	}
 }
 
@@ -320,12 +320,12 @@ func (o *Open) Fail(kind string) Output {
 		switch {
 		case kind == "cancelled" || o.timedOut:
 		case !o.started:
-			o.answerJSON(502, o.ex.UpstreamError(errors.New("upstream "+kind)), &out)
+			o.answerJSON(502, o.ex.Answer().UpstreamError(errors.New("upstream "+kind)), &out)
 			if o.respHeaders == nil {
 				out.Headers = Headers{{"Content-Type", "application/json"}, {"Content-Length", strconv.Itoa(len(out.Body))}}
 			}
 		case o.mode == modeSSE && !o.sse.Answered():
-			o.ex.UpstreamError(errors.New("upstream " + kind)) // counted; the stream is under way
+			o.ex.Answer().UpstreamError(errors.New("upstream " + kind)) // counted; the stream is under way
 		}
 	} else if !o.started && kind != "cancelled" {
 		body := []byte("Bad Gateway\n")
@@ -358,10 +358,10 @@ func (o *Open) Timeout() (out Output, abandon bool) {
 		o.finish(&out)
 		return out, true
 	}
-	msg := o.ex.TimeoutAnswer()
+	msg := o.ex.Answer().TimeoutAnswer()
 	switch {
 	case msg == nil:
-		msg = o.ex.UpstreamError(errors.New("the upstream did not answer in time"))
+		msg = o.ex.Answer().UpstreamError(errors.New("the upstream did not answer in time"))
 		if !o.started {
 			o.answerJSON(504, msg, &out)
 		}
