@@ -76,9 +76,10 @@ var errRESP = errors.New("resp3: protocol error")
 //     an invalidation in the middle of a transaction's reply when a key expired while it ran
 //     (rueidis patched the reply the same way); Redis 7 never does.
 type respReader struct {
-	br     *bufio.Reader
-	pushes []respValue // pushes found inside the last message, in order
-	elems  int         // elements read in the current message
+	br      *bufio.Reader
+	pushes  []respValue // pushes found inside the last message, in order
+	elems   int         // elements read in the current message
+	started bool        // a byte of the current message has been read
 }
 
 func newRESPReader(r io.Reader) *respReader {
@@ -89,6 +90,7 @@ func newRESPReader(r io.Reader) *respReader {
 func (r *respReader) read() (respValue, error) {
 	r.pushes = r.pushes[:0]
 	r.elems = 0
+	r.started = false
 	return r.value(0)
 }
 
@@ -103,8 +105,12 @@ func (r *respReader) value(depth int) (respValue, error) {
 	}
 	kind, err := r.br.ReadByte()
 	if err != nil {
+		if r.started {
+			return respValue{}, noEOF(err) // an end of stream inside a message
+		}
 		return respValue{}, err
 	}
+	r.started = true
 	if kind == '|' {
 		attrs, err := r.aggregate('|', depth)
 		if err != nil {
