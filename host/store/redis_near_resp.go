@@ -116,7 +116,7 @@ func (r *respReader) value(depth int) (respValue, error) {
 		if err != nil {
 			return respValue{}, err
 		}
-		v, err := r.value(depth)
+		v, err := r.value(depth + 1) // a chain of attributes nests as deep as it is long
 		if err != nil {
 			return respValue{}, err
 		}
@@ -231,7 +231,12 @@ func (r *respReader) elements(kind byte, n int, depth int) (respValue, error) {
 			return respValue{}, err
 		}
 		if e.kind == '>' && kind != '>' {
-			r.pushes = append(r.pushes, e) // out of band: not one of the elements
+			// Out of band: not one of the elements, but counted as one (so empty pushes
+			// cannot grow a message without bound).
+			if r.elems++; r.elems > respMaxElems {
+				return respValue{}, protoErr("more than %d elements in one message", respMaxElems)
+			}
+			r.pushes = append(r.pushes, e)
 			continue
 		}
 		v.elems = append(v.elems, e)

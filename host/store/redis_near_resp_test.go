@@ -185,9 +185,14 @@ func TestRESPReader_malformed(t *testing.T) {
 		"too deep":                 strings.Repeat("*1\r\n", respMaxDepth+2) + ":1\r\n",
 		"line too long":            "+" + strings.Repeat("a", respMaxLine+1) + "\r\n",
 		"elements over the budget": "*2\r\n*1048576\r\n",
+		"attribute chain":          strings.Repeat("|0\r\n", respMaxDepth+2) + ":1\r\n",
+		"pushes without end":       "*1\r\n" + strings.Repeat(">0\r\n", respMaxElems+1),
 	}
 	for name, in := range cases {
 		for _, slow := range []bool{false, true} {
+			if slow && len(in) > 1<<16 {
+				continue // one byte a Read: long enough for the short ones
+			}
 			got, err := readAll(in, slow)
 			if err == nil {
 				t.Errorf("%s (slow %v): no error, %+v", name, slow, got)
