@@ -32,8 +32,9 @@ import (
 //     one round trip that also orders every invalidation before it. So a read that starts
 //     after this store's write of a key returned never gets a value older than that write.
 //   - A hit needs the connection to have applied all the server delivered and to be open
-//     (trackedConn.settled: the read loop idle in our read syscall at a message boundary,
-//     the socket peeked empty), else the keys are read past the cache.
+//     (trackedConn.settled: the read loop at a message boundary, having applied every
+//     whole message it read, and the socket peeked empty), else the keys are read past
+//     the cache.
 //   - A broken connection drops its cache with it (every connection has its own); a new
 //     connection starts empty, so an invalidation lost with the old one cannot leave a
 //     stale entry. A kill's end of stream fails caughtUp at once.

@@ -20,14 +20,14 @@ import (
 //
 // # Notes
 //
-//   - Read runs the read syscall itself (through the socket's RawConn), under mu, and
-//     marks the connection idle when the socket had nothing. The loop marks a message
-//     boundary (atBoundary) when it has applied every whole message it read and holds no
-//     byte of the next; a Read that returns data clears it. So an idle reader at a
-//     boundary has applied all it got, a message split across TCP segments included.
-//   - caughtUp, under mu, requires an idle reader at a boundary and a socket with nothing
-//     to read (MSG_PEEK|MSG_DONTWAIT): no message, and no end of stream (a killed
-//     connection's FIN comes before the killer's OK and before any write that follows it).
+//   - Read runs the read syscall itself (through the socket's RawConn), under mu. The loop
+//     marks a message boundary (atBoundary) once it has applied every whole message it
+//     read and holds no byte of the next; a Read that returns data clears it, under the
+//     same lock. So at a boundary everything taken from the socket has been applied, a
+//     message split across TCP segments included.
+//   - caughtUp, under mu, requires a boundary and a socket with nothing to read
+//     (MSG_PEEK|MSG_DONTWAIT): no message, and no end of stream (a killed connection's FIN
+//     comes before the killer's OK and before any write that follows it).
 //   - Close marks the connection closed under mu before closing it, so the file
 //     descriptor caughtUp peeks at is never another file's.
 type trackedConn struct {
@@ -36,7 +36,6 @@ type trackedConn struct {
 	fd  int
 
 	mu       sync.Mutex
-	idle     bool
 	boundary bool
 	closed   bool
 }
@@ -64,10 +63,8 @@ func (t *trackedConn) Read(b []byte) (int, error) {
 		defer t.mu.Unlock()
 		n, rerr = syscall.Read(int(fd), b)
 		if errors.Is(rerr, syscall.EAGAIN) || errors.Is(rerr, syscall.EINTR) {
-			t.idle = true // everything before it applied: wait for more
-			return false
+			return false // wait for more
 		}
-		t.idle = false
 		if n > 0 {
 			t.boundary = false // the loop has bytes to apply
 		}
@@ -85,7 +82,7 @@ func (t *trackedConn) Read(b []byte) (int, error) {
 }
 
 // atBoundary is the read loop's mark: every whole message read has been applied, and no
-// byte of the next is held.
+// byte of the next is held (until a Read returns data).
 func (t *trackedConn) atBoundary() {
 	t.mu.Lock()
 	t.boundary = true
@@ -109,8 +106,8 @@ func (t *trackedConn) caughtUp() (ok, pending bool) {
 	if t.closed || t.fd < 0 {
 		return false, false
 	}
-	if !t.idle || !t.boundary {
-		return false, true
+	if !t.boundary {
+		return false, true // the loop holds bytes it has not applied yet
 	}
 	var b [1]byte
 	n, _, err := syscall.Recvfrom(t.fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
@@ -181,7 +178,7 @@ const caughtUpWait = 30 * time.Microsecond
 //     a round trip about once a second whenever the read met the reply in the socket (the
 //     read-only bench row's "want 0" failed on it). Its reply cannot be told from an
 //     invalidation without reading it, so it is waited for, not skipped: once the reader
-//     is idle again on an empty socket, everything delivered before has been applied.
+//     has applied it and the socket is empty, everything delivered before has been applied.
 func (t *trackedConn) settled() bool {
 	var start time.Time
 	for i := 0; ; i++ {

@@ -22,7 +22,7 @@ import (
 //     invalidation push to the cache before the replies after it, a fill (a cached read's
 //     reply) to the cache before the messages after it. So once a reply has come back,
 //     every invalidation the server wrote before it has been applied; and the loop being
-//     ours, caughtUp can ask it whether anything read is still unapplied (trackedConn).
+//     ours, it says when nothing it read is left unapplied (trackedConn.atBoundary).
 //   - A cached read (fill) is CLIENT CACHING YES, then MULTI, PTTL key, GET key, EXEC: the
 //     server tracks the key for this connection from the GET on, and the entry lives until
 //     the key's expiry (PTTL from the send) or the store's idle TTL, whichever is sooner.
@@ -189,10 +189,8 @@ func (r *nearReq) firstError() error {
 func (c *nearConn) loop() {
 	defer close(c.done)
 	rd := newRESPReader(c.tc)
+	c.tc.atBoundary() // nothing read yet
 	for {
-		if rd.br.Buffered() == 0 {
-			c.tc.atBoundary() // every whole message read has been applied
-		}
 		v, err := rd.read()
 		if err != nil {
 			c.fail(fmt.Errorf("read: %w", err))
@@ -202,11 +200,16 @@ func (c *nearConn) loop() {
 		for _, p := range rd.pushes {
 			c.push(p)
 		}
+		// Once v is applied, every whole message read has been, unless more is buffered.
+		boundary := rd.br.Buffered() == 0
 		if v.kind == '>' {
 			c.push(v)
+			if boundary {
+				c.tc.atBoundary()
+			}
 			continue
 		}
-		if err := c.reply(v); err != nil {
+		if err := c.reply(v, boundary); err != nil {
 			c.fail(err)
 			return
 		}
@@ -229,8 +232,10 @@ func (c *nearConn) push(p respValue) {
 	}
 }
 
-// reply hands v to the oldest waiting request, after caching it when it ends a fill.
-func (c *nearConn) reply(v respValue) error {
+// reply hands v to the oldest waiting request, after caching it when it ends a fill and
+// marking the boundary when nothing more is buffered: a read that follows the reply finds
+// the connection caught up without waiting for the loop to get back to its socket.
+func (c *nearConn) reply(v respValue, boundary bool) error {
 	c.qmu.Lock()
 	if len(c.queue) == 0 {
 		c.qmu.Unlock()
@@ -243,6 +248,9 @@ func (c *nearConn) reply(v respValue) error {
 		req.pxat[i] = c.fill(key, v, req.sent)
 	}
 	req.replies = append(req.replies, v)
+	if boundary {
+		c.tc.atBoundary()
+	}
 	if len(req.replies) < len(req.cmds) {
 		return nil
 	}
