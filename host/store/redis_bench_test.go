@@ -13,7 +13,7 @@ import (
 
 // BenchmarkRedisOps times the store's operations on a real redis-server, one at a time,
 // against a bare PING through the same client (the round trip's floor) and through the
-// near cache's rueidis connection: what a moving call pays (LockLease with load, then
+// near cache's own connection (nearConn): what a moving call pays (LockLease with load, then
 // CompareAndSwapReleasing), what a read pays, and what a warm near read pays. Besides the
 // time, which follows the machine's load, each row reports what it costs the server
 // (redis-µs/op: INFO commandstats' usec, the commands' own run time) and this process
@@ -55,11 +55,11 @@ func BenchmarkRedisOps(b *testing.B) {
 			}
 		}
 	})
-	b.Run("ping_rueidis", func(b *testing.B) {
-		c := r.near.client
+	b.Run("ping_near", func(b *testing.B) {
+		ping := []nearCmd{{args: []string{"PING"}}}
 		defer costs(b)()
 		for b.Loop() {
-			if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
+			if _, err := r.near.do(ctx, ping); err != nil {
 				b.Fatal(err)
 			}
 		}

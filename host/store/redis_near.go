@@ -2,28 +2,29 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 )
 
 // near is a Redis store's near cache: values read through one RESP3 connection with client
-// tracking (rueidis, OPTIN), kept coherent by the server's invalidations, so a warm read
-// costs no round trip. It serves GetNear only; every other operation of the store goes
-// through go-redis as before, and never reads it.
+// tracking (OPTIN; nearConn, the project's own), kept coherent by the server's
+// invalidations, so a warm read costs no round trip. It serves GetNear only; every other
+// operation of the store goes through go-redis as before, and never reads it.
 //
 // # Notes
 //
-//   - One connection (PipelineMultiplex -1): invalidations and replies come in the order
-//     the server sent them, and the server sends a key's invalidation while it runs the
-//     write, before it answers any later command on that connection. So once a reply to a
-//     command sent after a write has come back on it, no entry the write made stale is
-//     left. rueidis applies invalidations in its read loop, before the replies after them.
+//   - One connection: invalidations and replies come in the order the server sent them,
+//     and the server sends a key's invalidation while it runs the write, before it answers
+//     any later command on that connection. So once a reply to a command sent after a
+//     write has come back on it, no entry the write made stale is left: the read loop
+//     applies invalidations, and caches fills, before the messages after them.
 //   - This store's own writes go through go-redis connections, whose acknowledgement does
 //     not order them with the tracking connection. A key is marked dirty from before its
 //     write is sent until a read sent through the tracking connection after the write was
@@ -31,16 +32,15 @@ import (
 //     one round trip that also orders every invalidation before it. So a read that starts
 //     after this store's write of a key returned never gets a value older than that write.
 //   - A hit needs the connection to have applied all the server delivered and to be open
-//     (watch.caughtUp: the read loop idle in our read syscall, the socket peeked empty),
-//     else the keys are read past the cache. AlwaysPipelining keeps the read loop running
-//     between commands (rueidis otherwise reads only while a command waits).
-//   - A broken connection drops its cache with it (rueidis gives every connection its own
-//     cache, closed when the connection is); a new connection starts empty, so an
-//     invalidation lost with the old one cannot leave a stale entry. A kill's end of
-//     stream fails caughtUp at once.
+//     (trackedConn.settled: the read loop at a message boundary, having applied every
+//     whole message it read, and the socket peeked empty), else the keys are read past
+//     the cache.
+//   - A broken connection drops its cache with it (every connection has its own); a new
+//     connection starts empty, so an invalidation lost with the old one cannot leave a
+//     stale entry. A kill's end of stream fails caughtUp at once.
 //   - A dead server or link is found by TCP keep-alive probes (on Linux: a second idle,
-//     then three a second apart: about four seconds, as rueidis's PING with its 3 s
-//     timeout found it, which other systems keep),
+//     then three a second apart: about four seconds, as a PING with a 3 s timeout found
+//     it, which other systems keep: nearConn.keepAlive),
 //     which the server's kernel answers without sending the connection any data, and, as
 //     no probe goes while sent data is unacknowledged, by TCP_USER_TIMEOUT (4 s) then. A
 //     server that is up but stalled is not found (the PING found it), and needs not be: it
@@ -50,10 +50,18 @@ import (
 //     key would expire within half the idle TTL is read again with GETEX (one round trip,
 //     which refreshes it), so a key read often enough stays, as with Get.
 type near struct {
-	client rueidis.Client
-	watch  *connWatch    // the tracking connection, for caughtUp
-	ttl    time.Duration // the store's idle TTL
-	trips  *atomic.Uint64
+	watch *connWatch    // the tracking connections' sockets (the newest: watch.cur)
+	ttl   time.Duration // the store's idle TTL
+	trips *atomic.Uint64
+
+	addr         string
+	dialer       net.Dialer
+	hello        nearHello
+	writeTimeout time.Duration
+
+	dialMu sync.Mutex               // one dial at a time
+	cur    atomic.Pointer[nearConn] // the tracking connection (nil: none yet, or closed)
+	closed bool                     // under dialMu
 
 	mu    sync.Mutex
 	dirty map[string]*dirtyKey // value keys written by this store and not read fresh since
@@ -74,42 +82,28 @@ const nearMaxDirty = 4096
 
 // newNear connects the tracking connection to the server ro names.
 func newNear(ctx context.Context, ro *redis.Options, ttl time.Duration, trips *atomic.Uint64) (*near, error) {
-	watch := &connWatch{}
-	c, err := rueidis.NewClient(rueidis.ClientOption{
-		DialCtxFn:         watch.dial,
-		InitAddress:       []string{ro.Addr},
-		Username:          ro.Username,
-		Password:          ro.Password,
-		SelectDB:          ro.DB,
-		TLSConfig:         ro.TLSConfig,
-		Dialer:            netDialer(ro),
-		DisableTCPNoDelay: false,
-		ConnWriteTimeout:  max(ro.WriteTimeout, ro.ReadTimeout, 3*time.Second),
-		DisableRetry:      true, // a failed read is an error, as with go-redis (MaxRetries -1)
-		PipelineMultiplex: -1,   // one connection: replies and invalidations in one order
-		AlwaysPipelining:  true, // a read loop always running: invalidations applied as they come
-		ForceSingleClient: true,
-		CacheSizeEachConn: 32 << 20,
-		BlockingPipeline:  1 << 30, // never a pooled connection of its own: order is the point
-		ClientName:        "stategate-near",
-	})
-	if err != nil {
-		return nil, err
+	n := &near{
+		watch:        &connWatch{},
+		ttl:          ttl,
+		trips:        trips,
+		addr:         ro.Addr,
+		dialer:       netDialer(ro),
+		hello:        nearHello{user: ro.Username, password: ro.Password, db: ro.DB, name: "stategate-near"},
+		writeTimeout: max(ro.WriteTimeout, ro.ReadTimeout, 3*time.Second),
+		dirty:        map[string]*dirtyKey{},
 	}
-	n := &near{client: c, watch: watch, ttl: ttl, trips: trips, dirty: map[string]*dirtyKey{}}
-	if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
-		c.Close()
+	if _, err := n.conn(ctx); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
 // netDialer is the tracking connection's dialer. Where TCP keep-alive can be tuned per
-// socket (tunedKeepAlive), its KeepAlive is negative, which turns rueidis's keep-alive
-// PING off (it sends one after each second without input): the PING's reply was the only
+// socket (tunedKeepAlive), its KeepAlive is negative (the dial sets keepAliveConfig
+// instead), and the connection sends no keep-alive PING: the PING's reply was the only
 // thing a quiet server sent on the connection, and a warm read that met it in the socket
-// could not tell it from an invalidation (see caughtUp). The liveness it gave is TCP's
-// instead (connWatch.dial: keepAliveConfig). Elsewhere the PING stays.
+// could not tell it from an invalidation (see trackedConn.settled). Elsewhere the PING
+// stays.
 func netDialer(ro *redis.Options) net.Dialer {
 	d := net.Dialer{Timeout: ro.DialTimeout}
 	if d.Timeout <= 0 {
@@ -119,6 +113,34 @@ func netDialer(ro *redis.Options) net.Dialer {
 		d.KeepAlive = -1
 	}
 	return d
+}
+
+// conn returns the open tracking connection, dialing a new one (empty cache) when there is
+// none or it has ended.
+func (n *near) conn(ctx context.Context) (*nearConn, error) {
+	if c := n.cur.Load(); c != nil && !c.broken() {
+		return c, nil
+	}
+	n.dialMu.Lock()
+	defer n.dialMu.Unlock()
+	if n.closed {
+		return nil, errors.New("near cache: closed")
+	}
+	if c := n.cur.Load(); c != nil && !c.broken() {
+		return c, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.dialer.Timeout)
+	defer cancel()
+	tc, err := n.watch.dial(ctx, n.addr, &n.dialer)
+	if err != nil {
+		return nil, err
+	}
+	c, err := startNearConn(ctx, tc, n.hello, n.ttl, n.writeTimeout, !tunedKeepAlive)
+	if err != nil {
+		return nil, err
+	}
+	n.cur.Store(c)
+	return c, nil
 }
 
 // writing marks vk dirty before a write of it is sent; the function it returns marks the
@@ -173,8 +195,16 @@ func (n *near) prune() {
 
 // fence returns once every invalidation the server sent before it has been applied.
 func (n *near) fence(ctx context.Context) error {
+	c, err := n.conn(ctx)
+	if err != nil {
+		return err
+	}
 	n.trips.Add(1)
-	return n.client.Do(ctx, n.client.B().Ping().Build()).Error()
+	req, err := c.do(ctx, []nearCmd{{args: []string{"PING"}}})
+	if err != nil {
+		return err
+	}
+	return req.firstError()
 }
 
 // get reads vks (nil: absent): each from the cache when it is clean and warm; the rest
@@ -187,7 +217,8 @@ func (n *near) get(ctx context.Context, vks []string) ([][]byte, error) {
 	var epochs []uint64
 	// Before any hit: the tracking connection must have applied all it was sent and be
 	// open, else every key is read past the cache (whose reply orders what is pending).
-	hits := n.watch.caughtUp()
+	c := n.cur.Load()
+	hits := c != nil && c.tc.settled()
 	n.mu.Lock()
 	for i, vk := range vks {
 		if d := n.dirty[vk]; d != nil || !hits {
@@ -201,64 +232,93 @@ func (n *near) get(ctx context.Context, vks []string) ([][]byte, error) {
 		}
 	}
 	n.mu.Unlock()
-	c := n.client
 	var refresh []int
 	if len(clean) > 0 {
-		cmds := make([]rueidis.CacheableTTL, len(clean))
-		for j, i := range clean {
-			cmds[j] = rueidis.CT(c.B().Get().Key(vks[i]).Cache(), n.ttl)
-		}
-		missed := false
-		for j, res := range c.DoMultiCache(ctx, cmds...) {
-			missed = missed || !res.IsCacheHit()
-			v, err := res.AsBytes()
-			switch {
-			case rueidis.IsRedisNil(err):
+		now := time.Now()
+		var missed []int
+		for _, i := range clean {
+			v, pxat, ok := c.cache.get(vks[i], now)
+			if !ok {
+				missed = append(missed, i)
 				continue
-			case err != nil:
+			}
+			if v != nil {
+				out[i] = append([]byte{}, v...) // the cache's bytes are shared
+			}
+			if n.stale(pxat, now) {
+				refresh = append(refresh, i)
+			}
+		}
+		if len(missed) > 0 {
+			cmds := make([]nearCmd, 0, len(missed)*fillsPerKey)
+			for _, i := range missed {
+				cmds = append(cmds, fillCmds(vks[i])...)
+			}
+			n.trips.Add(1)
+			req, err := c.do(ctx, cmds)
+			if err != nil {
 				return nil, err
 			}
-			out[clean[j]] = append([]byte{}, v...) // the cache's bytes are shared
-			if pxat := res.CachePXAT(); pxat > 0 && time.Until(time.UnixMilli(pxat)) < n.ttl/2 {
-				refresh = append(refresh, clean[j]) // refresh the idle TTL on the server
+			if err := req.firstError(); err != nil {
+				return nil, err
 			}
-		}
-		if missed {
-			n.trips.Add(1)
+			now := time.Now()
+			for j, i := range missed {
+				k := j*fillsPerKey + fillsPerKey - 1
+				exec := req.replies[k]
+				if exec.kind != '*' || len(exec.elems) != 2 {
+					return nil, fmt.Errorf("near cache: transaction aborted (%c)", exec.kind)
+				}
+				v := exec.elems[1]
+				switch {
+				case v.isError():
+					return nil, v.err()
+				case v.kind == '$':
+					out[i] = append([]byte{}, v.str...)
+				case v.kind != '_':
+					return nil, fmt.Errorf("near cache: GET replied %c", v.kind)
+				}
+				if n.stale(req.pxat[k], now) {
+					refresh = append(refresh, i)
+				}
+			}
 		}
 	}
 	if len(dirty) > 0 || len(refresh) > 0 {
-		cmds := make([]rueidis.Completed, 0, len(dirty)+len(refresh))
+		cmds := make([]nearCmd, 0, len(dirty)+len(refresh))
 		for _, i := range dirty {
-			cmds = append(cmds, c.B().Get().Key(vks[i]).Build())
+			cmds = append(cmds, nearCmd{args: []string{"GET", vks[i]}})
 		}
+		px := strconv.FormatInt(max(n.ttl.Milliseconds(), 1), 10)
 		for _, i := range refresh {
-			cmds = append(cmds, c.B().Getex().Key(vks[i]).PxMilliseconds(max(n.ttl.Milliseconds(), 1)).Build())
+			cmds = append(cmds, nearCmd{args: []string{"GETEX", vks[i], "PX", px}})
 		}
 		n.trips.Add(1)
-		results := c.DoMulti(ctx, cmds...)
-		if results[0].NonRedisError() != nil && ctx.Err() == nil {
+		req, err := n.do(ctx, cmds)
+		if err != nil && ctx.Err() == nil {
 			// A connection found dead (killed, reset): once more, on a new one.
 			n.trips.Add(1)
-			results = c.DoMulti(ctx, cmds...)
+			req, err = n.do(ctx, cmds)
 		}
-		for j, res := range results {
+		if err != nil {
+			return nil, err
+		}
+		for j, v := range req.replies {
 			i := 0
 			if j < len(dirty) {
 				i = dirty[j]
 			} else {
 				i = refresh[j-len(dirty)]
 			}
-			v, err := res.AsBytes()
 			switch {
-			case rueidis.IsRedisNil(err):
+			case v.isError():
+				return nil, v.err()
+			case v.kind == '_':
 				out[i] = nil
-			case err != nil:
-				return nil, err
-			case v == nil:
-				out[i] = []byte{}
+			case v.kind == '$':
+				out[i] = v.str
 			default:
-				out[i] = v
+				return nil, fmt.Errorf("near cache: GET replied %c", v.kind)
 			}
 		}
 		n.mu.Lock()
@@ -272,7 +332,29 @@ func (n *near) get(ctx context.Context, vks []string) ([][]byte, error) {
 	return out, nil
 }
 
-func (n *near) close() { n.client.Close() }
+// stale reports whether an entry expiring at pxat should be read again with GETEX: its
+// key would expire on the server within half the idle TTL.
+func (n *near) stale(pxat int64, now time.Time) bool {
+	return pxat > 0 && time.UnixMilli(pxat).Sub(now) < n.ttl/2
+}
+
+// do sends cmds on the tracking connection (a new one when it has ended).
+func (n *near) do(ctx context.Context, cmds []nearCmd) (*nearReq, error) {
+	c, err := n.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.do(ctx, cmds)
+}
+
+func (n *near) close() {
+	n.dialMu.Lock()
+	n.closed = true
+	n.dialMu.Unlock()
+	if c := n.cur.Load(); c != nil {
+		c.close()
+	}
+}
 
 // GetNear reads keys as GetMany does, from the near cache when the store has one (a
 // single server, redis://): a key neither written by this store since it was cached nor

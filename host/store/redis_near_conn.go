@@ -4,7 +4,6 @@ package store
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -15,16 +14,18 @@ import (
 	"time"
 )
 
-// trackedConn is the near cache's TCP connection, read by rueidis's read loop through Read,
-// which tells caughtUp whether everything the server has delivered so far has been applied.
+// trackedConn is the near cache's TCP connection, read by its read loop (nearConn.loop)
+// through Read, which tells caughtUp whether everything the server has delivered so far
+// has been applied.
 //
 // # Notes
 //
-//   - Read runs the read syscall itself (through the socket's RawConn), under mu, and
-//     marks the connection idle when the socket had nothing: rueidis reads only once it
-//     has applied every whole message it holds, so an idle reader has applied all it got
-//     (but a message split across TCP segments, whose rest has not arrived).
-//   - caughtUp, under mu, requires an idle reader and a socket with nothing to read
+//   - Read runs the read syscall itself (through the socket's RawConn), under mu. The loop
+//     marks a message boundary (atBoundary) once it has applied every whole message it
+//     read and holds no byte of the next; a Read that returns data clears it, under the
+//     same lock. So at a boundary everything taken from the socket has been applied, a
+//     message split across TCP segments included.
+//   - caughtUp, under mu, requires a boundary and a socket with nothing to read
 //     (MSG_PEEK|MSG_DONTWAIT): no message, and no end of stream (a killed connection's FIN
 //     comes before the killer's OK and before any write that follows it).
 //   - Close marks the connection closed under mu before closing it, so the file
@@ -34,9 +35,9 @@ type trackedConn struct {
 	raw syscall.RawConn
 	fd  int
 
-	mu     sync.Mutex
-	idle   bool
-	closed bool
+	mu       sync.Mutex
+	boundary bool
+	closed   bool
 }
 
 func newTrackedConn(c *net.TCPConn) (*trackedConn, error) {
@@ -62,10 +63,11 @@ func (t *trackedConn) Read(b []byte) (int, error) {
 		defer t.mu.Unlock()
 		n, rerr = syscall.Read(int(fd), b)
 		if errors.Is(rerr, syscall.EAGAIN) || errors.Is(rerr, syscall.EINTR) {
-			t.idle = true // everything before it applied: wait for more
-			return false
+			return false // wait for more
 		}
-		t.idle = false
+		if n > 0 {
+			t.boundary = false // the loop has bytes to apply
+		}
 		return true
 	})
 	switch {
@@ -77,6 +79,14 @@ func (t *trackedConn) Read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// atBoundary is the read loop's mark: every whole message read has been applied, and no
+// byte of the next is held (until a Read returns data).
+func (t *trackedConn) atBoundary() {
+	t.mu.Lock()
+	t.boundary = true
+	t.mu.Unlock()
 }
 
 func (t *trackedConn) Close() error {
@@ -96,8 +106,8 @@ func (t *trackedConn) caughtUp() (ok, pending bool) {
 	if t.closed || t.fd < 0 {
 		return false, false
 	}
-	if !t.idle {
-		return false, true
+	if !t.boundary {
+		return false, true // the loop holds bytes it has not applied yet
 	}
 	var b [1]byte
 	n, _, err := syscall.Recvfrom(t.fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
@@ -111,21 +121,21 @@ func (t *trackedConn) caughtUp() (ok, pending bool) {
 }
 
 // keepAliveConfig finds a dead server or link under the tracking connection in about four
-// seconds (rueidis's keep-alive PING, which it replaces, is off: see netDialer). The
+// seconds (where it is set, the keep-alive PING it replaces is off: see nearConn.keepAlive). The
 // probes carry no data, so they never show in caughtUp's peek. The kernel sends no probe
 // while sent data is unacknowledged, so nearUserTimeout covers that case.
 var keepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 3}
 
 // tunedKeepAlive: keepAliveConfig can be set per socket (Linux; OpenBSD, for one, has no
-// per-socket keep-alive timing, and other systems keep rueidis's PING).
+// per-socket keep-alive timing, and other systems keep the keep-alive PING).
 const tunedKeepAlive = runtime.GOOS == "linux"
 
 // connWatch keeps the near cache's newest connection for caughtUp.
 type connWatch struct{ cur atomic.Pointer[trackedConn] }
 
-// dial is rueidis's DialCtxFn: a plain TCP connection, tracked.
-func (w *connWatch) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
-	c, err := d.DialContext(ctx, "tcp", dst)
+// dial opens a plain TCP connection to addr, tracked, as the newest connection.
+func (w *connWatch) dial(ctx context.Context, addr string, d *net.Dialer) (*trackedConn, error) {
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -157,24 +167,19 @@ func (w *connWatch) dial(ctx context.Context, dst string, d *net.Dialer, _ *tls.
 // round trip, which is what giving up costs.
 const caughtUpWait = 30 * time.Microsecond
 
-// caughtUp reports whether the newest connection has applied all it was sent. A reader
-// that is at work, or has input it has not been woken for yet, is given up to
-// caughtUpWait of yields to apply it and get back to its socket.
+// settled reports whether the connection has applied all it was sent. A reader that is at
+// work, or has input it has not been woken for yet, is given up to caughtUpWait of yields
+// to apply it and get back to its socket.
 //
 // # Notes
 //
-//   - The input is most often the reply to rueidis's keep-alive PING (sent after each
-//     second without input, Dialer.KeepAlive): on a warm, quiet connection that is the
-//     only thing the server sends, and giving up at once cost a warm read a round trip
-//     about once a second whenever the read met the PING's reply in the socket (the
+//   - Where the keep-alive PING runs (tunedKeepAlive false), its reply is, on a warm quiet
+//     connection, the only thing the server sends, and giving up at once cost a warm read
+//     a round trip about once a second whenever the read met the reply in the socket (the
 //     read-only bench row's "want 0" failed on it). Its reply cannot be told from an
 //     invalidation without reading it, so it is waited for, not skipped: once the reader
-//     is idle again on an empty socket, everything delivered before has been applied.
-func (w *connWatch) caughtUp() bool {
-	t := w.cur.Load()
-	if t == nil {
-		return false
-	}
+//     has applied it and the socket is empty, everything delivered before has been applied.
+func (t *trackedConn) settled() bool {
 	var start time.Time
 	for i := 0; ; i++ {
 		ok, pending := t.caughtUp()

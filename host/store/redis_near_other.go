@@ -4,7 +4,6 @@ package store
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
 )
@@ -12,11 +11,15 @@ import (
 // connWatch needs a socket it can peek at; without one (not unix) there is no near cache.
 type connWatch struct{}
 
-func (w *connWatch) dial(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+func (w *connWatch) dial(context.Context, string, *net.Dialer) (*trackedConn, error) {
 	return nil, errors.New("near cache: unsupported on this platform")
 }
 
-func (w *connWatch) caughtUp() bool { return false }
+// trackedConn is never made here (dial fails).
+type trackedConn struct{ net.Conn }
+
+func (t *trackedConn) atBoundary()   {}
+func (t *trackedConn) settled() bool { return false }
 
 const nearSupported = false
 
