@@ -151,6 +151,13 @@ const (
 	DenyToolDisabled     = "TOOL_DISABLED"
 	DenyToolQuarantined  = "TOOL_QUARANTINED"
 	DenyToolAutoDisabled = "TOOL_AUTO_DISABLED"
+	// Human approval (approvals): the call needs a yes the gateway cannot ask for here
+	// (an operator's, a 2025-11-25 client, a task); the person declined or dismissed the
+	// question; the requestState carried is forged, expired, bound to another call or used.
+	DenyApprovalRequired  = "APPROVAL_REQUIRED"
+	DenyApprovalDeclined  = "APPROVAL_DECLINED"
+	DenyApprovalCancelled = "APPROVAL_CANCELLED"
+	DenyApprovalInvalid   = "APPROVAL_INVALID"
 )
 
 // State keys: every key the engine names for a workflow, tool health or the cache starts

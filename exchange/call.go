@@ -72,6 +72,9 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 		c.deny(ex, lim.ans)
 		return
 	}
+	if lim.approval.Exists() && !c.approve(ctx, ex, params, lim.approval, h) {
+		return // asked for a yes, or refused: nothing goes upstream
+	}
 	if ex.call.moves && !ex.task && !ex.health.probe {
 		// A claimed probe's states are not the ones check_limits read.
 		ex.call.settled = ownedBytes(lim.settled.Raw)
@@ -177,10 +180,11 @@ type limits struct {
 
 	needState, allow, probe, settled                    gjson.Result
 	timeoutMs, onTimeout, purges, cache, quietOnSuccess gjson.Result
+	approval                                            gjson.Result
 }
 
 // limitsMembers are the names readLimits reads, in its order.
-var limitsMembers = []string{"error", "needState", "allow", "probe", "settled", "timeoutMs", "onTimeout", "purges", "cache", "quietOnSuccess"}
+var limitsMembers = []string{"error", "needState", "allow", "probe", "settled", "timeoutMs", "onTimeout", "purges", "cache", "quietOnSuccess", "approval"}
 
 // readLimits reads check_limits' answer out in place (parseOwned: out is the engine's,
 // fresh and never written to), or its error member as a PluginError.
@@ -188,7 +192,7 @@ func readLimits(out []byte, l *limits) error {
 	*l = limits{ans: parseOwned(out)}
 	var e gjson.Result
 	jsonrpc.MembersTo(l.ans, limitsMembers, []*gjson.Result{&e, &l.needState, &l.allow, &l.probe,
-		&l.settled, &l.timeoutMs, &l.onTimeout, &l.purges, &l.cache, &l.quietOnSuccess})
+		&l.settled, &l.timeoutMs, &l.onTimeout, &l.purges, &l.cache, &l.quietOnSuccess, &l.approval})
 	if e.Exists() {
 		return &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
 	}
@@ -373,7 +377,7 @@ func (c callAdmission) admitFault(ex *Exchange, err error) {
 	switch {
 	case errors.As(err, new(errBusy)):
 		f, text = abi.FaultGateBusy, abi.GateBusyText
-	case !c.facts.bound[ex.Tool]:
+	case !c.facts.bound[ex.Tool] && !c.facts.approvals:
 	case errors.As(err, new(storeError)):
 		f = abi.FaultGateStore
 	default:

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/internal/deadline"
@@ -97,6 +98,7 @@ type Core struct {
 	unitKeys  *keyMemo       // tool -> its health keys (unbound tools)
 	stateKeys *keyMemo       // check_limits input -> the state keys it asked for (bound tools, no health)
 	tasks     tasks.Leases   // leases held for running tasks of moving calls
+	approvals *approval.Gate // nil: no approvals configured (approve.go)
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *stats.Stats
 }
@@ -131,6 +133,9 @@ func New(opts Options) *Core {
 	c.tally = tally{stats: c.Stats, reporter: opts.Reporter}
 	c.lists.init(c, opts.Previous) // the new configuration checked against the names known
 	c.opts.Previous = nil          // the old core is not kept alive
+	if c.facts.approvals {
+		c.approvals = c.newGate()
+	}
 	if c.facts.cache != nil && opts.NewCache != nil {
 		c.cache = c.newCache(*c.facts.cache)
 	}
@@ -176,6 +181,7 @@ type facts struct {
 	cache       *cache.Limits   // the cache section; nil without one
 	varyHeaders []string        // cache.varyHeaders: headers that split cache entries
 	health      bool            // tool health is configured: report every call's outcome
+	approvals   bool            // approvals are configured: a call that needs a yes waits for it, and no fault skips it
 	principal   string
 	leaseTTL    time.Duration
 }
@@ -218,6 +224,7 @@ func factsOfHost(host gjson.Result) facts {
 		})
 	}
 	f.health = host.Get("health").IsObject()
+	f.approvals = host.Get("approvals").Bool()
 	f.principal = host.Get("principalHeader").Str
 	f.leaseTTL = leaseTTL(host.Get("maxTimeoutMs").Int())
 	return f

@@ -1,0 +1,242 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// Gate decides a tools/call that check_limits admitted with an approval: ask for the yes,
+// let the call through on a valid one, or refuse it. It keeps the gateway's keys (loaded
+// from the store once, created there once by whichever replica comes first) and claims
+// each yes in the store before it lets a call through, so a yes is used once on every
+// replica.
+//
+// # Notes
+//
+//   - Only the 2026-07-28 way of asking is built here (an input_required result with a
+//     signed requestState). A 2025-11-25 client, and an operator's approval, are refused
+//     with a message that says a person must approve the call: the call never reaches the
+//     server without a yes.
+//   - Everything that comes back from the client is hostile input: Open verifies the MAC
+//     before it reads anything but the key id, Match compares every binding.
+type Gate struct {
+	// Get reads a key of the store (ok false when absent).
+	Get func(ctx context.Context, key string) (value []byte, ok bool, err error)
+	// Create stores value under key only if the key is absent: false when it was not.
+	Create func(ctx context.Context, key string, value []byte) (created bool, err error)
+	// Random fills b with random bytes.
+	Random func(b []byte) error
+
+	mu   sync.Mutex
+	keys []Key
+}
+
+// Need is what check_limits answered for a call that waits for a yes (its "approval").
+type Need struct {
+	By        string // "user" or "operator"
+	Message   string
+	TimeoutMs int64
+}
+
+// ReadNeed reads check_limits' approval member.
+func ReadNeed(v gjson.Result) Need {
+	return Need{By: v.Get("by").Str, Message: v.Get("message").Str, TimeoutMs: v.Get("timeoutMs").Int()}
+}
+
+// Call is the call a yes must be bound to, as admission read it.
+type Call struct {
+	Tool      string
+	Args      []byte // the raw arguments (nil: none)
+	Principal string
+	Scope     string // ScopeOf the caller's credential headers
+	Workflow  string // WorkflowOf the workflow keys read at admission
+	// Modern: the client speaks 2026-07-28 (input_required and requestState).
+	Modern bool
+	// Task: the call is task-augmented (a task cannot wait for a yes).
+	Task bool
+	// RequestState and InputResponses are the call's params members (a retry's).
+	RequestState, InputResponses gjson.Result
+	Now                          time.Time
+}
+
+// Verdict is what to do with a call.
+type Verdict uint8
+
+const (
+	Ask    Verdict = iota // answer Result (input_required) and forward nothing
+	Pass                  // forward the call without the gateway's requestState and inputResponses
+	Refuse                // answer Result (an error result with Code) and forward nothing
+)
+
+// Outcome is the gate's decision.
+type Outcome struct {
+	Verdict Verdict
+	Result  []byte // Ask: the input_required result; Refuse: the refusal result
+	Code    string // Refuse: the denial code
+	Why     string // Refuse: what was wrong, for the event and the log
+}
+
+// maxArgShown bounds the arguments the form shows, in bytes.
+const maxArgShown = 2048
+
+// Decide decides c, which needs the approval n.
+func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
+	switch {
+	case n.By != "user":
+		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after an operator approves the call, and this gateway does not hold calls for an operator's decision yet: it was not run.", "operator approval")
+	case c.Task:
+		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call, which a task-augmented call cannot wait for: call it without a task to be asked.", "task-augmented")
+	case !c.Modern:
+		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks with the 2026-07-28 protocol's input_required result, which this client's protocol version cannot carry: it was not run.", "protocol version")
+	}
+	digest, ok := ArgsDigest(c.Args)
+	if !ok {
+		return refusal(c.Tool, abi.DenyApprovalInvalid, "Tool "+c.Tool+" runs only after a person approves the call, and its arguments cannot be shown as they would be sent (a repeated member or invalid text): it was not run.", "arguments without a canonical form")
+	}
+	keys, err := g.load(ctx)
+	if err != nil {
+		return refusal(c.Tool, abi.DenyGateUnavailable, "Tool "+c.Tool+" needs a person's approval, and the gateway could not read its approval key: it was not run. Try again shortly.", "key: "+err.Error())
+	}
+	bind := Bind{Tool: c.Tool, ArgsDigest: digest, Principal: c.Principal, Scope: c.Scope, Workflow: c.Workflow}
+	s := c.RequestState
+	if s.Type != gjson.String || len(s.Str) < len(Prefix) || s.Str[:len(Prefix)] != Prefix {
+		return g.ask(n, c, &bind, keys)
+	}
+	st, err := Open(keys, s.Str, c.Now.UnixMilli())
+	if err == nil {
+		err = st.Match(&bind)
+	}
+	if err != nil {
+		text := "The approval this call carries is not valid for it"
+		switch {
+		case errors.Is(err, ErrExpired):
+			text = "The approval this call carries has expired"
+		case errors.Is(err, ErrMismatch):
+			text = "The approval this call carries was given for another call (" + err.Error() + ")"
+		}
+		return refusal(c.Tool, abi.DenyApprovalInvalid, text+": tool "+c.Tool+" was not run. Call it again without requestState to be asked.", err.Error())
+	}
+	switch ReadAnswer([]byte(c.InputResponses.Raw)) {
+	case Decline:
+		return refusal(c.Tool, abi.DenyApprovalDeclined, "The person asked declined to approve this call: tool "+c.Tool+" was not run.", "declined")
+	case Cancel:
+		return refusal(c.Tool, abi.DenyApprovalCancelled, "The person asked dismissed the approval without deciding: tool "+c.Tool+" was not run.", "cancelled")
+	case Accept:
+	default:
+		return refusal(c.Tool, abi.DenyApprovalInvalid, "The call carries no readable answer to the approval asked for: tool "+c.Tool+" was not run. Call it again without requestState to be asked.", "no answer")
+	}
+	created, err := g.Create(ctx, UsedKey(st), []byte("1"))
+	switch {
+	case err != nil:
+		return refusal(c.Tool, abi.DenyGateUnavailable, "The gateway could not record the approval as used: tool "+c.Tool+" was not run. Try again shortly.", "claim: "+err.Error())
+	case !created:
+		return refusal(c.Tool, abi.DenyApprovalInvalid, "The approval this call carries has been used already (an approval runs one call once): tool "+c.Tool+" was not run.", "replayed")
+	}
+	return Outcome{Verdict: Pass}
+}
+
+// ask answers the input_required result that asks for the yes.
+func (g *Gate) ask(n Need, c *Call, b *Bind, keys []Key) Outcome {
+	if err := g.Random(b.Nonce[:]); err != nil {
+		return refusal(c.Tool, abi.DenyGateUnavailable, "Tool "+c.Tool+" needs a person's approval, and the gateway could not make the question: it was not run.", "random: "+err.Error())
+	}
+	ttl := n.TimeoutMs
+	if ttl <= 0 {
+		ttl = 300_000
+	}
+	b.Expiry = c.Now.UnixMilli() + ttl
+	r := append([]byte(nil), `{"resultType":"input_required","inputRequests":`...)
+	r = append(r, Form(c.Tool, c.Args, n.Message, maxArgShown)...)
+	r = append(r, `,"requestState":`...)
+	r = jsonx.AppendString(r, Seal(&keys[0], b))
+	r = append(r, '}')
+	return Outcome{Verdict: Ask, Result: r}
+}
+
+// load returns the gateway's keys, reading (or creating) them in the store on first use;
+// a failure is tried again on the next call.
+func (g *Gate) load(ctx context.Context) ([]Key, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.keys != nil {
+		return g.keys, nil
+	}
+	keys, err := EnsureKey(
+		func() ([]byte, bool, error) { return g.Get(ctx, abi.ApprovalSecretKey) },
+		func(v []byte) (bool, error) { return g.Create(ctx, abi.ApprovalSecretKey, v) },
+		g.Random)
+	if err != nil {
+		return nil, err
+	}
+	g.keys = keys
+	return keys, nil
+}
+
+// refusal is a Refuse outcome: an error result with code in _meta, as the engine's denials.
+func refusal(tool, code, text, why string) Outcome {
+	r := append([]byte(nil), `{"content":[{"type":"text","text":`...)
+	r = jsonx.AppendString(r, text)
+	r = append(r, `}],"isError":true,"_meta":{"dev.stategate/error":{"code":`...)
+	r = jsonx.AppendString(r, code)
+	r = append(r, `,"retryable":false,"details":{"tool":`...)
+	r = jsonx.AppendString(r, tool)
+	r = append(r, `}}}}`...)
+	return Outcome{Verdict: Refuse, Result: r, Code: code, Why: why}
+}
+
+// Strip returns the params of a call let through (params: the call's params object, raw)
+// without the gateway's requestState and its key in inputResponses (and without
+// inputResponses when nothing else is left in it): what the server sees is the call as if
+// no gateway had asked. ok is false when params is not an object.
+func Strip(params gjson.Result) (out []byte, ok bool) {
+	if !params.IsObject() {
+		return nil, false
+	}
+	out = append(make([]byte, 0, len(params.Raw)), '{')
+	first := true
+	member := func(k, v string) {
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, k...)
+		out = append(out, ':')
+		out = append(out, v...)
+	}
+	params.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "requestState":
+			return true
+		case "inputResponses":
+			if !v.IsObject() {
+				member(k.Raw, v.Raw)
+				return true
+			}
+			inner := []byte{'{'}
+			v.ForEach(func(ik, iv gjson.Result) bool {
+				if ik.Str != InputKey {
+					if len(inner) > 1 {
+						inner = append(inner, ',')
+					}
+					inner = append(inner, ik.Raw...)
+					inner = append(inner, ':')
+					inner = append(inner, iv.Raw...)
+				}
+				return true
+			})
+			if len(inner) > 1 {
+				member(k.Raw, string(append(inner, '}')))
+			}
+			return true
+		}
+		member(k.Raw, v.Raw)
+		return true
+	})
+	return append(out, '}'), true
+}

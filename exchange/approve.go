@@ -1,0 +1,114 @@
+package exchange
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"time"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/approval"
+	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/stats"
+	"github.com/tidwall/gjson"
+)
+
+// newGate is the core's approval gate over its State: the gateway's key and the used
+// yeses are keys of the store (abi.ApprovalKeyPrefix), so every replica shares them and a
+// restart keeps them.
+func (c *Core) newGate() *approval.Gate {
+	return &approval.Gate{
+		Get: func(ctx context.Context, key string) ([]byte, bool, error) {
+			slots, err := c.state.Load(ctx, []string{key}, false)
+			if err != nil || len(slots) != 1 {
+				return nil, false, errors.Join(err, errors.New("approval: the store answered no slot"))
+			}
+			return slots[0].Value, slots[0].Exists, nil
+		},
+		Create: func(ctx context.Context, key string, value []byte) (bool, error) {
+			switch err := c.state.Store(ctx, "", key, value, Slot{}, nil); {
+			case errors.Is(err, ErrConflict):
+				return false, nil
+			case err != nil:
+				return false, err
+			}
+			return true, nil
+		},
+		Random: func(b []byte) error { _, err := rand.Read(b); return err },
+	}
+}
+
+// approve decides a call check_limits admitted with an approval (need): true lets it go
+// upstream, without the gateway's own requestState and inputResponses; false has answered
+// it (the question, or a refusal). The yes is bound to the call as admission read it: the
+// tool, its arguments, the principal, the credentials and the workflow state.
+func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc.Params, need gjson.Result, h Headers) bool {
+	if c.approvals == nil {
+		// A module answering approvals the host facts did not announce: never forwarded.
+		c.refuseApproval(ex, approval.Outcome{Verdict: approval.Refuse, Code: abi.DenyApprovalRequired})
+		return false
+	}
+	call := approval.Call{
+		Tool: ex.Tool, Args: []byte(params.Arguments.Raw), Principal: ex.principal,
+		Scope:  c.credentialScope(h),
+		Modern: ex.version >= cacheableVersion, Task: ex.task,
+		RequestState: params.RequestState, InputResponses: params.InputResponses,
+		Now: time.Now(),
+	}
+	if st := ex.call.st; st != nil {
+		var keys []string
+		var snaps [][]byte
+		for i, k := range st.keys {
+			if abi.IsWorkflowKey(k) {
+				keys, snaps = append(keys, k), append(snaps, st.slots[i].Value)
+			}
+		}
+		call.Workflow = approval.WorkflowOf(keys, snaps)
+	}
+	out := c.approvals.Decide(ctx, approval.ReadNeed(need), &call)
+	switch out.Verdict {
+	case approval.Pass:
+		if p := gjson.GetBytes(ex.Body, "params"); p.IsObject() {
+			if stripped, ok := approval.Strip(p); ok {
+				ex.Body = jsonrpc.Splice(ex.Body, p, stripped)
+			}
+		}
+		c.tally.count(stats.CountApprovalsGranted)
+		return true
+	case approval.Ask:
+		c.tally.count(stats.CountApprovalsAsked)
+		ex.releaseNow()
+		ex.answerLocal(out.Result)
+		ex.called(events.OutcomeIncomplete)
+		return false
+	}
+	c.refuseApproval(ex, out)
+	return false
+}
+
+// refuseApproval answers a call refused for its approval (out.Result, or a bare refusal).
+func (c callAdmission) refuseApproval(ex *Exchange, out approval.Outcome) {
+	c.tally.countLabel(stats.CountDenied, stats.DenialLabel(out.Code))
+	ex.releaseNow()
+	result := out.Result
+	if result == nil {
+		result = []byte(`{"content":[{"type":"text","text":"This call needs a person's approval, which this gateway cannot ask for: it was not run."}],"isError":true,"_meta":{"dev.stategate/error":{"code":"` + out.Code + `","retryable":false}}}`)
+	}
+	ex.answerLocal(result)
+	ex.called(events.OutcomeDenied)
+	ex.refused(out.Code, gjson.Result{})
+}
+
+// credentialScope is approval.ScopeOf the caller's credential headers: Authorization, the
+// principal header and cache.varyHeaders, in that order (nil h: every one absent).
+func (c callAdmission) credentialScope(h Headers) string {
+	names := append([]string{"Authorization", c.facts.principal}, c.facts.varyHeaders...)
+	values := make([][]string, len(names))
+	for i, n := range names {
+		if h != nil && n != "" {
+			values[i] = h.Values(n)
+		}
+	}
+	return approval.ScopeOf(values...)
+}

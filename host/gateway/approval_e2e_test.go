@@ -1,0 +1,181 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/approval"
+	"github.com/stategate/stategate/host/gateway"
+	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/wasmrt"
+)
+
+// approvalConfig asks a person before catalog.list runs (a tool the server runs without
+// asking anything itself) and leaves the rest as mrtrConfig has it.
+var approvalConfig = strings.Replace(mrtrConfig, `"cache": {"scope": "shared"},`,
+	`"approvals": [{"match": "catalog.list", "by": "user", "message": "List the catalog?"}, {"match": "catalog.price", "by": "operator"}, {"match": "orders.ship", "by": "user"}],`, 1)
+
+// recording keeps the last tools/call body the upstream received.
+type recording struct {
+	http.Handler
+	mu   sync.Mutex
+	last []byte
+}
+
+func (r *recording) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	if bytes.Contains(body, []byte(`"tools/call"`)) {
+		r.mu.Lock()
+		r.last = body
+		r.mu.Unlock()
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	r.Handler.ServeHTTP(w, req)
+}
+
+// approvalGateways starts n gateways in front of one mrtrServer, sharing one store (n
+// replicas).
+func approvalGateways(t *testing.T, n int) (*mrtrServer, *recording, []*mrtrClient) {
+	t.Helper()
+	srv := newMRTRServer()
+	rec := &recording{Handler: srv}
+	up := httptest.NewServer(rec)
+	t.Cleanup(up.Close)
+	ctx := context.Background()
+	st := store.NewMemory(store.Options{})
+	u, _ := url.Parse(up.URL)
+	var clients []*mrtrClient
+	for range n {
+		pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), []byte(approvalConfig), wasmrt.PoolOptions{Size: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pool.Close(ctx) })
+		gw, err := gateway.New(gateway.Options{Upstream: u, Plugin: pool, Config: []byte(approvalConfig), Store: st,
+			Origins: admission.OriginPolicy{Loopback: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		front := httptest.NewServer(gw)
+		t.Cleanup(front.Close)
+		clients = append(clients, &mrtrClient{t: t, url: front.URL + "/mcp"})
+	}
+	return srv, rec, clients
+}
+
+// deniedCode is the dev.stategate/error code of a refused call's result ("" for none).
+func deniedCode(r map[string]any) string {
+	meta, _ := r["_meta"].(map[string]any)
+	e, _ := meta["dev.stategate/error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+// question asks for catalog.list with args and returns the gateway's requestState.
+func question(t *testing.T, c *mrtrClient, args map[string]any, extra map[string]string) string {
+	t.Helper()
+	_, r := c.call(map[string]any{"name": "catalog.list", "arguments": args}, extra)
+	if r["resultType"] != "input_required" {
+		t.Fatalf("catalog.list without a yes: %s; want input_required", mustJSON(r))
+	}
+	reqs, _ := r["inputRequests"].(map[string]any)
+	form, _ := reqs[approval.InputKey].(map[string]any)
+	params, _ := form["params"].(map[string]any)
+	if form["method"] != "elicitation/create" || !strings.Contains(params["message"].(string), "List the catalog?") ||
+		!strings.Contains(params["message"].(string), "Tool: catalog.list") {
+		t.Fatalf("the question: %s", mustJSON(r))
+	}
+	s, _ := r["requestState"].(string)
+	if !strings.HasPrefix(s, approval.Prefix) {
+		t.Fatalf("requestState %q", s)
+	}
+	return s
+}
+
+func yesNo(action string, yes bool) map[string]any {
+	return map[string]any{approval.InputKey: map[string]any{"action": action, "content": map[string]any{approval.Field: yes}}}
+}
+
+// TestApproval_userOn2026Wire: a tool configured for a user's approval is answered
+// input_required by the gateway itself (the server never sees the call); the retry with an
+// accepting answer and the gateway's requestState runs the tool once, and the server sees
+// neither the gateway's requestState nor its inputResponses; a second use, another
+// argument, another credential, a forged or foreign state, a decline, a cancel, a
+// 2025-11-25 client and an operator's approval never reach the server; another replica
+// on the same store accepts a state the first issued, and refuses it once used.
+func TestApproval_userOn2026Wire(t *testing.T) {
+	srv, rec, cs := approvalGateways(t, 2)
+	a, b := cs[0], cs[1]
+	args := map[string]any{"q": "tea"}
+	upstream := func() int { return srv.count(srv.hits, "catalog.list") }
+
+	s := question(t, a, args, nil)
+	if upstream() != 0 {
+		t.Fatalf("the question reached the server (%d calls)", upstream())
+	}
+
+	refused := func(name string, c *mrtrClient, params map[string]any, extra map[string]string, code string) {
+		t.Helper()
+		before := upstream()
+		_, r := c.call(params, extra)
+		if got := deniedCode(r); got != code || upstream() != before {
+			t.Errorf("%s: code %q (want %q), server calls %d -> %d: %s", name, got, code, before, upstream(), mustJSON(r))
+		}
+	}
+	retry := func(state string, args map[string]any, resp map[string]any) map[string]any {
+		return map[string]any{"name": "catalog.list", "arguments": args, "requestState": state, "inputResponses": resp}
+	}
+
+	refused("another argument", a, retry(s, map[string]any{"q": "coffee"}, yesNo("accept", true)), nil, abi.DenyApprovalInvalid)
+	refused("another credential", a, retry(s, args, yesNo("accept", true)), map[string]string{"Authorization": "Bearer other"}, abi.DenyApprovalInvalid)
+	refused("forged", a, retry(s[:len(s)-2]+"AA", args, yesNo("accept", true)), nil, abi.DenyApprovalInvalid)
+	refused("approve false", a, retry(s, args, yesNo("accept", false)), nil, abi.DenyApprovalDeclined)
+	refused("cancel", a, retry(s, args, map[string]any{approval.InputKey: map[string]any{"action": "cancel"}}), nil, abi.DenyApprovalCancelled)
+	refused("no answer", a, retry(s, args, map[string]any{}), nil, abi.DenyApprovalInvalid)
+
+	// The yes, on the other replica: forwarded once, without the gateway's members.
+	_, r := b.call(retry(s, args, yesNo("accept", true)), nil)
+	if resultText(r) != "tea, coffee\n" || upstream() != 1 {
+		t.Fatalf("the accepted retry: %s (server calls %d)", mustJSON(r), upstream())
+	}
+	rec.mu.Lock()
+	sent := string(rec.last)
+	rec.mu.Unlock()
+	if strings.Contains(sent, "requestState") || strings.Contains(sent, approval.InputKey) || strings.Contains(sent, "inputResponses") {
+		t.Errorf("the server saw the gateway's approval members: %s", sent)
+	}
+	if !strings.Contains(sent, `"q":"tea"`) {
+		t.Errorf("the server did not get the call's arguments: %s", sent)
+	}
+	refused("second use, other replica", a, retry(s, args, yesNo("accept", true)), nil, abi.DenyApprovalInvalid)
+	refused("second use, same replica", b, retry(s, args, yesNo("accept", true)), nil, abi.DenyApprovalInvalid)
+
+	// A decline of a fresh question.
+	s2 := question(t, b, args, nil)
+	refused("decline", b, retry(s2, args, yesNo("decline", false)), nil, abi.DenyApprovalDeclined)
+
+	// A state another gateway (another key) signed, and a 2025-11-25 client.
+	_, _, other := approvalGateways(t, 1)
+	s3 := question(t, other[0], args, nil)
+	refused("another gateway's state", a, retry(s3, args, yesNo("accept", true)), nil, abi.DenyApprovalInvalid)
+	refused("2025-11-25 client", a, map[string]any{"name": "catalog.list", "arguments": args}, map[string]string{"MCP-Protocol-Version": "2025-11-25"}, abi.DenyApprovalRequired)
+	refused("operator approval", a, map[string]any{"name": "catalog.price", "arguments": map[string]any{"sku": "tea"}}, nil, abi.DenyApprovalRequired)
+	// The workflow's refusal wins: nobody is asked about a call that could not run.
+	refused("gated out", a, map[string]any{"name": "orders.ship", "arguments": map[string]any{"order_id": "o1"}}, nil, abi.DenyToolNotAvailable)
+	if n := srv.count(srv.hits, "catalog.price") + srv.count(srv.hits, "orders.ship"); n != 0 {
+		t.Errorf("catalog.price or orders.ship reached the server %d times", n)
+	}
+	// A tool without an approval is not asked by the gateway (the server asks itself).
+	if _, r := a.call(map[string]any{"name": "orders.pay", "arguments": map[string]any{"order_id": "o1", "amount": 5}}, map[string]string{"Mcp-Param-Order": "o1"}); r["resultType"] != "input_required" || strings.Contains(mustJSON(r), approval.InputKey) {
+		t.Errorf("orders.pay (the server's own question): %s", mustJSON(r))
+	}
+}
