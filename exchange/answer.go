@@ -149,7 +149,7 @@ func (ex Answer) rewrite(ctx context.Context, msg []byte, root, result gjson.Res
 	}
 	switch ex.Method {
 	case MethodInitialize:
-		if ex.core.facts.listChanged {
+		if ex.core.facts.ListChanged {
 			if out, ok := answer.WithListChanged(msg); ok {
 				return out, nil
 			}
@@ -220,7 +220,7 @@ func (ex Answer) moveWorkflows(ctx context.Context, root gjson.Result, ok bool) 
 	c := ex.core
 	var before [][]byte
 	outcome, code := "", ""
-	if c.facts.health && ex.health.due.CompareAndSwap(true, false) {
+	if c.facts.Health && ex.health.due.CompareAndSwap(true, false) {
 		if outcome, code = health.OutcomeOf(root, ok); outcome == health.Success && ex.health.quiet {
 			outcome = "" // nothing to count: no engine call, no store round trip
 		}
@@ -231,7 +231,7 @@ func (ex Answer) moveWorkflows(ctx context.Context, root gjson.Result, ok bool) 
 	}
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
-	if (outcome != "" || c.facts.moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, ok, outcome, code) {
+	if (outcome != "" || c.facts.Moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, ok, outcome, code) {
 		c.tally.count(stats.CountListChanged)
 		before = append(before, ListChanged)
 		if ex.health.visible {
@@ -250,7 +250,7 @@ func (ex Answer) moveWorkflows(ctx context.Context, root gjson.Result, ok bool) 
 // nothing). ok is jsonrpc.Succeeded(root).
 func (ex Answer) decorateCall(ctx context.Context, msg []byte, root gjson.Result, ok bool) []byte {
 	c := ex.core
-	if !c.facts.decorates {
+	if !c.facts.Decorates {
 		// The configuration has no response limit and nothing that invalidates:
 		// decorate_result would answer msg as it is (check_config's decoratesResults;
 		// TestDecoratesResults holds it to the engine).

@@ -103,7 +103,7 @@ func (c callAdmission) refuseApproval(ex *Exchange, out approval.Outcome) {
 // credentialScope is approval.ScopeOf the caller's credential headers: Authorization, the
 // principal header and cache.varyHeaders, in that order (nil h: every one absent).
 func (c callAdmission) credentialScope(h Headers) string {
-	names := append([]string{"Authorization", c.facts.principal}, c.facts.varyHeaders...)
+	names := append([]string{"Authorization", c.facts.Principal}, c.facts.VaryHeaders...)
 	values := make([][]string, len(names))
 	for i, n := range names {
 		if h != nil && n != "" {

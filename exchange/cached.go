@@ -19,7 +19,7 @@ import (
 // newCache makes the response cache of a configuration with a cache section.
 func (c *Core) newCache(l cache.Limits) *cache.Service {
 	return cache.New(cache.Config{Limits: l, Memory: c.opts.NewCache(l), Shared: sharedState{c.state}, CASRetries: c.opts.CASRetries,
-		Principal: c.facts.principal, Vary: c.facts.varyHeaders,
+		Principal: c.facts.Principal, Vary: c.facts.VaryHeaders,
 		Count: func(t cache.Tally, n int) { c.tally.countN(cacheCounters[t], n) },
 		Fault: func(err error, tool string) { c.Fault(abi.FaultCache, err, "tool", tool) }})
 }

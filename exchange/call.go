@@ -46,14 +46,14 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 	}
 	listed := c.upstreamListed(ex.Tool)
 	var lock func([]string) ([]Slot, error)
-	if c.facts.moves[ex.Tool] {
+	if c.facts.Moves[ex.Tool] {
 		// A call that can move a workflow holds its state keys from admission to the stored
 		// transition, so racing calls are admitted one at a time, on one replica or several.
 		ex.call.moves = true
 		lock = func(keys []string) ([]Slot, error) { return c.leaseKeys(ctx, ex, keys) }
 	}
 	limIn := ex.call.input
-	if c.facts.health {
+	if c.facts.Health {
 		limIn = appendNow(limIn[:len(limIn):len(limIn)])
 	}
 	if ex.call.moves && !ex.task {
@@ -127,7 +127,7 @@ func (c callAdmission) leaseKeys(ctx context.Context, ex *Exchange, keys []strin
 	}
 	wctx, cancel := deadline.Lazy(ctx, c.opts.LeaseWait)
 	defer cancel()
-	lease, slots, err := c.state.Lock(wctx, lockKeys, c.facts.leaseTTL, len(lockKeys) == len(keys))
+	lease, slots, err := c.state.Lock(wctx, lockKeys, c.facts.LeaseTTL, len(lockKeys) == len(keys))
 	if err != nil {
 		if errors.Is(err, ErrBusy) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
 			return nil, errBusy{err}
@@ -164,7 +164,7 @@ func (c callAdmission) checkLimits(ctx context.Context, ex *Exchange, limIn []by
 	if pre == nil && len(st.keys) > 0 {
 		if memo != nil {
 			c.stateKeys.put(string(memo), st.keys)
-		} else if c.facts.health && !c.facts.bound[ex.Tool] && listed {
+		} else if c.facts.Health && !c.facts.Bound[ex.Tool] && listed {
 			c.unitKeys.put(ex.Tool, st.keys)
 		}
 	}
@@ -236,7 +236,7 @@ func (c callAdmission) limitsWithState(ctx context.Context, limIn []byte, st *lo
 // remembered, and returns them with the memo key they are remembered under (limIn; nil
 // for a unit's keys, or when nothing is remembered for the call).
 func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*loaded, []byte, error) {
-	if !c.facts.health && c.facts.bound[ex.Tool] && len(limIn) <= maxStateKeyInput {
+	if !c.facts.Health && c.facts.Bound[ex.Tool] && len(limIn) <= maxStateKeyInput {
 		// The keys check_limits asks for are a function of its input (and the
 		// configuration, this core's): asked for last time, they are read (and leased) up
 		// front and check_limits runs once. With health the input holds the time. The
@@ -252,7 +252,7 @@ func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte
 		}
 		return &loaded{keys: keys, slots: slots}, limIn, nil
 	}
-	if c.facts.health && !c.facts.bound[ex.Tool] {
+	if c.facts.Health && !c.facts.Bound[ex.Tool] {
 		// An unbound tool needs only its unit's record, whose key depends on the name
 		// alone: the keys the engine asked for last time are loaded up front.
 		if keys := c.unitKeys.get(ex.Tool); keys != nil {
@@ -328,7 +328,7 @@ func (c callAdmission) admitted(ctx context.Context, ex *Exchange, lim *limits, 
 	}
 	// A unit whose record exists was listed where it was made (another replica's listing,
 	// or pins): its calls count here too, though this core has not seen the list yet.
-	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.health && ex.call.st.hasHealthRecord())
+	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.Health && ex.call.st.hasHealthRecord())
 	ex.health.quiet = lim.quietOnSuccess.Type == gjson.True
 	c.tally.count(stats.CountAllowed)
 }
@@ -362,7 +362,7 @@ func (c callAdmission) upstreamListed(tool string) bool { return c.lists.seen.Ha
 
 // healthFor reports whether a call of tool counts for tool health: health is configured
 // and the upstream listed the tool.
-func (c callAdmission) healthFor(tool string) bool { return c.facts.health && c.upstreamListed(tool) }
+func (c callAdmission) healthFor(tool string) bool { return c.facts.Health && c.upstreamListed(tool) }
 
 // admitFault applies the failure policy to a fault at admission.
 func (c callAdmission) admitFault(ex *Exchange, err error) {
@@ -377,7 +377,7 @@ func (c callAdmission) admitFault(ex *Exchange, err error) {
 	switch {
 	case errors.As(err, new(errBusy)):
 		f, text = abi.FaultGateBusy, abi.GateBusyText
-	case !c.facts.bound[ex.Tool] && !c.facts.approvals:
+	case !c.facts.Bound[ex.Tool] && !c.facts.Approvals:
 	case errors.As(err, new(storeError)):
 		f = abi.FaultGateStore
 	default:

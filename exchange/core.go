@@ -21,10 +21,9 @@ import (
 	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
-	"github.com/stategate/stategate/exchange/internal/deadline"
+	"github.com/stategate/stategate/exchange/hostfacts"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/tasks"
-	"github.com/tidwall/gjson"
 )
 
 // Plugin runs one engine export: the Wasm module through a pool (gateway) or the engine
@@ -92,7 +91,7 @@ type Core struct {
 	tally     tally     // counts into Stats and the reporter (count.go)
 	events    publisher // the Publisher, and whether one was given (count.go)
 	opts      Options
-	facts     facts
+	facts     hostfacts.Facts
 	lists     toolLists      // the tool list: its memos, names and declarations (tools.go)
 	cache     *cache.Service // nil: no response cache
 	unitKeys  *keyMemo       // tool -> its health keys (unbound tools)
@@ -125,7 +124,7 @@ func New(opts Options) *Core {
 		opts.Publisher = events.Nop{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, opts: opts,
-		facts: factsOf(opts.Plugin, opts.Config), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &stats.Stats{}}
+		facts: hostfacts.Of(opts.Plugin, opts.Config), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &stats.Stats{}}
 	c.events = publisher{to: opts.Publisher, on: publishing}
 	if prev := opts.Previous; prev != nil {
 		c.Stats = prev.Stats
@@ -133,28 +132,28 @@ func New(opts Options) *Core {
 	c.tally = tally{stats: c.Stats, reporter: opts.Reporter}
 	c.lists.init(c, opts.Previous) // the new configuration checked against the names known
 	c.opts.Previous = nil          // the old core is not kept alive
-	if c.facts.approvals {
+	if c.facts.Approvals {
 		c.approvals = c.newGate()
 	}
-	if c.facts.cache != nil && opts.NewCache != nil {
-		c.cache = c.newCache(*c.facts.cache)
+	if c.facts.Cache != nil && opts.NewCache != nil {
+		c.cache = c.newCache(*c.facts.Cache)
 	}
 	return c
 }
 
 // PrincipalHeader is the request header naming the principal ("" for none).
-func (c *Core) PrincipalHeader() string { return c.facts.principal }
+func (c *Core) PrincipalHeader() string { return c.facts.Principal }
 
 // CredentialHeaders names the request headers that, with Authorization, make up a
 // caller's credentials: the principal header ("" for none) and cache.varyHeaders. The
 // response cache keys by them; a host keeps anything it holds for a caller (an upstream
 // connection) apart by them too.
 func (c *Core) CredentialHeaders() (principal string, others []string) {
-	return c.facts.principal, append([]string(nil), c.facts.varyHeaders...)
+	return c.facts.Principal, append([]string(nil), c.facts.VaryHeaders...)
 }
 
 // LeaseTTL is how long a moving call may hold its state keys.
-func (c *Core) LeaseTTL() time.Duration { return c.facts.leaseTTL }
+func (c *Core) LeaseTTL() time.Duration { return c.facts.LeaseTTL }
 
 // Fault applies the failure policy to f: it is counted and reported, and the policy the
 // caller must carry out is returned. Hosts report the faults they find themselves here too.
@@ -169,100 +168,6 @@ type nopReporter struct{}
 
 func (nopReporter) Fault(abi.Fault, abi.Policy, error, ...any) {}
 func (nopReporter) Count(stats.Counter)                        {}
-
-// facts are what a host needs to know about a configuration, as the engine's check_config
-// answers them under "host" (ABI.md): the core never reads the configuration itself.
-type facts struct {
-	bound       map[string]bool // tools bound to a workflow: the gate fails closed for them
-	moves       map[string]bool // bound tools whose success fires an event
-	listChanged bool            // declare capabilities.tools.listChanged in initialize
-	separator   string          // names.separator, for matching tool names against globs
-	decorates   bool            // decorate_result can change a tools/call answer; else skipped
-	cache       *cache.Limits   // the cache section; nil without one
-	varyHeaders []string        // cache.varyHeaders: headers that split cache entries
-	health      bool            // tool health is configured: report every call's outcome
-	approvals   bool            // approvals are configured: a call that needs a yes waits for it, and no fault skips it
-	principal   string
-	leaseTTL    time.Duration
-}
-
-// factsOf asks the plugin's check_config for the host facts. A module without check_config
-// (or one that answers no facts) gets the facts read from cfg the way the engine reads them.
-func factsOf(p Plugin, cfg []byte) facts {
-	if p != nil {
-		ctx, cancel := deadline.Within(context.Background(), 10*time.Second)
-		out, err := p.Call(ctx, abi.FuncCheckConfig, nil)
-		cancel()
-		if host := gjson.GetBytes(out, "host"); err == nil && host.IsObject() {
-			return factsOfHost(host)
-		}
-	}
-	return factsOfConfig(cfg)
-}
-
-func factsOfHost(host gjson.Result) facts {
-	f := facts{bound: map[string]bool{}, moves: map[string]bool{}}
-	host.Get("tools").ForEach(func(name, t gjson.Result) bool {
-		f.bound[name.Str] = t.Get("gated").Bool()
-		f.moves[name.Str] = t.Get("moves").Bool()
-		return true
-	})
-	f.listChanged = host.Get("listChanged").Bool()
-	// A module older than the fact does not say: decorate every answer, as before.
-	f.decorates = host.Get("decoratesResults").Type != gjson.False
-	f.separator = host.Get("separator").Str
-	if f.separator == "" {
-		f.separator = "."
-	}
-	if cc := host.Get("cache"); cc.IsObject() {
-		f.cache = &cache.Limits{MaxEntries: int(cc.Get("maxEntries").Int()), MaxSizeBytes: int(cc.Get("maxSizeBytes").Int()),
-			MaxEntryBytes: int(cc.Get("maxEntryBytes").Int()), TTL: time.Duration(cc.Get("ttlMs").Int()) * time.Millisecond,
-			HighWaterMark: cc.Get("highWaterMark").Float()}
-		cc.Get("varyHeaders").ForEach(func(_, h gjson.Result) bool {
-			f.varyHeaders = append(f.varyHeaders, h.Str)
-			return true
-		})
-	}
-	f.health = host.Get("health").IsObject()
-	f.approvals = host.Get("approvals").Bool()
-	f.principal = host.Get("principalHeader").Str
-	f.leaseTTL = leaseTTL(host.Get("maxTimeoutMs").Int())
-	return f
-}
-
-// factsOfConfig is the fallback for modules older than check_config's host facts.
-func factsOfConfig(cfg []byte) facts {
-	f := facts{bound: map[string]bool{}, moves: map[string]bool{}, separator: ".", decorates: true}
-	doc := gjson.ParseBytes(cfg)
-	doc.Get("workflows").ForEach(func(_, w gjson.Result) bool {
-		f.listChanged = true
-		w.Get("tools").ForEach(func(k, b gjson.Result) bool {
-			f.bound[k.Str] = true
-			if b.Get("event").Str != "" {
-				f.moves[k.Str] = true
-			}
-			return true
-		})
-		return true
-	})
-	f.principal = doc.Get("principal.header").Str
-	longest := int64(30000)
-	if t := doc.Get("limits.timeoutMs"); t.Exists() {
-		longest = t.Int()
-	}
-	doc.Get("limits.tools").ForEach(func(_, v gjson.Result) bool {
-		longest = max(longest, v.Get("timeoutMs").Int())
-		return true
-	})
-	f.leaseTTL = leaseTTL(longest)
-	return f
-}
-
-// leaseTTL: a lease outlives the longest call it can cover with room to store the
-// transition; a crashed holder's lease then lapses on its own.
-func leaseTTL(longestMs int64) time.Duration {
-	return time.Duration(max(longestMs, 0))*time.Millisecond + 30*time.Second
-}
 
 // Reporter receives every fault with the policy applied, and every counter as it moves
 // (hosts log, count and export them).

@@ -43,14 +43,14 @@ func TestDecorateSkipped(t *testing.T) {
 			continue
 		}
 		skipping := New(Options{Plugin: enginePlugin{e}, State: newTestState(false), Config: cfg, MaxBodyBytes: 1 << 20})
-		if skipping.facts.decorates {
+		if skipping.facts.Decorates {
 			continue
 		}
 		checked++
 		calling := New(Options{Plugin: enginePlugin{e}, State: newTestState(false), Config: cfg, MaxBodyBytes: 1 << 20})
-		calling.facts.decorates = true
+		calling.facts.Decorates = true
 		tools := []string{"tasks.update", "x"}
-		for tool := range skipping.facts.bound {
+		for tool := range skipping.facts.Bound {
 			tools = append(tools, tool)
 		}
 		for _, tool := range tools {

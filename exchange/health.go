@@ -22,7 +22,7 @@ func appendNow(dst []byte) []byte { return health.AppendNow(dst) }
 // configured and the upstream was called: the first outcome known wins (a timeout
 // answered to the client counts, whatever comes later).
 func (ex *Exchange) reportHealth(ctx context.Context, outcome string) {
-	if !ex.core.facts.health || ex.Tool == "" || ex.Verdict != Forward || !ex.health.due.CompareAndSwap(true, false) {
+	if !ex.core.facts.Health || ex.Tool == "" || ex.Verdict != Forward || !ex.health.due.CompareAndSwap(true, false) {
 		return
 	}
 	if ex.transition(ctx, outcome == health.Success, outcome, "") && ex.health.visible {
@@ -150,7 +150,7 @@ type healthEngine struct{ c *Core }
 // until it answers; with store, it stores the answer (storeAll).
 func (e healthEngine) Run(ctx context.Context, in []byte, store bool) ([]byte, error) {
 	c := e.c
-	if !c.facts.health {
+	if !c.facts.Health {
 		return nil, health.ErrOff
 	}
 	st := &loaded{}

@@ -47,7 +47,7 @@ func (c *Core) AdmitCall(ctx context.Context, session string, params []byte) *Ex
 
 // Moves reports whether a call of tool can move a workflow (a hook host serialises such
 // calls before admitting them).
-func (c *Core) Moves(tool string) bool { return c.facts.moves[tool] }
+func (c *Core) Moves(tool string) bool { return c.facts.Moves[tool] }
 
 // Result is the CallToolResult a hook answers for an exchange decided Reply: the core's
 // denial, or an isError result carrying the reason when the core refused the request

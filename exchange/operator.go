@@ -39,7 +39,7 @@ func (o *Operator) PurgeCache(ctx context.Context, a health.Action) ([]string, e
 		return nil, err
 	}
 	if a.Match != "" {
-		if _, err := engine.MatchName(a.Match, c.facts.separator, ""); err != nil {
+		if _, err := engine.MatchName(a.Match, c.facts.Separator, ""); err != nil {
 			return nil, fmt.Errorf("%w: match: %v", health.ErrInvalidOperation, err)
 		}
 	}
@@ -47,7 +47,7 @@ func (o *Operator) PurgeCache(ctx context.Context, a health.Action) ([]string, e
 		if a.Match == "" {
 			return t == a.Tool, nil
 		}
-		ok, err := engine.MatchName(a.Match, c.facts.separator, t)
+		ok, err := engine.MatchName(a.Match, c.facts.Separator, t)
 		if err != nil {
 			return false, fmt.Errorf("%w: match: %v", health.ErrInvalidOperation, err)
 		}

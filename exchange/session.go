@@ -18,7 +18,7 @@ import (
 // RepeatedHeader returns the name of an identity header that h repeats ("" for none):
 // admission.RepeatedHeader with this Core's principal header.
 func (c *Core) RepeatedHeader(h Headers) string {
-	return admission.RepeatedHeader(h, c.facts.principal)
+	return admission.RepeatedHeader(h, c.facts.Principal)
 }
 
 // CheckSession decides on a request by its Mcp-Session-Id header alone, before anything

@@ -65,7 +65,7 @@ func TestSettledAtAdmission(t *testing.T) {
 			New(Options{Plugin: olderPlugin{e: e, strip: true, transitions: &older}, State: newTestState(true), Config: cfg, MaxBodyBytes: 1 << 20}),
 		}
 		tools := []string{"tasks.update", "x"}
-		for tool := range cores[0].facts.bound {
+		for tool := range cores[0].facts.Bound {
 			tools = append(tools, tool)
 		}
 		for round := 0; round < 6; round++ {

@@ -72,9 +72,9 @@ func (ex Answer) taskCreated(ctx context.Context, id string) {
 		return
 	}
 	if ex.call.lease != nil && !ex.call.hold {
-		c.tasks.Hold(key, ex.call.lease, c.facts.leaseTTL, func() {
+		c.tasks.Hold(key, ex.call.lease, c.facts.LeaseTTL, func() {
 			c.Fault(abi.FaultTaskLease, errors.New("the task outlived its lease: another moving call on the same state may now be admitted before it ends"),
-				"tool", ex.Tool, "task", id, "lease", c.facts.leaseTTL.String())
+				"tool", ex.Tool, "task", id, "lease", c.facts.LeaseTTL.String())
 		})
 		ex.call.lease = nil
 	}
@@ -201,8 +201,8 @@ func (ex Answer) rewriteTask(ctx context.Context, msg []byte, result gjson.Resul
 // whose stream carried it. The message itself passes unchanged.
 func (c *Core) Observe(ctx context.Context, h Headers, msg []byte) {
 	ex := &Exchange{core: c, Session: h.Get(hdrSession), version: h.Get(hdrVersion)}
-	if c.facts.principal != "" {
-		ex.principal = h.Get(c.facts.principal)
+	if c.facts.Principal != "" {
+		ex.principal = h.Get(c.facts.Principal)
 	}
 	ex.Answer().Observe(ctx, msg)
 }

@@ -171,7 +171,7 @@ func TestTask_endsWithoutMoving(t *testing.T) {
 // the lease let go.
 func TestTask_secondRunRefusedWhileLeased(t *testing.T) {
 	c, st := newHookCore(t, 30*time.Millisecond)
-	c.facts.leaseTTL = 300 * time.Millisecond
+	c.facts.LeaseTTL = 300 * time.Millisecond
 	startTask(t, c)
 	ex := c.Admit(context.Background(), headers("s1"), []byte(strings.Replace(taskCall, `"id":1`, `"id":7`, 1)))
 	if ex.Verdict != Reply {

@@ -75,7 +75,7 @@ func (l *toolLists) decorate(ctx context.Context, ex *Exchange, msg []byte, resu
 	if l.memo != nil {
 		d = l.memo.Get(key, result.Raw)
 	}
-	if d == nil && l.tools != nil && !c.facts.health {
+	if d == nil && l.tools != nil && !c.facts.Health {
 		var pre, post []byte
 		if end := result.Index + len(result.Raw); ex.version < cacheableVersion && end <= len(msg) {
 			pre, post = msg[:result.Index], msg[end:] // as jsonrpc.Splice would keep them
@@ -102,7 +102,7 @@ func (l *toolLists) state(ctx context.Context, ex *Exchange, result gjson.Result
 	c := l.c
 	scope := ex.appendScope(make([]byte, 0, 128))
 	probe := append(scope[:len(scope):len(scope)], emptyListProbe...)
-	if c.facts.health {
+	if c.facts.Health {
 		scope = appendNow(scope)
 		probe = append(scope[:len(scope):len(scope)], `,"message":`+toollist.Envelope...)
 		probe = append(probe, result.Raw...)
@@ -137,7 +137,7 @@ func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *l
 		c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 		return nil
 	}
-	writes := c.facts.health && len(m[2].Map()) > 0
+	writes := c.facts.Health && len(m[2].Map()) > 0
 	if writes {
 		// New pins, quarantines, the index: stored before the list goes out, and
 		// never memoised (the next list reads what was stored).
@@ -146,7 +146,7 @@ func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *l
 		}
 		m = jsonrpc.Members(parseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
 	}
-	if !c.facts.health && m[2].IsObject() {
+	if !c.facts.Health && m[2].IsObject() {
 		// (With tool health, listHealth stored every write of the answer, this one too.)
 		l.remember(ctx, input, out, st)
 	}
@@ -160,7 +160,7 @@ func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *l
 		if l.memo != nil {
 			l.memo.Put(key, result.Raw, d)
 		}
-		if l.tools != nil && !c.facts.health {
+		if l.tools != nil && !c.facts.Health {
 			l.tools.Memoise(gen, result.Raw, res.Raw, ex.list.Align(result.Raw), m[1], m[4], m[3])
 		}
 	}
@@ -209,7 +209,7 @@ func (l *toolLists) decorated(ctx context.Context, ex *Exchange, msg []byte, res
 	l.listed.Add(names)
 	l.unknown.Seen(ctx, l.seen, names, result, &l.checker)
 	if ex.version >= cacheableVersion {
-		return jsonrpc.Splice(msg, result, cacheHints([]byte(d.Result), c.facts.principal))
+		return jsonrpc.Splice(msg, result, cacheHints([]byte(d.Result), c.facts.Principal))
 	}
 	if whole != nil {
 		return whole
@@ -313,8 +313,8 @@ func (c *Core) EndSession(ctx context.Context, sid, principal string) {
 // EndSessionFor is EndSession for a request's headers (DELETE).
 func (c *Core) EndSessionFor(ctx context.Context, h Headers) {
 	p := ""
-	if c.facts.principal != "" {
-		p = h.Get(c.facts.principal)
+	if c.facts.Principal != "" {
+		p = h.Get(c.facts.Principal)
 	}
 	c.EndSession(ctx, h.Get(hdrSession), p)
 }
@@ -339,7 +339,7 @@ func listKey(version string, st *loaded, result string) string {
 // validator's pass (nil when lists are decorated whole).
 func (ex Answer) readList(s string) *toollist.Reader {
 	c := ex.core
-	if ex.Method != MethodToolsList || c.lists.tools == nil || c.facts.health {
+	if ex.Method != MethodToolsList || c.lists.tools == nil || c.facts.Health {
 		return nil
 	}
 	ex.list = c.lists.tools.Read(s, maxValidateDepth-1)

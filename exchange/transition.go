@@ -271,7 +271,7 @@ func (ex *Exchange) Close() {
 	}
 	if ex.sent && !ex.answered {
 		ex.fault(abi.FaultOutcomeUnknown, errors.New("the upstream's answer never came back readable; the workflow's state stays leased until the lease lapses"),
-			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.leaseTTL.String())
+			"tool", ex.Tool, "session", ex.Session, "lease", ex.core.facts.LeaseTTL.String())
 	}
 	if ex.call.hold {
 		ex.call.lease = nil // lapses after the lease's ttl
