@@ -104,7 +104,7 @@ func (ex Answer) RewriteJSON(ctx context.Context, body []byte) (out []byte, befo
 		sub = list.Sub // validates the list's result while finding its tools
 	}
 	if err := jsonx.ValidateObjectWith(body, maxValidateDepth, top.See(s), sub); err != nil && (!jsonrpc.NotAnObject(err) || ex.InBatch(body)) {
-		if ex.carriesAnswer(body) {
+		if answer.Carries(body, ex.upstreamID) {
 			// Not one message, yet a lenient client could find the answer in it: never
 			// passed undecorated (unreadable.go).
 			ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer is not one JSON-RPC message but holds one to request "+string(ex.clientID)+": withheld"), "method", ex.Method)
@@ -119,7 +119,7 @@ func (ex Answer) RewriteJSON(ctx context.Context, body []byte) (out []byte, befo
 	}
 	root := gjson.Parse(s)
 	result, ok := top.Answer(ex.upstreamID)
-	if ok && (top.Repeated() || result.IsObject() && objectRepeats(s, result.Index)) {
+	if ok && (top.Repeated() || result.IsObject() && answer.ObjectRepeats(s, result.Index)) {
 		// The core would read the first of a repeated member ("result", or "tools" in
 		// it), the client the last: an answer the gateway never checked (unreadable.go).
 		ex.core.Fault(abi.FaultUpstreamBody, errors.New("the answer to request "+string(ex.clientID)+" repeats a member: withheld"), "method", ex.Method)

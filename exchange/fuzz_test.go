@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/abi"
+	answ "github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/session"
 	"github.com/stategate/stategate/exchange/sse"
@@ -133,7 +134,7 @@ func FuzzAnswer(f *testing.F) {
 				if !ok {
 					break
 				}
-				if data, has := sse.Data(ev); has && Unreadable(data) {
+				if data, has := sse.Data(ev); has && answ.Unreadable(data) {
 					t.Fatalf("an event that is not one message went on: %q\nfrom %q", ev, answer)
 				}
 				rest = r

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/sse"
 )
 
@@ -100,7 +101,7 @@ func (s *SSERewriter) event(out, ev []byte) []byte {
 	if !has {
 		return append(out, ev...) // a comment, a retry: no message
 	}
-	if Unreadable(data) || s.ex.InBatch(data) {
+	if answer.Unreadable(data) || s.ex.InBatch(data) {
 		if s.ex.Withhold(data) && !s.matched {
 			s.suspect = true // the gateway's error at the end, unless an answer follows
 		}

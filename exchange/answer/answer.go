@@ -1,6 +1,7 @@
 // Package answer edits an MCP answer in place, keeping every other byte: the duration the
 // gateway reports on a tools/call answer, and the listChanged capability it declares on an
-// initialize answer.
+// initialize answer. It also reads what a lenient client could take for the answer to a
+// request in a message the exchange cannot read (unreadable.go).
 package answer
 
 import (

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
+	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/internal/buf"
 	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/exchange/sse"
@@ -242,7 +243,7 @@ func (o *Open) collapse(ctx context.Context, chunk []byte, eos bool, out *Output
 		if !has {
 			continue
 		}
-		if exchange.Unreadable(data) || ex.Answer().InBatch(data) {
+		if answer.Unreadable(data) || ex.Answer().InBatch(data) {
 			// Not one message: withheld; the gateway's error at the end unless a readable
 			// answer follows, when it may hold the answer (exchange/unreadable.go).
 			o.suspect = ex.Answer().Withhold(data) || o.suspect
@@ -289,7 +290,7 @@ func (o *Open) observeEvents(ctx context.Context, dst, chunk []byte, eos bool) [
 		}
 		o.buf = rest
 		if data, has := sse.Data(ev); has {
-			if exchange.Unreadable(data) {
+			if answer.Unreadable(data) {
 				// Not one message: no client may read it otherwise than the core
 				// (exchange/unreadable.go).
 				o.f.o.Core.Fault(abi.FaultUpstreamBody, errWithheld, "method", "GET")
