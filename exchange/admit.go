@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"github.com/stategate/stategate/exchange/driver"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -75,7 +76,7 @@ type Exchange struct {
 // workflow.
 type callState struct {
 	input     []byte // the engine input shared by check_limits and transition
-	st        *loaded
+	st        *driver.Loaded
 	moves     bool
 	lease     Lease // a moving call's lease on its workflow keys (nil: none held)
 	hold      bool  // a fault's policy is HoldLease: Close keeps the lease

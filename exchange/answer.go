@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/driver"
 	"mime"
 	"slices"
 	"strconv"
@@ -206,7 +207,7 @@ func (ex Answer) finishCall(ctx context.Context, msg []byte, root gjson.Result) 
 	out := ex.decorateCall(ctx, msg, root, ok)
 	if ex.cached.Key != "" {
 		// Read in place (out is not written to): the result is copied once, into the cache.
-		if m := parseOwned(out); jsonrpc.Succeeded(m) { // a result object
+		if m := driver.ParseOwned(out); jsonrpc.Succeeded(m) { // a result object
 			ex.core.cache.Store(&ex.cached.Call, ex.Tool, []byte(m.Get("result").Raw))
 		}
 	}
@@ -278,7 +279,7 @@ func (ex Answer) decorateCall(ctx context.Context, msg []byte, root gjson.Result
 	res, err := c.decorateResult(context.WithoutCancel(ctx), in, ex.call.st)
 	if err != nil {
 		f := abi.FaultDecoratePlugin
-		if errors.As(err, new(storeError)) {
+		if errors.As(err, new(driver.StoreError)) {
 			f = abi.FaultListStore
 		}
 		c.Fault(f, err, "tool", ex.Tool)
@@ -334,14 +335,14 @@ func (ex Answer) purgeCached(ctx context.Context, indexErr error, purge []string
 // decorateResult runs decorate_result with the states loaded at admission (which hold the
 // annotation record whenever the engine needs it); when they do not, it loads what the
 // engine asks for: at most one extra call.
-func (c *Core) decorateResult(ctx context.Context, in []byte, st *loaded) ([]byte, error) {
-	if st != nil && len(st.keys) > 0 {
-		out, err := c.call(ctx, abi.FuncDecorateResult, in, st)
+func (c *Core) decorateResult(ctx context.Context, in []byte, st *driver.Loaded) ([]byte, error) {
+	if st != nil && len(st.Keys) > 0 {
+		out, err := c.engine.Call(ctx, abi.FuncDecorateResult, in, st)
 		if err != nil || !gjson.GetBytes(out, "needState").Exists() {
 			return out, err
 		}
 	}
-	out, _, err := c.callWithState(ctx, abi.FuncDecorateResult, in, nil, nil)
+	out, _, err := c.engine.CallWithState(ctx, abi.FuncDecorateResult, in, nil, nil)
 	return out, err
 }
 

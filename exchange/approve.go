@@ -59,9 +59,9 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 	if st := ex.call.st; st != nil {
 		var keys []string
 		var snaps [][]byte
-		for i, k := range st.keys {
+		for i, k := range st.Keys {
 			if abi.IsWorkflowKey(k) {
-				keys, snaps = append(keys, k), append(snaps, st.slots[i].Value)
+				keys, snaps = append(keys, k), append(snaps, st.Slots[i].Value)
 			}
 		}
 		call.Workflow = approval.WorkflowOf(keys, snaps)

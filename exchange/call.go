@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/driver"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -80,7 +81,7 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 		ex.call.settled = ownedBytes(lim.settled.Raw)
 	}
 	if c.caps.CanCreate != nil && !c.canRecord(ctx, ex) {
-		c.admitFault(ex, storeError{errors.New("state key bound reached")})
+		c.admitFault(ex, driver.StoreError{Err: errors.New("state key bound reached")})
 		return
 	}
 	c.admitted(ctx, ex, &lim, h, listed)
@@ -132,7 +133,7 @@ func (c callAdmission) leaseKeys(ctx context.Context, ex *Exchange, keys []strin
 		if errors.Is(err, ErrBusy) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
 			return nil, errBusy{err}
 		}
-		return nil, storeError{err}
+		return nil, driver.StoreError{Err: err}
 	}
 	ex.call.lease = lease
 	return slots, nil
@@ -141,7 +142,7 @@ func (c callAdmission) leaseKeys(ctx context.Context, ex *Exchange, keys []strin
 // checkLimits asks check_limits about the call, with the state it needs: read up front
 // when the keys it asked for last time are remembered (preloaded), else as it asks. A
 // unit's probe is claimed before the answer is returned (settleProbe).
-func (c callAdmission) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
+func (c callAdmission) checkLimits(ctx context.Context, ex *Exchange, limIn []byte, listed bool, lock func([]string) ([]Slot, error), lim *limits) (*driver.Loaded, error) {
 	pre, memo, err := c.preloaded(ctx, ex, limIn, lock)
 	if err != nil {
 		return nil, err
@@ -161,11 +162,11 @@ func (c callAdmission) checkLimits(ctx context.Context, ex *Exchange, limIn []by
 	if err != nil {
 		return nil, err
 	}
-	if pre == nil && len(st.keys) > 0 {
+	if pre == nil && len(st.Keys) > 0 {
 		if memo != nil {
-			c.stateKeys.put(string(memo), st.keys)
+			c.stateKeys.put(string(memo), st.Keys)
 		} else if c.facts.Health && !c.facts.Bound[ex.Tool] && listed {
-			c.unitKeys.put(ex.Tool, st.keys)
+			c.unitKeys.put(ex.Tool, st.Keys)
 		}
 	}
 	return c.settleProbe(ctx, ex, limIn, lim, st)
@@ -189,7 +190,7 @@ var limitsMembers = []string{"error", "needState", "allow", "probe", "settled", 
 // readLimits reads check_limits' answer out in place (parseOwned: out is the engine's,
 // fresh and never written to), or its error member as a PluginError.
 func readLimits(out []byte, l *limits) error {
-	*l = limits{ans: parseOwned(out)}
+	*l = limits{ans: driver.ParseOwned(out)}
 	var e gjson.Result
 	jsonrpc.MembersTo(l.ans, limitsMembers, []*gjson.Result{&e, &l.needState, &l.allow, &l.probe,
 		&l.settled, &l.timeoutMs, &l.onTimeout, &l.purges, &l.cache, &l.quietOnSuccess, &l.approval})
@@ -200,8 +201,8 @@ func readLimits(out []byte, l *limits) error {
 }
 
 // callLimits runs check_limits on limIn with st's states, if any.
-func (c callAdmission) callLimits(ctx context.Context, limIn []byte, st *loaded, lim *limits) error {
-	out, err := c.run(ctx, abi.FuncCheckLimits, limIn, st)
+func (c callAdmission) callLimits(ctx context.Context, limIn []byte, st *driver.Loaded, lim *limits) error {
+	out, err := c.engine.Run(ctx, abi.FuncCheckLimits, limIn, st)
 	if err != nil {
 		return err
 	}
@@ -209,7 +210,7 @@ func (c callAdmission) callLimits(ctx context.Context, limIn []byte, st *loaded,
 }
 
 // limitsWithState is callWithState for check_limits, its answer read by readLimits.
-func (c callAdmission) limitsWithState(ctx context.Context, limIn []byte, st *loaded, lock func([]string) ([]Slot, error), lim *limits) (*loaded, error) {
+func (c callAdmission) limitsWithState(ctx context.Context, limIn []byte, st *driver.Loaded, lock func([]string) ([]Slot, error), lim *limits) (*driver.Loaded, error) {
 	if st != nil {
 		return st, c.callLimits(ctx, limIn, st, lim)
 	}
@@ -217,9 +218,9 @@ func (c callAdmission) limitsWithState(ctx context.Context, limIn []byte, st *lo
 		return nil, err
 	}
 	if !lim.needState.Exists() {
-		return &loaded{}, nil
+		return &driver.Loaded{}, nil
 	}
-	st, err := c.loadNeeded(ctx, abi.FuncCheckLimits, lim.needState, lock)
+	st, err := c.engine.LoadNeeded(ctx, abi.FuncCheckLimits, lim.needState, lock)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +236,7 @@ func (c callAdmission) limitsWithState(ctx context.Context, limIn []byte, st *lo
 // preloaded reads the state keys check_limits asked for last time, when they are
 // remembered, and returns them with the memo key they are remembered under (limIn; nil
 // for a unit's keys, or when nothing is remembered for the call).
-func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*loaded, []byte, error) {
+func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte, lock func([]string) ([]Slot, error)) (*driver.Loaded, []byte, error) {
 	if !c.facts.Health && c.facts.Bound[ex.Tool] && len(limIn) <= maxStateKeyInput {
 		// The keys check_limits asks for are a function of its input (and the
 		// configuration, this core's): asked for last time, they are read (and leased) up
@@ -250,7 +251,7 @@ func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte
 		if err != nil {
 			return nil, nil, err
 		}
-		return &loaded{keys: keys, slots: slots}, limIn, nil
+		return &driver.Loaded{Keys: keys, Slots: slots}, limIn, nil
 	}
 	if c.facts.Health && !c.facts.Bound[ex.Tool] {
 		// An unbound tool needs only its unit's record, whose key depends on the name
@@ -258,9 +259,9 @@ func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte
 		if keys := c.unitKeys.get(ex.Tool); keys != nil {
 			slots, err := c.state.Load(ctx, keys, false)
 			if err != nil {
-				return nil, nil, storeError{err}
+				return nil, nil, driver.StoreError{Err: err}
 			}
-			return &loaded{keys: keys, slots: slots}, nil, nil
+			return &driver.Loaded{Keys: keys, Slots: slots}, nil, nil
 		}
 	}
 	return nil, nil, nil
@@ -269,11 +270,11 @@ func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte
 // settleProbe claims the probe check_limits made the call (of an auto-disabled unit) once
 // its claim is stored; a lost race re-reads and asks again (another call's probe is then
 // a denial).
-func (c callAdmission) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim *limits, st *loaded) (*loaded, error) {
+func (c callAdmission) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim *limits, st *driver.Loaded) (*driver.Loaded, error) {
 	for attempt := 0; lim.probe.Type == gjson.True; attempt++ {
 		next, ok, err := healthEngine{c.Core}.claimProbe(ctx, lim.ans, st)
 		if err != nil {
-			return nil, storeError{err}
+			return nil, driver.StoreError{Err: err}
 		}
 		if ok {
 			ex.health.probe = true
@@ -286,9 +287,9 @@ func (c callAdmission) settleProbe(ctx context.Context, ex *Exchange, limIn []by
 		lim.ans.Get("states").ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
 		fresh, err := c.state.Load(ctx, keys, false)
 		if err != nil {
-			return nil, storeError{err}
+			return nil, driver.StoreError{Err: err}
 		}
-		st = st.with(keys, fresh)
+		st = st.With(keys, fresh)
 		if err := c.callLimits(ctx, limIn, st, lim); err != nil {
 			return nil, err
 		}
@@ -328,7 +329,7 @@ func (c callAdmission) admitted(ctx context.Context, ex *Exchange, lim *limits, 
 	}
 	// A unit whose record exists was listed where it was made (another replica's listing,
 	// or pins): its calls count here too, though this core has not seen the list yet.
-	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.Health && ex.call.st.hasHealthRecord())
+	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.Health && ex.call.st.HasHealthRecord())
 	ex.health.quiet = lim.quietOnSuccess.Type == gjson.True
 	c.tally.count(stats.CountAllowed)
 }
@@ -348,7 +349,7 @@ func (c callAdmission) preload(ctx context.Context, keys []string, lock func([]s
 	}
 	slots, err := c.state.Load(ctx, keys, lock == nil)
 	if err != nil {
-		return nil, storeError{err}
+		return nil, driver.StoreError{Err: err}
 	}
 	return slots, nil
 }
@@ -368,7 +369,7 @@ func (c callAdmission) healthFor(tool string) bool { return c.facts.Health && c.
 func (c callAdmission) admitFault(ex *Exchange, err error) {
 	ex.releaseNow()
 	var pe *PluginError
-	if errors.As(err, &pe) && pe.causedByRequest() {
+	if errors.As(err, &pe) && pe.CausedByRequest() {
 		ex.reject(200, jsonrpc.CodeInvalidParams, "invalid params: "+pe.Message)
 		ex.refused(events.RefusedInvalidParams, gjson.Result{})
 		return
@@ -378,7 +379,7 @@ func (c callAdmission) admitFault(ex *Exchange, err error) {
 	case errors.As(err, new(errBusy)):
 		f, text = abi.FaultGateBusy, abi.GateBusyText
 	case !c.facts.Bound[ex.Tool] && !c.facts.Approvals:
-	case errors.As(err, new(storeError)):
+	case errors.As(err, new(driver.StoreError)):
 		f = abi.FaultGateStore
 	default:
 		f = abi.FaultGatePlugin
@@ -406,7 +407,7 @@ func (e errBusy) Unwrap() error { return e.err }
 // its state lost.
 func (c callAdmission) canRecord(ctx context.Context, ex *Exchange) bool {
 	missing := 0
-	for _, s := range ex.call.st.slots {
+	for _, s := range ex.call.st.Slots {
 		if !s.Exists {
 			missing++
 		}
@@ -414,13 +415,13 @@ func (c callAdmission) canRecord(ctx context.Context, ex *Exchange) bool {
 	if missing == 0 || c.caps.CanCreate(missing) {
 		return true
 	}
-	out, err := c.call(ctx, abi.FuncTransition, ex.call.input, ex.call.st)
+	out, err := c.engine.Call(ctx, abi.FuncTransition, ex.call.input, ex.call.st)
 	if err != nil {
 		return false
 	}
 	create := false
 	gjson.GetBytes(out, "states").ForEach(func(k, _ gjson.Result) bool {
-		create = !ex.call.st.slot(k.Str).Exists
+		create = !ex.call.st.Slot(k.Str).Exists
 		return !create
 	})
 	return !create

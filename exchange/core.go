@@ -15,6 +15,7 @@ package exchange
 
 import (
 	"context"
+	"github.com/stategate/stategate/exchange/driver"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -86,7 +87,8 @@ type Options struct {
 type Core struct {
 	plugin    Plugin
 	state     State
-	caps      Capabilities // state's, as it declared them (read once, here)
+	engine    driver.Engine // the engine's exports on state (exchange/driver)
+	caps      Capabilities  // state's, as it declared them (read once, here)
 	reporter  Reporter
 	tally     tally     // counts into Stats and the reporter (count.go)
 	events    publisher // the Publisher, and whether one was given (count.go)
@@ -123,7 +125,7 @@ func New(opts Options) *Core {
 	if !publishing {
 		opts.Publisher = events.Nop{}
 	}
-	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, opts: opts,
+	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, opts: opts, engine: driver.Engine{Plugin: opts.Plugin, State: opts.State},
 		facts: hostfacts.Of(opts.Plugin, opts.Config), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &stats.Stats{}}
 	c.events = publisher{to: opts.Publisher, on: publishing}
 	if prev := opts.Previous; prev != nil {

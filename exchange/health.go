@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/driver"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/stategate/stategate/abi"
@@ -39,14 +40,14 @@ func (c *Core) notify(except string, msg []byte) {
 
 // claimProbe stores the record by which check_limits made this call the probe of an
 // auto-disabled unit; false when another call claimed it first (compare-and-set lost).
-func (e healthEngine) claimProbe(ctx context.Context, ans gjson.Result, st *loaded) (*loaded, bool, error) {
+func (e healthEngine) claimProbe(ctx context.Context, ans gjson.Result, st *driver.Loaded) (*driver.Loaded, bool, error) {
 	c := e.c
 	var keys []string
 	var err error
 	lost := false
 	ans.Get("states").ForEach(func(k, v gjson.Result) bool {
 		keys = append(keys, k.Str)
-		switch e := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str), nil); {
+		switch e := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.Slot(k.Str), nil); {
 		case errors.Is(e, ErrConflict):
 			lost = true
 		case e != nil:
@@ -61,14 +62,14 @@ func (e healthEngine) claimProbe(ctx context.Context, ans gjson.Result, st *load
 	if err != nil {
 		return st, false, err
 	}
-	return st.with(keys, fresh), true, nil
+	return st.With(keys, fresh), true, nil
 }
 
 // storeAll writes the engine's states with compare-and-set, re-reading a lost key and
 // calling fn again on the fresh state (keys already written keep theirs), until every
 // key is written or the retries run out. It returns the last answer and whether every
 // write committed.
-func (e healthEngine) storeAll(ctx context.Context, fn abi.Function, in []byte, st *loaded, out []byte) ([]byte, bool, error) {
+func (e healthEngine) storeAll(ctx context.Context, fn abi.Function, in []byte, st *driver.Loaded, out []byte) ([]byte, bool, error) {
 	c := e.c
 	written := map[string]bool{}
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
@@ -78,7 +79,7 @@ func (e healthEngine) storeAll(ctx context.Context, fn abi.Function, in []byte, 
 			if written[k.Str] {
 				return true
 			}
-			switch e := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str), nil); {
+			switch e := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.Slot(k.Str), nil); {
 			case e == nil:
 				written[k.Str] = true
 			case errors.Is(e, ErrConflict):
@@ -89,7 +90,7 @@ func (e healthEngine) storeAll(ctx context.Context, fn abi.Function, in []byte, 
 			return err == nil
 		})
 		if err != nil {
-			return out, false, storeError{err}
+			return out, false, driver.StoreError{Err: err}
 		}
 		if len(lost) == 0 {
 			return out, true, nil
@@ -97,10 +98,10 @@ func (e healthEngine) storeAll(ctx context.Context, fn abi.Function, in []byte, 
 		c.tally.count(stats.CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost, false)
 		if err != nil {
-			return out, false, storeError{err}
+			return out, false, driver.StoreError{Err: err}
 		}
-		st = st.with(lost, fresh)
-		if out, err = c.call(ctx, fn, in, st); err != nil {
+		st = st.With(lost, fresh)
+		if out, err = c.engine.Call(ctx, fn, in, st); err != nil {
 			return nil, false, err
 		}
 	}
@@ -109,7 +110,7 @@ func (e healthEngine) storeAll(ctx context.Context, fn abi.Function, in []byte, 
 
 // listHealth stores what decorate_tools answered for tool health (new pins, quarantines,
 // the index) and publishes tool_definition_changed and tool_state_changed once stored.
-func (e healthEngine) listHealth(ctx context.Context, ex *Exchange, in []byte, st *loaded, out []byte) []byte {
+func (e healthEngine) listHealth(ctx context.Context, ex *Exchange, in []byte, st *driver.Loaded, out []byte) []byte {
 	c := e.c
 	if len(gjson.GetBytes(out, "states").Map()) == 0 && len(gjson.GetBytes(out, "health").Array()) == 0 {
 		return out
@@ -153,9 +154,9 @@ func (e healthEngine) Run(ctx context.Context, in []byte, store bool) ([]byte, e
 	if !c.facts.Health {
 		return nil, health.ErrOff
 	}
-	st := &loaded{}
+	st := &driver.Loaded{}
 	for round := 0; round < 4; round++ {
-		out, err := c.call(ctx, abi.FuncToolHealth, in, st)
+		out, err := c.engine.Call(ctx, abi.FuncToolHealth, in, st)
 		var pe *PluginError
 		switch {
 		case errors.As(err, &pe) && pe.Code == abi.ErrHealthOff:
@@ -173,8 +174,8 @@ func (e healthEngine) Run(ctx context.Context, in []byte, store bool) ([]byte, e
 			return out, nil
 		}
 		var keys []string
-		for _, k := range strs(need) {
-			if !st.has(k) {
+		for _, k := range driver.Strings(need) {
+			if !st.Has(k) {
 				keys = append(keys, k)
 			}
 		}
@@ -183,14 +184,14 @@ func (e healthEngine) Run(ctx context.Context, in []byte, store bool) ([]byte, e
 		}
 		slots, err := c.state.Load(ctx, keys, false)
 		if err != nil {
-			return nil, storeError{err}
+			return nil, driver.StoreError{Err: err}
 		}
-		st = &loaded{keys: append(append([]string(nil), st.keys...), keys...), slots: append(append([]Slot(nil), st.slots...), slots...)}
+		st = &driver.Loaded{Keys: append(append([]string(nil), st.Keys...), keys...), Slots: append(append([]Slot(nil), st.Slots...), slots...)}
 	}
 	return nil, errors.New("tool_health asked for state too many times")
 }
 
-func (e healthEngine) store(ctx context.Context, in []byte, st *loaded, out []byte) ([]byte, error) {
+func (e healthEngine) store(ctx context.Context, in []byte, st *driver.Loaded, out []byte) ([]byte, error) {
 	out, ok, err := e.storeAll(ctx, abi.FuncToolHealth, in, st, out)
 	if err == nil && !ok {
 		err = errors.New("state: not stored")
@@ -199,15 +200,6 @@ func (e healthEngine) store(ctx context.Context, in []byte, st *loaded, out []by
 		return nil, err
 	}
 	return out, nil
-}
-
-func (l *loaded) has(key string) bool {
-	for _, k := range l.keys {
-		if k == key {
-			return true
-		}
-	}
-	return false
 }
 
 // keyMemo remembers the state keys check_limits asked for per tool name, for tools whose

@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/driver"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
@@ -60,7 +61,7 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) sessi
 func sessionLive(ctx context.Context, c *Core, id string) bool {
 	live, err := session.Live(ctx, sessionRecords{c.state}, id)
 	if err != nil {
-		c.Fault(abi.FaultSessionStore, storeError{err}, "session", id)
+		c.Fault(abi.FaultSessionStore, driver.StoreError{Err: err}, "session", id)
 	}
 	return live
 }
@@ -86,7 +87,7 @@ func (ex *Exchange) AnswerSession(ctx context.Context, status int, upstreamSessi
 	c := ex.core
 	id, err := session.Issue(ctx, sessionRecords{c.state})
 	if err != nil {
-		c.Fault(abi.FaultSessionStore, storeError{err}, "session", id)
+		c.Fault(abi.FaultSessionStore, driver.StoreError{Err: err}, "session", id)
 		return ""
 	}
 	c.tally.count(stats.CountSessionsIssued)

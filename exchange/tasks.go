@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/driver"
 	"strings"
 	"time"
 
@@ -68,7 +69,7 @@ func (ex Answer) taskCreated(ctx context.Context, id string) {
 	if err != nil {
 		// Without its record the task's end cannot move the workflow: the lease is held
 		// until it lapses, as for any transition that could not be stored.
-		ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "task", id)
+		ex.fault(abi.FaultTransition, driver.StoreError{Err: err}, "tool", ex.Tool, "task", id)
 		return
 	}
 	if ex.call.lease != nil && !ex.call.hold {
@@ -98,7 +99,7 @@ func (ex Answer) settleTask(ctx context.Context, id string, completed bool, msg 
 		err = errors.New("the store read fewer keys than asked")
 	}
 	if err != nil {
-		c.Fault(abi.FaultTransition, storeError{err}, "task", id)
+		c.Fault(abi.FaultTransition, driver.StoreError{Err: err}, "task", id)
 		return msg, nil
 	}
 	at := 0
@@ -119,7 +120,7 @@ func (ex Answer) settleTask(ctx context.Context, id string, completed bool, msg 
 			won = true
 		case errors.Is(err, ErrConflict): // settled by another answer first
 		default:
-			c.Fault(abi.FaultTransition, storeError{err}, "tool", rec.Tool, "task", id)
+			c.Fault(abi.FaultTransition, driver.StoreError{Err: err}, "tool", rec.Tool, "task", id)
 		}
 	}
 	tex := &Exchange{core: c, Verdict: Forward, Method: MethodToolsCall, Tool: rec.Tool, Session: ex.Session,

@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/driver"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -98,7 +99,7 @@ func (l *toolLists) decorate(ctx context.Context, ex *Exchange, msg []byte, resu
 // state reads the state a list's decoration needs (with tool health, the records of
 // the units in the list: the list itself asks) and returns it with the engine input's
 // scope; false when it could not be read (the list then goes undecorated).
-func (l *toolLists) state(ctx context.Context, ex *Exchange, result gjson.Result) ([]byte, *loaded, bool) {
+func (l *toolLists) state(ctx context.Context, ex *Exchange, result gjson.Result) ([]byte, *driver.Loaded, bool) {
 	c := l.c
 	scope := ex.appendScope(make([]byte, 0, 128))
 	probe := append(scope[:len(scope):len(scope)], emptyListProbe...)
@@ -108,10 +109,10 @@ func (l *toolLists) state(ctx context.Context, ex *Exchange, result gjson.Result
 		probe = append(probe, result.Raw...)
 		probe = append(probe, '}')
 	}
-	_, st, err := c.callWithState(ctx, abi.FuncDecorateTools, probe, nil, nil)
+	_, st, err := c.engine.CallWithState(ctx, abi.FuncDecorateTools, probe, nil, nil)
 	if err != nil {
 		f := abi.FaultDecoratePlugin
-		if _, ok := err.(storeError); ok {
+		if _, ok := err.(driver.StoreError); ok {
 			f = abi.FaultListStore
 		}
 		c.Fault(f, err, "method", MethodToolsList)
@@ -122,17 +123,17 @@ func (l *toolLists) state(ctx context.Context, ex *Exchange, result gjson.Result
 
 // whole decorates the whole list with one engine call, stores what the answer
 // writes, and memoises the result when it writes nothing. nil: the list goes undecorated.
-func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *loaded, gen, key string, result gjson.Result) *toollist.Decorated {
+func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *driver.Loaded, gen, key string, result gjson.Result) *toollist.Decorated {
 	c := l.c
 	const head = `,"message":` + toollist.Envelope
 	input := func() []byte {
 		// Room for the states and the closing braces too: callOwned appends them in place.
-		in := make([]byte, 0, len(scope)+len(head)+len(result.Raw)+1+st.statesSize()+1)
+		in := make([]byte, 0, len(scope)+len(head)+len(result.Raw)+1+st.StatesSize()+1)
 		in = append(append(append(in, scope...), head...), result.Raw...)
 		return append(in, '}')
 	}
 	// The answer's members, read in one pass over it.
-	out, m, err := c.callOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states", "withheld", "hidden")
+	out, m, err := c.engine.CallOwned(ctx, abi.FuncDecorateTools, input(), st, "message", "toolNames", "states", "withheld", "hidden")
 	if err != nil {
 		c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 		return nil
@@ -144,7 +145,7 @@ func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *l
 		if out = (healthEngine{c}).listHealth(ctx, ex, input(), st, out); out == nil {
 			return nil
 		}
-		m = jsonrpc.Members(parseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
+		m = jsonrpc.Members(driver.ParseOwned(out), "message", "toolNames", "states", "withheld", "hidden")
 	}
 	if !c.facts.Health && m[2].IsObject() {
 		// (With tool health, listHealth stored every write of the answer, this one too.)
@@ -170,11 +171,11 @@ func (l *toolLists) whole(ctx context.Context, ex *Exchange, scope []byte, st *l
 // elems is the engine for an incremental decoration (toollist.Tools.Incremental):
 // it decorates the elements it is given as a list of their own, on st. false: the full
 // path must decide (it reports the fault, or writes the record).
-func (l *toolLists) elems(ctx context.Context, scope []byte, st *loaded) func(elems []string) (toollist.Answer, bool) {
+func (l *toolLists) elems(ctx context.Context, scope []byte, st *driver.Loaded) func(elems []string) (toollist.Answer, bool) {
 	c := l.c
 	return func(elems []string) (toollist.Answer, bool) {
 		const head = `,"message":` + toollist.Envelope + `{"tools":[`
-		n := len(scope) + len(head) + 8 + st.statesSize()
+		n := len(scope) + len(head) + 8 + st.StatesSize()
 		for _, e := range elems {
 			n += len(e) + 1
 		}
@@ -186,7 +187,7 @@ func (l *toolLists) elems(ctx context.Context, scope []byte, st *loaded) func(el
 			in = append(in, e...)
 		}
 		in = append(in, "]}}"...)
-		_, m, err := c.callOwned(ctx, abi.FuncDecorateTools, in, st, "message", "toolNames", "hidden", "withheld", "states")
+		_, m, err := c.engine.CallOwned(ctx, abi.FuncDecorateTools, in, st, "message", "toolNames", "hidden", "withheld", "states")
 		if err != nil || m[4].Exists() {
 			return toollist.Answer{}, false
 		}
@@ -222,13 +223,13 @@ func (l *toolLists) decorated(ctx context.Context, ex *Exchange, msg []byte, res
 // re-read and the list decorated again on the fresh record, which merges both (the record
 // only grows more cautious). A store failure is a list_store fault: the list goes out
 // anyway, and the next list tries again.
-func (l *toolLists) remember(ctx context.Context, input func() []byte, out []byte, st *loaded) {
+func (l *toolLists) remember(ctx context.Context, input func() []byte, out []byte, st *driver.Loaded) {
 	c := l.c
 	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
 		var lost []string
 		var failed error
 		gjson.GetBytes(out, "states").ForEach(func(k, v gjson.Result) bool {
-			switch err := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.slot(k.Str), nil); {
+			switch err := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.Slot(k.Str), nil); {
 			case errors.Is(err, ErrConflict):
 				lost = append(lost, k.Str)
 			case err != nil:
@@ -243,16 +244,16 @@ func (l *toolLists) remember(ctx context.Context, input func() []byte, out []byt
 			c.tally.count(stats.CountCASConflicts)
 			var fresh []Slot
 			if fresh, failed = c.state.Load(ctx, lost, false); failed == nil {
-				st = st.with(lost, fresh)
+				st = st.With(lost, fresh)
 				var err error
-				if out, err = c.call(ctx, abi.FuncDecorateTools, input(), st); err != nil {
+				if out, err = c.engine.Call(ctx, abi.FuncDecorateTools, input(), st); err != nil {
 					c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList)
 					return
 				}
 				continue
 			}
 		}
-		c.Fault(abi.FaultListStore, storeError{failed}, "method", MethodToolsList)
+		c.Fault(abi.FaultListStore, driver.StoreError{Err: failed}, "method", MethodToolsList)
 		return
 	}
 	c.Fault(abi.FaultListStore, errors.New("too many compare-and-set conflicts storing the annotation record"), "method", MethodToolsList)
@@ -297,14 +298,14 @@ func (c *Core) EndSession(ctx context.Context, sid, principal string) {
 	in := append(ex.appendScope(nil), emptyListProbe...)
 	in = append(in, '}')
 	out, err := c.plugin.Call(ctx, abi.FuncDecorateTools, in)
-	if err = pluginErr(out, err); err != nil {
+	if err = driver.AnswerError(out, err); err != nil {
 		c.Fault(abi.FaultClearSession, err, "session", sid)
 		if keys == nil {
 			return
 		}
 		out = nil // the record is still forgotten: the session must end
 	}
-	keys = append(keys, workflowKeys(strs(gjson.GetBytes(out, "needState")))...)
+	keys = append(keys, workflowKeys(driver.Strings(gjson.GetBytes(out, "needState")))...)
 	if err := c.state.Forget(context.WithoutCancel(ctx), sid, keys); err != nil {
 		c.Fault(abi.FaultClearSession, err, "session", sid)
 	}
@@ -319,15 +320,15 @@ func (c *Core) EndSessionFor(ctx context.Context, h Headers) {
 	c.EndSession(ctx, h.Get(hdrSession), p)
 }
 
-func listKey(version string, st *loaded, result string) string {
+func listKey(version string, st *driver.Loaded, result string) string {
 	n := len(version) + len(result) + 2
-	for _, s := range st.slots {
+	for _, s := range st.Slots {
 		n += len(s.Value) + 1
 	}
 	b := make([]byte, 0, n)
 	b = append(b, version...)
 	b = append(b, 0)
-	for _, s := range st.slots {
+	for _, s := range st.Slots {
 		b = append(b, s.Value...)
 		b = append(b, 0)
 	}
@@ -386,7 +387,7 @@ func newChecker(c *Core) toollist.Checker {
 		},
 		Call: func(ctx context.Context, in []byte) ([]byte, error) {
 			out, err := c.plugin.Call(ctx, abi.FuncCheckConfig, in)
-			return out, pluginErr(out, err)
+			return out, driver.AnswerError(out, err)
 		},
 		Failed: func(err error) {
 			c.Fault(abi.FaultDecoratePlugin, err, "method", MethodToolsList, "check", "unknown tools")

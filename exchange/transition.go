@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"github.com/stategate/stategate/exchange/driver"
 	"strings"
 	"time"
 
@@ -45,22 +46,22 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		if settled := ex.call.settled; attempt == 0 && success && outcome == "" && len(settled) > 0 && st != nil && st == ex.call.st {
 			// check_limits answered this transition on these states, leased since.
 			out = settled
-			jsonrpc.MembersTo(parseOwned(out), transitionMembers, []*gjson.Result{&mm[0], &mm[1], &mm[2]})
+			jsonrpc.MembersTo(driver.ParseOwned(out), transitionMembers, []*gjson.Result{&mm[0], &mm[1], &mm[2]})
 		} else {
 			if in == nil {
-				in = ex.transitionInput(success, outcome, code, st.statesSize()+1)
+				in = ex.transitionInput(success, outcome, code, st.StatesSize()+1)
 			}
 			if st != nil {
-				out, m, err = c.callOwned(ctx, abi.FuncTransition, in, st, transitionMembers...)
-			} else if out, st, err = c.callWithState(ctx, abi.FuncTransition, in, nil, nil); err == nil {
-				jsonrpc.MembersTo(parseOwned(out), transitionMembers, []*gjson.Result{&mm[0], &mm[1], &mm[2]})
+				out, m, err = c.engine.CallOwned(ctx, abi.FuncTransition, in, st, transitionMembers...)
+			} else if out, st, err = c.engine.CallWithState(ctx, abi.FuncTransition, in, nil, nil); err == nil {
+				jsonrpc.MembersTo(driver.ParseOwned(out), transitionMembers, []*gjson.Result{&mm[0], &mm[1], &mm[2]})
 			}
 		}
 		if err != nil {
 			ex.fault(abi.FaultTransition, err, "tool", ex.Tool, "session", ex.Session)
 			return visible
 		}
-		ans := parseOwned(out) // the engine's answer: fresh, never written to
+		ans := driver.ParseOwned(out) // the engine's answer: fresh, never written to
 		visible = visible || m[0].Type == gjson.True
 		lost := ex.storeWrites(ctx, st, ex.pendingWrites(m[1], written), written, failed)
 		if len(lost) == 0 {
@@ -73,10 +74,10 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		c.tally.count(stats.CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost, false)
 		if err != nil {
-			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool)
+			ex.fault(abi.FaultTransition, driver.StoreError{Err: err}, "tool", ex.Tool)
 			return visible
 		}
-		st = st.with(lost, fresh)
+		st = st.With(lost, fresh)
 	}
 	ex.fault(abi.FaultTransition, errors.New("too many compare-and-set conflicts"), "tool", ex.Tool, "session", ex.Session)
 	return visible
@@ -117,7 +118,7 @@ func (ex *Exchange) transitionInput(success bool, outcome, code string, spare in
 // storeWrites stores writes with compare-and-set against st, marking each key written
 // (and failed, when the store failed it: given up on, the others still move), and returns
 // the keys whose write lost a race.
-func (ex *Exchange) storeWrites(ctx context.Context, st *loaded, writes []write, written, failed map[string]bool) []string {
+func (ex *Exchange) storeWrites(ctx context.Context, st *driver.Loaded, writes []write, written, failed map[string]bool) []string {
 	c := ex.core
 	var lost []string
 	for i, w := range writes {
@@ -132,14 +133,14 @@ func (ex *Exchange) storeWrites(ctx context.Context, st *loaded, writes []write,
 			// releases, so a conflict below still re-reads and re-applies under them.
 			lease = ex.call.lease
 		}
-		switch err := c.state.Store(ctx, owner, w.key, w.value, st.slot(w.key), lease); {
+		switch err := c.state.Store(ctx, owner, w.key, w.value, st.Slot(w.key), lease); {
 		case err == nil:
 			written[w.key] = true
 			c.tally.count(stats.CountTransitions)
 		case errors.Is(err, ErrConflict):
 			lost = append(lost, w.key)
 		default:
-			ex.fault(abi.FaultTransition, storeError{err}, "tool", ex.Tool, "key", w.key)
+			ex.fault(abi.FaultTransition, driver.StoreError{Err: err}, "tool", ex.Tool, "key", w.key)
 			written[w.key] = true // give up on this key; the others still move
 			failed[w.key] = true
 		}
@@ -199,32 +200,6 @@ func (ex *Exchange) fault(f abi.Fault, err error, attrs ...any) {
 	if ex.core.Fault(f, err, attrs...) == abi.HoldLease {
 		ex.call.hold = true
 	}
-}
-
-// hasHealthRecord reports whether a tool health record was loaded and exists.
-func (l *loaded) hasHealthRecord() bool {
-	if l == nil {
-		return false
-	}
-	for i, k := range l.keys {
-		if abi.IsHealthKey(k) && k != abi.HealthIndexKey && l.slots[i].Exists {
-			return true
-		}
-	}
-	return false
-}
-
-// with returns a copy of l with keys' slots replaced.
-func (l *loaded) with(keys []string, slots []Slot) *loaded {
-	out := &loaded{keys: l.keys, slots: append([]Slot(nil), l.slots...)}
-	for i, k := range keys {
-		for j, have := range out.keys {
-			if have == k {
-				out.slots[j] = slots[i]
-			}
-		}
-	}
-	return out
 }
 
 // sessionOwned reports whether an engine state key belongs to a session

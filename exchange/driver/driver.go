@@ -1,0 +1,248 @@
+// Package driver runs the engine's exports for the exchange on the host's state: the
+// needState loop (an export that asks for state keys gets them loaded, or leased and read,
+// and is called once more), and the states a call loaded (Loaded), handed to every later
+// export of the same call.
+package driver
+
+import (
+	"context"
+	"errors"
+	"unsafe"
+
+	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/state"
+	"github.com/stategate/stategate/plugin/jsonx"
+	"github.com/tidwall/gjson"
+)
+
+// Plugin runs one engine export (the exchange's Plugin).
+type Plugin interface {
+	Call(ctx context.Context, fn abi.Function, in []byte) ([]byte, error)
+}
+
+// Engine is the engine as the exchange calls it: its exports, on the host's state.
+type Engine struct {
+	Plugin Plugin
+	State  state.State
+}
+
+// Loaded is what was read for one call: the engine's keys, in its order, and their slots.
+type Loaded struct {
+	Keys  []string
+	Slots []state.Slot
+}
+
+// Slot is key as read (an absent slot when key was not).
+func (l *Loaded) Slot(key string) state.Slot {
+	for i, k := range l.Keys {
+		if k == key {
+			return l.Slots[i]
+		}
+	}
+	return state.Slot{}
+}
+
+// AppendStates appends ,"states":{key: snapshot|null, ...}. A stored value that is not JSON
+// (it never is, unless something else wrote the key) goes as a JSON string, which the
+// engine reads as "not a snapshot" and restarts (STATE_RESET).
+func (l *Loaded) AppendStates(dst []byte) []byte {
+	dst = append(dst, `,"states":{`...)
+	for i, k := range l.Keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonx.AppendString(dst, k)
+		dst = append(dst, ':')
+		v := l.Slots[i].Value
+		switch {
+		case len(v) == 0:
+			dst = append(dst, "null"...)
+		case gjson.ValidBytes(v):
+			dst = append(dst, v...)
+		default:
+			dst = jsonx.AppendString(dst, string(v))
+		}
+	}
+	return append(dst, '}')
+}
+
+// ParseOwned is gjson.ParseBytes without the copy of b: the results read b itself, so b
+// must not change while they are used (engine answers: fresh, and never written to).
+func ParseOwned(b []byte) gjson.Result {
+	return gjson.Parse(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+// StatesSize is about what AppendStates appends (nil: nothing).
+func (l *Loaded) StatesSize() int {
+	if l == nil || len(l.Keys) == 0 {
+		return 0
+	}
+	n := 16
+	for i, k := range l.Keys {
+		n += len(k) + len(l.Slots[i].Value) + 8
+	}
+	return n
+}
+
+// StoreError marks a failure of the host's state.
+type StoreError struct{ Err error }
+
+func (e StoreError) Error() string { return "state: " + e.Err.Error() }
+func (e StoreError) Unwrap() error { return e.Err }
+
+// PluginError is an engine export's error answer.
+type PluginError struct{ Code, Message string }
+
+func (e *PluginError) Error() string { return "plugin: " + e.Code + ": " + e.Message }
+
+// CausedByRequest reports whether the engine refused its input because of what the client
+// sent (the exchange builds every other part of the input itself).
+func (e *PluginError) CausedByRequest() bool {
+	return e.Code == abi.ErrInvalidInput || e.Code == abi.ErrInvalidJSON || e.Code == abi.ErrTooDeep
+}
+
+// AnswerError is err, or the error member of out as a PluginError (nil for none).
+func AnswerError(out []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	if e := gjson.GetBytes(out, "error"); e.Exists() {
+		return &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
+	}
+	return nil
+}
+
+// Call runs fn on input (an object without its closing brace) with st's states, if any.
+func (c Engine) Call(ctx context.Context, fn abi.Function, input []byte, st *Loaded) ([]byte, error) {
+	out, err := c.Run(ctx, fn, input, st)
+	return out, AnswerError(out, err)
+}
+
+// Run is Call without the look at the answer's error member.
+func (c Engine) Run(ctx context.Context, fn abi.Function, input []byte, st *Loaded) ([]byte, error) {
+	in := input[:len(input):len(input)]
+	if st != nil && len(st.Keys) > 0 {
+		// One buffer for the input and the states: growing it twice would copy both.
+		in = st.AppendStates(append(make([]byte, 0, len(input)+st.StatesSize()+1), input...))
+	}
+	in = append(in, '}')
+	return c.Plugin.Call(ctx, fn, in)
+}
+
+// CallOwned is call for an input the caller hands over (the states and the closing brace
+// are appended to it in place, not to a copy), that also returns the answer's members
+// named, read in the same pass as its error member: for answers as large as a decorated
+// list of a thousand tools, each pass counts.
+func (c Engine) CallOwned(ctx context.Context, fn abi.Function, input []byte, st *Loaded, names ...string) ([]byte, []gjson.Result, error) {
+	in := input
+	if st != nil && len(st.Keys) > 0 {
+		in = st.AppendStates(in)
+	}
+	in = append(in, '}')
+	out, err := c.Plugin.Call(ctx, fn, in)
+	if err != nil {
+		return out, nil, err
+	}
+	m := jsonrpc.Members(ParseOwned(out), append(names[:len(names):len(names)], "error")...)
+	if e := m[len(names)]; e.Exists() {
+		return out, nil, &PluginError{Code: e.Get("code").Str, Message: e.Get("message").Str}
+	}
+	return out, m[:len(names)], nil
+}
+
+// CallWithState runs fn on input. When st is nil and the engine asks for state, it calls
+// lock with the keys (when lock is set), loads them (unless lock read them: non-nil slots)
+// and calls once more: at most one extra call. It returns what was loaded (empty when
+// nothing was needed).
+func (c Engine) CallWithState(ctx context.Context, fn abi.Function, input []byte, st *Loaded, lock func([]string) ([]state.Slot, error)) ([]byte, *Loaded, error) {
+	if st != nil {
+		out, err := c.Call(ctx, fn, input, st)
+		return out, st, err
+	}
+	out, err := c.Call(ctx, fn, input, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	need := gjson.GetBytes(out, "needState")
+	if !need.Exists() {
+		return out, &Loaded{}, nil
+	}
+	if st, err = c.LoadNeeded(ctx, fn, need, lock); err != nil {
+		return nil, nil, err
+	}
+	out, err = c.Call(ctx, fn, input, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	if gjson.GetBytes(out, "needState").Exists() {
+		return nil, nil, errors.New("engine asked for state it was given")
+	}
+	return out, st, nil
+}
+
+// LoadNeeded reads the state keys an engine answer asked for (its needState): leased
+// and read by lock when it is set and reads them, else loaded.
+func (c Engine) LoadNeeded(ctx context.Context, fn abi.Function, need gjson.Result, lock func([]string) ([]state.Slot, error)) (*Loaded, error) {
+	keys := Strings(need)
+	var slots []state.Slot
+	var err error
+	if lock != nil {
+		if slots, err = lock(keys); err != nil {
+			return nil, err
+		}
+	}
+	if slots == nil {
+		// near: the admission of a call that moves nothing
+		if slots, err = c.State.Load(ctx, keys, lock == nil && fn == abi.FuncCheckLimits); err != nil {
+			return nil, StoreError{err}
+		}
+	}
+	return &Loaded{Keys: keys, Slots: slots}, nil
+}
+
+// Strings is the strings of a JSON array.
+func Strings(arr gjson.Result) []string {
+	var out []string
+	arr.ForEach(func(_, v gjson.Result) bool {
+		out = append(out, v.Str)
+		return true
+	})
+	return out
+}
+
+// HasHealthRecord reports whether a tool health record was loaded and exists.
+func (l *Loaded) HasHealthRecord() bool {
+	if l == nil {
+		return false
+	}
+	for i, k := range l.Keys {
+		if abi.IsHealthKey(k) && k != abi.HealthIndexKey && l.Slots[i].Exists {
+			return true
+		}
+	}
+	return false
+}
+
+// With returns a copy of l with keys' slots replaced.
+func (l *Loaded) With(keys []string, slots []state.Slot) *Loaded {
+	out := &Loaded{Keys: l.Keys, Slots: append([]state.Slot(nil), l.Slots...)}
+	for i, k := range keys {
+		for j, have := range out.Keys {
+			if have == k {
+				out.Slots[j] = slots[i]
+			}
+		}
+	}
+	return out
+}
+
+// Has reports whether key was read.
+func (l *Loaded) Has(key string) bool {
+	for _, k := range l.Keys {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
