@@ -2,7 +2,6 @@ package exchange
 
 import (
 	"context"
-	"github.com/stategate/stategate/exchange/driver"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/session"
 	"github.com/stategate/stategate/exchange/stats"

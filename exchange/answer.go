@@ -3,7 +3,6 @@ package exchange
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/driver"
 	"mime"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/jsonrpc"

@@ -3,11 +3,11 @@ package exchange
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/driver"
 	"time"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
@@ -151,10 +151,10 @@ func (c callAdmission) checkLimits(ctx context.Context, ex *Exchange, limIn []by
 	if err == nil && pre != nil && lim.needState.Exists() {
 		// The remembered keys were not the engine's: ask it.
 		if memo != nil {
-			c.stateKeys.put(string(memo), nil)
+			c.stateKeys.Put(string(memo), nil)
 			ex.releaseNow() // the lease preload took, before lock takes the engine's keys
 		} else {
-			c.unitKeys.put(ex.Tool, nil)
+			c.unitKeys.Put(ex.Tool, nil)
 		}
 		pre = nil
 		st, err = c.limitsWithState(ctx, limIn, nil, lock, lim)
@@ -164,9 +164,9 @@ func (c callAdmission) checkLimits(ctx context.Context, ex *Exchange, limIn []by
 	}
 	if pre == nil && len(st.Keys) > 0 {
 		if memo != nil {
-			c.stateKeys.put(string(memo), st.Keys)
+			c.stateKeys.Put(string(memo), st.Keys)
 		} else if c.facts.Health && !c.facts.Bound[ex.Tool] && listed {
-			c.unitKeys.put(ex.Tool, st.Keys)
+			c.unitKeys.Put(ex.Tool, st.Keys)
 		}
 	}
 	return c.settleProbe(ctx, ex, limIn, lim, st)
@@ -243,7 +243,7 @@ func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte
 		// front and check_limits runs once. With health the input holds the time. The
 		// lookup reads limIn in place (the memo keeps no key it is asked for); a key it
 		// keeps is a copy (put).
-		keys := c.stateKeys.get(ownedString(limIn))
+		keys := c.stateKeys.Get(ownedString(limIn))
 		if keys == nil {
 			return nil, limIn, nil
 		}
@@ -256,7 +256,7 @@ func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte
 	if c.facts.Health && !c.facts.Bound[ex.Tool] {
 		// An unbound tool needs only its unit's record, whose key depends on the name
 		// alone: the keys the engine asked for last time are loaded up front.
-		if keys := c.unitKeys.get(ex.Tool); keys != nil {
+		if keys := c.unitKeys.Get(ex.Tool); keys != nil {
 			slots, err := c.state.Load(ctx, keys, false)
 			if err != nil {
 				return nil, nil, driver.StoreError{Err: err}

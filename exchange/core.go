@@ -15,12 +15,12 @@ package exchange
 
 import (
 	"context"
-	"github.com/stategate/stategate/exchange/driver"
 	"time"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/cache"
+	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/hostfacts"
 	"github.com/stategate/stategate/exchange/stats"
@@ -94,12 +94,12 @@ type Core struct {
 	events    publisher // the Publisher, and whether one was given (count.go)
 	opts      Options
 	facts     hostfacts.Facts
-	lists     toolLists      // the tool list: its memos, names and declarations (tools.go)
-	cache     *cache.Service // nil: no response cache
-	unitKeys  *keyMemo       // tool -> its health keys (unbound tools)
-	stateKeys *keyMemo       // check_limits input -> the state keys it asked for (bound tools, no health)
-	tasks     tasks.Leases   // leases held for running tasks of moving calls
-	approvals *approval.Gate // nil: no approvals configured (approve.go)
+	lists     toolLists       // the tool list: its memos, names and declarations (tools.go)
+	cache     *cache.Service  // nil: no response cache
+	unitKeys  *driver.KeyMemo // tool -> its health keys (unbound tools)
+	stateKeys *driver.KeyMemo // check_limits input -> the state keys it asked for (bound tools, no health)
+	tasks     tasks.Leases    // leases held for running tasks of moving calls
+	approvals *approval.Gate  // nil: no approvals configured (approve.go)
 	// Stats counts what the core did (shared with the cores it replaces, Options.Previous).
 	Stats *stats.Stats
 }
@@ -126,12 +126,14 @@ func New(opts Options) *Core {
 		opts.Publisher = events.Nop{}
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, opts: opts, engine: driver.Engine{Plugin: opts.Plugin, State: opts.State},
-		facts: hostfacts.Of(opts.Plugin, opts.Config), unitKeys: newKeyMemo(4096), stateKeys: newKeyMemo(4096), Stats: &stats.Stats{}}
+		facts: hostfacts.Of(opts.Plugin, opts.Config), unitKeys: driver.NewKeyMemo(4096), stateKeys: driver.NewKeyMemo(4096), Stats: &stats.Stats{}}
 	c.events = publisher{to: opts.Publisher, on: publishing}
 	if prev := opts.Previous; prev != nil {
 		c.Stats = prev.Stats
 	}
 	c.tally = tally{stats: c.Stats, reporter: opts.Reporter}
+	c.engine.Retries = opts.CASRetries
+	c.engine.Conflict = func() { c.tally.count(stats.CountCASConflicts) }
 	c.lists.init(c, opts.Previous) // the new configuration checked against the names known
 	c.opts.Previous = nil          // the old core is not kept alive
 	if c.facts.Approvals {

@@ -18,8 +18,8 @@ func (c *Core) Footprint() Footprint {
 	var f Footprint
 	f.ListedNames = c.lists.listed.Len()
 	f.SeenNames = c.lists.seen.Len()
-	f.UnitKeys = c.unitKeys.lru.Len()
-	f.StateKeys = c.stateKeys.lru.Len()
+	f.UnitKeys = c.unitKeys.Len()
+	f.StateKeys = c.stateKeys.Len()
 	f.CacheFigures, f.Flights = c.cache.Footprint()
 	f.KnownSessions = c.lists.known.Len()
 	return f

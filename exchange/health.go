@@ -3,12 +3,10 @@ package exchange
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/driver"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/health"
-	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
 
@@ -65,49 +63,6 @@ func (e healthEngine) claimProbe(ctx context.Context, ans gjson.Result, st *driv
 	return st.With(keys, fresh), true, nil
 }
 
-// storeAll writes the engine's states with compare-and-set, re-reading a lost key and
-// calling fn again on the fresh state (keys already written keep theirs), until every
-// key is written or the retries run out. It returns the last answer and whether every
-// write committed.
-func (e healthEngine) storeAll(ctx context.Context, fn abi.Function, in []byte, st *driver.Loaded, out []byte) ([]byte, bool, error) {
-	c := e.c
-	written := map[string]bool{}
-	for attempt := 0; attempt < c.opts.CASRetries; attempt++ {
-		var lost []string
-		var err error
-		gjson.GetBytes(out, "states").ForEach(func(k, v gjson.Result) bool {
-			if written[k.Str] {
-				return true
-			}
-			switch e := c.state.Store(ctx, "", k.Str, []byte(v.Raw), st.Slot(k.Str), nil); {
-			case e == nil:
-				written[k.Str] = true
-			case errors.Is(e, ErrConflict):
-				lost = append(lost, k.Str)
-			default:
-				err = e
-			}
-			return err == nil
-		})
-		if err != nil {
-			return out, false, driver.StoreError{Err: err}
-		}
-		if len(lost) == 0 {
-			return out, true, nil
-		}
-		c.tally.count(stats.CountCASConflicts)
-		fresh, err := c.state.Load(ctx, lost, false)
-		if err != nil {
-			return out, false, driver.StoreError{Err: err}
-		}
-		st = st.With(lost, fresh)
-		if out, err = c.engine.Call(ctx, fn, in, st); err != nil {
-			return nil, false, err
-		}
-	}
-	return out, false, errors.New("too many compare-and-set conflicts")
-}
-
 // listHealth stores what decorate_tools answered for tool health (new pins, quarantines,
 // the index) and publishes tool_definition_changed and tool_state_changed once stored.
 func (e healthEngine) listHealth(ctx context.Context, ex *Exchange, in []byte, st *driver.Loaded, out []byte) []byte {
@@ -115,7 +70,7 @@ func (e healthEngine) listHealth(ctx context.Context, ex *Exchange, in []byte, s
 	if len(gjson.GetBytes(out, "states").Map()) == 0 && len(gjson.GetBytes(out, "health").Array()) == 0 {
 		return out
 	}
-	out, ok, err := e.storeAll(context.WithoutCancel(ctx), abi.FuncDecorateTools, in, st, out)
+	out, ok, err := c.engine.StoreAll(context.WithoutCancel(ctx), abi.FuncDecorateTools, in, st, out)
 	if err != nil || !ok {
 		c.Fault(abi.FaultListStore, err, "method", MethodToolsList)
 		if out == nil {
@@ -148,7 +103,7 @@ func (e healthEngine) listHealth(ctx context.Context, ex *Exchange, in []byte, s
 type healthEngine struct{ c *Core }
 
 // Run runs tool_health, loading what it asks for (the index, then the units it covers)
-// until it answers; with store, it stores the answer (storeAll).
+// until it answers; with store, it stores the answer (driver.Engine.StoreAll).
 func (e healthEngine) Run(ctx context.Context, in []byte, store bool) ([]byte, error) {
 	c := e.c
 	if !c.facts.Health {
@@ -192,7 +147,7 @@ func (e healthEngine) Run(ctx context.Context, in []byte, store bool) ([]byte, e
 }
 
 func (e healthEngine) store(ctx context.Context, in []byte, st *driver.Loaded, out []byte) ([]byte, error) {
-	out, ok, err := e.storeAll(ctx, abi.FuncToolHealth, in, st, out)
+	out, ok, err := e.c.engine.StoreAll(ctx, abi.FuncToolHealth, in, st, out)
 	if err == nil && !ok {
 		err = errors.New("state: not stored")
 	}
@@ -200,28 +155,4 @@ func (e healthEngine) store(ctx context.Context, in []byte, st *driver.Loaded, o
 		return nil, err
 	}
 	return out, nil
-}
-
-// keyMemo remembers the state keys check_limits asked for per tool name, for tools whose
-// keys depend on the name alone (unbound tools with health); bounded, dropped whole when
-// full.
-type keyMemo struct{ lru *lru.Cache[string, []string] }
-
-func newKeyMemo(max int) *keyMemo {
-	c, _ := lru.New[string, []string](max) // max > 0: never an error
-	return &keyMemo{c}
-}
-
-func (k *keyMemo) get(key string) []string {
-	keys, _ := k.lru.Get(key)
-	return keys
-}
-
-// put remembers keys under key; nil forgets it.
-func (k *keyMemo) put(key string, keys []string) {
-	if keys == nil {
-		k.lru.Remove(key)
-		return
-	}
-	k.lru.Add(key, keys)
 }

@@ -3,10 +3,10 @@ package exchange
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/driver"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/session"
 	"github.com/stategate/stategate/exchange/stats"

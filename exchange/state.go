@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/stategate/stategate/exchange/driver"
-
 	"github.com/stategate/stategate/exchange/state"
 )
 

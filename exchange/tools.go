@@ -3,11 +3,11 @@ package exchange
 import (
 	"context"
 	"errors"
-	"github.com/stategate/stategate/exchange/driver"
 	"time"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"unsafe"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/state"
@@ -25,6 +26,10 @@ type Plugin interface {
 type Engine struct {
 	Plugin Plugin
 	State  state.State
+	// Retries bounds StoreAll's rounds of compare-and-set conflicts; Conflict (nil: none)
+	// is told of each.
+	Retries  int
+	Conflict func()
 }
 
 // Loaded is what was read for one call: the engine's keys, in its order, and their slots.
@@ -246,3 +251,76 @@ func (l *Loaded) Has(key string) bool {
 	}
 	return false
 }
+
+// StoreAll writes the engine's states with compare-and-set, re-reading a lost key and
+// calling fn again on the fresh state (keys already written keep theirs), until every
+// key is written or Retries run out (each lost round told to Conflict). It returns the last answer and whether every
+// write committed.
+func (c Engine) StoreAll(ctx context.Context, fn abi.Function, in []byte, st *Loaded, out []byte) ([]byte, bool, error) {
+	written := map[string]bool{}
+	for attempt := 0; attempt < c.Retries; attempt++ {
+		var lost []string
+		var err error
+		gjson.GetBytes(out, "states").ForEach(func(k, v gjson.Result) bool {
+			if written[k.Str] {
+				return true
+			}
+			switch e := c.State.Store(ctx, "", k.Str, []byte(v.Raw), st.Slot(k.Str), nil); {
+			case e == nil:
+				written[k.Str] = true
+			case errors.Is(e, state.ErrConflict):
+				lost = append(lost, k.Str)
+			default:
+				err = e
+			}
+			return err == nil
+		})
+		if err != nil {
+			return out, false, StoreError{Err: err}
+		}
+		if len(lost) == 0 {
+			return out, true, nil
+		}
+		if c.Conflict != nil {
+			c.Conflict()
+		}
+		fresh, err := c.State.Load(ctx, lost, false)
+		if err != nil {
+			return out, false, StoreError{Err: err}
+		}
+		st = st.With(lost, fresh)
+		if out, err = c.Call(ctx, fn, in, st); err != nil {
+			return nil, false, err
+		}
+	}
+	return out, false, errors.New("too many compare-and-set conflicts")
+}
+
+// KeyMemo remembers the state keys check_limits asked for per tool name, for tools whose
+// keys depend on the name alone (unbound tools with health); bounded, dropped whole when
+// full.
+type KeyMemo struct{ lru *lru.Cache[string, []string] }
+
+// NewKeyMemo returns a memo of at most max names.
+func NewKeyMemo(max int) *KeyMemo {
+	c, _ := lru.New[string, []string](max) // max > 0: never an error
+	return &KeyMemo{c}
+}
+
+// Get returns the keys remembered under key (nil: none).
+func (k *KeyMemo) Get(key string) []string {
+	keys, _ := k.lru.Get(key)
+	return keys
+}
+
+// Put remembers keys under key; nil forgets it.
+func (k *KeyMemo) Put(key string, keys []string) {
+	if keys == nil {
+		k.lru.Remove(key)
+		return
+	}
+	k.lru.Add(key, keys)
+}
+
+// Len is how many names the memo holds.
+func (k *KeyMemo) Len() int { return k.lru.Len() }
