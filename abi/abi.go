@@ -12,6 +12,8 @@
 //   - ABI.md beside this file is the reference for people writing hosts.
 package abi
 
+import "strings"
+
 // Function identifies one engine export.
 type Function uint32
 
@@ -184,6 +186,19 @@ const (
 	ApprovalSecretKey  = ApprovalKeyPrefix + "key"
 	ApprovalUsedPrefix = ApprovalKeyPrefix + "used/"
 )
+
+// IsSessionKey reports whether an engine state key belongs to a session
+// (stategate/v1/<workflow>/session/...) rather than to a state handle.
+func IsSessionKey(key string) bool {
+	for range 3 { // the fourth part, followed by a fifth (strings.SplitN(key, "/", 5)[3])
+		i := strings.IndexByte(key, '/')
+		if i < 0 {
+			return false
+		}
+		key = key[i+1:]
+	}
+	return strings.HasPrefix(key, "session/")
+}
 
 // Tool health storage keys: a unit's record lives under HealthKeyPrefix + the unit name
 // percent-encoded, and HealthIndexKey lists the known units. Hosts never build them (the

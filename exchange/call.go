@@ -9,6 +9,7 @@ import (
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/stats"
@@ -55,7 +56,7 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 	}
 	limIn := ex.call.input
 	if c.facts.Health {
-		limIn = appendNow(limIn[:len(limIn):len(limIn)])
+		limIn = health.AppendNow(limIn[:len(limIn):len(limIn)])
 	}
 	if ex.call.moves && !ex.task {
 		// The success's transition in the same engine call: the lease holds the states it

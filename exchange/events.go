@@ -3,6 +3,7 @@ package exchange
 import (
 	"time"
 
+	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/tidwall/gjson"
 )
@@ -42,6 +43,6 @@ func (ex *Exchange) Refusal() string {
 // final transition answer (events.Transitioned).
 func (ex *Exchange) transitioned(ans gjson.Result, failed map[string]bool) {
 	if ex.core.events.on {
-		events.Transitioned(ex.Tool, ex.Session, ans, failed, sessionOwned, ex.core.events.publish)
+		events.Transitioned(ex.Tool, ex.Session, ans, failed, abi.IsSessionKey, ex.core.events.publish)
 	}
 }

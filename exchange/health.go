@@ -14,9 +14,6 @@ import (
 // engine's transition, a listing's health writes are stored, and the operator's actions
 // run tool_health through healthEngine.
 
-// appendNow appends ,"now":<unix ms> (health.AppendNow).
-func appendNow(dst []byte) []byte { return health.AppendNow(dst) }
-
 // reportHealth reports a call's outcome to its unit's health once, when health is
 // configured and the upstream was called: the first outcome known wins (a timeout
 // answered to the client counts, whatever comes later).

@@ -9,6 +9,7 @@ import (
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/session"
@@ -104,7 +105,7 @@ func (l *toolLists) state(ctx context.Context, ex *Exchange, result gjson.Result
 	scope := ex.appendScope(make([]byte, 0, 128))
 	probe := append(scope[:len(scope):len(scope)], emptyListProbe...)
 	if c.facts.Health {
-		scope = appendNow(scope)
+		scope = health.AppendNow(scope)
 		probe = append(scope[:len(scope):len(scope)], `,"message":`+toollist.Envelope...)
 		probe = append(probe, result.Raw...)
 		probe = append(probe, '}')

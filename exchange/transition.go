@@ -3,7 +3,6 @@ package exchange
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -110,7 +109,7 @@ func (ex *Exchange) transitionInput(success bool, outcome, code string, spare in
 		if ex.health.probe {
 			in = append(in, `,"probe":true`...)
 		}
-		in = appendNow(in)
+		in = health.AppendNow(in)
 	}
 	return in
 }
@@ -123,7 +122,7 @@ func (ex *Exchange) storeWrites(ctx context.Context, st *driver.Loaded, writes [
 	var lost []string
 	for i, w := range writes {
 		owner := ""
-		if sessionOwned(w.key) {
+		if abi.IsSessionKey(w.key) {
 			owner = ex.Session // freed with the session; handle state outlives it
 		}
 		var lease Lease
@@ -200,19 +199,6 @@ func (ex *Exchange) fault(f abi.Fault, err error, attrs ...any) {
 	if ex.core.Fault(f, err, attrs...) == abi.HoldLease {
 		ex.call.hold = true
 	}
-}
-
-// sessionOwned reports whether an engine state key belongs to a session
-// (stategate/v1/<workflow>/session/...) rather than to a state handle.
-func sessionOwned(key string) bool {
-	for range 3 { // the fourth part, followed by a fifth (strings.SplitN(key, "/", 5)[3])
-		i := strings.IndexByte(key, '/')
-		if i < 0 {
-			return false
-		}
-		key = key[i+1:]
-	}
-	return strings.HasPrefix(key, "session/")
 }
 
 // MarkSent records whether the request may have reached the upstream. A moving call that

@@ -1,8 +1,8 @@
-package exchange
+package abi
 
 import "testing"
 
-func TestSessionOwned(t *testing.T) {
+func TestIsSessionKey(t *testing.T) {
 	for key, want := range map[string]bool{
 		"stategate/v1/checkout/session//s1":        true,
 		"stategate/v1/cart/arg.cart_id/alice/c-42": false,
@@ -10,8 +10,8 @@ func TestSessionOwned(t *testing.T) {
 		"stategate/v1/w/session/p%2Fq/a%2Fsession": true,
 		"garbage": false,
 	} {
-		if got := sessionOwned(key); got != want {
-			t.Errorf("sessionOwned(%q) = %v, want %v", key, got, want)
+		if got := IsSessionKey(key); got != want {
+			t.Errorf("IsSessionKey(%q) = %v, want %v", key, got, want)
 		}
 	}
 }
