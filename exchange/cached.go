@@ -1,13 +1,11 @@
 package exchange
 
 import (
-	"context"
-	"errors"
-
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/state"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
@@ -18,7 +16,7 @@ import (
 
 // newCache makes the response cache of a configuration with a cache section.
 func (c *Core) newCache(l cache.Limits) *cache.Service {
-	return cache.New(cache.Config{Limits: l, Memory: c.opts.NewCache(l), Shared: sharedState{c.state}, CASRetries: c.opts.CASRetries,
+	return cache.New(cache.Config{Limits: l, Memory: c.opts.NewCache(l), Shared: state.Unleased{S: c.state}, CASRetries: c.opts.CASRetries,
 		Principal: c.facts.Principal, Vary: c.facts.VaryHeaders,
 		Count: func(t cache.Tally, n int) { c.tally.countN(cacheCounters[t], n) },
 		Fault: func(err error, tool string) { c.Fault(abi.FaultCache, err, "tool", tool) }})
@@ -27,29 +25,6 @@ func (c *Core) newCache(l cache.Limits) *cache.Service {
 // cacheCounters are the core's counters of the cache's tallies.
 var cacheCounters = [...]stats.Counter{cache.Hits: stats.CountCacheHits, cache.Misses: stats.CountCacheMisses,
 	cache.Coalesced: stats.CountCacheCoalesced, cache.Stored: stats.CountCacheStored, cache.Purged: stats.CountCachePurged}
-
-// sharedState is the State as the cache's Shared: one key, never leased, owned by no
-// session.
-type sharedState struct{ s State }
-
-func (s sharedState) Read(ctx context.Context, key string) ([]byte, any, error) {
-	slots, err := s.s.Load(ctx, []string{key}, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	return slots[0].Value, slots[0], nil
-}
-
-func (s sharedState) Write(ctx context.Context, key string, value []byte, token any) (bool, error) {
-	prev, _ := token.(Slot)
-	switch err := s.s.Store(ctx, "", key, value, prev, nil); {
-	case errors.Is(err, ErrConflict):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
-}
 
 // answerCached answers the call locally with a cached result.
 func (ex *Exchange) answerCached(h cache.Hit) {

@@ -121,3 +121,27 @@ func Replace(ctx context.Context, st State, owner, key string, wait time.Duratio
 	}
 	return st.Store(ctx, owner, key, value, slots[0], pass)
 }
+
+// Unleased is S read and written one key at a time, never leased, owned by no session: the
+// response cache's shared generations and index (exchange/cache's Shared). A write
+// compares with the Slot its read gave (token).
+type Unleased struct{ S State }
+
+func (s Unleased) Read(ctx context.Context, key string) ([]byte, any, error) {
+	slots, err := s.S.Load(ctx, []string{key}, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return slots[0].Value, slots[0], nil
+}
+
+func (s Unleased) Write(ctx context.Context, key string, value []byte, token any) (bool, error) {
+	prev, _ := token.(Slot)
+	switch err := s.S.Store(ctx, "", key, value, prev, nil); {
+	case errors.Is(err, ErrConflict):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
