@@ -137,6 +137,7 @@ func (ex *Exchange) rewrite(ctx context.Context, msg []byte, root, result gjson.
 		root = gjson.ParseBytes(msg)
 		result = root.Get("result")
 	}
+	ex.Upstream = result.Raw
 	switch ex.Method {
 	case MethodInitialize:
 		if ex.core.facts.listChanged {

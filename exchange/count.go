@@ -2,6 +2,9 @@ package exchange
 
 import "github.com/stategate/stategate/exchange/stats"
 
+// Count counts n (stats and the Reporter), for the parts of a host's flow (exchange/flow).
+func (c *Core) Count(n stats.Counter) { c.count(n) }
+
 // count adds one to n and tells the reporter.
 func (c *Core) count(n stats.Counter) {
 	c.Stats.Add(n)

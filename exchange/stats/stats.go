@@ -13,28 +13,30 @@ type Counter int
 
 // The counters.
 const (
-	CountRequests       Counter = iota // POSTs admitted or refused
-	CountToolCalls                     // tools/call requests
-	CountAllowed                       // tools/call admitted and forwarded
-	CountDenied                        // tools/call answered by the gateway (gate, limits, fail-closed)
-	CountRejected                      // requests refused with a JSON-RPC error
-	CountTimeouts                      // tools/call answered with TOOL_TIMEOUT
-	CountInvalidations                 // results that got the invalidation block
-	CountTransitions                   // snapshots stored
-	CountListChanged                   // calls after which the visible tool set changed
-	CountListsDecorated                // tools/list answers decorated
-	CountCASConflicts                  // compare-and-set rounds lost to a concurrent call
-	CountIDsRemapped                   // requests whose id the upstream saw replaced
-	CountCacheHits                     // tools/call answered from the response cache
-	CountCacheMisses                   // cacheable tools/call that went to the upstream
-	CountCacheCoalesced                // identical misses answered by another call's upstream answer
-	CountCacheStored                   // results stored in the cache
-	CountCachePurged                   // tools whose entries a mutation or an operator purged
-	CountTasksCreated                  // task-augmented tools/call answered with a task
-	CountTasksSettled                  // tasks whose end the core settled (once each)
-	CountSessionsIssued                // sessions the gateway issued for an upstream that issues none
-	CountSessionsEnded                 // gateway sessions ended by DELETE
-	CountToolsWithheld                 // tools withheld from a tools/list answer for repeating a member
+	CountRequests        Counter = iota // POSTs admitted or refused
+	CountToolCalls                      // tools/call requests
+	CountAllowed                        // tools/call admitted and forwarded
+	CountDenied                         // tools/call answered by the gateway (gate, limits, fail-closed)
+	CountRejected                       // requests refused with a JSON-RPC error
+	CountTimeouts                       // tools/call answered with TOOL_TIMEOUT
+	CountInvalidations                  // results that got the invalidation block
+	CountTransitions                    // snapshots stored
+	CountListChanged                    // calls after which the visible tool set changed
+	CountListsDecorated                 // tools/list answers decorated
+	CountCASConflicts                   // compare-and-set rounds lost to a concurrent call
+	CountIDsRemapped                    // requests whose id the upstream saw replaced
+	CountCacheHits                      // tools/call answered from the response cache
+	CountCacheMisses                    // cacheable tools/call that went to the upstream
+	CountCacheCoalesced                 // identical misses answered by another call's upstream answer
+	CountCacheStored                    // results stored in the cache
+	CountCachePurged                    // tools whose entries a mutation or an operator purged
+	CountTasksCreated                   // task-augmented tools/call answered with a task
+	CountTasksSettled                   // tasks whose end the core settled (once each)
+	CountSessionsIssued                 // sessions the gateway issued for an upstream that issues none
+	CountSessionsEnded                  // gateway sessions ended by DELETE
+	CountToolsWithheld                  // tools withheld from a tools/list answer for repeating a member
+	CountListCacheHits                  // tools/list answered from the gateway's copy of the upstream's list
+	CountListCacheMisses                // tools/list the copy could have answered that went to the upstream
 	NumCounters
 )
 
@@ -45,7 +47,7 @@ func (c Counter) String() string {
 	return [...]string{"requests", "tool_calls", "calls_allowed", "calls_denied", "requests_rejected", "timeouts",
 		"invalidations", "transitions", "list_changed", "lists_decorated", "cas_conflicts", "ids_remapped",
 		"cache_hits", "cache_misses", "cache_coalesced", "cache_stored", "cache_purged", "tasks_created", "tasks_settled",
-		"sessions_issued", "sessions_ended", "tools_withheld"}[c]
+		"sessions_issued", "sessions_ended", "tools_withheld", "list_cache_hits", "list_cache_misses"}[c]
 }
 
 // Stats counts what the core did; read with Get.

@@ -25,7 +25,7 @@ type generation struct {
 }
 
 func (g *Gateway) newGeneration(core *exchange.Core, plugin *wasmrt.Pool, config []byte) *generation {
-	f := flow.New(flow.Options{Core: core, Origins: g.opts.Origins, MaxBodyBytes: g.opts.MaxBodyBytes, Notify: g.notify})
+	f := flow.New(flow.Options{Core: core, Origins: g.opts.Origins, MaxBodyBytes: g.opts.MaxBodyBytes, Notify: g.notify, Lists: g.lists})
 	return &generation{core: core, flow: f, plugin: plugin, config: config, idle: make(chan struct{})}
 }
 
