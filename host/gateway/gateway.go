@@ -88,7 +88,7 @@ type Gateway struct {
 	oauth     oauth.Map
 	streams   *streams
 	lists     *listcache.Cache // nil: off (Options.ListCache)
-	workers   workers // run the exchanges of tools/call requests
+	workers   workers          // run the exchanges of tools/call requests
 
 	// Stats counts what the exchange core did (across reloads: Swap).
 	Stats *stats.Stats

@@ -552,7 +552,9 @@ func TestListCache_2025(t *testing.T) {
 
 	// The server's list changes: list_changed on the GET stream ends the copy.
 	mcp.AddTool(srv, &mcp.Tool{Name: "t.c", Description: "Tool t.c."},
-		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) { return nil, nil, nil })
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return nil, nil, nil
+		})
 	waitEvent(t, events, "list_changed")
 	if n := c.list(5); lists.Load() != 4 || len(n) != 3 {
 		t.Fatalf("after list_changed: upstream lists %d, %v; want the new list from the upstream", lists.Load(), n)
