@@ -310,7 +310,9 @@ func (o *Open) observeEvents(ctx context.Context, dst, chunk []byte, eos bool) [
 				// Not one message: no client may read it otherwise than the core
 				// (exchange/unreadable.go).
 				o.f.o.Core.Fault(abi.FaultUpstreamBody, errWithheld, "method", "GET")
-				o.f.o.Lists.Observe(ctx, data) // it may hold a list_changed
+				if o.f.o.Lists != nil {
+					o.f.o.Lists.Observe(ctx, data) // it may hold a list_changed
+				}
 				continue
 			}
 			o.f.o.Core.Observe(ctx, o.h, data)

@@ -63,7 +63,17 @@ type Options struct {
 	// listcache): a tools/list is answered from it while the upstream says it is fresh.
 	// The passed requests' event streams are then read too (for list_changed), and the host
 	// must hand the core's Observed to Lists.Observe. nil: every list goes upstream.
-	Lists *listcache.Cache
+	Lists Lists
+}
+
+// Lists is the gateway's copy of the upstream's tool lists (*listcache.Cache). An interface,
+// so that a build which never sets one (the Wasm modules) carries none of its code.
+type Lists interface {
+	Lookup(ctx context.Context, r listcache.Request) (listcache.Hit, *listcache.Fill, bool)
+	Store(f *listcache.Fill, result string)
+	Observe(ctx context.Context, msg []byte)
+	Declared(sid, result string)
+	Hold(sid string) (release func())
 }
 
 // Notice is a message for standing streams: To names one session; otherwise every

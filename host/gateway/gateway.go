@@ -189,7 +189,15 @@ func (g *Gateway) newCore(plugin *wasmrt.Pool, config []byte, prev *exchange.Cor
 	return exchange.New(exchange.Options{Plugin: p, State: traceState(store.StateOf(g.opts.Store), g.opts.Tracer), Reporter: rep,
 		Config: config, MaxBodyBytes: g.opts.MaxBodyBytes, LeaseWait: g.opts.LeaseWait, Publisher: g.opts.Publisher,
 		NewCache: g.opts.NewCache, Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) },
-		Observed: g.lists.Observe, Previous: prev})
+		Observed: observed(g.lists), Previous: prev})
+}
+
+// observed is the core's Observed for the list cache l (nil when off).
+func observed(l *listcache.Cache) func(context.Context, []byte) {
+	if l == nil {
+		return nil
+	}
+	return l.Observe
 }
 
 // target maps a request URL to the upstream: an upstream with a path is one MCP endpoint
