@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -103,10 +104,42 @@ func benchTargets(b *testing.B) []target {
 	if err != nil {
 		b.Fatal(err)
 	}
+	lup := httptest.NewServer(declaresListChanged(bigUpstream(1000 - 13)))
+	b.Cleanup(lup.Close)
+	lupURL, _ := url.Parse(lup.URL + "/mcp")
+	lgw, err = gateway.New(gateway.Options{Upstream: lupURL, Plugin: lpool, Config: demo.Config(), Store: store.NewMemory(store.Options{}),
+		ListCache: &listcache.Config{}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	ls := httptest.NewServer(lgw)
 	b.Cleanup(ls.Close)
 	return []target{{name: "direct", url: up.URL + "/mcp"}, {name: "reverseproxy", url: rp.URL + "/mcp"}, {name: "gateway", url: gs.URL + "/mcp"},
 		{name: "gateway_cache_hit", url: cs.URL + "/mcp"}, {name: "gateway_list_copy", url: ls.URL + "/mcp", stream: true}}
+}
+
+// declaresListChanged makes h's initialize result declare capabilities.tools.listChanged
+// (the demo server declares tools without it, and the gateway keeps no copy of a session's
+// list whose server would not tell it of a change). The benchmark's list never changes.
+func declaresListChanged(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost { // the GET stream: as it comes
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		if bytes.Contains(body, []byte(`"protocolVersion"`)) {
+			body = bytes.Replace(body, []byte(`"tools":{}`), []byte(`"tools":{"listChanged":true}`), 1)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		w.Write(body)
+	})
 }
 
 // holdStream opens session sid's GET stream and holds it until the benchmark ends.
