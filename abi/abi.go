@@ -163,10 +163,13 @@ const (
 )
 
 // State keys: every key the engine names for a workflow, tool health or the cache starts
-// with StateKeyPrefix; the response cache's own records live under CacheKeyPrefix.
+// with StateKeyPrefix; the response cache's own records live under CacheKeyPrefix, and the
+// tool-list copies' (exchange/listcache) under ListKeyPrefix, within it: neither is a
+// workflow key.
 const (
 	StateKeyPrefix = "stategate/v1/"
 	CacheKeyPrefix = StateKeyPrefix + "cache/"
+	ListKeyPrefix  = CacheKeyPrefix + "lists/"
 )
 
 // IsWorkflowKey reports whether key holds a workflow's snapshot: under StateKeyPrefix, and

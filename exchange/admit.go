@@ -37,6 +37,9 @@ type Exchange struct {
 	Tool    string        // tools/call: the tool
 	Timeout time.Duration // tools/call: the upstream must answer within it
 	Session string
+	// Upstream is the upstream's result member as the core read it, before any rewriting:
+	// set once an answer to this request validated (exchange/listcache keeps lists).
+	Upstream string
 
 	core       *Core
 	structured string           // the answer's structuredContent (raw JSON), for the workflows' result guards
@@ -281,3 +284,8 @@ func (ex *Exchange) AcceptsSSE() bool { return ex.acceptsSSE }
 
 // ClientID is the request's id as the client sent it (raw JSON; nil for none).
 func (ex *Exchange) ClientID() []byte { return ex.clientID }
+
+// Version is the request's protocol version, as admission read it; UpstreamID the id the
+// upstream sees.
+func (ex *Exchange) Version() string    { return ex.version }
+func (ex *Exchange) UpstreamID() []byte { return ex.upstreamID }

@@ -148,6 +148,7 @@ func (ex Answer) rewrite(ctx context.Context, msg []byte, root, result gjson.Res
 		root = gjson.ParseBytes(msg)
 		result = root.Get("result")
 	}
+	ex.Upstream = result.Raw
 	switch ex.Method {
 	case MethodInitialize:
 		if ex.core.facts.ListChanged {

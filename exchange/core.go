@@ -72,6 +72,9 @@ type Options struct {
 	// changed the visible tools) on the standing stream of every session but except's;
 	// nil for a host without standing streams.
 	Notify func(except string, msg []byte)
+	// Observed, when set, sees every message Observe reads (what the upstream sent outside
+	// the answers the core rewrites): the tool-list copies' invalidation (exchange/listcache).
+	Observed func(ctx context.Context, msg []byte)
 	// ListMemoBytes bounds the memo of decorated tool lists (default 64 MiB; 0 keeps the
 	// default, a negative value turns the memo off), and half of it the memo of decorated
 	// tools that lets a list that changed by a few tools be decorated by those alone.

@@ -13,6 +13,9 @@ type tally struct {
 	reporter Reporter
 }
 
+// Count counts n (stats and the Reporter), for the parts of a host's flow (exchange/flow).
+func (c *Core) Count(n stats.Counter) { c.tally.count(n) }
+
 // count adds one to n and tells the reporter.
 func (t tally) count(n stats.Counter) {
 	t.stats.Add(n)

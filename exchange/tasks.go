@@ -210,6 +210,9 @@ func (c *Core) Observe(ctx context.Context, h Headers, msg []byte) {
 
 // Observe is Core.Observe for a message on the stream of this exchange's answer.
 func (ex Answer) Observe(ctx context.Context, msg []byte) {
+	if f := ex.core.opts.Observed; f != nil {
+		f(ctx, msg)
+	}
 	if !strings.Contains(string(msg), methodTaskStatus) || !gjson.ValidBytes(msg) {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/answer"
 	"github.com/stategate/stategate/exchange/internal/buf"
+	"github.com/stategate/stategate/exchange/listcache"
 	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/exchange/sse"
 )
@@ -27,6 +28,10 @@ type Open struct {
 	h          Headers         // the request's headers (pass)
 	path       string          // the client's path, without the query (challenges, oauth.go)
 	meta       oauth.Discovery // a GET of protected-resource metadata: read and rewritten
+	listen     bool            // a passed POST: an event stream is read for list_changed (Options.Lists)
+	fill       *listcache.Fill // tools/list: the copy its answer fills (lists.go)
+	upSession  string          // initialize: the upstream's session
+	release    func()          // a GET stream held: its end ends the session's copies
 
 	kind        exchange.AnswerKind
 	mode        int // how the answer is handled (modeJSON, ...)
@@ -156,8 +161,15 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 		o.length = contentLength(headers)
 	}
 	if o.ex == nil {
-		if o.observe && (status != 200 || !strings.HasPrefix(strings.ToLower(headers.Get("Content-Type")), "text/event-stream")) {
+		stream := status == 200 && strings.HasPrefix(strings.ToLower(headers.Get("Content-Type")), "text/event-stream")
+		if o.observe && !stream {
 			o.observe = false // not a stream: passed as it comes
+		}
+		if o.observe && o.f.o.Lists != nil {
+			o.release = o.f.o.Lists.Hold(o.h.Get("Mcp-Session-Id"))
+		}
+		if o.listen && stream {
+			o.observe = true // its events passed as they come, read for list_changed
 		}
 		if o.endSession && status/100 == 2 {
 			o.f.o.Core.EndSessionFor(context.Background(), o.h)
@@ -173,6 +185,9 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	ctx := context.Background()
 	ex := o.ex
 	o.kind = ex.Answer().Classify(ctx, status, headers.Get("Content-Type"), headers.Get("Content-Encoding"))
+	if ex.Method == exchange.MethodInitialize {
+		o.upSession = headers.Get("Mcp-Session-Id")
+	}
 	if sid := ex.AnswerSession(ctx, status, headers.Get("Mcp-Session-Id")); sid != "" {
 		h = h.Set("Mcp-Session-Id", sid) // the upstream issues none: the gateway's own
 	}
@@ -289,11 +304,16 @@ func (o *Open) observeEvents(ctx context.Context, dst, chunk []byte, eos bool) [
 			break
 		}
 		o.buf = rest
-		if data, has := sse.Data(ev); has {
+		if data, has := sse.Data(ev); has && o.listen {
+			o.f.o.Lists.Observe(ctx, data) // a passed answer: read for list_changed only
+		} else if has {
 			if answer.Unreadable(data) {
 				// Not one message: no client may read it otherwise than the core
 				// (exchange/unreadable.go).
 				o.f.o.Core.Fault(abi.FaultUpstreamBody, errWithheld, "method", "GET")
+				if o.f.o.Lists != nil {
+					o.f.o.Lists.Observe(ctx, data) // it may hold a list_changed
+				}
 				continue
 			}
 			o.f.o.Core.Observe(ctx, o.h, data)
@@ -303,6 +323,7 @@ func (o *Open) observeEvents(ctx context.Context, dst, chunk []byte, eos bool) [
 	if len(o.buf) > o.f.o.MaxBodyBytes || eos {
 		// An event too long to read (the rest passes unread), or the stream's end.
 		dst, o.buf, o.observe = append(dst, o.buf...), nil, false
+		o.unhold() // what comes next is not read: the session's copies end here
 	}
 	return dst
 }
@@ -453,6 +474,8 @@ func grow(buf, chunk []byte) []byte {
 func (o *Open) finish(out *Output) {
 	o.ended = true
 	out.End = true
+	o.unhold()
+	o.kept()
 	if o.ex != nil {
 		o.ex.Close()
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/listcache"
 	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/exchange/session"
 )
@@ -58,6 +59,21 @@ type Options struct {
 	// option, routes none: a document is a GET like any other, sent where MCP requests go,
 	// never a path of the client's at the upstream's origin.
 	OAuth *oauth.Map
+	// Lists, when set, is the gateway's copy of the upstream's tool lists (exchange/
+	// listcache): a tools/list is answered from it while the upstream says it is fresh.
+	// The passed requests' event streams are then read too (for list_changed), and the host
+	// must hand the core's Observed to Lists.Observe. nil: every list goes upstream.
+	Lists Lists
+}
+
+// Lists is the gateway's copy of the upstream's tool lists (*listcache.Cache). An interface,
+// so that a build which never sets one (the Wasm modules) carries none of its code.
+type Lists interface {
+	Lookup(ctx context.Context, r listcache.Request) (listcache.Hit, *listcache.Fill, bool)
+	Store(f *listcache.Fill, result string)
+	Observe(ctx context.Context, msg []byte)
+	Declared(sid, result string)
+	Hold(sid string) (release func())
 }
 
 // Notice is a message for standing streams: To names one session; otherwise every
@@ -207,9 +223,21 @@ func (f *Flow) post(ctx context.Context, r Request) Decision {
 		if ex.OwnSession() {
 			h = h.Del("Mcp-Session-Id")
 		}
-		d := f.forward(r, h, r.Body, nil)
+		var o *Open
+		if f.o.Lists != nil { // its event stream may tell of a changed list
+			o = &Open{f: f, pass: true, listen: true, h: r.Headers}
+		}
+		d := f.forward(r, h, r.Body, o)
 		d.Exchange = ex
 		return d
+	}
+	var fill *listcache.Fill
+	if f.o.Lists != nil && ex.Method == exchange.MethodToolsList {
+		var d Decision
+		var hit bool
+		if d, fill, hit = f.fromCopy(ctx, ex, r); hit {
+			return d
+		}
 	}
 	// The core reads this answer: uncompressed; the gateway's own session is never sent
 	// upstream. A client that takes only JSON still gets an answer from servers that
@@ -225,7 +253,7 @@ func (f *Flow) post(ctx context.Context, r Request) Decision {
 	} else {
 		h = endToEnd(r.Headers, drop, [2]string{"Accept", "application/json, text/event-stream"}, length)
 	}
-	d := Decision{Do: DoForward, Method: "POST", Path: r.Path, Headers: h, Body: ex.Body, Open: &Open{f: f, ex: ex, path: clientPath(r.Path)}, Exchange: ex}
+	d := Decision{Do: DoForward, Method: "POST", Path: r.Path, Headers: h, Body: ex.Body, Open: &Open{f: f, ex: ex, path: clientPath(r.Path), fill: fill}, Exchange: ex}
 	if ex.Method == exchange.MethodToolsCall {
 		d.Timeout = ex.Timeout
 		if d.Timeout <= 0 {

@@ -37,6 +37,8 @@ const (
 	CountToolsWithheld                   // tools withheld from a tools/list answer for repeating a member
 	CountApprovalsAsked                  // tools/call answered with the question of an approval (input_required)
 	CountApprovalsGranted                // tools/call forwarded on a person's valid yes
+	CountListCacheHits                   // tools/list answered from the gateway's copy of the upstream's list
+	CountListCacheMisses                 // tools/list the copy could have answered that went to the upstream
 	NumCounters
 )
 
@@ -47,7 +49,7 @@ func (c Counter) String() string {
 	return [...]string{"requests", "tool_calls", "calls_allowed", "calls_denied", "requests_rejected", "timeouts",
 		"invalidations", "transitions", "list_changed", "lists_decorated", "cas_conflicts", "ids_remapped",
 		"cache_hits", "cache_misses", "cache_coalesced", "cache_stored", "cache_purged", "tasks_created", "tasks_settled",
-		"sessions_issued", "sessions_ended", "tools_withheld", "approvals_asked", "approvals_granted"}[c]
+		"sessions_issued", "sessions_ended", "tools_withheld", "approvals_asked", "approvals_granted", "list_cache_hits", "list_cache_misses"}[c]
 }
 
 // Stats counts what the core did; read with Get.

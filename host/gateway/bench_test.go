@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/exchange/listcache"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
@@ -46,6 +48,9 @@ func bigUpstream(n int) http.Handler {
 type target struct {
 	name string
 	url  string
+	// stream: the session's GET stream is held open (the gateway's copy of the list
+	// answers a session's tools/list only while it relays that stream).
+	stream bool
 }
 
 func benchTargets(b *testing.B) []target {
@@ -88,7 +93,70 @@ func benchTargets(b *testing.B) []target {
 	cs := httptest.NewServer(cgw)
 	b.Cleanup(cs.Close)
 	probeUpstream(b, cgw, upURL.String())
-	return []target{{"direct", up.URL + "/mcp"}, {"reverseproxy", rp.URL + "/mcp"}, {"gateway", gs.URL + "/mcp"}, {"gateway_cache_hit", cs.URL + "/mcp"}}
+	// The same gateway with its copy of the upstream's list on: its tools_list row is
+	// answered from the copy (the decoration still runs).
+	lpool, err := wasmrt.NewPool(ctx, rt, demo.Config(), wasmrt.PoolOptions{Size: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lgw, err := gateway.New(gateway.Options{Upstream: upURL, Plugin: lpool, Config: demo.Config(), Store: store.NewMemory(store.Options{}),
+		ListCache: &listcache.Config{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lup := httptest.NewServer(declaresListChanged(bigUpstream(1000 - 13)))
+	b.Cleanup(lup.Close)
+	lupURL, _ := url.Parse(lup.URL + "/mcp")
+	lgw, err = gateway.New(gateway.Options{Upstream: lupURL, Plugin: lpool, Config: demo.Config(), Store: store.NewMemory(store.Options{}),
+		ListCache: &listcache.Config{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ls := httptest.NewServer(lgw)
+	b.Cleanup(ls.Close)
+	return []target{{name: "direct", url: up.URL + "/mcp"}, {name: "reverseproxy", url: rp.URL + "/mcp"}, {name: "gateway", url: gs.URL + "/mcp"},
+		{name: "gateway_cache_hit", url: cs.URL + "/mcp"}, {name: "gateway_list_copy", url: ls.URL + "/mcp", stream: true}}
+}
+
+// declaresListChanged makes h's initialize result declare capabilities.tools.listChanged
+// (the demo server declares tools without it, and the gateway keeps no copy of a session's
+// list whose server would not tell it of a change). The benchmark's list never changes.
+func declaresListChanged(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost { // the GET stream: as it comes
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		if bytes.Contains(body, []byte(`"protocolVersion"`)) {
+			body = bytes.Replace(body, []byte(`"tools":{}`), []byte(`"tools":{"listChanged":true}`), 1)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		w.Write(body)
+	})
+}
+
+// holdStream opens session sid's GET stream and holds it until the benchmark ends.
+func holdStream(b *testing.B, url, sid string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("GET stream: %d", resp.StatusCode)
+	}
+	b.Cleanup(func() { cancel(); resp.Body.Close() })
 }
 
 var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
@@ -162,6 +230,9 @@ func BenchmarkGateway(b *testing.B) {
 		for _, tg := range targets {
 			b.Run(req.name+"/"+tg.name, func(b *testing.B) {
 				sid := benchSession(b, tg.url)
+				if tg.stream {
+					holdStream(b, tg.url, sid)
+				}
 				post(b, tg.url, sid, req.body) // warm
 				lat := make([]time.Duration, 0, b.N)
 				b.ResetTimer()

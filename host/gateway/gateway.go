@@ -27,6 +27,7 @@ import (
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/stategate/stategate/exchange/listcache"
 	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/toollist"
@@ -66,6 +67,12 @@ type Options struct {
 	// Tracer, when set, traces every MCP POST request (trace.go); nil: no tracing, and
 	// nothing on the request path changes.
 	Tracer trace.Tracer
+	// ListCache, when set, answers tools/list from the gateway's copy of the upstream's
+	// lists while the upstream says they are fresh (exchange/listcache: 2026-07-28 ttlMs
+	// and cacheScope; a session whose server declared listChanged while its GET stream is
+	// relayed here); its State, Sessions and Fault are the gateway's. nil: every list goes
+	// upstream.
+	ListCache *listcache.Config
 }
 
 // Gateway is an http.Handler.
@@ -80,7 +87,8 @@ type Gateway struct {
 	discovery *httputil.ReverseProxy // OAuth discovery documents (discovery.go)
 	oauth     oauth.Map
 	streams   *streams
-	workers   workers // run the exchanges of tools/call requests
+	lists     *listcache.Cache // nil: off (Options.ListCache)
+	workers   workers          // run the exchanges of tools/call requests
 
 	// Stats counts what the exchange core did (across reloads: Swap).
 	Stats *stats.Stats
@@ -128,6 +136,14 @@ func New(opts Options) (*Gateway, error) {
 	if g.opts.NewCache == nil {
 		g.opts.NewCache = func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }
 	}
+	if opts.ListCache != nil {
+		lc := *opts.ListCache
+		// The gateway feeds every GET stream to its Open's end (feedStream), as session
+		// copies need.
+		lc.State, lc.Sessions = store.StateOf(opts.Store), true
+		lc.Fault = func(err error) { g.Core().Fault(abi.FaultCache, err, "method", "tools/list") }
+		g.lists = listcache.New(lc)
+	}
 	core := g.newCore(opts.Plugin, opts.Config, nil)
 	g.gen.Store(g.newGeneration(core, opts.Plugin, opts.Config))
 	g.Stats = core.Stats
@@ -173,7 +189,15 @@ func (g *Gateway) newCore(plugin *wasmrt.Pool, config []byte, prev *exchange.Cor
 	return exchange.New(exchange.Options{Plugin: p, State: traceState(store.StateOf(g.opts.Store), g.opts.Tracer), Reporter: rep,
 		Config: config, MaxBodyBytes: g.opts.MaxBodyBytes, LeaseWait: g.opts.LeaseWait, Publisher: g.opts.Publisher,
 		NewCache: g.opts.NewCache, Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) },
-		Previous: prev})
+		Observed: observed(g.lists), Previous: prev})
+}
+
+// observed is the core's Observed for the list cache l (nil when off).
+func observed(l *listcache.Cache) func(context.Context, []byte) {
+	if l == nil {
+		return nil
+	}
+	return l.Observe
 }
 
 // target maps a request URL to the upstream: an upstream with a path is one MCP endpoint

@@ -25,7 +25,11 @@ type generation struct {
 }
 
 func (g *Gateway) newGeneration(core *exchange.Core, plugin *wasmrt.Pool, config []byte) *generation {
-	f := flow.New(flow.Options{Core: core, Origins: g.opts.Origins, MaxBodyBytes: g.opts.MaxBodyBytes, Notify: g.notify})
+	o := flow.Options{Core: core, Origins: g.opts.Origins, MaxBodyBytes: g.opts.MaxBodyBytes, Notify: g.notify}
+	if g.lists != nil { // never a nil *listcache.Cache in the interface: off is nil
+		o.Lists = g.lists
+	}
+	f := flow.New(o)
 	return &generation{core: core, flow: f, plugin: plugin, config: config, idle: make(chan struct{})}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/listcache"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/wasmrt"
@@ -27,6 +28,9 @@ type Options struct {
 	Origins, Hosts        string       // comma-separated --allowed-origins / --allowed-hosts
 	PublicURL             string       // --public-url, checked (oauth.ParsePublicURL); "": the listener's
 	Listener              net.Listener // stdio: the in-process listener (nil: listen on Listen)
+	// ListCache (--list-cache): tools/list answered from the gateway's copy of the
+	// upstream's list while the upstream says it is fresh (exchange/listcache).
+	ListCache bool
 }
 
 // publicURL is the address OAuth discovery names: --public-url, else the listener's. A
@@ -143,7 +147,7 @@ func startGateway(ctx context.Context, cfg []byte, upstream Upstream, o Options,
 	undo = append(undo, func(context.Context) { ln.Close() })
 	gw, err = gateway.New(gateway.Options{Upstream: upstream.URL, Transport: upstream.Transport, Plugin: pool, Config: cfg, Store: st, Logger: logger,
 		Origins: o.originPolicy(ln.Addr()), Publisher: hk.publisher, Reporter: hk.reporter, Tracer: hk.tracer,
-		PublicURL: o.publicURLFor(ln.Addr(), logger)})
+		PublicURL: o.publicURLFor(ln.Addr(), logger), ListCache: o.listCache()})
 	if err != nil {
 		return fail(err)
 	}
@@ -171,4 +175,12 @@ func startGateway(ctx context.Context, cfg []byte, upstream Upstream, o Options,
 		rt.Close(sctx)
 	}
 	return r, nil
+}
+
+// listCache is the gateway's list cache configuration: nil (off) without --list-cache.
+func (o Options) listCache() *listcache.Config {
+	if !o.ListCache {
+		return nil
+	}
+	return &listcache.Config{}
 }

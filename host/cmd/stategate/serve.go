@@ -34,6 +34,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.Origins, "allowed-origins", "", "comma-separated browser origins allowed to call the gateway (default: loopback origins only; * allows any)")
 	fs.StringVar(&o.Hosts, "allowed-hosts", "", "comma-separated Host names the listener answers to besides loopback names (checked on loopback listeners, or whenever set)")
 	fs.StringVar(&o.PublicURL, "public-url", "", "the address clients reach the gateway at (scheme://host[:port]); OAuth discovery documents and challenges name it instead of the upstream's (default: http:// and the listen address)")
+	fs.BoolVar(&o.ListCache, "list-cache", false, "answer tools/list from the gateway's copy of the upstream's list while the upstream says it is fresh: a 2026-07-28 list for its ttlMs (per credential unless cacheScope is public), a session whose server declared listChanged while the gateway relays its GET stream; every list_changed ends every copy, on every replica")
 	var a serve.OpsOptions
 	fs.StringVar(&a.Admin, "admin", serve.DefaultAdmin, "admin listener address (probes, admin API, events, metrics, status page), or off; by default loopback on a free port with a generated token that `stategate tools` and the other admin commands find")
 	fs.StringVar(&a.TokenFile, "admin-token-file", "", "file holding the admin bearer token (or set "+ops.TokenEnv+"); without one the admin listener must be loopback")
