@@ -2,8 +2,6 @@ package exchange
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -13,31 +11,6 @@ import (
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
-
-// newGate is the core's approval gate over its State: the gateway's key and the used
-// yeses are keys of the store (abi.ApprovalKeyPrefix), so every replica shares them and a
-// restart keeps them.
-func (c *Core) newGate() *approval.Gate {
-	return &approval.Gate{
-		Get: func(ctx context.Context, key string) ([]byte, bool, error) {
-			slots, err := c.state.Load(ctx, []string{key}, false)
-			if err != nil || len(slots) != 1 {
-				return nil, false, errors.Join(err, errors.New("approval: the store answered no slot"))
-			}
-			return slots[0].Value, slots[0].Exists, nil
-		},
-		Create: func(ctx context.Context, key string, value []byte) (bool, error) {
-			switch err := c.state.Store(ctx, "", key, value, Slot{}, nil); {
-			case errors.Is(err, ErrConflict):
-				return false, nil
-			case err != nil:
-				return false, err
-			}
-			return true, nil
-		},
-		Random: func(b []byte) error { _, err := rand.Read(b); return err },
-	}
-}
 
 // approve decides a call check_limits admitted with an approval (need): true lets it go
 // upstream, without the gateway's own requestState and inputResponses; false has answered
@@ -51,20 +24,13 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 	}
 	call := approval.Call{
 		Tool: ex.Tool, Args: []byte(params.Arguments.Raw), Principal: ex.principal,
-		Scope:  c.credentialScope(h),
+		Scope:  approval.ScopeOfHeaders(h, append([]string{"Authorization", c.facts.Principal}, c.facts.VaryHeaders...)...),
 		Modern: ex.version >= cacheableVersion, Task: ex.task,
 		RequestState: params.RequestState, InputResponses: params.InputResponses,
 		Now: time.Now(),
 	}
 	if st := ex.call.st; st != nil {
-		var keys []string
-		var snaps [][]byte
-		for i, k := range st.Keys {
-			if abi.IsWorkflowKey(k) {
-				keys, snaps = append(keys, k), append(snaps, st.Slots[i].Value)
-			}
-		}
-		call.Workflow = approval.WorkflowOf(keys, snaps)
+		call.Workflow = approval.WorkflowOfSlots(st.Keys, st.Slots)
 	}
 	out := c.approvals.Decide(ctx, approval.ReadNeed(need), &call)
 	switch out.Verdict {
@@ -98,17 +64,4 @@ func (c callAdmission) refuseApproval(ex *Exchange, out approval.Outcome) {
 	ex.answerLocal(result)
 	ex.called(events.OutcomeDenied)
 	ex.refused(out.Code, gjson.Result{})
-}
-
-// credentialScope is approval.ScopeOf the caller's credential headers: Authorization, the
-// principal header and cache.varyHeaders, in that order (nil h: every one absent).
-func (c callAdmission) credentialScope(h Headers) string {
-	names := append([]string{"Authorization", c.facts.Principal}, c.facts.VaryHeaders...)
-	values := make([][]string, len(names))
-	for i, n := range names {
-		if h != nil && n != "" {
-			values[i] = h.Values(n)
-		}
-	}
-	return approval.ScopeOf(values...)
 }

@@ -15,6 +15,7 @@ package exchange
 
 import (
 	"context"
+	"crypto/rand"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -140,7 +141,7 @@ func New(opts Options) *Core {
 	c.lists.init(c, opts.Previous) // the new configuration checked against the names known
 	c.opts.Previous = nil          // the old core is not kept alive
 	if c.facts.Approvals {
-		c.approvals = c.newGate()
+		c.approvals = approval.NewGate(c.state, rand.Read)
 	}
 	if c.facts.Cache != nil && opts.NewCache != nil {
 		c.cache = c.newCache(*c.facts.Cache)

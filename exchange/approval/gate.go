@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/abi"
+	"github.com/stategate/stategate/exchange/state"
 	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
@@ -239,4 +240,54 @@ func Strip(params gjson.Result) (out []byte, ok bool) {
 		return true
 	})
 	return append(out, '}'), true
+}
+
+// NewGate is a Gate over the exchange's state: the gateway's key and the used yeses are
+// keys of the store (abi.ApprovalKeyPrefix), so every replica shares them and a restart
+// keeps them; random is crypto/rand.Read.
+func NewGate(s state.State, random func([]byte) (int, error)) *Gate {
+	return &Gate{
+		Get: func(ctx context.Context, key string) ([]byte, bool, error) {
+			slots, err := s.Load(ctx, []string{key}, false)
+			if err != nil || len(slots) != 1 {
+				return nil, false, errors.Join(err, errors.New("approval: the store answered no slot"))
+			}
+			return slots[0].Value, slots[0].Exists, nil
+		},
+		Create: func(ctx context.Context, key string, value []byte) (bool, error) {
+			switch err := s.Store(ctx, "", key, value, state.Slot{}, nil); {
+			case errors.Is(err, state.ErrConflict):
+				return false, nil
+			case err != nil:
+				return false, err
+			}
+			return true, nil
+		},
+		Random: func(b []byte) error { _, err := random(b); return err },
+	}
+}
+
+// ScopeOfHeaders is ScopeOf the values of the headers names in h (nil h, or an empty
+// name: absent).
+func ScopeOfHeaders(h interface{ Values(string) []string }, names ...string) string {
+	values := make([][]string, len(names))
+	for i, n := range names {
+		if h != nil && n != "" {
+			values[i] = h.Values(n)
+		}
+	}
+	return ScopeOf(values...)
+}
+
+// WorkflowOfSlots is WorkflowOf the workflow keys among keys (abi.IsWorkflowKey) and their
+// slots as admission read them.
+func WorkflowOfSlots(keys []string, slots []state.Slot) string {
+	var wk []string
+	var snaps [][]byte
+	for i, k := range keys {
+		if abi.IsWorkflowKey(k) && i < len(slots) {
+			wk, snaps = append(wk, k), append(snaps, slots[i].Value)
+		}
+	}
+	return WorkflowOf(wk, snaps)
 }
