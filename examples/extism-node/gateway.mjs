@@ -141,7 +141,7 @@ function rawEntry(x) {
 }
 
 // readBody answers at most max bytes of the request body (the module refuses what is over its limit).
-export async function readBody(req, max) {
+async function readBody(req, max) {
   const chunks = [];
   let n = 0;
   for await (const c of req) {
@@ -271,7 +271,7 @@ async function handle(ex, upstream, req, res) {
   }
 }
 
-export function listen(server, where) {
+function listen(server, where) {
   const i = where.lastIndexOf(':');
   return new Promise((resolve) => server.listen(Number(where.slice(i + 1)), where.slice(0, i).replace(/^\[|\]$/g, ''), () => resolve(server.address())));
 }
@@ -303,7 +303,7 @@ async function main() {
   if (opt('--upstream') !== undefined) return serve(ex, opt('--upstream'), where);
   const { selfCheck } = await import('./selfcheck.mjs'); // the demo run beside the page
   try {
-    process.stdout.write(`${JSON.stringify(await selfCheck(ex), null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify(await selfCheck(ex, { serve, listen, readBody }), null, 2)}\n`);
   } finally {
     await ex.close();
   }

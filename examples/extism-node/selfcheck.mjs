@@ -1,12 +1,12 @@
 // selfcheck.mjs: the run `node gateway.mjs` makes without --upstream, beside the page (it is
-// a demo of the host, not part of it): a real exchange through the gateway in front of a tiny
+// a demo of the host, not part of it; the page hands it serve, listen and readBody, so this
+// file imports nothing of the page): a real exchange through the gateway in front of a tiny
 // built-in upstream, printed as a JSON summary.
 import http from 'node:http';
-import { listen, readBody, serve } from './gateway.mjs';
 
 // selfCheck drives a real exchange through the gateway in front of a tiny upstream that
 // answers tools/list and tools/call and records the calls it ran.
-export async function selfCheck(ex) {
+export async function selfCheck(ex, { serve, listen, readBody }) {
   const calls = [];
   const tools = ['cart.view', 'cart.add_item', 'cart.checkout', 'cart.pay', 'countries.list'].map((name) => ({ name, description: `The ${name} tool.`, inputSchema: { type: 'object' } }));
   const upstream = http.createServer(async (req, res) => {
