@@ -33,7 +33,9 @@ $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 # Extism plugin, with the exchange exports (abi/ABI.md, "The exchange exports") beside the
 # engine's. A second module: the exchange costs more than the engine module's budget
 # (RATIONALE.md, "The exchange in the module"). Budget 800,000 -> 810,000 B for issue 38
-# (803,476 B: answers a client could read otherwise withheld, task records by principal).
+# (803,476 B: answers a client could read otherwise withheld, task records by principal);
+# 810,000 -> 860,000 B for human approval (issue 41: exchange/approval, 23 KB, and the
+# engine's approvals, 5 KB) and the exchange's split into packages (about 5 KB).
 EXCHANGE_SRC := $(PLUGIN_SRC) $(shell find exchange -name '*.go' -not -name '*_test.go' -not -path 'exchange/exchangetest/*')
 build.exchange: $(BUILD)/stategate-exchange.wasm
 
@@ -44,11 +46,12 @@ $(BUILD)/stategate-exchange.wasm: $(EXCHANGE_SRC)
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate-exchange.tinygo.wasm ./exchange/module
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-exchange.tinygo.wasm -o $@
-	@scripts/check-size.sh $@ 810000
+	@scripts/check-size.sh $@ 860000
 
 # The http-wasm build: the engine and the exchange core behind http-wasm's handle_request
 # and handle_response (httpwasm/), for Traefik's and Dapr's http-wasm middleware. A command
-# module (-buildmode=wasi-legacy): Dapr calls _start only, Traefik calls either.
+# module (-buildmode=wasi-legacy): Dapr calls _start only, Traefik calls either. Budget
+# 850,000 -> 890,000 B with the exchange module's (human approval, the exchange's packages).
 HTTPWASM_SRC := $(EXCHANGE_SRC) $(shell find httpwasm -name '*.go' -not -name '*_test.go')
 HTTPWASM_FLAGS := -target=wasip1 -buildmode=wasi-legacy -no-debug -scheduler=none -gc=conservative -panic=trap -opt=s
 build.httpwasm: $(BUILD)/stategate-httpwasm.wasm
@@ -60,7 +63,7 @@ $(BUILD)/stategate-httpwasm.wasm: $(HTTPWASM_SRC)
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(HTTPWASM_FLAGS) -o $(BUILD)/stategate-httpwasm.tinygo.wasm ./httpwasm
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-httpwasm.tinygo.wasm -o $@
-	@scripts/check-size.sh $@ 850000
+	@scripts/check-size.sh $@ 890000
 
 # Traefik's local plugin folder (examples/traefik): plugins-local/src/MODULE/ with the
 # manifest and the http-wasm build as plugin.wasm. Run Traefik from $(BUILD)/traefik.
