@@ -237,11 +237,14 @@ func RunOptions(t *testing.T, newHost func(t *testing.T, config []byte, o HostOp
 
 var (
 	durationRE = regexp.MustCompile(`"dev\.stategate/durationMs":[0-9.eE+-]+`)
-	cacheAgeRE = regexp.MustCompile(`("dev\.stategate/cache":\{"hit":true,"ageMs":)[0-9]+`)
+	// approvalStateRE: the gateway's own requestState is random (a nonce, an expiry).
+	approvalStateRE = regexp.MustCompile(`"requestState":"sg1\.[A-Za-z0-9_.-]+"`)
+	cacheAgeRE      = regexp.MustCompile(`("dev\.stategate/cache":\{"hit":true,"ageMs":)[0-9]+`)
 )
 
 func normalise(t *testing.T, got Got, s Step) string {
 	out := durationRE.ReplaceAllString(got.Body, `"dev.stategate/durationMs":0`)
+	out = approvalStateRE.ReplaceAllString(out, `"requestState":"sg1.X"`)
 	return cacheAgeRE.ReplaceAllString(out, `${1}0`)
 }
 
