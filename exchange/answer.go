@@ -159,8 +159,8 @@ func (ex Answer) rewrite(ctx context.Context, msg []byte, root, result gjson.Res
 		return msg, nil
 	case MethodToolsList:
 		// Before decoration: the upstream's own schemas, as listed to this caller.
-		ex.core.lists.params.Learn(ex.principal, ex.authorization, result)
-		return ex.core.lists.decorate(ctx, ex.Exchange, msg, result), nil
+		ex.core.lists.Params.Learn(ex.principal, ex.authorization, result)
+		return ex.decorateList(ctx, msg, result), nil
 	case MethodToolsCall:
 		return ex.finishCall(ctx, msg, root)
 	case MethodTasksGet, MethodTasksResult, MethodTasksCancel:
@@ -264,7 +264,7 @@ func (ex Answer) decorateCall(ctx context.Context, msg []byte, root gjson.Result
 	in = jsonx.AppendString(in, ex.Tool)
 	in = append(in, `,"message":`...)
 	in = append(in, msg...)
-	known := c.lists.known.Get(ex.Session)
+	known := c.lists.Known.Get(ex.Session)
 	var cached []string // tools in the cache index, when this call may purge them
 	var indexErr error
 	if ex.cached.purges && ok {

@@ -40,7 +40,7 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 	if h != nil {
 		// Mcp-Param-* headers must mirror the arguments the listed schema names (2026-07-28):
 		// refused before any state is read or leased.
-		decl := c.lists.params.Get(ex.principal, h.Get(admission.HeaderAuthorization), ex.Tool)
+		decl := c.lists.Params.Get(ex.principal, h.Get(admission.HeaderAuthorization), ex.Tool)
 		if r := admission.Params(h, decl, params.Arguments, ex.version >= cacheableVersion); r != nil {
 			ex.refuse(r)
 			return
@@ -360,7 +360,7 @@ func (c callAdmission) preload(ctx context.Context, keys []string, lock func([]s
 // lasting state: a tool's health record, its cache generation and index entry, its
 // figures and memos are kept only for listed names, so calls to made-up names leave
 // nothing behind (issue 25, finding 6). A name listed later gets them from then on.
-func (c callAdmission) upstreamListed(tool string) bool { return c.lists.seen.Has(tool) }
+func (c callAdmission) upstreamListed(tool string) bool { return c.lists.Seen.Has(tool) }
 
 // healthFor reports whether a call of tool counts for tool health: health is configured
 // and the upstream listed the tool.

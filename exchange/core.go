@@ -138,8 +138,8 @@ func New(opts Options) *Core {
 	c.tally = tally{stats: c.Stats, reporter: opts.Reporter}
 	c.engine.Retries = opts.CASRetries
 	c.engine.Conflict = func() { c.tally.count(stats.CountCASConflicts) }
-	c.lists.init(c, opts.Previous) // the new configuration checked against the names known
-	c.opts.Previous = nil          // the old core is not kept alive
+	c.initLists(opts.Previous) // the new configuration checked against the names known
+	c.opts.Previous = nil      // the old core is not kept alive
 	if c.facts.Approvals {
 		c.approvals = approval.NewGate(c.state, rand.Read)
 	}

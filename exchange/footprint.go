@@ -16,11 +16,11 @@ type Footprint struct {
 // Footprint returns the sizes of the core's memory kept per name and per session.
 func (c *Core) Footprint() Footprint {
 	var f Footprint
-	f.ListedNames = c.lists.listed.Len()
-	f.SeenNames = c.lists.seen.Len()
+	f.ListedNames = c.lists.Listed.Len()
+	f.SeenNames = c.lists.Seen.Len()
 	f.UnitKeys = c.unitKeys.Len()
 	f.StateKeys = c.stateKeys.Len()
 	f.CacheFigures, f.Flights = c.cache.Footprint()
-	f.KnownSessions = c.lists.known.Len()
+	f.KnownSessions = c.lists.Known.Len()
 	return f
 }

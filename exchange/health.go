@@ -62,7 +62,7 @@ func (e healthEngine) claimProbe(ctx context.Context, ans gjson.Result, st *driv
 
 // listHealth stores what decorate_tools answered for tool health (new pins, quarantines,
 // the index) and publishes tool_definition_changed and tool_state_changed once stored.
-func (e healthEngine) listHealth(ctx context.Context, ex *Exchange, in []byte, st *driver.Loaded, out []byte) []byte {
+func (e healthEngine) listHealth(ctx context.Context, session string, in []byte, st *driver.Loaded, out []byte) []byte {
 	c := e.c
 	if len(gjson.GetBytes(out, "states").Map()) == 0 && len(gjson.GetBytes(out, "health").Array()) == 0 {
 		return out
@@ -91,7 +91,7 @@ func (e healthEngine) listHealth(ctx context.Context, ex *Exchange, in []byte, s
 		return true
 	})
 	if visible {
-		c.notify(ex.Session, ListChanged) // the asker's list already shows the change
+		c.notify(session, ListChanged) // the asker's list already shows the change
 	}
 	return out
 }

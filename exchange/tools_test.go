@@ -110,7 +110,7 @@ func incrementalAgrees(t *testing.T, cfg []byte, seed int64) (incBytes, fullByte
 			t.Fatalf("seed %d step %d (version %s): incremental and full decoration differ\nanswer:      %s\nincremental: %s\nfull:        %s",
 				seed, step, version, answer, outs[0], outs[1])
 		}
-		if a, b := string(inc.lists.known.Get("s1")), string(full.lists.known.Get("s1")); a != b {
+		if a, b := string(inc.lists.Known.Get("s1")), string(full.lists.Known.Get("s1")); a != b {
 			t.Fatalf("seed %d step %d: tool names %s, full decoration %s", seed, step, a, b)
 		}
 		incSt.mu.Lock()
