@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -19,7 +18,7 @@ import (
 const traceQueue = 4096
 
 // setupTracing turns OpenTelemetry tracing on when OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (OTLP over HTTP, protobuf), naming the
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (OTLP over HTTP, protobuf: otlpExporter), naming the
 // service OTEL_SERVICE_NAME (default "stategate"). It returns nil (off) otherwise, and
 // the function that flushes and stops the exporter.
 //
@@ -28,15 +27,14 @@ const traceQueue = 4096
 //   - Spans go through a batch processor with a bounded queue that drops when full; the
 //     exporter runs on its own goroutine with a 5s timeout per batch. A failing collector
 //     is logged (at most once a minute) and costs requests nothing.
-//   - The other standard variables (headers, timeout, certificates, OTEL_TRACES_SAMPLER
-//     is not read: every request is sampled unless the client's traceparent says not)
-//     are read by the exporter itself.
+//   - The other standard variables (headers, timeout, compression, certificates) are read
+//     by the exporter (otlpExporter). OTEL_TRACES_SAMPLER is not read: every request is
+//     sampled unless the client's traceparent says not.
 func setupTracing(ctx context.Context, logger *slog.Logger) (trace.Tracer, func(), error) {
 	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 		return nil, func() {}, nil
 	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithTimeout(5*time.Second),
-		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: time.Second, MaxInterval: 5 * time.Second, MaxElapsedTime: 15 * time.Second}))
+	exp, err := newOTLPExporter()
 	if err != nil {
 		return nil, nil, err
 	}
