@@ -172,18 +172,19 @@ func (ex Answer) rewrite(ctx context.Context, msg []byte, root, result gjson.Res
 // finishCall advances the call's workflows by its outcome and decorates its result.
 func (ex Answer) finishCall(ctx context.Context, msg []byte, root gjson.Result) ([]byte, [][]byte) {
 	ex.upstreamDone()
+	read := jsonrpc.ReadCall(root.Raw) // once: each walk is the answer's length
 	if ex.settle == settleNone {
-		if id := tasks.ID(root.Get("result")); id != "" {
+		if id := read.TaskID(); id != "" {
 			// A task was created: its result comes later (tasks/result, tasks/get), and
 			// the workflow moves when it has completed. The answer passes untouched.
 			ex.taskCreated(ctx, id)
 			return msg, nil
 		}
 	}
-	ok := jsonrpc.Succeeded(root) // once: the walk is the answer's length
+	ok := read.Succeeded()
 	var before [][]byte
 	switch {
-	case !ok && ex.settle == settleNone && jsonrpc.Incomplete(root):
+	case !ok && ex.settle == settleNone && read.Incomplete():
 		// Not the call's completion (input_required: the client is to retry with the
 		// input asked for): nothing ran to its end, so nothing moves, tool health is not
 		// told, and the lease goes. The retry is an ordinary call in the unchanged state.
@@ -199,10 +200,10 @@ func (ex Answer) finishCall(ctx context.Context, msg []byte, root gjson.Result) 
 		}
 		ex.called(events.OutcomeIncomplete)
 	case ok:
-		before = ex.moveWorkflows(ctx, root, ok)
+		before = ex.moveWorkflows(ctx, root, &read, ok)
 		ex.called(events.OutcomeSuccess)
 	default:
-		before = ex.moveWorkflows(ctx, root, ok)
+		before = ex.moveWorkflows(ctx, root, &read, ok)
 		ex.called(events.OutcomeError)
 	}
 	out := ex.decorateCall(ctx, msg, root, ok)
@@ -217,8 +218,8 @@ func (ex Answer) finishCall(ctx context.Context, msg []byte, root gjson.Result) 
 
 // moveWorkflows runs the call's transition (and its health outcome), releases its lease
 // and returns the notifications that go before its answer (list_changed when the visible
-// tools changed). ok is jsonrpc.Succeeded(root).
-func (ex Answer) moveWorkflows(ctx context.Context, root gjson.Result, ok bool) [][]byte {
+// tools changed). read is root's message read, ok read.Succeeded().
+func (ex Answer) moveWorkflows(ctx context.Context, root gjson.Result, read *jsonrpc.CallAnswer, ok bool) [][]byte {
 	c := ex.core
 	var before [][]byte
 	outcome, code := "", ""
@@ -228,8 +229,8 @@ func (ex Answer) moveWorkflows(ctx context.Context, root gjson.Result, ok bool) 
 		}
 	}
 	settles := ex.settle == settleMove || ex.settle == settleEnded // a task's end, with fresh state
-	if sc := root.Get("result.structuredContent"); sc.Exists() {
-		ex.structured = sc.Raw // what result guards read
+	if sc := read.Structured(); sc != "" {
+		ex.structured = sc // what result guards read
 	}
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
@@ -258,7 +259,7 @@ func (ex Answer) decorateCall(ctx context.Context, msg []byte, root gjson.Result
 		// TestDecoratesResults holds it to the engine).
 		return engine.Undecorated(msg)
 	}
-	in := make([]byte, 0, len(msg)+len(ex.Tool)+192)
+	in := make([]byte, 0, len(msg)+len(ex.Tool)+192+ex.call.st.StatesSize())
 	in = ex.appendScope(in)
 	in = append(in, `,"tool":`...)
 	in = jsonx.AppendString(in, ex.Tool)
@@ -286,17 +287,19 @@ func (ex Answer) decorateCall(ctx context.Context, msg []byte, root gjson.Result
 		c.Fault(f, err, "tool", ex.Tool)
 		purge = cached // which patterns matched is unknown: purge every cached tool
 	} else {
-		out, purge, inv = ex.invalidatedBy(gjson.ParseBytes(res), cached)
+		out, purge, inv = ex.invalidatedBy(res, cached)
 	}
 	ex.purgeCached(ctx, indexErr, purge, inv)
 	return out
 }
 
-// invalidatedBy reads decorate_result's answer: the message to send, and the cached tools
-// the call invalidates (those of cached its patterns matched) with the invalidation.
-func (ex Answer) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []string, gjson.Result) {
+// invalidatedBy reads decorate_result's answer res (fresh, never written to): the message
+// to send, a view of res, and the cached tools the call invalidates (those of cached its
+// patterns matched) with the invalidation.
+func (ex Answer) invalidatedBy(res []byte, cached []string) ([]byte, []string, gjson.Result) {
 	var purge []string
 	var inv gjson.Result
+	msg, ans := decorated(res)
 	if len(ans.Get("invalidated.patterns").Array()) > 0 {
 		ex.core.tally.count(stats.CountInvalidations)
 	}
@@ -309,7 +312,32 @@ func (ex Answer) invalidatedBy(ans gjson.Result, cached []string) ([]byte, []str
 		})
 		inv = ans.Get("invalidated")
 	}
-	return []byte(ans.Get("message").Raw), purge, inv
+	return msg, purge, inv
+}
+
+// decorated splits decorate_result's answer res into its message and the rest, read
+// without a walk over the message: the engine writes the message first and the
+// invalidation right after it ({"message":M,"invalidated":{...},"truncated":...}), and
+// the last `,"invalidated":{` in res is that member's (a comma and a quote never meet
+// unescaped inside a string). An answer of another shape is read member by member.
+func decorated(res []byte) ([]byte, gjson.Result) {
+	const head, member = `{"message":`, `,"invalidated":{`
+	s := unsafe.String(unsafe.SliceData(res), len(res))
+	if strings.HasPrefix(s, head) {
+		if i := strings.LastIndex(s, member); i > len(head) {
+			j := i
+			for j > len(head) && (s[j-1] == ' ' || s[j-1] == '\t' || s[j-1] == '\n' || s[j-1] == '\r') {
+				j-- // the message member's value, as a reader of res gives it
+			}
+			return res[len(head):j:j], gjson.Parse("{" + s[i+1:])
+		}
+	}
+	ans := driver.ParseOwned(res)
+	m := ans.Get("message")
+	if !m.Exists() {
+		return []byte{}, ans
+	}
+	return res[m.Index : m.Index+len(m.Raw) : m.Index+len(m.Raw)], ans
 }
 
 // purgeCached drops the cache entries a mutation invalidated (all of this replica's when
@@ -336,15 +364,11 @@ func (ex Answer) purgeCached(ctx context.Context, indexErr error, purge []string
 // decorateResult runs decorate_result with the states loaded at admission (which hold the
 // annotation record whenever the engine needs it); when they do not, it loads what the
 // engine asks for: at most one extra call.
+//
+// in is decorateCall's own: the states and the closing brace go on it in place, and an
+// answer that begins with its message is taken without a walk over it (CallHanded).
 func (c *Core) decorateResult(ctx context.Context, in []byte, st *driver.Loaded) ([]byte, error) {
-	if st != nil && len(st.Keys) > 0 {
-		out, err := c.engine.Call(ctx, abi.FuncDecorateResult, in, st)
-		if err != nil || !gjson.GetBytes(out, "needState").Exists() {
-			return out, err
-		}
-	}
-	out, _, err := c.engine.CallWithState(ctx, abi.FuncDecorateResult, in, nil, nil)
-	return out, err
+	return c.engine.CallHanded(ctx, abi.FuncDecorateResult, in, st, "message")
 }
 
 // TimeoutAnswer is the answer when the upstream did not answer a tools/call within

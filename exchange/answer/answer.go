@@ -45,18 +45,29 @@ func withDurationMs(msg []byte, ms float64) []byte {
 		}
 		name, member, path = "data", dataMember, errorDurationPath
 	}
-	at := memberAt(s, obj, name)
+	// One walk over obj's members finds the member or, when it is absent, obj's end.
+	at, _, end := jsonrpc.MemberAtEnd(s, obj, name)
 	switch {
 	case at < 0: // no _meta (data) yet: the member holding the duration goes last in obj
-		return spliceDuration(msg, s, obj, objectEnd(s, obj), -1, member, ms)
+		return spliceDuration(msg, s, obj, closing(s, obj, end), -1, member, ms)
 	case s[at] != '{': // Set (as sjson) replaces a _meta that is not an object
 		out, _ := Set(msg, strconv.AppendFloat(nil, ms, 'f', -1, 64), path...)
 		return out
 	}
-	if d := memberAt(s, at, abi.MetaDuration); d >= 0 { // replaced where it is
-		return spliceDuration(msg, s, at, d, jsonx.SkipValue(s, d), "", ms)
+	d, dend, end := jsonrpc.MemberAtEnd(s, at, abi.MetaDuration)
+	if d >= 0 { // replaced where it is
+		return spliceDuration(msg, s, at, d, dend, "", ms)
 	}
-	return spliceDuration(msg, s, at, objectEnd(s, at), -1, durationMember, ms)
+	return spliceDuration(msg, s, at, closing(s, at, end), -1, durationMember, ms)
+}
+
+// closing is end (the closing brace of the object at s[obj] as MemberAtEnd found it), or
+// objectEnd where it found none.
+func closing(s string, obj, end int) int {
+	if end < 0 {
+		return objectEnd(s, obj)
+	}
+	return end
 }
 
 // The members WithDuration adds: its own, and the _meta or data object holding it.

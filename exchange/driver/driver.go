@@ -186,6 +186,51 @@ func (c Engine) CallWithState(ctx context.Context, fn abi.Function, input []byte
 	return out, st, nil
 }
 
+// CallHanded runs fn on input with st's states, if any, for an input the caller hands
+// over: the states and the closing brace are appended to it in place, not to a copy (its
+// bytes up to len(input) stay as they are). An answer that begins with the member lead
+// (the export's own answer: the engine writes an error or a needState answer as its only
+// member) is taken without a walk over it; any other is read as Call, then CallWithState
+// (without a lock) read it: the same engine calls, the same answer. For an answer as large as the result it carries
+// (decorate_result's message), each walk and copy counts.
+func (c Engine) CallHanded(ctx context.Context, fn abi.Function, input []byte, st *Loaded, lead string) ([]byte, error) {
+	in := input
+	if st != nil && len(st.Keys) > 0 {
+		in = st.AppendStates(in)
+	}
+	out, err := c.Plugin.Call(ctx, fn, append(in, '}'))
+	if err == nil && Leads(out, lead) {
+		return out, nil
+	}
+	if err = AnswerError(out, err); err != nil {
+		return nil, err
+	}
+	need := gjson.GetBytes(out, "needState")
+	if !need.Exists() {
+		return out, nil
+	}
+	if st != nil && len(st.Keys) > 0 {
+		// The states given were not the ones needed: asked anew without them, as a caller
+		// of Call and then CallWithState asks.
+		return c.CallHanded(ctx, fn, input, nil, lead)
+	}
+	if st, err = c.LoadNeeded(ctx, fn, need, nil); err != nil {
+		return nil, err
+	}
+	if out, err = c.Call(ctx, fn, input, st); err != nil {
+		return nil, err
+	}
+	if gjson.GetBytes(out, "needState").Exists() {
+		return nil, errors.New("engine asked for state it was given")
+	}
+	return out, nil
+}
+
+// Leads reports whether out (an engine answer) begins with the member name.
+func Leads(out []byte, name string) bool {
+	return len(out) > len(name)+3 && out[0] == '{' && out[1] == '"' && string(out[2:2+len(name)]) == name && out[2+len(name)] == '"'
+}
+
 // LoadNeeded reads the state keys an engine answer asked for (its needState): leased
 // and read by lock when it is set and reads them, else loaded.
 func (c Engine) LoadNeeded(ctx context.Context, fn abi.Function, need gjson.Result, lock func([]string) ([]state.Slot, error)) (*Loaded, error) {

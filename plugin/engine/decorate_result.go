@@ -26,8 +26,8 @@ func (e *Engine) decorateResult(dst []byte, in []byte, r *request) ([]byte, erro
 	success := read.Succeeded()
 	var patterns []string
 	var inserted bool
-	var buf []byte
 	var inv []glob.Pattern
+	var text string
 	if success {
 		_, p := e.resolver.Resolve(r.tool)
 		class := config.ClassUnknown
@@ -41,33 +41,35 @@ func (e *Engine) decorateResult(dst []byte, in []byte, r *request) ([]byte, erro
 			for _, g := range inv {
 				patterns = append(patterns, g.String())
 			}
-			text := decorate.Block(patterns, decorate.SanitizeName(r.tool, e.cfg.Separator))
-			var owned bool
-			buf, owned = e.takeScratch(len(msg) + len(text) + 64)
-			buf, inserted = read.InsertBlock(buf, text)
-			if owned {
-				defer e.putScratch(buf)
-			}
-			if inserted {
-				msg = str(buf)
-			} else {
-				patterns = nil
-			}
+			text = decorate.Block(patterns, decorate.SanitizeName(r.tool, e.cfg.Separator))
 		}
 	}
 	_, maxResp, _ := e.cfg.Limits.For(r.tool)
 	dst = append(dst, `{"message":`...)
+	// The message is written once, into dst: with the block where there is one, and cut
+	// only when it comes out over the limit (then the written message is moved to the
+	// scratch buffer and cut from there: the rare case pays the copy).
+	mark := len(dst)
+	if len(patterns) > 0 {
+		if dst, inserted = read.InsertBlock(dst, text); !inserted {
+			patterns = nil
+		}
+	} else {
+		dst = append(dst, msg...)
+	}
 	var tr *decorate.Truncation
-	if maxResp > 0 {
+	if maxResp > 0 && len(dst)-mark > maxResp {
+		buf, owned := e.takeScratch(len(dst) - mark)
+		buf = append(buf, dst[mark:]...)
+		if owned {
+			defer e.putScratch(buf)
+		}
 		var terr error
-		mark := len(dst)
-		dst, tr, terr = decorate.TruncateRead(dst, msg, maxResp, inserted, success)
+		dst, tr, terr = decorate.TruncateRead(dst[:mark], str(buf), maxResp, inserted, success)
 		if terr != nil {
 			dst = dst[:mark]
 			return nil, &Error{Code: abi.ErrTruncation, Message: terr.Error()}
 		}
-	} else {
-		dst = append(dst, msg...)
 	}
 	dst = append(dst, `,"invalidated":{"patterns":`...)
 	dst = jsonx.AppendStrings(dst, patterns)
