@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ type listServer struct {
 
 	mu      sync.Mutex
 	rev     int
+	refused string // a credential (Authorization) the server answers 401
 	listens []chan struct{}
 	lists   atomic.Int64 // tools/list requests that reached it
 }
@@ -94,6 +96,13 @@ func (s *listServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch req.Method {
 	case "tools/list":
 		s.lists.Add(1)
+		s.mu.Lock()
+		refused := s.refused != "" && r.Header.Get("Authorization") == s.refused
+		s.mu.Unlock()
+		if refused {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
 		names := s.names(r.Header.Get("Authorization"))
 		page, next := names[:3], `,"nextCursor":"2"`
 		if req.Params.Cursor == "2" {
@@ -583,5 +592,153 @@ func TestListCache_2025(t *testing.T) {
 	srv.RemoveTools("t.c") // unheard: no stream
 	if n := c.list(8); len(n) != 2 {
 		t.Fatalf("after an unheard change: %v; want the server's list", n)
+	}
+}
+
+// wireListStatus is wireList that returns the HTTP status and body as they came.
+func wireListStatus(t *testing.T, gw, auth string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", gw, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/list")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// TestListCache_aCredentialTheServerRefuses is the case that keeps the copy off by default:
+// the server never sees a request answered from the copy, so a credential it refuses gets
+// the list it would not give. A "public" list is shared by every caller that sends an
+// Authorization header, so a token the server never issued gets it; a "private" list
+// keeps going to a credential the server revoked until its ttlMs runs out.
+func TestListCache_aCredentialTheServerRefuses(t *testing.T) {
+	for _, scope := range []string{"public", "private"} {
+		t.Run(scope, func(t *testing.T) {
+			srv := &listServer{ttlMs: 60_000, scope: scope}
+			up := httptest.NewServer(srv)
+			t.Cleanup(up.Close)
+			_, url := listGateway(t, up.URL+"/mcp", store.NewMemory(store.Options{}))
+			wireList(t, url, "Bearer alice", "", 1) // fills the copy
+			refused := "Bearer mallory"             // public: any other token
+			if scope == "private" {
+				refused = "Bearer alice" // private: alice's token, revoked at the server
+			}
+			srv.mu.Lock()
+			srv.refused = refused
+			srv.mu.Unlock()
+			if status, _ := wireListStatus(t, up.URL+"/mcp", refused); status != http.StatusUnauthorized {
+				t.Fatalf("the server itself answers %s with %d; want 401", refused, status)
+			}
+			before := srv.lists.Load()
+			status, body := wireListStatus(t, url, refused)
+			if status != 200 || !strings.Contains(body, `"t.a"`) || srv.lists.Load() != before {
+				t.Fatalf("through the gateway: %d %.200s, upstream lists %d (was %d); want the list from the copy, unasked", status, body, srv.lists.Load(), before)
+			}
+		})
+	}
+}
+
+// TestListCache_2025_serverEndsTheStream: the server ending the session's GET stream (a
+// restart, a closed connection) ends the copy as the client dropping it does: the next
+// list goes upstream.
+func TestListCache_2025_serverEndsTheStream(t *testing.T) {
+	srv, lists, upURL := sdkListServer(t)
+	// The GET streams the upstream serves end when cut is called (the server's side).
+	var mu sync.Mutex
+	var cuts []context.CancelFunc
+	cut := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range cuts {
+			c()
+		}
+		cuts = nil
+	}
+	target, _ := url.Parse(upURL)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			ctx, cancel := context.WithCancel(r.Context())
+			mu.Lock()
+			cuts = append(cuts, cancel)
+			mu.Unlock()
+			r = r.WithContext(ctx)
+		}
+		(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, FlushInterval: -1}).ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	_, gw := listGateway(t, front.URL+"/mcp", store.NewMemory(store.Options{}))
+	c := newSessionClient(t, gw)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	events := c.stream(ctx)
+	c.list(1)
+	c.list(2)
+	if lists.Load() != 1 {
+		t.Fatalf("with the GET stream: upstream lists %d; want 1", lists.Load())
+	}
+	cut()
+	for range events { // the stream's end, as the client saw it
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		before := lists.Load()
+		c.list(3)
+		if lists.Load() == before+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the copy was still used 5 s after the server ended the GET stream")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.RemoveTools("t.b") // unheard: no stream
+	if n := c.list(4); len(n) != 1 {
+		t.Fatalf("after an unheard change: %v; want the server's list", n)
+	}
+}
+
+// TestListCache_2025_anotherReplica: a session whose GET stream one replica relays is
+// answered from no copy on another replica (which neither relays the stream nor saw the
+// server declare listChanged), and a list_changed the first replica reads ends the other's
+// copies of 2026 lists too (TestListCache_replicas).
+func TestListCache_2025_anotherReplica(t *testing.T) {
+	_, lists, upURL := sdkListServer(t)
+	spec := storetest.RedisNear(t)
+	if spec == "" {
+		t.Skip("redis-server not installed")
+	}
+	var gws []string
+	for range 2 {
+		st, err := store.Open(context.Background(), spec, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		_, u := listGateway(t, upURL, st)
+		gws = append(gws, u)
+	}
+	a := newSessionClient(t, gws[0])
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	a.stream(ctx)
+	a.list(1)
+	a.list(2)
+	if lists.Load() != 1 {
+		t.Fatalf("replica a with the GET stream: upstream lists %d; want 1", lists.Load())
+	}
+	b := &sessionClient{t: t, url: gws[1], sid: a.sid} // the session's next request lands on b
+	b.list(3)
+	b.list(4)
+	if lists.Load() != 3 {
+		t.Fatalf("replica b: upstream lists %d; want 3 (b holds no stream of the session)", lists.Load())
 	}
 }

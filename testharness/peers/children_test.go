@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stategate/stategate/exchange/listcache"
 	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
@@ -97,16 +98,19 @@ func childHandler(role string) (http.Handler, error) {
 			FlushInterval: -1,
 		}, nil
 	case "stategate-decorating":
-		return stategate(up, demo.Config())
+		return stategate(up, demo.Config(), nil)
+	case "stategate-decorating-listcache":
+		return stategate(up, demo.Config(), &listcache.Config{})
 	case "stategate-passthrough":
-		return stategate(up, []byte(passThroughConfig))
+		return stategate(up, []byte(passThroughConfig), nil)
 	}
 	return nil, fmt.Errorf("unknown role %q", role)
 }
 
 // stategate is the gateway as the gateway benchmarks build it: the built engine module
-// (build/stategate.wasm) in a pool of 8 instances, a memory store.
-func stategate(up *url.URL, cfg []byte) (http.Handler, error) {
+// (build/stategate.wasm) in a pool of 8 instances, a memory store; lists: the list cache's
+// configuration (nil: off), as `stategate serve --list-cache` gives it.
+func stategate(up *url.URL, cfg []byte, lists *listcache.Config) (http.Handler, error) {
 	wasm, err := os.ReadFile(os.Getenv(wasmEnv))
 	if err != nil {
 		return nil, fmt.Errorf("the engine module: %w (run make build)", err)
@@ -120,5 +124,5 @@ func stategate(up *url.URL, cfg []byte) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gateway.New(gateway.Options{Upstream: up, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{})})
+	return gateway.New(gateway.Options{Upstream: up, Plugin: pool, Config: cfg, Store: store.NewMemory(store.Options{}), ListCache: lists})
 }

@@ -3,6 +3,7 @@ package peers_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -103,6 +105,34 @@ func open(url string) (*session, error) {
 		return nil, fmt.Errorf("notifications/initialized: status %d: %.300s", resp.StatusCode, body)
 	}
 	return s, nil
+}
+
+// holdStream opens the session's GET stream, as the official SDKs' clients do after
+// initialize, and reads it (discarding its events) until the benchmark ends.
+func (s *session) holdStream(b *testing.B) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		cancel()
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+authToken)
+	req.Header.Set("MCP-Protocol-Version", s.proto)
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	resp, err := (&http.Client{Transport: httpClient.Transport}).Do(req) // no timeout: it stays open
+	if err != nil {
+		cancel()
+		return fmt.Errorf("GET stream: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		cancel()
+		return fmt.Errorf("GET stream: status %d", resp.StatusCode)
+	}
+	go io.Copy(io.Discard, resp.Body)
+	b.Cleanup(func() { cancel(); resp.Body.Close() })
+	return nil
 }
 
 // timed posts body and returns how long the whole answer took to arrive, and the answer's

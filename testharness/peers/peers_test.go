@@ -57,7 +57,7 @@ func BenchmarkPeers(b *testing.B) {
 		if !selected(r.name) {
 			continue
 		}
-		m := &measured{name: r.name, hidden: map[string]bool{}}
+		m := &measured{name: r.name, hidden: map[string]bool{}, stream: r.stream}
 		for _, h := range r.hidden {
 			m.hidden[h] = true
 		}
@@ -84,6 +84,14 @@ func BenchmarkPeers(b *testing.B) {
 			continue
 		}
 		m.one.role, m.eight.role = "concurrency 1", "concurrency 8"
+		if m.stream {
+			if m.notRun = m.one.holdStream(b); m.notRun == nil {
+				m.notRun = m.eight.holdStream(b)
+			}
+			if m.notRun != nil {
+				continue
+			}
+		}
 		m.warmUp(cfg.warm, ref)
 	}
 
@@ -141,6 +149,7 @@ type measured struct {
 	url    string
 	notRun error
 	hidden map[string]bool
+	stream bool // its sessions hold their GET streams (row.stream)
 
 	one, eight *session
 	nextID     atomic.Int64 // the JSON-RPC id sequence, the same for every row

@@ -24,17 +24,22 @@ type row struct {
 	// decorating configuration's workflow (host/demo's checkout) hides the tools its
 	// initial state does not allow.
 	hidden []string
+	// stream: each of the row's sessions holds its GET stream open, as the official SDKs'
+	// clients do (stategate's list cache answers a session-era session from its copy only
+	// while it relays that stream).
+	stream bool
 }
 
 func rows() []row {
 	return []row{
-		{"plain reverse proxy (baseline)", child("reverseproxy"), nil},
-		{"stategate, decorating", child("stategate-decorating"), []string{"cart.checkout", "cart.pay"}},
-		{"stategate, pass-through", child("stategate-passthrough"), nil},
-		{"Docker's MCP gateway v0.43.3", startDocker, nil},
-		{"ToolHive `thv proxy` v0.47.0", startThv, nil},
-		{"supergateway 4.0.0 (chain)", startSupergateway, nil},
-		{"mcp-proxy 6.7.19 (chain)", startMCPProxy, nil},
+		{"plain reverse proxy (baseline)", child("reverseproxy"), nil, false},
+		{"stategate, decorating", child("stategate-decorating"), []string{"cart.checkout", "cart.pay"}, false},
+		{"stategate, pass-through", child("stategate-passthrough"), nil, false},
+		{"stategate, decorating, list cache", child("stategate-decorating-listcache"), []string{"cart.checkout", "cart.pay"}, true},
+		{"Docker's MCP gateway v0.43.3", startDocker, nil, false},
+		{"ToolHive `thv proxy` v0.47.0", startThv, nil, false},
+		{"supergateway 4.0.0 (chain)", startSupergateway, nil, false},
+		{"mcp-proxy 6.7.19 (chain)", startMCPProxy, nil, false},
 	}
 }
 
