@@ -2,10 +2,12 @@ package peers_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -48,7 +50,33 @@ func upstreamHandler() http.Handler {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 			})
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	return declaresListChanged(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
+}
+
+// declaresListChanged makes the upstream's initialize result declare
+// capabilities.tools.listChanged, as the SDK's servers do by default (the demo server opts
+// out: its tools never change); without it no gateway that keeps a coherent copy may keep
+// one of a session's list (stategate's list cache row). Only the initialize request (a POST
+// without a session) is buffered; every other passes as it comes, for every row alike.
+func declaresListChanged(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		if bytes.Contains(body, []byte(`"protocolVersion"`)) {
+			body = bytes.Replace(body, []byte(`"tools":{}`), []byte(`"tools":{"listChanged":true}`), 1)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		w.Write(body)
+	})
 }
 
 // passThroughConfig is stategate with no policies, no workflow and no limits of its own.

@@ -109,7 +109,7 @@ func open(url string) (*session, error) {
 
 // holdStream opens the session's GET stream, as the official SDKs' clients do after
 // initialize, and reads it (discarding its events) until the benchmark ends.
-func (s *session) holdStream(b *testing.B) error {
+func (s *session) holdStream(b testing.TB) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
