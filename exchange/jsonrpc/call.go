@@ -82,7 +82,14 @@ func ReadCall(msg string) CallAnswer {
 // past it (-1 when it does not close where its members end: not JSON).
 func (c *CallAnswer) readResult(at int) int {
 	msg := c.s
-	_, _, closed := memberAtEnd(msg, at, "", func(n string, at, end int) {
+	it := memberIter{s: msg, i: jsonx.SkipWS(msg, at+1)}
+	last := at + 1
+	for {
+		n, vat, vend, ok := it.next()
+		if !ok {
+			break
+		}
+		last = vend
 		var into *span
 		switch n {
 		case "resultType":
@@ -96,16 +103,16 @@ func (c *CallAnswer) readResult(at int) int {
 		case "structuredContent":
 			into = &c.structured
 		default:
-			return
+			continue
 		}
 		if into.at < 0 {
-			*into = span{at, end}
+			*into = span{vat, vend}
 		}
-	})
-	if closed < 0 {
-		return -1
 	}
-	return closed + 1
+	if e := jsonx.SkipWS(msg, last); e < len(msg) && msg[e] == '}' {
+		return e + 1
+	}
+	return -1
 }
 
 // resultObject reports whether the message is an object, repeats no member, has no error
@@ -165,12 +172,6 @@ func (c *CallAnswer) Structured() string {
 // brace of the object at s[obj] when it has no member name (a writer that adds the member
 // puts it there); close is -1 when name was found or s is not JSON there.
 func MemberAtEnd(s string, obj int, name string) (at, end, close int) {
-	return memberAtEnd(s, obj, name, nil)
-}
-
-// memberAtEnd is MemberAtEnd that shows each member before name to see (nil: none); an
-// empty name is never found.
-func memberAtEnd(s string, obj int, name string, see func(name string, at, end int)) (at, end, close int) {
 	if obj >= len(s) || s[obj] != '{' {
 		return -1, -1, -1
 	}
@@ -181,11 +182,8 @@ func memberAtEnd(s string, obj int, name string, see func(name string, at, end i
 		if !ok {
 			break
 		}
-		if n == name && name != "" {
+		if n == name {
 			return at, end, -1
-		}
-		if see != nil {
-			see(n, at, end)
 		}
 		last = end
 	}
