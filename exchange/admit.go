@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/jsonrpc"
@@ -26,6 +27,10 @@ const (
 	Pass    Verdict = iota // forward the request unchanged and its answer untouched
 	Reply                  // answer Status and Body (application/json); the upstream is not called
 	Forward                // send Body upstream and rewrite the answer through the Exchange
+	// Hold: answer with an event stream whose first event is Body (the gateway's
+	// elicitation/create request), await the answer to Held's id, then admit the request
+	// again with it (approval.WithHeld). Only for a host that set Options.Elicit.
+	Hold
 )
 
 // Exchange is one request the core decided on, and, when forwarded, its answer.
@@ -71,7 +76,9 @@ type Exchange struct {
 	// authorization is a tools/list request's Authorization: with the principal, the
 	// credential scope its Mcp-Param declarations are learnt for (toollist.Params).
 	authorization string
-	initVersion   string // initialize: the params.protocolVersion it asks for (its era)
+	initVersion   string   // initialize: the params.protocolVersion it asks for (its era)
+	elicitForm    bool     // initialize: the client can answer a form (RecordElicitation)
+	held          heldCall // Hold: the question (elicit.go)
 }
 
 // callState is a tools/call's part in the state loop: the engine input check_limits and
@@ -203,6 +210,9 @@ func (ex intake) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Envelop
 		return ex.Exchange
 	}
 	if !actsOn(ex.Method) {
+		if c.opts.Elicit != nil && !e.Method.Exists() && approval.IsID(id) {
+			return ex.consumeAnswer(ctx, h, gjson.ParseBytes(body), id) // an answer to the gateway's own question
+		}
 		return ex.Exchange // Pass: notifications, responses and every other method
 	}
 	if ex.clientID == nil {
@@ -225,6 +235,7 @@ func (ex intake) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Envelop
 		}
 	case MethodInitialize:
 		ex.initVersion = params.Get("protocolVersion").Str
+		ex.elicitForm = c.opts.Elicit != nil && approval.FormCapable(params.Get("capabilities.elicitation"))
 	case MethodToolsList:
 		ex.authorization = h.Get(admission.HeaderAuthorization) // the list's credential scope
 	}
@@ -247,6 +258,16 @@ func (ex intake) headersAgree(h Headers, e *jsonrpc.Envelope) bool {
 func (ex intake) admitBatch(doc gjson.Result) *Exchange {
 	if r := admission.Batch(doc, ex.version, actsOn); r != nil {
 		return ex.refuse(r)
+	}
+	if ex.core.opts.Elicit != nil {
+		ours := false
+		doc.ForEach(func(_, m gjson.Result) bool {
+			ours = approval.IsID(m.Get("id"))
+			return !ours
+		})
+		if ours { // answered on its own, never in a batch, never forwarded
+			return ex.reject(400, jsonrpc.CodeInvalidRequest, "invalid request: an answer to the gateway's approval question must be sent on its own, not in a batch")
+		}
 	}
 	return ex.Exchange
 }

@@ -16,7 +16,10 @@ import (
 // upstream, without the gateway's own requestState and inputResponses; false has answered
 // it (the question, or a refusal). The yes is bound to the call as admission read it: the
 // tool, its arguments, the principal, the credentials and the workflow state.
-func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc.Params, need gjson.Result, h Headers) bool {
+// A 2025-11-25 client on a host that holds calls (Options.Elicit) is asked on the call's
+// stream instead (Verdict Hold, elicit.go); the host admits the call again with the answer
+// (approval.WithHeld), within timeout, the call's own.
+func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc.Params, need gjson.Result, h Headers, timeout time.Duration) bool {
 	if c.approvals == nil {
 		// A module answering approvals the host facts did not announce: never forwarded.
 		c.refuseApproval(ex, approval.Outcome{Verdict: approval.Refuse, Code: abi.DenyApprovalRequired})
@@ -28,6 +31,10 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 		Modern: ex.version >= cacheableVersion, Task: ex.task,
 		RequestState: params.RequestState, InputResponses: params.InputResponses,
 		Now: time.Now(),
+	}
+	if !call.Modern && c.opts.Elicit != nil && ex.acceptsSSE {
+		call.Holds, call.Session, call.CallTimeout, call.Held = true, ex.Session, timeout, approval.HeldFrom(ctx)
+		call.Scope = c.approvalScope(h, true)
 	}
 	if st := ex.call.st; st != nil {
 		call.Workflow = approval.WorkflowOfSlots(st.Keys, st.Slots)
@@ -46,6 +53,13 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 		c.tally.count(stats.CountApprovalsAsked)
 		ex.releaseNow()
 		ex.answerLocal(out.Result)
+		ex.called(events.OutcomeIncomplete)
+		return false
+	case approval.Hold:
+		c.tally.count(stats.CountApprovalsAsked)
+		ex.releaseNow() // no lease is held while a person decides: the second admission takes it
+		ex.Verdict, ex.Status, ex.Body = Hold, 200, out.Result
+		ex.held = heldCall{id: out.ID, wait: out.Wait}
 		ex.called(events.OutcomeIncomplete)
 		return false
 	}

@@ -74,7 +74,7 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 		c.deny(ex, lim.ans)
 		return
 	}
-	if lim.approval.Exists() && !c.approve(ctx, ex, params, lim.approval, h) {
+	if lim.approval.Exists() && !c.approve(ctx, ex, params, lim.approval, h, time.Duration(lim.timeoutMs.Int())*time.Millisecond) {
 		return // asked for a yes, or refused: nothing goes upstream
 	}
 	if ex.call.moves && !ex.task && !ex.health.probe {

@@ -80,6 +80,10 @@ type Options struct {
 	// default, a negative value turns the memo off), and half of it the memo of decorated
 	// tools that lets a list that changed by a few tools be decorated by those alone.
 	ListMemoBytes int
+	// Elicit, when set, makes the core ask 2025-11-25 clients for a person's approval on the
+	// call's own stream (Verdict Hold) and consume their answers: for a host that can hold a
+	// request (host/gateway). nil: such a call is refused APPROVAL_REQUIRED.
+	Elicit Elicitor
 	// Previous is the core this one replaces when a host reloads its configuration: its
 	// counters (Stats) and the tool names the upstream listed carry over, so counters keep
 	// running and metric labels stay known across the swap, and the new configuration's

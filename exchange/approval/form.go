@@ -101,6 +101,11 @@ func ReadAnswer(inputResponses []byte) Answer {
 	if !ok {
 		return Invalid
 	}
+	return readResponse(resp)
+}
+
+// readResponse reads one elicitation result: {"action", "content"}.
+func readResponse(resp gjson.Result) Answer {
 	action, ok := only(resp, "action")
 	if !ok || action.Type != gjson.String {
 		return Invalid

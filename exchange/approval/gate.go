@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,10 +21,12 @@ import (
 //
 // # Notes
 //
-//   - Only the 2026-07-28 way of asking is built here (an input_required result with a
-//     signed requestState). A 2025-11-25 client, and an operator's approval, are refused
-//     with a message that says a person must approve the call: the call never reaches the
-//     server without a yes.
+//   - A 2026-07-28 client is asked with an input_required result and a signed
+//     requestState. A 2025-11-25 client is asked by an elicitation/create request on the
+//     call's response stream (elicit.go) when its host can hold the call (Call.Holds) and
+//     the client declared it can answer a form; otherwise it is refused, as an operator's
+//     approval is, with a message that says a person must approve the call: the call never
+//     reaches the server without a yes.
 //   - Everything that comes back from the client is hostile input: Open verifies the MAC
 //     before it reads anything but the key id, Match compares every binding.
 type Gate struct {
@@ -64,6 +67,13 @@ type Call struct {
 	// RequestState and InputResponses are the call's params members (a retry's).
 	RequestState, InputResponses gjson.Result
 	Now                          time.Time
+	// Holds: the host can hold the call while a 2025-11-25 client is asked (elicit.go);
+	// Session is the call's Mcp-Session-Id and CallTimeout its own timeout (the wait's
+	// bound). Held is the answer such a question got, handed by the host (HeldFrom).
+	Holds       bool
+	Session     string
+	CallTimeout time.Duration
+	Held        *Held
 }
 
 // Verdict is what to do with a call.
@@ -73,14 +83,17 @@ const (
 	Ask    Verdict = iota // answer Result (input_required) and forward nothing
 	Pass                  // forward the call without the gateway's requestState and inputResponses
 	Refuse                // answer Result (an error result with Code) and forward nothing
+	Hold                  // send Result (an elicitation/create request) on the call's stream, await the answer to ID for Wait
 )
 
 // Outcome is the gate's decision.
 type Outcome struct {
 	Verdict Verdict
-	Result  []byte // Ask: the input_required result; Refuse: the refusal result
-	Code    string // Refuse: the denial code
-	Why     string // Refuse: what was wrong, for the event and the log
+	Result  []byte        // Ask: the input_required result; Refuse: the refusal result
+	Code    string        // Refuse: the denial code
+	Why     string        // Refuse: what was wrong, for the event and the log
+	ID      string        // Hold: the elicitation request's id
+	Wait    time.Duration // Hold: how long to wait for its answer
 }
 
 // maxArgShown bounds the arguments the form shows, in bytes.
@@ -93,8 +106,15 @@ func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after an operator approves the call, and this gateway does not hold calls for an operator's decision yet: it was not run.", "operator approval")
 	case c.Task:
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call, which a task-augmented call cannot wait for: call it without a task to be asked.", "task-augmented")
-	case !c.Modern:
+	case !c.Modern && c.Held == nil && !c.Holds:
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks with the 2026-07-28 protocol's input_required result, which this client's protocol version cannot carry: it was not run.", "protocol version")
+	case !c.Modern && c.Held == nil:
+		switch ok, err := g.capable(ctx, c.Session); {
+		case err != nil:
+			return refusal(c.Tool, abi.DenyGateUnavailable, "Tool "+c.Tool+" needs a person's approval, and the gateway could not read whether this client can be asked: it was not run. Try again shortly.", "capability: "+err.Error())
+		case !ok:
+			return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks a 2025-11-25 client with an elicitation request on the call's stream, and this client did not declare the elicitation capability (form mode) when it initialized its session: it was not run.", "no elicitation capability")
+		}
 	}
 	digest, ok := ArgsDigest(c.Args)
 	if !ok {
@@ -105,13 +125,39 @@ func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 		return refusal(c.Tool, abi.DenyGateUnavailable, "Tool "+c.Tool+" needs a person's approval, and the gateway could not read its approval key: it was not run. Try again shortly.", "key: "+err.Error())
 	}
 	bind := Bind{Tool: c.Tool, ArgsDigest: digest, Principal: c.Principal, Scope: c.Scope, Workflow: c.Workflow}
+	if h := c.Held; h != nil {
+		return g.verify(ctx, c, &bind, keys, h.ID[min(len(IDPrefix), len(h.ID)):], h)
+	}
+	if !c.Modern {
+		return g.hold(n, c, &bind, keys)
+	}
 	s := c.RequestState
 	if s.Type != gjson.String || len(s.Str) < len(Prefix) || s.Str[:len(Prefix)] != Prefix {
 		return g.ask(n, c, &bind, keys)
 	}
-	st, err := Open(keys, s.Str, c.Now.UnixMilli())
-	if err == nil {
-		err = st.Match(&bind)
+	return g.verify(ctx, c, &bind, keys, s.Str, nil)
+}
+
+// verify decides a call that carries the answer to the gateway's question: the retry's
+// requestState and inputResponses (held nil), or the answer a held call got (held).
+func (g *Gate) verify(ctx context.Context, c *Call, bind *Bind, keys []Key, state string, held *Held) Outcome {
+	again := " Call it again without requestState to be asked."
+	if held != nil {
+		again = " Call it again to be asked."
+	}
+	st, err := Open(keys, state, c.Now.UnixMilli())
+	if held != nil && err == nil {
+		// The person's answer first: a no is a no whatever else changed.
+		switch {
+		case held.TimedOut:
+			return refusal(c.Tool, abi.DenyApprovalCancelled, "Nobody answered the approval within "+strconv.FormatInt(held.Wait.Milliseconds()/1000, 10)+" s: tool "+c.Tool+" was not run.", "timed out")
+		case held.Answer == Decline, held.Answer == Cancel:
+		case held.Answer != Accept:
+			return refusal(c.Tool, abi.DenyApprovalInvalid, "The answer to the approval could not be read: tool "+c.Tool+" was not run."+again, "no answer")
+		}
+	}
+	if err == nil && !(held != nil && held.Answer != Accept) {
+		err = st.Match(bind)
 	}
 	if err != nil {
 		text := "The approval this call carries is not valid for it"
@@ -121,16 +167,22 @@ func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 		case errors.Is(err, ErrMismatch):
 			text = "The approval this call carries was given for another call (" + err.Error() + ")"
 		}
-		return refusal(c.Tool, abi.DenyApprovalInvalid, text+": tool "+c.Tool+" was not run. Call it again without requestState to be asked.", err.Error())
+		return refusal(c.Tool, abi.DenyApprovalInvalid, text+": tool "+c.Tool+" was not run."+again, err.Error())
 	}
-	switch ReadAnswer([]byte(c.InputResponses.Raw)) {
+	answer := Invalid
+	if held != nil {
+		answer = held.Answer
+	} else {
+		answer = ReadAnswer([]byte(c.InputResponses.Raw))
+	}
+	switch answer {
 	case Decline:
 		return refusal(c.Tool, abi.DenyApprovalDeclined, "The person asked declined to approve this call: tool "+c.Tool+" was not run.", "declined")
 	case Cancel:
 		return refusal(c.Tool, abi.DenyApprovalCancelled, "The person asked dismissed the approval without deciding: tool "+c.Tool+" was not run.", "cancelled")
 	case Accept:
 	default:
-		return refusal(c.Tool, abi.DenyApprovalInvalid, "The call carries no readable answer to the approval asked for: tool "+c.Tool+" was not run. Call it again without requestState to be asked.", "no answer")
+		return refusal(c.Tool, abi.DenyApprovalInvalid, "The call carries no readable answer to the approval asked for: tool "+c.Tool+" was not run."+again, "no answer")
 	}
 	created, err := g.Create(ctx, UsedKey(st), []byte("1"))
 	switch {

@@ -81,6 +81,10 @@ type Step struct {
 	Body     string            `json:"body,omitempty"`
 	Upstream *Answer           `json:"upstream,omitempty"` // the upstream's answer, when it is called
 	Want     Want              `json:"want"`
+	// Holding, when set, is what a host that can hold a call while a person is asked
+	// (RunHolding: host/gateway, which asks 2025-11-25 clients on the call's stream) must
+	// give instead of Want.
+	Holding *Want `json:"holding,omitempty"`
 }
 
 // Values are one header's values in a step: a JSON string is one field line, an array a
@@ -211,6 +215,16 @@ func Run(t *testing.T, newHost func(t *testing.T, config []byte) Host) {
 
 // RunOptions runs every case on hosts made by newHost with the case's HostOptions.
 func RunOptions(t *testing.T, newHost func(t *testing.T, config []byte, o HostOptions) Host) {
+	run(t, newHost, false)
+}
+
+// RunHolding is RunOptions for a host that can hold a call while a person is asked: a
+// step's Holding, when it has one, is what it must give.
+func RunHolding(t *testing.T, newHost func(t *testing.T, config []byte, o HostOptions) Host) {
+	run(t, newHost, true)
+}
+
+func run(t *testing.T, newHost func(t *testing.T, config []byte, o HostOptions) Host, holds bool) {
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
 			h := newHost(t, Config(c.Config), HostOptions{PublicURL: c.PublicURL})
@@ -220,12 +234,18 @@ func RunOptions(t *testing.T, newHost func(t *testing.T, config []byte, o HostOp
 				s := &c.Steps[i]
 				got := h.Do(t, issued.Resolve(*s))
 				body := normalise(t, got, *s)
-				check(t, i, *s, got, body)
-				issued.Check(t, i, *s, got)
-				if *update && body != s.Want.Body {
-					s.Want.Body, changed = body, true
-				} else if body != s.Want.Body {
-					t.Errorf("step %d: answer bytes differ from the recorded ones\n got: %s\nwant: %s", i, body, s.Want.Body)
+				want := &s.Want
+				if holds && s.Holding != nil {
+					want = s.Holding
+				}
+				seen := *s
+				seen.Want = *want
+				check(t, i, seen, got, body)
+				issued.Check(t, i, seen, got)
+				if *update && body != want.Body {
+					want.Body, changed = body, true
+				} else if body != want.Body {
+					t.Errorf("step %d: answer bytes differ from the recorded ones\n got: %s\nwant: %s", i, body, want.Body)
 				}
 			}
 			if changed {

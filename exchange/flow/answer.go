@@ -188,8 +188,14 @@ func (o *Open) begin(status int, headers Headers, out *Output) {
 	if ex.Method == exchange.MethodInitialize {
 		o.upSession = headers.Get("Mcp-Session-Id")
 	}
-	if sid := ex.AnswerSession(ctx, status, headers.Get("Mcp-Session-Id")); sid != "" {
+	sid := ex.AnswerSession(ctx, status, headers.Get("Mcp-Session-Id"))
+	if sid != "" {
 		h = h.Set("Mcp-Session-Id", sid) // the upstream issues none: the gateway's own
+	} else if ex.Method == exchange.MethodInitialize {
+		sid = headers.Get("Mcp-Session-Id")
+	}
+	if ex.Method == exchange.MethodInitialize {
+		ex.RecordElicitation(ctx, status, sid) // the client can be asked for a yes (2025-11-25)
 	}
 	o.respHeaders = h
 	switch {

@@ -34,6 +34,12 @@ const (
 	DoForward = "forward" // send Method, Path, Headers, Body upstream
 	DoWait    = "wait"    // ask again with the same request after AfterMs, Waited increased
 	DoStream  = "stream"  // open the standing SSE stream of gateway session Session
+	// DoHold: answer Status and Headers (an event stream), write Body (the gateway's
+	// elicitation/create request) as its first event, await the answer to the request
+	// HoldID for at most Timeout (Options.Elicit of the core), then ask again with the same
+	// request and a context carrying the answer (approval.WithHeld), and write what that
+	// decides on the same stream. Only for a host whose core has Options.Elicit.
+	DoHold = "hold"
 )
 
 // Options configures a Flow.
@@ -133,6 +139,8 @@ type Decision struct {
 	// host writes the notifications addressed to it between the answer's outputs); answer,
 	// a gateway session that a DELETE ended (the host closes its standing streams).
 	Session string
+	// HoldID is the id of the elicitation request a hold awaits the answer to.
+	HoldID string
 	// Exchange is the core's exchange of an admitted POST (nil otherwise), for what a host
 	// records about it (tracing): Open's, or already closed when there is no Open.
 	Exchange *exchange.Exchange
@@ -215,8 +223,16 @@ func (f *Flow) post(ctx context.Context, r Request) Decision {
 	case exchange.Reply:
 		ex.Close()
 		d := jsonAnswer(ex.Status, ex.Body)
+		if ex.Status == 202 && len(ex.Body) == 0 { // an answer to the gateway's question, taken
+			d = Decision{Do: DoAnswer, Status: 202}
+		}
 		d.Exchange = ex
 		return d
+	case exchange.Hold:
+		ex.Close()
+		id, wait := ex.Held()
+		return Decision{Do: DoHold, Status: 200, Body: ex.Body, HoldID: id, Timeout: wait, Exchange: ex,
+			Headers: Headers{{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}}}
 	case exchange.Pass:
 		ex.Close()
 		h := r.Headers

@@ -30,7 +30,7 @@ import (
 // check the upstream's HTTP session are left out, each with the reason.
 func TestExchangeSuite_stdio(t *testing.T) {
 	rt := pluginRuntime(t)
-	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
+	exchangetest.RunHolding(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		if why := stdioUnfit(t.Name()); why != "" {
 			t.Skip("not over stdio: " + why)
 		}

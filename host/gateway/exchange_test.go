@@ -18,7 +18,7 @@ import (
 // step as the case says.
 func TestExchangeSuite(t *testing.T) {
 	rt := pluginRuntime(t)
-	exchangetest.RunOptions(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
+	exchangetest.RunHolding(t, func(t *testing.T, cfg []byte, o exchangetest.HostOptions) exchangetest.Host {
 		h, upstream := exchangetest.NewHTTPHost(t)
 		ctx := context.Background()
 		pool, err := wasmrt.NewPool(ctx, rt, cfg, wasmrt.PoolOptions{Size: 2})

@@ -23,6 +23,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
@@ -89,6 +90,7 @@ type Gateway struct {
 	streams   *streams
 	lists     *listcache.Cache // nil: off (Options.ListCache)
 	workers   workers          // run the exchanges of tools/call requests
+	elicit    *approval.Elicit // the answers to 2025-11-25 approval questions (elicit.go)
 
 	// Stats counts what the exchange core did (across reloads: Swap).
 	Stats *stats.Stats
@@ -132,6 +134,7 @@ func New(opts Options) (*Gateway, error) {
 		streams: newStreams(),
 		workers: workers{tasks: make(chan func())},
 		oauth:   oauth.Map{Public: public, EndpointPath: opts.Upstream.Path},
+		elicit:  approval.NewElicit(store.StateOf(opts.Store)),
 	}
 	if g.opts.NewCache == nil {
 		g.opts.NewCache = func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }
@@ -189,7 +192,7 @@ func (g *Gateway) newCore(plugin *wasmrt.Pool, config []byte, prev *exchange.Cor
 	return exchange.New(exchange.Options{Plugin: p, State: traceState(store.StateOf(g.opts.Store), g.opts.Tracer), Reporter: rep,
 		Config: config, MaxBodyBytes: g.opts.MaxBodyBytes, LeaseWait: g.opts.LeaseWait, Publisher: g.opts.Publisher,
 		NewCache: g.opts.NewCache, Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) },
-		Observed: observed(g.lists), Previous: prev})
+		Observed: observed(g.lists), Previous: prev, Elicit: g.elicit})
 }
 
 // observed is the core's Observed for the list cache l (nil when off).
@@ -283,6 +286,10 @@ func (g *Gateway) servePost(w http.ResponseWriter, r *http.Request, h flow.Heade
 	d := gen.flow.Request(r.Context(), flow.Request{Method: r.Method, Path: r.URL.RequestURI(), Headers: h, Body: body})
 	if span != nil && d.Exchange != nil {
 		describeRequest(span, d.Exchange)
+	}
+	if d.Do == flow.DoHold { // a tools/call that waits for a person's yes
+		g.serveHeld(w, r, d, gen, span, flow.Request{Method: r.Method, Path: r.URL.RequestURI(), Headers: h, Body: body})
+		return
 	}
 	if d.Open != nil && d.Timeout > 0 { // a tools/call
 		g.serveCall(w, r, d, gen, span) // releases gen when the call is done, maybe after returning
