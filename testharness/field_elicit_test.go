@@ -1,0 +1,90 @@
+package testharness
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fieldElicitConfig asks a person before server-everything's echo runs.
+const fieldElicitConfig = `{"version": 1, "approvals": [{"match": "echo", "by": "user", "message": "Echo this back?"}]}`
+
+// callCounter is a reverse proxy in front of an upstream that counts the tools/call
+// requests it passes, by tool, and keeps whether any body held sub.
+type callCounter struct {
+	proxy *httputil.ReverseProxy
+	mu    sync.Mutex
+	calls map[string]int
+	seen  []string
+}
+
+func (c *callCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	c.mu.Lock()
+	c.seen = append(c.seen, string(body))
+	if bytes.Contains(body, []byte(`"tools/call"`)) {
+		for _, tool := range []string{"echo", "get-sum"} {
+			if bytes.Contains(body, []byte(`"name":"`+tool+`"`)) {
+				c.calls[tool]++
+			}
+		}
+	}
+	c.mu.Unlock()
+	c.proxy.ServeHTTP(w, r)
+}
+
+func (c *callCounter) count(tool string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[tool]
+}
+
+func (c *callCounter) saw(sub string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.seen {
+		if strings.Contains(b, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestField_elicitation: human approval for a 2025-11-25 client (issue 41, item 3). The
+// official TypeScript client with an elicitation handler (field/elicit.mjs), through the
+// real `stategate serve`, in front of server-everything (Streamable HTTP, its own sessions)
+// with an approvals entry for echo: the gateway asks on the call's stream; accept runs
+// echo (server-everything saw it once), decline, cancel and an accept without the yes are
+// refused and the server never sees those calls, nor the gateway's question or the
+// client's answers; a client without the elicitation capability is refused at once.
+func TestField_elicitation(t *testing.T) {
+	bin := fieldRequire(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	target, _ := url.Parse(fieldEverything(ctx, t, "streamableHttp"))
+	counter := &callCounter{calls: map[string]int{}}
+	counter.proxy = &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(&url.URL{Scheme: target.Scheme, Host: target.Host}) },
+		FlushInterval: -1,
+	}
+	up := httptest.NewServer(counter)
+	t.Cleanup(up.Close)
+	gw := fieldServe(ctx, t, bin, fieldElicitConfig, up.URL+target.Path)
+	out := fieldNode(ctx, t, "elicit.mjs", "GATEWAY_URL="+gw.URL)
+	t.Logf("%s", out)
+	if n := counter.count("echo"); n != 1 {
+		t.Errorf("server-everything saw echo %d times, want 1 (the accepted call only)", n)
+	}
+	if counter.saw("dev.stategate/approval") {
+		t.Error("server-everything saw the gateway's question or an answer to it")
+	}
+}
