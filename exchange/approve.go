@@ -32,8 +32,9 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 		RequestState: params.RequestState, InputResponses: params.InputResponses,
 		Now: time.Now(),
 	}
-	if !call.Modern && c.opts.Elicit != nil && ex.acceptsSSE {
+	if !call.Modern && c.opts.Elicit != nil {
 		call.Holds, call.Session, call.CallTimeout, call.Held = true, ex.Session, timeout, approval.HeldFrom(ctx)
+		call.JSONOnly = !ex.acceptsSSE
 		call.Scope = c.approvalScope(h, true)
 	}
 	if st := ex.call.st; st != nil {

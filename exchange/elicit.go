@@ -9,7 +9,6 @@ import (
 	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/jsonrpc"
-	"github.com/stategate/stategate/exchange/stats"
 	"github.com/tidwall/gjson"
 )
 
@@ -57,7 +56,6 @@ func (ex intake) consumeAnswer(ctx context.Context, h Headers, doc gjson.Result,
 	}
 	err := c.approvals.Answered(ctx, id.Str, ex.principal, c.approvalScope(h, true), time.Now())
 	if err != nil {
-		c.tally.countLabel(stats.CountDenied, stats.DenialLabel("APPROVAL_INVALID"))
 		return ex.reject(400, jsonrpc.CodeInvalidRequest, "invalid request: not an answer to a question this gateway asked this session ("+err.Error()+")")
 	}
 	a := approval.Cancel // an error response: the client could not ask

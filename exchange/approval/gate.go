@@ -74,6 +74,7 @@ type Call struct {
 	Session     string
 	CallTimeout time.Duration
 	Held        *Held
+	JSONOnly    bool // the client takes no event stream: it cannot be asked on one
 }
 
 // Verdict is what to do with a call.
@@ -108,6 +109,8 @@ func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call, which a task-augmented call cannot wait for: call it without a task to be asked.", "task-augmented")
 	case !c.Modern && c.Held == nil && !c.Holds:
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks with the 2026-07-28 protocol's input_required result, which this client's protocol version cannot carry: it was not run.", "protocol version")
+	case !c.Modern && c.Held == nil && c.JSONOnly:
+		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks a 2025-11-25 client with an elicitation request on the call's event stream, and this request accepts only application/json: it was not run.", "json only")
 	case !c.Modern && c.Held == nil:
 		switch ok, err := g.capable(ctx, c.Session); {
 		case err != nil:

@@ -378,7 +378,7 @@ func TestElicit25_neverAround(t *testing.T) {
 	for _, tc := range []struct{ name, caps, accept, text string }{
 		{"no elicitation capability", "", sse, "did not declare the elicitation capability"},
 		{"url mode only", `{"url":{}}`, sse, "did not declare the elicitation capability"},
-		{"JSON-only client", `{}`, "application/json", "input_required"},
+		{"JSON-only client", `{}`, "application/json", "accepts only application/json"},
 	} {
 		n := &client25{t: t, url: urls[0], subject: "alice"}
 		n.initialize(tc.caps)
