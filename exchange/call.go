@@ -74,7 +74,7 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 		c.deny(ex, lim.ans)
 		return
 	}
-	if lim.approval.Exists() && !c.approve(ctx, ex, params, lim.approval, h, time.Duration(lim.timeoutMs.Int())*time.Millisecond) {
+	if lim.approval.Exists() && !c.approve(ctx, ex, params, lim.approval, h, callTimeout(&lim)) {
 		return // asked for a yes, or refused: nothing goes upstream
 	}
 	if ex.call.moves && !ex.task && !ex.health.probe {
@@ -86,6 +86,15 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 		return
 	}
 	c.admitted(ctx, ex, &lim, h, listed)
+}
+
+// callTimeout is the call's own timeout, as check_limits answered it (DefaultTimeout when
+// it did not, as the flow bounds the call then).
+func callTimeout(lim *limits) time.Duration {
+	if t := time.Duration(lim.timeoutMs.Int()) * time.Millisecond; t > 0 {
+		return t
+	}
+	return DefaultTimeout
 }
 
 // readCall reads a tools/call's name, task and arguments into ex (the engine input

@@ -138,12 +138,14 @@ func (g *Gate) hold(n Need, c *Call, b *Bind, keys []Key) Outcome {
 	if err := g.Random(b.Nonce[:]); err != nil {
 		return refusal(c.Tool, abi.DenyGateUnavailable, "Tool "+c.Tool+" needs a person's approval, and the gateway could not make the question: it was not run.", "random: "+err.Error())
 	}
-	wait := c.CallTimeout
-	if t := time.Duration(n.TimeoutMs) * time.Millisecond; t > 0 && (wait <= 0 || t < wait) {
-		wait = t
-	}
+	// The approval's timeoutMs (the 2026 way's default when unset), within the call's own
+	// timeout.
+	wait := time.Duration(n.TimeoutMs) * time.Millisecond
 	if wait <= 0 {
-		wait = 30 * time.Second
+		wait = 300 * time.Second
+	}
+	if c.CallTimeout > 0 && c.CallTimeout < wait {
+		wait = c.CallTimeout
 	}
 	// The yes is good a little past the wait: the held call is admitted again once the
 	// answer is in.
