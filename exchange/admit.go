@@ -211,7 +211,7 @@ func (ex intake) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Envelop
 	}
 	if !actsOn(ex.Method) {
 		if c.opts.Elicit != nil && !e.Method.Exists() && approval.IsID(id) {
-			return ex.consumeAnswer(ctx, h, gjson.ParseBytes(body), id) // an answer to the gateway's own question
+			return ex.consumeAnswer(ctx, h, body) // an answer to the gateway's own question
 		}
 		return ex.Exchange // Pass: notifications, responses and every other method
 	}

@@ -33,7 +33,7 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 		Now: time.Now(),
 	}
 	if !call.Modern && c.opts.Elicit != nil {
-		call.Holds, call.Session, call.CallTimeout, call.Held = true, ex.Session, timeout, approval.HeldFrom(ctx)
+		call.Asker, call.Session, call.CallTimeout, call.Held = c.opts.Elicit, ex.Session, timeout, approval.HeldFrom(ctx)
 		call.JSONOnly = !ex.acceptsSSE
 		call.Scope = c.approvalScope(h, true)
 	}

@@ -123,13 +123,67 @@ func (g *Gate) Answered(ctx context.Context, id, principal, scope string, now ti
 	return nil
 }
 
-// capable reports whether session's client declared it can answer a form.
-func (g *Gate) capable(ctx context.Context, session string) (bool, error) {
-	if session == "" {
-		return false, nil
+// Asker asks a 2025-11-25 client for the yes on the call's own stream: *Elicit, for a host
+// that can hold a call (Call.Asker). An interface, so that a host that cannot (the Wasm
+// modules) carries none of its code.
+type Asker interface {
+	// Hold decides a 2025-11-25 call c that needs n, bound to b: the question (Verdict
+	// Hold), or a refusal when its client cannot be asked.
+	Hold(ctx context.Context, g *Gate, n Need, c *Call, b *Bind, keys []Key) Outcome
+}
+
+// Hold implements Asker: the client must take an event stream and have declared it can
+// answer a form (CapabilityKey of its session).
+func (e *Elicit) Hold(ctx context.Context, g *Gate, n Need, c *Call, b *Bind, keys []Key) Outcome {
+	if c.JSONOnly {
+		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks a 2025-11-25 client with an elicitation request on the call's event stream, and this request accepts only application/json: it was not run.", "json only")
 	}
-	_, ok, err := g.Get(ctx, CapabilityKey(session))
-	return ok, err
+	ok, err := false, error(nil)
+	if c.Session != "" {
+		_, ok, err = g.Get(ctx, CapabilityKey(c.Session))
+	}
+	switch {
+	case err != nil:
+		return refusal(c.Tool, abi.DenyGateUnavailable, "Tool "+c.Tool+" needs a person's approval, and the gateway could not read whether this client can be asked: it was not run. Try again shortly.", "capability: "+err.Error())
+	case !ok:
+		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks a 2025-11-25 client with an elicitation request on the call's stream, and this client did not declare the elicitation capability (form mode) when it initialized its session: it was not run.", "no elicitation capability")
+	}
+	return g.hold(n, c, b, keys)
+}
+
+// Record records that session's client can answer a form (it declared so at initialize):
+// owned by the session, so it ends with it.
+func (e *Elicit) Record(ctx context.Context, session string) error {
+	err := e.s.Store(context.WithoutCancel(ctx), session, CapabilityKey(session), []byte("form"), state.Slot{}, nil)
+	if errors.Is(err, state.ErrConflict) {
+		return nil // recorded already
+	}
+	return err
+}
+
+// Answer takes msg, a client's JSON-RPC response whose id is the gateway's (IsID), sent by
+// principal with the credentials' scope (ScopeOf, as the call's): verified (Answered), its
+// answer read (an error response is a cancel: the client could not ask) and delivered once.
+// status is 202 when it was; else the HTTP status and text to refuse it with.
+func (e *Elicit) Answer(ctx context.Context, msg []byte, principal, scope string) (status int, text string) {
+	doc := gjson.ParseBytes(msg)
+	id := doc.Get("id")
+	if err := e.gate.Answered(ctx, id.Str, principal, scope, time.Now()); err != nil {
+		return 400, "not an answer to a question this gateway asked this session (" + err.Error() + ")"
+	}
+	a := Cancel
+	if r, repeated := count(doc, "result"); repeated {
+		return 400, "the answer repeats its result member"
+	} else if r.Exists() {
+		a = ReadResult([]byte(r.Raw))
+	}
+	switch err := e.Deliver(ctx, id.Str, a); {
+	case errors.Is(err, ErrAnswered):
+		return 409, "this approval question was answered already"
+	case err != nil:
+		return 503, "the gateway could not record the answer: try again shortly"
+	}
+	return 202, ""
 }
 
 // hold answers a 2025-11-25 call whose client can be asked: the elicitation/create request
@@ -178,14 +232,16 @@ type Elicit struct {
 	// Poll is how often Await reads the store (default 100 ms).
 	Poll time.Duration
 
+	s       state.State // Record's
+	gate    *Gate       // Answer's keys
 	mu      sync.Mutex
 	waiting map[string]chan Answer
 }
 
-// NewElicit is an Elicit over the exchange's state.
-func NewElicit(s state.State) *Elicit {
-	g := NewGate(s, nil)
-	return &Elicit{Get: g.Get, Create: g.Create}
+// NewElicit is an Elicit over the exchange's state; random is crypto/rand.Read.
+func NewElicit(s state.State, random func([]byte) (int, error)) *Elicit {
+	g := NewGate(s, random)
+	return &Elicit{Get: g.Get, Create: g.Create, s: s, gate: g}
 }
 
 // ErrAnswered: an answer to this request was delivered already.

@@ -79,8 +79,9 @@ func TestHoldAndAnswered(t *testing.T) {
 	g := s.gate()
 	ctx := context.Background()
 	now := time.Now()
+	asker := &Elicit{Get: s.get, Create: s.create, gate: g}
 	call := func() *Call {
-		return &Call{Tool: "notes.delete", Args: []byte(`{"id":"n1"}`), Principal: "alice", Scope: "s1", Holds: true,
+		return &Call{Tool: "notes.delete", Args: []byte(`{"id":"n1"}`), Principal: "alice", Scope: "s1", Asker: asker,
 			Session: "sess", CallTimeout: 30 * time.Second, Now: now}
 	}
 	need := Need{By: "user", Message: "Delete?", TimeoutMs: 5000}
@@ -146,6 +147,14 @@ func TestHoldAndAnswered(t *testing.T) {
 	}
 	if o := g.Decide(ctx, need, held(Accept, false)); o.Code != "APPROVAL_INVALID" || !strings.Contains(string(o.Result), "used already") {
 		t.Errorf("the yes used twice: %s", o.Result)
+	}
+	if o := g.Decide(ctx, need, &Call{Tool: "notes.delete", Now: now}); o.Code != "APPROVAL_REQUIRED" || !strings.Contains(string(o.Result), "input_required") {
+		t.Errorf("a host that cannot hold: %s", o.Result)
+	}
+	jsonOnly := call()
+	jsonOnly.JSONOnly = true
+	if o := g.Decide(ctx, need, jsonOnly); o.Code != "APPROVAL_REQUIRED" || !strings.Contains(string(o.Result), "only application/json") {
+		t.Errorf("a JSON-only request: %s", o.Result)
 	}
 	task := call()
 	task.Task = true

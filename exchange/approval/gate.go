@@ -67,10 +67,11 @@ type Call struct {
 	// RequestState and InputResponses are the call's params members (a retry's).
 	RequestState, InputResponses gjson.Result
 	Now                          time.Time
-	// Holds: the host can hold the call while a 2025-11-25 client is asked (elicit.go);
-	// Session is the call's Mcp-Session-Id and CallTimeout its own timeout (the wait's
-	// bound). Held is the answer such a question got, handed by the host (HeldFrom).
-	Holds       bool
+	// Asker asks a 2025-11-25 client on the call's stream (elicit.go; nil: the host cannot
+	// hold the call); Session is the call's Mcp-Session-Id and CallTimeout its own timeout
+	// (the wait's bound). Held is the answer such a question got, handed by the host
+	// (HeldFrom).
+	Asker       Asker
 	Session     string
 	CallTimeout time.Duration
 	Held        *Held
@@ -107,17 +108,8 @@ func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after an operator approves the call, and this gateway does not hold calls for an operator's decision yet: it was not run.", "operator approval")
 	case c.Task:
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call, which a task-augmented call cannot wait for: call it without a task to be asked.", "task-augmented")
-	case !c.Modern && c.Held == nil && !c.Holds:
+	case !c.Modern && c.Held == nil && c.Asker == nil:
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks with the 2026-07-28 protocol's input_required result, which this client's protocol version cannot carry: it was not run.", "protocol version")
-	case !c.Modern && c.Held == nil && c.JSONOnly:
-		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks a 2025-11-25 client with an elicitation request on the call's event stream, and this request accepts only application/json: it was not run.", "json only")
-	case !c.Modern && c.Held == nil:
-		switch ok, err := g.capable(ctx, c.Session); {
-		case err != nil:
-			return refusal(c.Tool, abi.DenyGateUnavailable, "Tool "+c.Tool+" needs a person's approval, and the gateway could not read whether this client can be asked: it was not run. Try again shortly.", "capability: "+err.Error())
-		case !ok:
-			return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks a 2025-11-25 client with an elicitation request on the call's stream, and this client did not declare the elicitation capability (form mode) when it initialized its session: it was not run.", "no elicitation capability")
-		}
 	}
 	digest, ok := ArgsDigest(c.Args)
 	if !ok {
@@ -132,7 +124,7 @@ func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 		return g.verify(ctx, c, &bind, keys, h.ID[min(len(IDPrefix), len(h.ID)):], h)
 	}
 	if !c.Modern {
-		return g.hold(n, c, &bind, keys)
+		return c.Asker.Hold(ctx, g, n, c, &bind, keys)
 	}
 	s := c.RequestState
 	if s.Type != gjson.String || len(s.Str) < len(Prefix) || s.Str[:len(Prefix)] != Prefix {

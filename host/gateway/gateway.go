@@ -7,6 +7,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"log/slog"
@@ -134,7 +135,7 @@ func New(opts Options) (*Gateway, error) {
 		streams: newStreams(),
 		workers: workers{tasks: make(chan func())},
 		oauth:   oauth.Map{Public: public, EndpointPath: opts.Upstream.Path},
-		elicit:  approval.NewElicit(store.StateOf(opts.Store)),
+		elicit:  approval.NewElicit(store.StateOf(opts.Store), rand.Read),
 	}
 	if g.opts.NewCache == nil {
 		g.opts.NewCache = func(l cache.Limits) cache.Cache { return cache.NewMemory(l, nil) }
