@@ -348,10 +348,11 @@ func TestElicit25_neverAround(t *testing.T) {
 	}
 	// A batch holding the answer (a protocol version that has batches).
 	batch := `[{"jsonrpc":"2.0","id":"` + id + `","result":` + accepted + `}]`
-	if resp := c.post([]byte(batch), sse, map[string]string{"MCP-Protocol-Version": "2025-03-26"}); resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("a batch holding the answer got %d, want 400", resp.StatusCode)
-	} else {
-		resp.Body.Close()
+	resp := c.post([]byte(batch), sse, map[string]string{"MCP-Protocol-Version": "2025-03-26"})
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "not in a batch") {
+		t.Errorf("a batch holding the answer got %d %s, want 400", resp.StatusCode, raw)
 	}
 	// The real answer, then a second one.
 	if got := c.answer(id, "result", `{"action":"decline"}`, nil); got != http.StatusAccepted {
