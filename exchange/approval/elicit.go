@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,6 +132,30 @@ type Asker interface {
 	// Hold decides a 2025-11-25 call c that needs n, bound to b: the question (Verdict
 	// Hold), or a refusal when its client cannot be asked.
 	Hold(ctx context.Context, g *Gate, n Need, c *Call, b *Bind, keys []Key) Outcome
+	// Settle decides the call again with the answer its question got (c.Held): a yes
+	// bound to b passes once; anything else is refused.
+	Settle(ctx context.Context, g *Gate, c *Call, b *Bind, keys []Key) Outcome
+}
+
+// Settle implements Asker. The person's answer is read first: a no is a no whatever else
+// changed; a yes must still be bound to the call as admitted now (the workflow may have
+// moved while the person decided).
+func (e *Elicit) Settle(ctx context.Context, g *Gate, c *Call, b *Bind, keys []Key) Outcome {
+	const again = " Call it again to be asked."
+	h := c.Held
+	st, err := Open(keys, strings.TrimPrefix(h.ID, IDPrefix), c.Now.UnixMilli())
+	if err != nil {
+		return invalid(c, err, again)
+	}
+	switch {
+	case h.TimedOut:
+		return refusal(c.Tool, abi.DenyApprovalCancelled, "Nobody answered the approval within "+strconv.FormatInt(h.Wait.Milliseconds()/1000, 10)+" s: tool "+c.Tool+" was not run.", "timed out")
+	case h.Answer == Accept:
+		if err := st.Match(b); err != nil {
+			return invalid(c, err, again)
+		}
+	}
+	return g.settle(ctx, c, st, h.Answer, again)
 }
 
 // Hold implements Asker: the client must take an event stream and have declared it can

@@ -3,7 +3,6 @@ package approval
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
@@ -108,7 +107,7 @@ func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after an operator approves the call, and this gateway does not hold calls for an operator's decision yet: it was not run.", "operator approval")
 	case c.Task:
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call, which a task-augmented call cannot wait for: call it without a task to be asked.", "task-augmented")
-	case !c.Modern && c.Held == nil && c.Asker == nil:
+	case !c.Modern && c.Asker == nil:
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call. This gateway asks with the 2026-07-28 protocol's input_required result, which this client's protocol version cannot carry: it was not run.", "protocol version")
 	}
 	digest, ok := ArgsDigest(c.Args)
@@ -120,56 +119,42 @@ func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 		return refusal(c.Tool, abi.DenyGateUnavailable, "Tool "+c.Tool+" needs a person's approval, and the gateway could not read its approval key: it was not run. Try again shortly.", "key: "+err.Error())
 	}
 	bind := Bind{Tool: c.Tool, ArgsDigest: digest, Principal: c.Principal, Scope: c.Scope, Workflow: c.Workflow}
-	if h := c.Held; h != nil {
-		return g.verify(ctx, c, &bind, keys, h.ID[min(len(IDPrefix), len(h.ID)):], h)
-	}
-	if !c.Modern {
+	if c.Asker != nil && !c.Modern {
+		if c.Held != nil {
+			return c.Asker.Settle(ctx, g, c, &bind, keys)
+		}
 		return c.Asker.Hold(ctx, g, n, c, &bind, keys)
 	}
 	s := c.RequestState
 	if s.Type != gjson.String || len(s.Str) < len(Prefix) || s.Str[:len(Prefix)] != Prefix {
 		return g.ask(n, c, &bind, keys)
 	}
-	return g.verify(ctx, c, &bind, keys, s.Str, nil)
-}
-
-// verify decides a call that carries the answer to the gateway's question: the retry's
-// requestState and inputResponses (held nil), or the answer a held call got (held).
-func (g *Gate) verify(ctx context.Context, c *Call, bind *Bind, keys []Key, state string, held *Held) Outcome {
-	again := " Call it again without requestState to be asked."
-	if held != nil {
-		again = " Call it again to be asked."
-	}
-	st, err := Open(keys, state, c.Now.UnixMilli())
-	if held != nil && err == nil {
-		// The person's answer first: a no is a no whatever else changed.
-		switch {
-		case held.TimedOut:
-			return refusal(c.Tool, abi.DenyApprovalCancelled, "Nobody answered the approval within "+strconv.FormatInt(held.Wait.Milliseconds()/1000, 10)+" s: tool "+c.Tool+" was not run.", "timed out")
-		case held.Answer == Decline, held.Answer == Cancel:
-		case held.Answer != Accept:
-			return refusal(c.Tool, abi.DenyApprovalInvalid, "The answer to the approval could not be read: tool "+c.Tool+" was not run."+again, "no answer")
-		}
-	}
-	if err == nil && !(held != nil && held.Answer != Accept) {
-		err = st.Match(bind)
+	const again = " Call it again without requestState to be asked."
+	st, err := Open(keys, s.Str, c.Now.UnixMilli())
+	if err == nil {
+		err = st.Match(&bind)
 	}
 	if err != nil {
-		text := "The approval this call carries is not valid for it"
-		switch {
-		case errors.Is(err, ErrExpired):
-			text = "The approval this call carries has expired"
-		case errors.Is(err, ErrMismatch):
-			text = "The approval this call carries was given for another call (" + err.Error() + ")"
-		}
-		return refusal(c.Tool, abi.DenyApprovalInvalid, text+": tool "+c.Tool+" was not run."+again, err.Error())
+		return invalid(c, err, again)
 	}
-	answer := Invalid
-	if held != nil {
-		answer = held.Answer
-	} else {
-		answer = ReadAnswer([]byte(c.InputResponses.Raw))
+	return g.settle(ctx, c, st, ReadAnswer([]byte(c.InputResponses.Raw)), again)
+}
+
+// invalid refuses a call whose state err is wrong with: forged, expired, another call's.
+func invalid(c *Call, err error, again string) Outcome {
+	text := "The approval this call carries is not valid for it"
+	switch {
+	case errors.Is(err, ErrExpired):
+		text = "The approval this call carries has expired"
+	case errors.Is(err, ErrMismatch):
+		text = "The approval this call carries was given for another call (" + err.Error() + ")"
 	}
+	return refusal(c.Tool, abi.DenyApprovalInvalid, text+": tool "+c.Tool+" was not run."+again, err.Error())
+}
+
+// settle decides a call by the answer its verified state st got: a yes is claimed once in
+// the store and passes; anything else is refused.
+func (g *Gate) settle(ctx context.Context, c *Call, st *State, answer Answer, again string) Outcome {
 	switch answer {
 	case Decline:
 		return refusal(c.Tool, abi.DenyApprovalDeclined, "The person asked declined to approve this call: tool "+c.Tool+" was not run.", "declined")
