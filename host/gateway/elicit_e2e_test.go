@@ -19,6 +19,7 @@ import (
 	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
+	"github.com/stategate/stategate/host/store/storetest"
 	"github.com/stategate/stategate/host/wasmrt"
 )
 
@@ -112,17 +113,30 @@ func (s *server25) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// elicitGateways starts n gateways on one store in front of one server25.
-func elicitGateways(t *testing.T, n int, sessions bool) (*server25, []string) {
+// elicitGateways starts n gateways on one store (memory; a real Redis, each replica its
+// own client, when redis is set) in front of one server25.
+func elicitGateways(t *testing.T, n int, sessions bool, redis ...bool) (*server25, []string) {
 	t.Helper()
 	srv := &server25{sessions: sessions, hits: map[string]int{}}
 	up := httptest.NewServer(srv)
 	t.Cleanup(up.Close)
 	ctx := context.Background()
-	st := store.NewMemory(store.Options{})
+	var st store.Store = store.NewMemory(store.Options{})
+	redisURL := ""
+	if len(redis) > 0 && redis[0] {
+		redisURL = storetest.Redis(t)
+	}
 	u, _ := url.Parse(up.URL)
 	var urls []string
 	for range n {
+		if redisURL != "" {
+			rs, err := store.NewRedis(ctx, redisURL, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rs.Close() })
+			st = rs
+		}
 		pool, err := wasmrt.NewPool(ctx, pluginRuntime(t), []byte(elicitConfig), wasmrt.PoolOptions{Size: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -431,9 +445,15 @@ func TestElicit25_neverAround(t *testing.T) {
 }
 
 // TestElicit25_twoReplicas: the call is held on one replica, the answer lands on the other;
-// it is delivered through the store, and a second answer on either replica is refused.
+// it is delivered through the store (memory shared in the process, and a real Redis), and
+// a second answer on either replica is refused.
 func TestElicit25_twoReplicas(t *testing.T) {
-	srv, urls := elicitGateways(t, 2, false)
+	t.Run("memory", func(t *testing.T) { elicitTwoReplicas(t, false) })
+	t.Run("redis", func(t *testing.T) { elicitTwoReplicas(t, true) })
+}
+
+func elicitTwoReplicas(t *testing.T, redis bool) {
+	srv, urls := elicitGateways(t, 2, false, redis)
 	sse := "application/json, text/event-stream"
 	a := &client25{t: t, url: urls[0], subject: "alice"}
 	a.initialize(`{}`)
