@@ -149,7 +149,11 @@ func (e *Elicit) Settle(ctx context.Context, g *Gate, c *Call, b *Bind, keys []K
 	}
 	switch {
 	case h.TimedOut:
-		return refusal(c.Tool, abi.DenyApprovalCancelled, "Nobody answered the approval within "+strconv.FormatInt(h.Wait.Milliseconds()/1000, 10)+" s: tool "+c.Tool+" was not run.", "timed out")
+		within := strconv.FormatInt(h.Wait.Milliseconds(), 10) + " ms"
+		if h.Wait >= time.Second {
+			within = strconv.FormatInt(h.Wait.Milliseconds()/1000, 10) + " s"
+		}
+		return refusal(c.Tool, abi.DenyApprovalCancelled, "Nobody answered the approval within "+within+": tool "+c.Tool+" was not run.", "timed out")
 	case h.Answer == Accept:
 		if err := st.Match(b); err != nil {
 			return invalid(c, err, again)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,7 +42,9 @@ func (g *Gateway) serveHeld(w http.ResponseWriter, r *http.Request, d flow.Decis
 	w.Write(sse.Append(nil, d.Body))
 	flush(w)
 	held := &approval.Held{ID: d.HoldID, Wait: d.Timeout}
+	stop := keepAlive(w)
 	a, err := g.elicit.Await(r.Context(), d.HoldID, time.Now().Add(d.Timeout))
+	stop()
 	switch {
 	case errors.Is(err, approval.ErrNoAnswer):
 		held.TimedOut = true
@@ -77,6 +80,33 @@ func (g *Gateway) serveHeld(w http.ResponseWriter, r *http.Request, d flow.Decis
 	default:
 		writeDecision(sw, d2)
 	}
+}
+
+// heldKeepAlive is how often a held stream carries an SSE comment while the person decides,
+// so that proxies and clients that end idle streams keep it (clients ignore comments).
+var heldKeepAlive = 15 * time.Second
+
+// keepAlive writes a comment on w every heldKeepAlive until stop is called (stop returns
+// once the writer is done: w is the caller's again).
+func keepAlive(w http.ResponseWriter) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(heldKeepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if _, err := io.WriteString(w, ": waiting for a person's answer\n\n"); err != nil {
+					return
+				}
+				flush(w)
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 // streamWriter is the client's answer, already an event stream, as the ResponseWriter of

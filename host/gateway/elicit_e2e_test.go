@@ -201,8 +201,9 @@ func (c *client25) initialize(caps string) {
 
 // stream is an answer read event by event.
 type stream struct {
-	resp *http.Response
-	sc   *bufio.Scanner
+	resp     *http.Response
+	sc       *bufio.Scanner
+	comments int // SSE comment lines read so far
 }
 
 // next returns the next event's data as JSON (nil at the end).
@@ -215,6 +216,9 @@ func (s *stream) next() map[string]any {
 				break
 			}
 			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			s.comments++
 		}
 		if d, ok := strings.CutPrefix(line, "data:"); ok {
 			data = append(data, strings.TrimPrefix(d, " "))
@@ -403,12 +407,18 @@ func TestElicit25_neverAround(t *testing.T) {
 		}
 	}
 
-	// Nobody answers: the wait ends at the approval's timeoutMs.
+	// Nobody answers: the wait ends at the approval's timeoutMs; meanwhile the stream
+	// carries comments, so that nothing on the way takes it for idle.
+	defer gateway.SetHeldKeepAlive(gateway.SetHeldKeepAlive(100 * time.Millisecond))
 	start := time.Now()
 	s = c.call("notes.purge", nil, sse)
 	asked(t, s, "notes.purge")
-	if r := final(t, s); deniedCode(r) != abi.DenyApprovalCancelled || !strings.Contains(resultText(r), "Nobody answered") {
+	r := final(t, s)
+	if deniedCode(r) != abi.DenyApprovalCancelled || !strings.Contains(resultText(r), "Nobody answered the approval within 1 s") {
 		t.Errorf("timed out: %s", mustJSON(r))
+	}
+	if s.comments < 5 {
+		t.Errorf("%d keep-alive comments in a second's wait, want about 10", s.comments)
 	}
 	if d := time.Since(start); d < time.Second || d > 5*time.Second {
 		t.Errorf("the wait took %v, want the approval's 1 s", d)
