@@ -8,7 +8,6 @@ import (
 
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/answer"
-	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/jsonrpc"
@@ -210,7 +209,7 @@ func (ex intake) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Envelop
 		return ex.Exchange
 	}
 	if !actsOn(ex.Method) {
-		if c.opts.Elicit != nil && !e.Method.Exists() && approval.IsID(id) {
+		if c.opts.Elicit != nil && !e.Method.Exists() && c.opts.Elicit.Ours(id) {
 			return ex.consumeAnswer(ctx, h, body) // an answer to the gateway's own question
 		}
 		return ex.Exchange // Pass: notifications, responses and every other method
@@ -235,7 +234,7 @@ func (ex intake) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Envelop
 		}
 	case MethodInitialize:
 		ex.initVersion = params.Get("protocolVersion").Str
-		ex.elicitForm = c.opts.Elicit != nil && approval.FormCapable(params.Get("capabilities.elicitation"))
+		ex.elicitForm = c.opts.Elicit != nil && c.opts.Elicit.Capable(params)
 	case MethodToolsList:
 		ex.authorization = h.Get(admission.HeaderAuthorization) // the list's credential scope
 	}
@@ -259,10 +258,10 @@ func (ex intake) admitBatch(doc gjson.Result) *Exchange {
 	if r := admission.Batch(doc, ex.version, actsOn); r != nil {
 		return ex.refuse(r)
 	}
-	if ex.core.opts.Elicit != nil {
+	if el := ex.core.opts.Elicit; el != nil {
 		ours := false
 		doc.ForEach(func(_, m gjson.Result) bool {
-			ours = approval.IsID(m.Get("id"))
+			ours = el.Ours(m.Get("id"))
 			return !ours
 		})
 		if ours { // answered on its own, never in a batch, never forwarded

@@ -33,7 +33,8 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 		Now: time.Now(),
 	}
 	if !call.Modern && c.opts.Elicit != nil {
-		call.Asker, call.Session, call.CallTimeout, call.Held = c.opts.Elicit, ex.Session, timeout, approval.HeldFrom(ctx)
+		c.opts.Elicit.Prepare(ctx, &call)
+		call.Session, call.CallTimeout = ex.Session, timeout
 		call.JSONOnly = !ex.acceptsSSE
 		call.Scope = c.approvalScope(h, true)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/jsonrpc"
+	"github.com/tidwall/gjson"
 )
 
 // Human approval for 2025-11-25 clients (exchange/approval/elicit.go): a host that can hold
@@ -23,6 +24,13 @@ type Elicitor interface {
 	approval.Asker
 	Answer(ctx context.Context, msg []byte, principal, scope string) (status int, text string)
 	Record(ctx context.Context, session string) error
+	// Prepare readies c, a 2025-11-25 call, to be asked (c.Asker) or decided with the
+	// answer its host hands in ctx (c.Held).
+	Prepare(ctx context.Context, c *approval.Call)
+	// Capable reads an initialize request's params: can the client answer a form?
+	Capable(params gjson.Result) bool
+	// Ours reports whether a JSON-RPC id is the gateway's own question's.
+	Ours(id gjson.Result) bool
 }
 
 // heldCall is a Hold verdict's question: the elicitation request's id and the wait.

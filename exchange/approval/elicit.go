@@ -181,6 +181,20 @@ func (e *Elicit) Hold(ctx context.Context, g *Gate, n Need, c *Call, b *Bind, ke
 	return g.hold(n, c, b, keys)
 }
 
+// Prepare implements exchange.Elicitor: c is asked by e, or decided with the answer ctx
+// carries (HeldFrom).
+func (e *Elicit) Prepare(ctx context.Context, c *Call) {
+	c.Asker, c.Held = e, HeldFrom(ctx)
+}
+
+// Capable implements exchange.Elicitor: FormCapable of params.capabilities.elicitation.
+func (e *Elicit) Capable(params gjson.Result) bool {
+	return FormCapable(params.Get("capabilities.elicitation"))
+}
+
+// Ours implements exchange.Elicitor: IsID.
+func (e *Elicit) Ours(id gjson.Result) bool { return IsID(id) }
+
 // Record records that session's client can answer a form (it declared so at initialize):
 // owned by the session, so it ends with it.
 func (e *Elicit) Record(ctx context.Context, session string) error {
