@@ -92,7 +92,10 @@ func TestOperatorApproval_heldUntilDecided(t *testing.T) {
 	ran := func() int { return srv.count(srv.hits, "catalog.list") }
 	call := func() chan map[string]any {
 		out := make(chan map[string]any, 1)
-		go func() { _, r := c.call(map[string]any{"name": "catalog.list", "arguments": map[string]any{"q": "tea\u202e"}}, nil); out <- r }()
+		go func() {
+			_, r := c.call(map[string]any{"name": "catalog.list", "arguments": map[string]any{"q": "tea\u202e"}}, nil)
+			out <- r
+		}()
 		return out
 	}
 	pending := func() approval.Pending {
