@@ -9,6 +9,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/exchange/internal/deadline"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/plugin/jsonx"
@@ -76,13 +77,13 @@ func (c callAdmission) holdForOperator(ctx context.Context, ex *Exchange, params
 	}
 	// Await writes the expiry itself at the deadline; the margin only bounds a store that
 	// stops answering.
-	wctx, cancel := context.WithDeadline(ctx, time.UnixMilli(p.Deadline).Add(5*time.Second))
+	wctx, cancel := deadline.Within(ctx, time.Until(time.UnixMilli(p.Deadline))+5*time.Second)
 	d, err := c.opts.Holder.Await(wctx, p.ID)
 	cancel()
 	if err != nil {
 		// The caller left (ctx ended), or the store failed: the record is closed so that no
 		// operator approves a call nobody waits for; a decision that came first stands.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		cctx, cancel := deadline.Detached(ctx, 2*time.Second)
 		q, derr := c.opts.Holder.Decide(cctx, p.ID, approval.Decision{Verdict: approval.VerdictClosed, By: "client", Via: "disconnect"})
 		cancel()
 		switch {
