@@ -80,7 +80,9 @@ func heldID(t *testing.T, s *served, tool string) string {
 func (s *served) historyOf(t *testing.T, typ string) []map[string]any {
 	t.Helper()
 	_, body := s.admin(t, "GET", "/admin/events/history?type="+typ, "")
-	var out struct{ Events []struct{ Data map[string]any } }
+	var out struct {
+		Events []struct{ Data map[string]any }
+	}
 	json.Unmarshal(body, &out)
 	var data []map[string]any
 	for _, e := range out.Events {
