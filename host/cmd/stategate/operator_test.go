@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/host/demo"
@@ -224,4 +225,72 @@ func metaCode(res *mcp.CallToolResult) string {
 	m, _ := res.Meta[abi.MetaError].(map[string]any)
 	code, _ := m["code"].(string)
 	return code
+}
+
+// TestStatusPage_pendingApprovals: the status page lists a call held for an operator in
+// "Pending approvals" (live: the approval_requested event refreshes it), with its argument
+// escaped; "approve" asks first and, confirmed, lets the call go; "deny" on the next held
+// call refuses it APPROVAL_DECLINED naming the status page (headless Chromium).
+func TestStatusPage_pendingApprovals(t *testing.T) {
+	exe := chromium(t)
+	up := &countingCalls{Handler: demo.Handler(demo.Options{JSONResponse: true})}
+	s := startServeConfigIn(t, up, operatorDemoConfig(t))
+	cs := mcpClient(t, s.mcpURL)
+	bctx := browser(t, exe)
+	step := func(name string, a chromedp.Action) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 15*time.Second)
+		defer cancel()
+		if err := chromedp.Run(ctx, a); err != nil {
+			var html string
+			chromedp.Run(bctx, chromedp.OuterHTML("body", &html, chromedp.ByQuery))
+			t.Fatalf("page: %s: %v\n%s", name, err, html)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	call := func(args map[string]any) chan *mcp.CallToolResult {
+		out := make(chan *mcp.CallToolResult, 1)
+		go func() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "users.get", Arguments: args})
+			if err != nil {
+				t.Errorf("users.get: %v", err)
+			}
+			out <- res
+		}()
+		return out
+	}
+	step("log in", chromedp.Tasks{chromedp.Navigate(s.adminURL + "/"), chromedp.WaitVisible("#login", chromedp.ByQuery),
+		chromedp.SendKeys("#token", s.token, chromedp.ByQuery), chromedp.Click(`#login button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible("#stream", chromedp.ByQuery), chromedp.Poll(`document.getElementById("stream").textContent === "live"`, nil)})
+
+	first := call(map[string]any{"id": "u1\u202e"})
+	id := heldID(t, s, "users.get")
+	row := `#approvals tr[data-approval="` + id + `"]`
+	var args string
+	step("the held call is listed", chromedp.Tasks{chromedp.WaitVisible(row, chromedp.ByQuery), chromedp.Text(row+" td.arguments", &args, chromedp.ByQuery)})
+	if args != `{"id":"u1\u202e"}` {
+		t.Errorf("the arguments shown: %q", args)
+	}
+	step("approve asks first", chromedp.Tasks{chromedp.Click(row+` button:nth-of-type(1)`, chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery)})
+	if up.users.Load() != 0 {
+		t.Fatal("the call went before the confirmation")
+	}
+	step("confirm", chromedp.Tasks{chromedp.SendKeys("#confirm-reason", "looks fine", chromedp.ByQuery), chromedp.Click("#confirm-ok", chromedp.ByQuery)})
+	// The demo knows no such user: the server's own error, not a refusal of the gateway.
+	if res := <-first; res == nil || metaCode(res) != "" || up.users.Load() != 1 {
+		t.Fatalf("users.get approved on the page: %+v (server calls %d)", res, up.users.Load())
+	}
+	step("the row goes", chromedp.WaitNotPresent(row, chromedp.ByQuery))
+
+	second := call(map[string]any{"id": "u2"})
+	id = heldID(t, s, "users.get")
+	row = `#approvals tr[data-approval="` + id + `"]`
+	step("deny, confirmed", chromedp.Tasks{chromedp.WaitVisible(row, chromedp.ByQuery), chromedp.Click(row+` button:nth-of-type(2)`, chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm", chromedp.ByQuery), chromedp.Click("#confirm-ok", chromedp.ByQuery)})
+	if res := <-second; metaCode(res) != abi.DenyApprovalDeclined || !strings.Contains(resultTexts(res), "admin, status page") || up.users.Load() != 1 {
+		t.Fatalf("users.get denied on the page: %q %q (server calls %d)", metaCode(res), resultTexts(res), up.users.Load())
+	}
+	step("the row goes", chromedp.WaitNotPresent(row, chromedp.ByQuery))
+	step("the decision is in the events", chromedp.WaitVisible(`#events li[data-type="approval_decided"]`, chromedp.ByQuery))
 }
