@@ -424,8 +424,10 @@ func Approvals(ctx context.Context, c *ops.Client, stdout io.Writer) error {
 		if left < 0 {
 			left = 0
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.String(p.ID), termsafe.String(p.ToolShown), termsafe.String(p.Principal),
-			termsafe.String(p.Session), left, termsafe.String(p.Arguments))
+		// The tool, principal and arguments come escaped by the gateway (approval.Preview):
+		// rendered again with their backslashes left alone, every control still escaped.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.String(p.ID), oneLine(p.ToolShown), oneLine(p.Principal),
+			termsafe.String(p.Session), left, oneLine(p.Arguments))
 	}
 	return tw.Flush()
 }
@@ -442,9 +444,15 @@ func DecideCall(ctx context.Context, c *ops.Client, id string, approve bool, rea
 	if p.Decision != nil {
 		verdict, by, via = p.Decision.Verdict, p.Decision.By, p.Decision.Via
 	}
-	fmt.Fprintf(stdout, "%s (%s): %s by %s (%s)\n", termsafe.String(p.ID), termsafe.String(p.ToolShown), termsafe.String(verdict),
+	fmt.Fprintf(stdout, "%s (%s): %s by %s (%s)\n", termsafe.String(p.ID), oneLine(p.ToolShown), termsafe.String(verdict),
 		termsafe.String(by), termsafe.String(via))
 	return nil
+}
+
+// oneLine renders text the gateway escaped already (termsafe.String) for one line of a
+// terminal: its backslashes as they are, any control (a line feed too) escaped.
+func oneLine(s string) string {
+	return strings.ReplaceAll(termsafe.Lines(s), "\n", `\n`)
 }
 
 // seconds writes a latency in seconds as milliseconds ("" for none).
