@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -293,4 +294,66 @@ func TestStatusPage_pendingApprovals(t *testing.T) {
 	}
 	step("the row goes", chromedp.WaitNotPresent(row, chromedp.ByQuery))
 	step("the decision is in the events", chromedp.WaitVisible(`#events li[data-type="approval_decided"]`, chromedp.ByQuery))
+}
+
+// TestStdio_operatorApproval: `stategate stdio` holds a call for an operator (echo, a
+// moving call here) and its admin listener decides it: the call answers once approved, and
+// moves the session's workflow as any call; without --admin (and on its own memory store)
+// it warns at start that nothing could decide a held call.
+func TestStdio_operatorApproval(t *testing.T) {
+	cfg := strings.Replace(stdioConfig, `{"version": 1,`, `{"version": 1, "approvals": [{"match": "echo", "by": "operator", "timeoutMs": 20000}],`, 1)
+	stdin, lines, code, stderr := stdioRunWith(t, cfg, []string{"--admin", "127.0.0.1:0"})
+	send(t, stdin, stdioInit)
+	nextAnswer(t, lines, 1)
+	send(t, stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(t, stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}`)
+	m := regexp.MustCompile(`stategate: admin (http://\S+) `)
+	var admin string
+	waitFor(t, "the admin listener", func() bool {
+		if s := m.FindStringSubmatch(stderr.String()); s != nil {
+			admin = s[1]
+		}
+		return admin != ""
+	})
+	var id string
+	waitFor(t, "echo held", func() bool {
+		resp, err := http.Get(admin + "/admin/approvals")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var out struct{ Approvals []struct{ ID string } }
+		json.NewDecoder(resp.Body).Decode(&out)
+		if len(out.Approvals) == 1 {
+			id = out.Approvals[0].ID
+		}
+		return id != ""
+	})
+	resp, err := http.Post(admin+"/admin/approvals/approve", "application/json", strings.NewReader(`{"id":"`+id+`"}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("approve: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if r := nextAnswer(t, lines, 2); r.Get("result.content.0.text").Str != "echo: hi" {
+		t.Fatalf("echo after the approval: %s", r.Raw)
+	}
+	// The approved call moved the workflow (start -> echoed).
+	waitFor(t, "the transition", func() bool {
+		resp, err := http.Get(admin + "/admin/events/history?type=workflow_transitioned")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `"new_state":"echoed"`)
+	})
+	stdin.Close()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d\n%s", c, stderr)
+	}
+
+	stdin, _, code, stderr = stdioRunWith(t, cfg, nil)
+	waitFor(t, "the warning", func() bool { return strings.Contains(stderr.String(), "no operator can decide them") })
+	stdin.Close()
+	<-code
 }
