@@ -2,12 +2,14 @@ package ops
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/events"
+	"github.com/stategate/stategate/internal/termsafe"
 )
 
 // Operator approval (approvals entries with "by": "operator"): the calls the gateway
@@ -48,7 +50,23 @@ func (a *Admin) approvals(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusServiceUnavailable, "store", "the held calls could not be read: "+err.Error())
 		return
 	}
-	a.reply(w, http.StatusOK, map[string]any{"approvals": list})
+	a.replySafe(w, map[string]any{"approvals": list})
+}
+
+// replySafe answers 200 with v as JSON in which every control, bidi or invisible
+// character is a \u escape (termsafe.JSON): the same JSON, and a record's raw tool name
+// (a client's, a server's) cannot act on a terminal that prints the answer.
+func (a *Admin) replySafe(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		a.fail(w, http.StatusInternalServerError, "internal", "the answer could not be encoded")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(termsafe.JSON(b), '\n'))
 }
 
 // howOf names how an operator decided, for the record and the event: "cli", "status
@@ -105,7 +123,7 @@ func (a *Admin) decideCall(verdict string) http.HandlerFunc {
 		}
 		a.log.Info("operator action", "action", "decide-call", "id", req.ID, "verdict", verdict, "via", d.Via, "remote", r.RemoteAddr)
 		a.published(p, req.Reason)
-		a.reply(w, http.StatusOK, map[string]any{"approval": p})
+		a.replySafe(w, map[string]any{"approval": p})
 	}
 }
 

@@ -357,3 +357,35 @@ func TestStdio_operatorApproval(t *testing.T) {
 	stdin.Close()
 	<-code
 }
+
+// TestOperatorApproval_hostileToolName: a tool a hostile server named with terminal
+// controls and a bidi override is held for an operator; `stategate approvals`, the admin
+// API and approve-call show its name escaped, never raw; the decision applies to that
+// call alone.
+func TestOperatorApproval_hostileToolName(t *testing.T) {
+	name := "rm\x1b]0;pwned\x07\u202eevil"
+	up := &hostileUpstream{names: []string{name, "other"}, callError: "ran"}
+	s := startServeConfigIn(t, up, []byte(`{"version": 1, "approvals": [{"match": "**", "by": "operator", "timeoutMs": 20000}]}`))
+	t.Setenv(ops.TokenEnv, s.token)
+	cs := mcpClient(t, s.mcpURL)
+	listTools(t, cs)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+		done <- err
+	}()
+	id := heldID(t, s, name)
+	_, body := s.admin(t, "GET", "/admin/approvals", "")
+	if bytes.ContainsAny(body, "\x1b\x07") || strings.Contains(string(body), "\u202e") || !strings.Contains(string(body), `rm\\x1b]0;pwned\\x07\\u202eevil`) {
+		t.Errorf("GET /admin/approvals: %s", body)
+	}
+	for _, args := range [][]string{{"approvals"}, {"approve-call", id}} {
+		code, out, errOut := runCLI(t, "", append(args, "--admin", s.adminURL)...)
+		if code != 0 || strings.ContainsAny(out+errOut, "\x1b\x07\u202e") || !strings.Contains(out, `rm\x1b]0;pwned\x07\u202eevil`) {
+			t.Errorf("%s: exit %d, %q %q", args[0], code, out, errOut)
+		}
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "ran") {
+		t.Fatalf("the approved call did not reach the server: %v", err)
+	}
+}
