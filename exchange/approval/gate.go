@@ -21,9 +21,10 @@ import (
 // # Notes
 //
 //   - Only the 2026-07-28 way of asking is built here (an input_required result with a
-//     signed requestState). A 2025-11-25 client, and an operator's approval, are refused
-//     with a message that says a person must approve the call: the call never reaches the
-//     server without a yes.
+//     signed requestState). A 2025-11-25 client is refused with a message that says a
+//     person must approve the call; an operator's approval is held by a host that can
+//     hold a request (exchange/hold.go over Hold), and refused here on one that cannot:
+//     the call never reaches the server without a yes.
 //   - Everything that comes back from the client is hostile input: Open verifies the MAC
 //     before it reads anything but the key id, Match compares every binding.
 type Gate struct {
@@ -90,7 +91,7 @@ const maxArgShown = 2048
 func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 	switch {
 	case n.By != "user":
-		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after an operator approves the call, and this gateway does not hold calls for an operator's decision yet: it was not run.", "operator approval")
+		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after an operator approves the call, and this host cannot hold a call while an operator decides: it was not run. Call it through stategate serve or stategate stdio, where it waits for an operator's approve-call or the status page.", "operator approval")
 	case c.Task:
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call, which a task-augmented call cannot wait for: call it without a task to be asked.", "task-augmented")
 	case !c.Modern:

@@ -7,6 +7,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/flow"
@@ -186,10 +188,13 @@ func (g *Gateway) newCore(plugin *wasmrt.Pool, config []byte, prev *exchange.Cor
 	if g.opts.Tracer != nil {
 		p = tracedPlugin{p: plugin, tr: g.opts.Tracer}
 	}
-	return exchange.New(exchange.Options{Plugin: p, State: traceState(store.StateOf(g.opts.Store), g.opts.Tracer), Reporter: rep,
+	st := traceState(store.StateOf(g.opts.Store), g.opts.Tracer)
+	return exchange.New(exchange.Options{Plugin: p, State: st, Reporter: rep,
 		Config: config, MaxBodyBytes: g.opts.MaxBodyBytes, LeaseWait: g.opts.LeaseWait, Publisher: g.opts.Publisher,
 		NewCache: g.opts.NewCache, Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) },
-		Observed: observed(g.lists), Previous: prev})
+		Observed: observed(g.lists), Previous: prev,
+		// The gateway holds a request open: a call for an operator waits for the decision.
+		Holder: approval.NewHold(st, rand.Read)})
 }
 
 // observed is the core's Observed for the list cache l (nil when off).
