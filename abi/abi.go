@@ -181,13 +181,20 @@ func IsWorkflowKey(key string) bool {
 }
 
 // Human approval storage keys (exchange/approval): the gateway's approval key (the HMAC
-// key of every requestState, created once and shared by every replica) and one key per
-// requestState used, claimed by compare-and-set so that a yes is spent once. They live
+// key of every requestState, created once and shared by every replica), one key per
+// requestState used, claimed by compare-and-set so that a yes is spent once, and the
+// calls held for an operator. They live
 // outside StateKeyPrefix: never a workflow key (IsWorkflowKey), never leased.
 const (
 	ApprovalKeyPrefix  = "stategate/approval/v1/"
 	ApprovalSecretKey  = ApprovalKeyPrefix + "key"
 	ApprovalUsedPrefix = ApprovalKeyPrefix + "used/"
+	// Operator approval (exchange/approval/hold.go): one record per call held for an
+	// operator, its decision (created once: the first decision wins), and the bounded
+	// index of the records still pending (the state contract has no key scan).
+	ApprovalPendingPrefix  = ApprovalKeyPrefix + "pending/"
+	ApprovalDecisionPrefix = ApprovalKeyPrefix + "decision/"
+	ApprovalIndexKey       = ApprovalKeyPrefix + "index"
 )
 
 // IsSessionKey reports whether an engine state key belongs to a session

@@ -28,10 +28,12 @@ func TestIsHealthKey(t *testing.T) {
 	}
 }
 
-// TestApprovalKeys_areNoWorkflowKeys: the approval key and the used-state keys can never be
-// taken for a workflow's snapshot (leased, moved) or a health record, whatever the nonce.
+// TestApprovalKeys_areNoWorkflowKeys: the approval key, the used-state keys and the held
+// calls' records, decisions and index can never be taken for a workflow's snapshot
+// (leased, moved) or a health record, whatever the nonce or id.
 func TestApprovalKeys_areNoWorkflowKeys(t *testing.T) {
-	for _, key := range []string{abi.ApprovalSecretKey, abi.ApprovalUsedPrefix + "29616000/00112233445566778899aabbccddeeff", abi.ApprovalKeyPrefix} {
+	for _, key := range []string{abi.ApprovalSecretKey, abi.ApprovalUsedPrefix + "29616000/00112233445566778899aabbccddeeff", abi.ApprovalKeyPrefix,
+		abi.ApprovalPendingPrefix + "0123456789abcdef01234567", abi.ApprovalDecisionPrefix + "0123456789abcdef01234567", abi.ApprovalIndexKey} {
 		if abi.IsWorkflowKey(key) || abi.IsHealthKey(key) {
 			t.Errorf("%q reads as a workflow or health key", key)
 		}

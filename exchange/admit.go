@@ -95,6 +95,10 @@ type callState struct {
 	// stored after a success instead of calling transition (nil when not answered): the
 	// bytes of check_limits' answer, never written to.
 	settled []byte
+	// held is how long the call waited for an operator's approval (hold.go): taken off
+	// its timeout. approved: an operator approved it (admitted again, it is not held again).
+	held     time.Duration
+	approved bool
 }
 
 // cacheState is a cacheable call's part in the response cache.

@@ -25,6 +25,15 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 		c.refuseApproval(ex, approval.Outcome{Verdict: approval.Refuse, Code: abi.DenyApprovalRequired})
 		return false
 	}
+	if n := approval.ReadNeed(need); n.By == "operator" && c.opts.Holder != nil {
+		switch c.holdForOperator(ctx, ex, params, n) { // exchange/hold.go
+		case holdApproved:
+			return true
+		case holdReadmit:
+			ex.call.approved = true // admitCall admits it again
+		}
+		return false
+	}
 	call := approval.Call{
 		Tool: ex.Tool, Args: []byte(params.Arguments.Raw), Principal: ex.principal,
 		Scope:  approval.ScopeOfHeaders(h, append([]string{"Authorization", c.facts.Principal}, c.facts.VaryHeaders...)...),
@@ -57,7 +66,7 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 		ex.answerLocal(out.Result)
 		ex.called(events.OutcomeIncomplete)
 		return false
-	case approval.Hold:
+	case approval.AskStream:
 		c.tally.count(stats.CountApprovalsAsked)
 		ex.releaseNow() // no lease is held while a person decides: the second admission takes it
 		ex.Verdict, ex.Status, ex.Body = Hold, 200, out.Result

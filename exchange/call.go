@@ -64,18 +64,29 @@ func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonr
 		limIn = append(limIn[:len(limIn):len(limIn)], `,"settle":true`...)
 	}
 	var lim limits
-	st, err := c.checkLimits(ctx, ex, limIn, listed, lock, &lim)
-	if err != nil {
-		c.admitFault(ex, err)
-		return
-	}
-	ex.call.st = st
-	if lim.allow.Type != gjson.True {
-		c.deny(ex, lim.ans)
-		return
-	}
-	if lim.approval.Exists() && !c.approve(ctx, ex, params, lim.approval, h, callTimeout(&lim)) {
-		return // asked for a yes, or refused: nothing goes upstream
+	for {
+		st, err := c.checkLimits(ctx, ex, limIn, listed, lock, &lim)
+		if err != nil {
+			c.admitFault(ex, err)
+			return
+		}
+		ex.call.st = st
+		if lim.allow.Type != gjson.True {
+			c.deny(ex, lim.ans)
+			return
+		}
+		if lim.approval.Exists() && !ex.call.approved {
+			// The call's own timeout bounds a wait for an operator (hold.go).
+			ex.Timeout = time.Duration(lim.timeoutMs.Int()) * time.Millisecond
+			if !c.approve(ctx, ex, params, lim.approval, h, callTimeout(&lim)) {
+				if ex.call.approved && ex.call.lease == nil && ex.call.moves {
+					lim = limits{} // an operator approved a moving call that gave up its lease: admitted again
+					continue
+				}
+				return // asked for a yes, or refused: nothing goes upstream
+			}
+		}
+		break
 	}
 	if ex.call.moves && !ex.task && !ex.health.probe {
 		// A claimed probe's states are not the ones check_limits read.
@@ -320,6 +331,12 @@ func (c callAdmission) deny(ex *Exchange, ans gjson.Result) {
 // answer it at once) and its health accounting.
 func (c callAdmission) admitted(ctx context.Context, ex *Exchange, lim *limits, h Headers, listed bool) {
 	ex.Timeout = time.Duration(lim.timeoutMs.Int()) * time.Millisecond
+	if ex.call.held > 0 { // the wait for an operator counts toward the call's timeout
+		if ex.Timeout <= 0 {
+			ex.Timeout = DefaultTimeout
+		}
+		ex.Timeout = max(ex.Timeout-ex.call.held, time.Millisecond)
+	}
 	ex.call.onTimeout = ownedBytes(lim.onTimeout.Raw)
 	if c.cache != nil {
 		ex.cached.purges = lim.purges.Type == gjson.True

@@ -84,6 +84,10 @@ type Options struct {
 	// call's own stream (Verdict Hold) and consume their answers: for a host that can hold a
 	// request (host/gateway). nil: such a call is refused APPROVAL_REQUIRED.
 	Elicit Elicitor
+	// Holder keeps calls held for an operator's approval (approval.NewHold over State),
+	// set by a host that can hold a request open (the gateway); nil: a call an approvals
+	// entry gives to an operator is refused with APPROVAL_REQUIRED (exchange/hold.go).
+	Holder Holder
 	// Previous is the core this one replaces when a host reloads its configuration: its
 	// counters (Stats) and the tool names the upstream listed carry over, so counters keep
 	// running and metric labels stay known across the swap, and the new configuration's

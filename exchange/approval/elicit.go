@@ -130,7 +130,7 @@ func (g *Gate) Answered(ctx context.Context, id, principal, scope string, now ti
 // modules) carries none of its code.
 type Asker interface {
 	// Hold decides a 2025-11-25 call c that needs n, bound to b: the question (Verdict
-	// Hold), or a refusal when its client cannot be asked.
+	// AskStream), or a refusal when its client cannot be asked.
 	Hold(ctx context.Context, g *Gate, n Need, c *Call, b *Bind, keys []Key) Outcome
 	// Settle decides the call again with the answer its question got (c.Held): a yes
 	// bound to b passes once; anything else is refused.
@@ -258,7 +258,7 @@ func (g *Gate) hold(n Need, c *Call, b *Bind, keys []Key) Outcome {
 	m = append(m, `,"method":"elicitation/create","params":`...)
 	m = append(m, Params(c.Tool, c.Args, n.Message, maxArgShown)...)
 	m = append(m, '}')
-	return Outcome{Verdict: Hold, Result: m, ID: id, Wait: wait}
+	return Outcome{Verdict: AskStream, Result: m, ID: id, Wait: wait}
 }
 
 // heldGrace is how long past its wait a held call's yes stays good: the time its second

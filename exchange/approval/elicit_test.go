@@ -90,7 +90,7 @@ func TestHoldAndAnswered(t *testing.T) {
 	}
 	s.create(ctx, CapabilityKey("sess"), []byte("form"))
 	out := g.Decide(ctx, need, call())
-	if out.Verdict != Hold || !strings.HasPrefix(out.ID, IDPrefix) || out.Wait != 5*time.Second {
+	if out.Verdict != AskStream || !strings.HasPrefix(out.ID, IDPrefix) || out.Wait != 5*time.Second {
 		t.Fatalf("held: %v %q %v", out.Verdict, out.ID, out.Wait)
 	}
 	m := gjson.ParseBytes(out.Result)

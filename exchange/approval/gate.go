@@ -22,10 +22,11 @@ import (
 //
 //   - A 2026-07-28 client is asked with an input_required result and a signed
 //     requestState. A 2025-11-25 client is asked by an elicitation/create request on the
-//     call's response stream (elicit.go) when its host can hold the call (Call.Holds) and
-//     the client declared it can answer a form; otherwise it is refused, as an operator's
-//     approval is, with a message that says a person must approve the call: the call never
-//     reaches the server without a yes.
+//     call's response stream (elicit.go) when its host can hold the call (Call.Asker) and
+//     the client declared it can answer a form; otherwise it is refused with a message
+//     that says a person must approve the call. An operator's approval is held by a host
+//     that can hold a request (exchange/hold.go over Hold), and refused here on one that
+//     cannot: the call never reaches the server without a yes.
 //   - Everything that comes back from the client is hostile input: Open verifies the MAC
 //     before it reads anything but the key id, Match compares every binding.
 type Gate struct {
@@ -81,10 +82,10 @@ type Call struct {
 type Verdict uint8
 
 const (
-	Ask    Verdict = iota // answer Result (input_required) and forward nothing
-	Pass                  // forward the call without the gateway's requestState and inputResponses
-	Refuse                // answer Result (an error result with Code) and forward nothing
-	Hold                  // send Result (an elicitation/create request) on the call's stream, await the answer to ID for Wait
+	Ask       Verdict = iota // answer Result (input_required) and forward nothing
+	Pass                     // forward the call without the gateway's requestState and inputResponses
+	Refuse                   // answer Result (an error result with Code) and forward nothing
+	AskStream                // send Result (an elicitation/create request) on the call's stream, await the answer to ID for Wait
 )
 
 // Outcome is the gate's decision.
@@ -93,8 +94,8 @@ type Outcome struct {
 	Result  []byte        // Ask: the input_required result; Refuse: the refusal result
 	Code    string        // Refuse: the denial code
 	Why     string        // Refuse: what was wrong, for the event and the log
-	ID      string        // Hold: the elicitation request's id
-	Wait    time.Duration // Hold: how long to wait for its answer
+	ID      string        // AskStream: the elicitation request's id
+	Wait    time.Duration // AskStream: how long to wait for its answer
 }
 
 // maxArgShown bounds the arguments the form shows, in bytes.
@@ -104,7 +105,7 @@ const maxArgShown = 2048
 func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 	switch {
 	case n.By != "user":
-		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after an operator approves the call, and this gateway does not hold calls for an operator's decision yet: it was not run.", "operator approval")
+		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after an operator approves the call, and this host cannot hold a call while an operator decides: it was not run. Call it through stategate serve or stategate stdio, where it waits for an operator's approve-call or the status page.", "operator approval")
 	case c.Task:
 		return refusal(c.Tool, abi.DenyApprovalRequired, "Tool "+c.Tool+" runs only after a person approves the call, which a task-augmented call cannot wait for: call it without a task to be asked.", "task-augmented")
 	case !c.Modern && c.Asker == nil:

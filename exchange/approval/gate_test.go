@@ -1,7 +1,11 @@
 package approval
 
 import (
+	"context"
+	"strings"
 	"testing"
+
+	"github.com/stategate/stategate/abi"
 
 	"github.com/tidwall/gjson"
 )
@@ -22,5 +26,20 @@ func TestStrip(t *testing.T) {
 	}
 	if _, ok := Strip(gjson.Parse(`[1]`)); ok {
 		t.Error("Strip of an array: ok")
+	}
+}
+
+// TestDecide_operatorWithoutHold: on a host that cannot hold a call (no Hold), an
+// operator's approval is refused APPROVAL_REQUIRED with a message saying an operator must
+// approve it and where that can happen; nothing is asked of the client.
+func TestDecide_operatorWithoutHold(t *testing.T) {
+	g := &Gate{}
+	out := g.Decide(context.Background(), Need{By: "operator"}, &Call{Tool: "files.delete", Modern: true})
+	if out.Verdict != Refuse || out.Code != abi.DenyApprovalRequired {
+		t.Fatalf("Decide = %+v", out)
+	}
+	text := gjson.GetBytes(out.Result, "content.0.text").Str
+	if !strings.Contains(text, "only after an operator approves") || !strings.Contains(text, "stategate serve") {
+		t.Fatalf("the refusal says %q", text)
 	}
 }

@@ -46,6 +46,14 @@ const (
 	// A workflow instance put back in a state by an operator: OldState, NewState; Data:
 	// workflow, key, via, reason.
 	EventWorkflowReset = "workflow_reset"
+	// A tools/call held for an operator's approval (approvals entry "by": "operator"):
+	// Tool; Data: id (what approve-call takes), session (digest), arguments (the escaped,
+	// cut preview), message, deadline (Unix ms). Raised by the replica holding the call.
+	EventApprovalRequested = "approval_requested"
+	// The decision about a held call: Tool; Data: id, verdict (approved, denied, expired,
+	// closed), by (the operator's name, "gateway" for expiry, "client" when it left), via
+	// (cli, status page, api, timeout, disconnect). Raised by the replica that decided.
+	EventApprovalDecided = "approval_decided"
 )
 
 // Outcomes of a tool_called event.

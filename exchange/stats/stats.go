@@ -39,6 +39,7 @@ const (
 	CountApprovalsGranted                // tools/call forwarded on a person's valid yes
 	CountListCacheHits                   // tools/list answered from the gateway's copy of the upstream's list
 	CountListCacheMisses                 // tools/list the copy could have answered that went to the upstream
+	CountApprovalsHeld                   // tools/call held for an operator's approval (approvals entry "by": "operator")
 	NumCounters
 )
 
@@ -49,7 +50,7 @@ func (c Counter) String() string {
 	return [...]string{"requests", "tool_calls", "calls_allowed", "calls_denied", "requests_rejected", "timeouts",
 		"invalidations", "transitions", "list_changed", "lists_decorated", "cas_conflicts", "ids_remapped",
 		"cache_hits", "cache_misses", "cache_coalesced", "cache_stored", "cache_purged", "tasks_created", "tasks_settled",
-		"sessions_issued", "sessions_ended", "tools_withheld", "approvals_asked", "approvals_granted", "list_cache_hits", "list_cache_misses"}[c]
+		"sessions_issued", "sessions_ended", "tools_withheld", "approvals_asked", "approvals_granted", "list_cache_hits", "list_cache_misses", "approvals_held"}[c]
 }
 
 // Stats counts what the core did; read with Get.

@@ -405,6 +405,56 @@ func Reset(ctx context.Context, c *ops.Client, req ops.ResetRequest, stdout io.W
 	return nil
 }
 
+// Approvals prints the calls held for an operator's approval, oldest first: the id
+// approve-call and deny-call take, the tool, the principal, the time left and the
+// arguments (every cell escaped for the terminal: names and arguments come from clients).
+func Approvals(ctx context.Context, c *ops.Client, stdout io.Writer) error {
+	list, err := c.Approvals(ctx)
+	if err != nil {
+		return AdminError(err)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(stdout, "no call waits for an operator")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTOOL\tPRINCIPAL\tSESSION\tLEFT\tARGUMENTS")
+	for _, p := range list {
+		left := time.Until(time.UnixMilli(p.Deadline)).Round(time.Second)
+		if left < 0 {
+			left = 0
+		}
+		// The tool, principal and arguments come escaped by the gateway (approval.Preview):
+		// rendered again with their backslashes left alone, every control still escaped.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.String(p.ID), oneLine(p.ToolShown), oneLine(p.Principal),
+			termsafe.String(p.Session), left, oneLine(p.Arguments))
+	}
+	return tw.Flush()
+}
+
+// DecideCall approves (approve) or denies the held call id and says what was decided; a
+// call decided already (the first decision stands), expired or unknown ends with status 1
+// and the API's message.
+func DecideCall(ctx context.Context, c *ops.Client, id string, approve bool, reason string, stdout io.Writer) error {
+	p, err := c.DecideCall(ctx, id, approve, reason)
+	if err != nil {
+		return AdminError(err)
+	}
+	verdict, by, via := "", "", ""
+	if p.Decision != nil {
+		verdict, by, via = p.Decision.Verdict, p.Decision.By, p.Decision.Via
+	}
+	fmt.Fprintf(stdout, "%s (%s): %s by %s (%s)\n", termsafe.String(p.ID), oneLine(p.ToolShown), termsafe.String(verdict),
+		termsafe.String(by), termsafe.String(via))
+	return nil
+}
+
+// oneLine renders text the gateway escaped already (termsafe.String) for one line of a
+// terminal: its backslashes as they are, any control (a line feed too) escaped.
+func oneLine(s string) string {
+	return strings.ReplaceAll(termsafe.Lines(s), "\n", `\n`)
+}
+
 // seconds writes a latency in seconds as milliseconds ("" for none).
 func seconds(v float64) string {
 	if v == 0 {

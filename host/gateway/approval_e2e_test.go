@@ -22,7 +22,7 @@ import (
 // approvalConfig asks a person before catalog.list runs (a tool the server runs without
 // asking anything itself) and leaves the rest as mrtrConfig has it.
 var approvalConfig = strings.Replace(mrtrConfig, `"cache": {"scope": "shared"},`,
-	`"approvals": [{"match": "catalog.list", "by": "user", "message": "List the catalog?"}, {"match": "catalog.price", "by": "operator"}, {"match": "orders.ship", "by": "user"}],`, 1)
+	`"approvals": [{"match": "catalog.list", "by": "user", "message": "List the catalog?"}, {"match": "catalog.price", "by": "operator", "timeoutMs": 1000}, {"match": "orders.ship", "by": "user"}],`, 1)
 
 // recording keeps the last tools/call body the upstream received.
 type recording struct {
@@ -168,7 +168,7 @@ func TestApproval_userOn2026Wire(t *testing.T) {
 	s3 := question(t, other[0], args, nil)
 	refused("another gateway's state", a, retry(s3, args, yesNo("accept", true)), nil, abi.DenyApprovalInvalid)
 	refused("2025-11-25 client", a, map[string]any{"name": "catalog.list", "arguments": args}, map[string]string{"MCP-Protocol-Version": "2025-11-25"}, abi.DenyApprovalRequired)
-	refused("operator approval", a, map[string]any{"name": "catalog.price", "arguments": map[string]any{"sku": "tea"}}, nil, abi.DenyApprovalRequired)
+	refused("operator approval nobody gave (held 1 s)", a, map[string]any{"name": "catalog.price", "arguments": map[string]any{"sku": "tea"}}, nil, abi.DenyApprovalRequired)
 	// The workflow's refusal wins: nobody is asked about a call that could not run.
 	refused("gated out", a, map[string]any{"name": "orders.ship", "arguments": map[string]any{"order_id": "o1"}}, nil, abi.DenyToolNotAvailable)
 	if n := srv.count(srv.hits, "catalog.price") + srv.count(srv.hits, "orders.ship"); n != 0 {

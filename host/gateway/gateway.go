@@ -190,10 +190,13 @@ func (g *Gateway) newCore(plugin *wasmrt.Pool, config []byte, prev *exchange.Cor
 	if g.opts.Tracer != nil {
 		p = tracedPlugin{p: plugin, tr: g.opts.Tracer}
 	}
-	return exchange.New(exchange.Options{Plugin: p, State: traceState(store.StateOf(g.opts.Store), g.opts.Tracer), Reporter: rep,
+	st := traceState(store.StateOf(g.opts.Store), g.opts.Tracer)
+	return exchange.New(exchange.Options{Plugin: p, State: st, Reporter: rep,
 		Config: config, MaxBodyBytes: g.opts.MaxBodyBytes, LeaseWait: g.opts.LeaseWait, Publisher: g.opts.Publisher,
 		NewCache: g.opts.NewCache, Notify: func(except string, msg []byte) { g.streams.broadcast(except, msg) },
-		Observed: observed(g.lists), Previous: prev, Elicit: g.elicit})
+		Observed: observed(g.lists), Previous: prev, Elicit: g.elicit,
+		// The gateway holds a request open: a call for an operator waits for the decision.
+		Holder: approval.NewHold(st, rand.Read)})
 }
 
 // observed is the core's Observed for the list cache l (nil when off).

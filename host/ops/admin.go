@@ -16,6 +16,7 @@ import (
 
 	"github.com/stategate/stategate/exchange"
 	"github.com/stategate/stategate/exchange/admission"
+	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/health"
 	"github.com/stategate/stategate/exchange/toollist"
@@ -129,6 +130,9 @@ func NewAdmin(o AdminOptions) *Admin {
 	m.Handle(RouteState.pattern(), a.auth(a.state))
 	m.Handle(RouteReset.pattern(), a.auth(a.reset))
 	m.Handle(RouteReload.pattern(), a.auth(a.reload))
+	m.Handle(RouteApprovals.pattern(), a.auth(a.approvals))
+	m.Handle(RouteApproveCall.pattern(), a.auth(a.decideCall(approval.VerdictApproved)))
+	m.Handle(RouteDenyCall.pattern(), a.auth(a.decideCall(approval.VerdictDenied)))
 	m.Handle(RouteEvents.pattern(), a.auth(a.sse))
 	m.Handle(RouteHistory.pattern(), a.auth(a.history))
 	m.Handle(RouteWSEvents.pattern(), a.auth(a.ws))

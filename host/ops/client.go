@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/health"
 )
 
@@ -184,4 +185,24 @@ func (c *Client) Events(ctx context.Context, query url.Values, emit func([]byte)
 		return fmt.Errorf("admin[%s]: event stream: %w", c.Base, err)
 	}
 	return ErrStreamEnded
+}
+
+// Approvals lists the calls held for an operator (GET /admin/approvals).
+func (c *Client) Approvals(ctx context.Context) ([]approval.Pending, error) {
+	var out struct{ Approvals []approval.Pending }
+	err := c.Do(ctx, RouteApprovals, nil, nil, &out)
+	return out.Approvals, err
+}
+
+// DecideCall approves (approve true) or denies the held call id (POST
+// /admin/approvals/approve or /admin/approvals/deny) and returns its record with the
+// decision.
+func (c *Client) DecideCall(ctx context.Context, id string, approve bool, reason string) (approval.Pending, error) {
+	route := RouteDenyCall
+	if approve {
+		route = RouteApproveCall
+	}
+	var out struct{ Approval approval.Pending }
+	err := c.Do(ctx, route, nil, DecideRequest{ID: id, Reason: reason}, &out)
+	return out.Approval, err
 }

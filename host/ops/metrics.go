@@ -42,6 +42,7 @@ var counterNames = [stats.NumCounters]struct{ name, help string }{
 	stats.CountToolsWithheld:   {"stategate_tools_withheld_total", "Tools withheld from tools/list answers because a tool object repeats a member."},
 	stats.CountListCacheHits:   {"stategate_list_cache_hits_total", "tools/list requests answered from the gateway's copy of the upstream's list."},
 	stats.CountListCacheMisses: {"stategate_list_cache_misses_total", "tools/list requests the copy could have answered that went to the upstream."},
+	stats.CountApprovalsHeld:   {"stategate_approvals_held_total", "tools/call requests held for an operator's approval (approval_decided events say how each ended)."},
 }
 
 // Metrics is the gateway's Prometheus registry. It is an events.Publisher (tool calls,

@@ -33,7 +33,10 @@ var (
 	RouteState         = Route{"GET", "/admin/state"}
 	RouteReset         = Route{"POST", "/admin/state/reset"} // ResetRequest
 	RouteReload        = Route{"POST", "/admin/reload"}
-	RouteEvents        = Route{"GET", "/admin/events"} // SSE
+	RouteApprovals     = Route{"GET", "/admin/approvals"}          // the calls held for an operator, pending
+	RouteApproveCall   = Route{"POST", "/admin/approvals/approve"} // DecideRequest
+	RouteDenyCall      = Route{"POST", "/admin/approvals/deny"}    // DecideRequest
+	RouteEvents        = Route{"GET", "/admin/events"}             // SSE
 	RouteHistory       = Route{"GET", "/admin/events/history"}
 	RouteWSEvents      = Route{"GET", "/admin/ws/events"}
 )

@@ -186,3 +186,31 @@ func cmdReset(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	return cli.Reset(ctx, c, ops.ResetRequest{Workflow: rest[0], Handle: *handle, Session: *session, Principal: *principal, To: *to, Reason: *reason}, stdout)
 }
+
+func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "usage: stategate approvals [--admin URL] [--admin-token-file FILE]"
+	c, rest, err := adminFlags("approvals", args, stderr, usage, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 0 {
+		return &exitError{Code: 2, Msg: usage}
+	}
+	return cli.Approvals(ctx, c, stdout)
+}
+
+// cmdDecideCall is approve-call (approve) and deny-call.
+func cmdDecideCall(ctx context.Context, name string, approve bool, args []string, stdout, stderr io.Writer) error {
+	usage := "usage: stategate " + name + " ID [--reason TEXT] [--admin URL] [--admin-token-file FILE]"
+	var reason *string
+	c, rest, err := adminFlags(name, args, stderr, usage, func(fs flagSet) {
+		reason = fs.String("reason", "", "why (in the approval_decided event)")
+	})
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 || rest[0] == "" {
+		return &exitError{Code: 2, Msg: usage}
+	}
+	return cli.DecideCall(ctx, c, rest[0], approve, *reason, stdout)
+}

@@ -11,6 +11,7 @@
 //	stategate call FUNC --config FILE [--plugin FILE] < input.json
 //	stategate version
 //	stategate tools | mode TARGET MODE | approve TARGET | purge TARGET | events [--admin URL] [--admin-token-file FILE]
+//	stategate approvals | approve-call ID | deny-call ID [--admin URL] [--admin-token-file FILE]
 //	  (TARGET: NAME, --tool NAME, or a GLOB previewed and confirmed, --yes when not a terminal)
 package main
 
@@ -53,6 +54,10 @@ usage:
   stategate purge (NAME | GLOB | --tool NAME) [--yes] [--admin URL] [--admin-token-file FILE]
   stategate events [--count N] [--follow [--stop-after N]] [--since ID] [--type TYPE] [--tool NAME] [--session DIGEST] [--admin URL] [--admin-token-file FILE]
   stategate reset WORKFLOW (--handle VALUE | --session ID) [--principal P] [--to STATE] [--reason TEXT] [--admin URL] [--admin-token-file FILE]
+  stategate approvals [--admin URL] [--admin-token-file FILE]
+                  (the calls held for an operator's approval, on every replica of the store)
+  stategate approve-call ID [--reason TEXT] [--admin URL] [--admin-token-file FILE]
+  stategate deny-call ID [--reason TEXT] [--admin URL] [--admin-token-file FILE]
 
 serve's operations flags: --admin ADDR|off (default: loopback, a free port, a generated token
 the admin commands find) --name NAME --admin-token-file FILE (or
@@ -157,6 +162,12 @@ func dispatch(ctx context.Context, cmd string, args []string, stdin io.Reader, s
 		return cmdReset(ctx, args, stdout, stderr), true
 	case "events":
 		return cmdEvents(ctx, args, stdout, stderr), true
+	case "approvals":
+		return cmdApprovals(ctx, args, stdout, stderr), true
+	case "approve-call":
+		return cmdDecideCall(ctx, "approve-call", true, args, stdout, stderr), true
+	case "deny-call":
+		return cmdDecideCall(ctx, "deny-call", false, args, stdout, stderr), true
 	}
 	return nil, false
 }

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/exchange/oauth"
+	"github.com/stategate/stategate/host/configfile"
 	"github.com/stategate/stategate/host/ops"
 	"github.com/stategate/stategate/host/serve"
 	"github.com/stategate/stategate/host/stdio"
+	"github.com/tidwall/gjson"
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -137,9 +139,28 @@ func cmdStdio(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			a.StateDir = "" // no record: the admin commands then need --admin
 		}
 	}
+	if a.Admin == "off" && o.Store == "memory" && operatorApprovals(*cfgPath) {
+		// Nothing could decide a held call: no admin listener, and no other gateway on the store.
+		logger.Warn("approvals for an operator hold calls until they time out: no operator can decide them without --admin ADDR (stategate approve-call and the status page then reach this process) or a store a gateway with an admin listener shares")
+	}
 	err = stdio.Run(ctx, stdio.Options{ConfigPath: *cfgPath, Upstream: upstream, Serve: o, Ops: a, Logger: logger}, stdin, stdout, stderr)
 	if ended := (*stdio.EndedError)(nil); errors.As(err, &ended) {
 		return &exitError{Code: 1, Msg: "stategate stdio: " + ended.Cause.Error()}
 	}
 	return err
+}
+
+// operatorApprovals reports whether the configuration at path has an approvals entry for
+// an operator (false when it cannot be read: serve reports that itself).
+func operatorApprovals(path string) bool {
+	raw, err := configfile.Load(path)
+	if err != nil {
+		return false
+	}
+	found := false
+	gjson.GetBytes(raw, "approvals").ForEach(func(_, e gjson.Result) bool {
+		found = e.Get("by").Str == "operator"
+		return !found
+	})
+	return found
 }

@@ -114,6 +114,36 @@ async function approve(name) {
     () => act("/admin/tools/approve", { tool: name, pending }));
 }
 
+// refreshApprovals lists the calls held for an operator (every replica's), each with
+// approve and deny buttons that ask first. Names and arguments come from clients: they are
+// shown as text only, escaped by the gateway already (no control, bidi or invisible
+// character).
+async function refreshApprovals() {
+  const r = await api("/admin/approvals");
+  if (r.status !== 200) return;
+  const tbody = $("approvals").querySelector("tbody");
+  tbody.replaceChildren();
+  const list = r.body.approvals || [];
+  $("approvals").hidden = list.length === 0;
+  $("approvals-note").dataset.count = String(list.length);
+  for (const p of list) {
+    const left = Math.max(0, Math.round((p.deadline - Date.now()) / 1000)) + " s";
+    const decide = (verb, path) => () => confirmAction(verb + " the call of " + p.toolShown + " with " + p.arguments + "?",
+      async (reason) => {
+        const res = await api(path, { method: "POST", body: { id: p.id, reason } });
+        if (res.status !== 200) say(res.body.error || "failed");
+        else say(res.body.approval.toolShown + ": " + res.body.approval.decision.verdict + " by " + res.body.approval.decision.by, "ok");
+        refreshApprovals().catch(() => {});
+      });
+    const actions = document.createElement("span");
+    actions.append(button("approve", decide("Approve", "/admin/approvals/approve")), button("deny", decide("Deny", "/admin/approvals/deny")));
+    const tr = row([p.toolShown, p.arguments, p.principal || "", p.session || "", left, actions]);
+    tr.dataset.approval = p.id;
+    tr.cells[1].className = "arguments";
+    tbody.appendChild(tr);
+  }
+}
+
 function ms(seconds) { return seconds ? (seconds * 1000).toFixed(1) + " ms" : ""; }
 
 // refreshTools lists every tool the upstream listed, with what the configuration does
@@ -275,7 +305,7 @@ $("reset").addEventListener("submit", (ev) => {
 });
 
 async function refresh() {
-  try { await Promise.all([refreshInfo(), refreshTools()]); } catch (e) { if (e.message !== "unauthorized") say(String(e)); }
+  try { await Promise.all([refreshInfo(), refreshTools(), refreshApprovals()]); } catch (e) { if (e.message !== "unauthorized") say(String(e)); }
 }
 
 // show adds an event at the top of the list (text only): a refusal's code stands out, a
@@ -305,6 +335,7 @@ function show(ev) {
   list.insertBefore(li, list.firstChild);
   while (list.children.length > maxEvents) list.lastChild.remove();
   if (ev.type === "config_reloaded") refreshWorkflows().catch(() => {});
+  if (ev.type === "approval_requested" || ev.type === "approval_decided") refreshApprovals().catch(() => {});
   if (ev.type === "app_state_changed" || ev.type === "tool_state_changed" || ev.type === "config_reloaded" || ev.type === "config_unknown_tool") refresh();
   else soon();
 }
