@@ -293,7 +293,7 @@ func (c callAdmission) preloaded(ctx context.Context, ex *Exchange, limIn []byte
 // a denial).
 func (c callAdmission) settleProbe(ctx context.Context, ex *Exchange, limIn []byte, lim *limits, st *driver.Loaded) (*driver.Loaded, error) {
 	for attempt := 0; lim.probe.Type == gjson.True; attempt++ {
-		next, ok, err := healthEngine{c.Core}.claimProbe(ctx, lim.ans, st)
+		next, ok, err := c.health.ClaimProbe(ctx, lim.ans, st)
 		if err != nil {
 			return nil, driver.StoreError{Err: err}
 		}

@@ -16,6 +16,7 @@ package exchange
 import (
 	"context"
 	"crypto/rand"
+	"github.com/stategate/stategate/exchange/health"
 	"time"
 
 	"github.com/stategate/stategate/abi"
@@ -108,6 +109,7 @@ type Core struct {
 	facts     hostfacts.Facts
 	lists     toolLists       // the tool list: its memos, names and declarations (tools.go)
 	cache     *cache.Service  // nil: no response cache
+	health    health.Store    // tool health on the engine and state (exchange/health)
 	unitKeys  *driver.KeyMemo // tool -> its health keys (unbound tools)
 	stateKeys *driver.KeyMemo // check_limits input -> the state keys it asked for (bound tools, no health)
 	tasks     tasks.Leases    // leases held for running tasks of moving calls
@@ -153,6 +155,11 @@ func New(opts Options) *Core {
 	}
 	if c.facts.Cache != nil && opts.NewCache != nil {
 		c.cache = c.newCache(*c.facts.Cache)
+	}
+	c.health = health.Store{Engine: &c.engine, State: c.state, On: c.facts.Health, ListChanged: ListChanged,
+		Fault: func(f abi.Fault, err error, attrs ...any) { c.Fault(f, err, attrs...) }, Publish: c.events.publish, Notify: c.notify}
+	if c.cache != nil {
+		c.health.Purge = c.cache.Purge
 	}
 	return c
 }

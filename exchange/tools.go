@@ -23,12 +23,9 @@ func (c *Core) initLists(prev *Core) {
 	l := &c.lists
 	*l = toollist.Service{
 		Engine: &c.engine, State: c.state, Health: c.facts.Health, Principal: c.facts.Principal,
-		CASRetries: c.opts.CASRetries, Known: toollist.NewKnown(10000), Checker: newChecker(c),
+		CASRetries: c.opts.CASRetries, ListHealth: c.health.List, Known: toollist.NewKnown(10000), Checker: newChecker(c),
 		Fault: func(f abi.Fault, err error, attrs ...any) { c.Fault(f, err, attrs...) },
 		Count: c.tally.countN,
-		ListHealth: func(ctx context.Context, session string, in []byte, st *driver.Loaded, out []byte) []byte {
-			return (healthEngine{c}).listHealth(ctx, session, in, st, out)
-		},
 	}
 	if prev != nil {
 		l.Listed, l.Seen, l.Params = prev.lists.Listed, prev.lists.Seen, prev.lists.Params
