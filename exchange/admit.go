@@ -130,7 +130,7 @@ const (
 // workflow keeps its lease after Admit returns, until the Exchange is closed.
 func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	ex := c.admit(ctx, h, body)
-	c.tally.countLabel(stats.CountRequests, stats.MethodLabel(ex.Method))
+	c.tally.CountLabel(stats.CountRequests, stats.MethodLabel(ex.Method))
 	return ex
 }
 
@@ -227,7 +227,7 @@ func (ex intake) admitMessage(ctx context.Context, h Headers, e *jsonrpc.Envelop
 		// send one it echoes faithfully, and give the client its own back.
 		ex.upstreamID = jsonrpc.MintID(len(id.Raw))
 		ex.Body = jsonrpc.Splice(body, id, ex.upstreamID)
-		c.tally.count(stats.CountIDsRemapped)
+		c.tally.Count(stats.CountIDsRemapped)
 	}
 	switch ex.Method {
 	case MethodToolsCall:
@@ -282,7 +282,7 @@ func (ex *Exchange) refuse(r *admission.Refusal) *Exchange {
 
 // reject answers a JSON-RPC error locally.
 func (ex *Exchange) reject(status, code int, msg string) *Exchange {
-	ex.core.tally.count(stats.CountRejected)
+	ex.core.tally.Count(stats.CountRejected)
 	ex.Verdict, ex.Status, ex.Body = Reply, status, jsonrpc.AppendError(nil, ex.clientID, code, msg)
 	return ex
 }

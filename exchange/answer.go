@@ -235,7 +235,7 @@ func (ex Answer) moveWorkflows(ctx context.Context, root gjson.Result, read *jso
 	// A bound tool whose success fires no event has nothing to transition (the engine
 	// would answer no writes and no events): no engine call unless health counts it.
 	if (outcome != "" || c.facts.Moves[ex.Tool] && (ex.call.st != nil || settles)) && ex.transition(ctx, ok, outcome, code) {
-		c.tally.count(stats.CountListChanged)
+		c.tally.Count(stats.CountListChanged)
 		before = append(before, ListChanged)
 		if ex.health.visible {
 			c.notify(ex.Session, ListChanged) // server-wide: every other client too
@@ -301,7 +301,7 @@ func (ex Answer) invalidatedBy(res []byte, cached []string) ([]byte, []string, g
 	var inv gjson.Result
 	msg, ans := decorated(res)
 	if len(ans.Get("invalidated.patterns").Array()) > 0 {
-		ex.core.tally.count(stats.CountInvalidations)
+		ex.core.tally.Count(stats.CountInvalidations)
 	}
 	if ex.cached.purges {
 		ans.Get("invalidated.tools").ForEach(func(_, t gjson.Result) bool {
@@ -383,7 +383,7 @@ func (ex Answer) TimeoutAnswer() []byte {
 		}
 		res = engine.AppendTimeoutResult(nil, ex.Tool, int(ex.timeout()/time.Millisecond))
 	}
-	ex.core.tally.count(stats.CountTimeouts)
+	ex.core.tally.Count(stats.CountTimeouts)
 	ex.upstreamDone()
 	ex.called(events.OutcomeTimeout)
 	ex.refused(abi.DenyToolTimeout, gjson.Result{})

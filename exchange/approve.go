@@ -58,16 +58,16 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 				ex.Body = jsonrpc.Splice(ex.Body, p, stripped)
 			}
 		}
-		c.tally.count(stats.CountApprovalsGranted)
+		c.tally.Count(stats.CountApprovalsGranted)
 		return true
 	case approval.Ask:
-		c.tally.count(stats.CountApprovalsAsked)
+		c.tally.Count(stats.CountApprovalsAsked)
 		ex.releaseNow()
 		ex.answerLocal(out.Result)
 		ex.called(events.OutcomeIncomplete)
 		return false
 	case approval.AskStream:
-		c.tally.count(stats.CountApprovalsAsked)
+		c.tally.Count(stats.CountApprovalsAsked)
 		ex.releaseNow() // no lease is held while a person decides: the second admission takes it
 		ex.Verdict, ex.Status, ex.Body = Hold, 200, out.Result
 		ex.held = heldCall{id: out.ID, wait: out.Wait}
@@ -80,7 +80,7 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 
 // refuseApproval answers a call refused for its approval (out.Result, or a bare refusal).
 func (c callAdmission) refuseApproval(ex *Exchange, out approval.Outcome) {
-	c.tally.countLabel(stats.CountDenied, stats.DenialLabel(out.Code))
+	c.tally.CountLabel(stats.CountDenied, stats.DenialLabel(out.Code))
 	ex.releaseNow()
 	result := out.Result
 	if result == nil {

@@ -18,7 +18,7 @@ import (
 func (c *Core) newCache(l cache.Limits) *cache.Service {
 	return cache.New(cache.Config{Limits: l, Memory: c.opts.NewCache(l), Shared: state.Unleased{S: c.state}, CASRetries: c.opts.CASRetries,
 		Principal: c.facts.Principal, Vary: c.facts.VaryHeaders,
-		Count: func(t cache.Tally, n int) { c.tally.countN(cacheCounters[t], n) },
+		Count: func(t cache.Tally, n int) { c.tally.CountN(cacheCounters[t], n) },
 		Fault: func(err error, tool string) { c.Fault(abi.FaultCache, err, "tool", tool) }})
 }
 
@@ -40,6 +40,6 @@ func (ex Answer) invalidated(inv gjson.Result, tools []string) {
 		patterns = append(patterns, p.Str)
 		return true
 	})
-	ex.core.events.publish(events.Event{Type: events.EventCacheInvalidated, Tool: ex.Tool, Data: map[string]any{
+	ex.core.events.Publish(events.Event{Type: events.EventCacheInvalidated, Tool: ex.Tool, Data: map[string]any{
 		"causedBy": ex.Tool, "patterns": patterns, "tools": tools}})
 }

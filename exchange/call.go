@@ -33,7 +33,7 @@ type callAdmission struct{ *Core }
 // h are the request's headers (nil for a hook host): the caller's credentials key its
 // cache entry.
 func (c callAdmission) admitCall(ctx context.Context, ex *Exchange, params jsonrpc.Params, h Headers) {
-	c.tally.count(stats.CountToolCalls)
+	c.tally.Count(stats.CountToolCalls)
 	if !(intake{ex}).readCall(params) {
 		return
 	}
@@ -320,7 +320,7 @@ func (c callAdmission) settleProbe(ctx context.Context, ex *Exchange, limIn []by
 
 // deny answers check_limits' denial locally.
 func (c callAdmission) deny(ex *Exchange, ans gjson.Result) {
-	c.tally.countLabel(stats.CountDenied, stats.DenialLabel(ans.Get("code").Str))
+	c.tally.CountLabel(stats.CountDenied, stats.DenialLabel(ans.Get("code").Str))
 	ex.releaseNow()
 	ex.answerLocal([]byte(ans.Get("result").Raw))
 	ex.called(events.OutcomeDenied)
@@ -358,7 +358,7 @@ func (c callAdmission) admitted(ctx context.Context, ex *Exchange, lim *limits, 
 	// or pins): its calls count here too, though this core has not seen the list yet.
 	ex.health.due.Store(c.healthFor(ex.Tool) || c.facts.Health && ex.call.st.HasHealthRecord())
 	ex.health.quiet = lim.quietOnSuccess.Type == gjson.True
-	c.tally.count(stats.CountAllowed)
+	c.tally.Count(stats.CountAllowed)
 }
 
 // maxStateKeyInput bounds the check_limits inputs whose state keys are remembered (the
@@ -416,7 +416,7 @@ func (c callAdmission) admitFault(ex *Exchange, err error) {
 		ex.health.due.Store(c.healthFor(ex.Tool))
 		return
 	}
-	c.tally.countLabel(stats.CountDenied, abi.DenyGateUnavailable)
+	c.tally.CountLabel(stats.CountDenied, abi.DenyGateUnavailable)
 	details := jsonx.AppendString([]byte(`{"tool":`), ex.Tool)
 	details = append(details, '}')
 	ex.answerLocal(engine.AppendErrorResult(nil, abi.DenyGateUnavailable, text, string(details)))

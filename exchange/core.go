@@ -103,8 +103,8 @@ type Core struct {
 	engine    driver.Engine // the engine's exports on state (exchange/driver)
 	caps      Capabilities  // state's, as it declared them (read once, here)
 	reporter  Reporter
-	tally     tally     // counts into Stats and the reporter (count.go)
-	events    publisher // the Publisher, and whether one was given (count.go)
+	tally     stats.Tally     // counts into Stats and the reporter
+	events    events.Stamping // the Publisher, and whether one was given
 	opts      Options
 	facts     hostfacts.Facts
 	lists     toolLists       // the tool list: its memos, names and declarations (tools.go)
@@ -141,13 +141,13 @@ func New(opts Options) *Core {
 	}
 	c := &Core{plugin: opts.Plugin, state: opts.State, caps: opts.State.Capabilities(), reporter: opts.Reporter, opts: opts, engine: driver.Engine{Plugin: opts.Plugin, State: opts.State},
 		facts: hostfacts.Of(opts.Plugin, opts.Config), unitKeys: driver.NewKeyMemo(4096), stateKeys: driver.NewKeyMemo(4096), Stats: &stats.Stats{}}
-	c.events = publisher{to: opts.Publisher, on: publishing}
+	c.events = events.Stamping{To: opts.Publisher, On: publishing}
 	if prev := opts.Previous; prev != nil {
 		c.Stats = prev.Stats
 	}
-	c.tally = tally{stats: c.Stats, reporter: opts.Reporter}
+	c.tally = stats.Tally{Stats: c.Stats, Reporter: opts.Reporter}
 	c.engine.Retries = opts.CASRetries
-	c.engine.Conflict = func() { c.tally.count(stats.CountCASConflicts) }
+	c.engine.Conflict = func() { c.tally.Count(stats.CountCASConflicts) }
 	c.initLists(opts.Previous) // the new configuration checked against the names known
 	c.opts.Previous = nil      // the old core is not kept alive
 	if c.facts.Approvals {
@@ -157,7 +157,7 @@ func New(opts Options) *Core {
 		c.cache = c.newCache(*c.facts.Cache)
 	}
 	c.health = health.Store{Engine: &c.engine, State: c.state, On: c.facts.Health, ListChanged: ListChanged,
-		Fault: func(f abi.Fault, err error, attrs ...any) { c.Fault(f, err, attrs...) }, Publish: c.events.publish, Notify: c.notify}
+		Fault: func(f abi.Fault, err error, attrs ...any) { c.Fault(f, err, attrs...) }, Publish: c.events.Publish, Notify: c.notify}
 	if c.cache != nil {
 		c.health.Purge = c.cache.Purge
 	}
@@ -198,3 +198,6 @@ type Reporter interface {
 	Fault(f abi.Fault, p abi.Policy, err error, attrs ...any)
 	Count(c stats.Counter)
 }
+
+// Count counts n (stats and the Reporter), for the parts of a host's flow (exchange/flow).
+func (c *Core) Count(n stats.Counter) { c.tally.Count(n) }

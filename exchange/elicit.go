@@ -8,7 +8,6 @@ import (
 	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/jsonrpc"
-	"github.com/tidwall/gjson"
 )
 
 // Human approval for 2025-11-25 clients (exchange/approval/elicit.go): a host that can hold
@@ -16,22 +15,9 @@ import (
 // a form; the client's answer, a JSON-RPC response to the gateway's own request, is
 // consumed here and never forwarded.
 
-// Elicitor is the 2025-11-25 way of asking for a host that can hold a call
-// (*approval.Elicit): the question (approval.Asker), the client's answer taken and
-// delivered, the client's capability recorded. An interface, so that a host that cannot
-// hold a call (the Envoy filter, the exchange module) carries none of its code.
-type Elicitor interface {
-	approval.Asker
-	Answer(ctx context.Context, msg []byte, principal, scope string) (status int, text string)
-	Record(ctx context.Context, session string) error
-	// Prepare readies c, a 2025-11-25 call, to be asked (c.Asker) or decided with the
-	// answer its host hands in ctx (c.Held).
-	Prepare(ctx context.Context, c *approval.Call)
-	// Capable reads an initialize request's params: can the client answer a form?
-	Capable(params gjson.Result) bool
-	// Ours reports whether a JSON-RPC id is the gateway's own question's.
-	Ours(id gjson.Result) bool
-}
+// Elicitor is the 2025-11-25 way of asking, for a host that can hold a call
+// (approval.Elicitor).
+type Elicitor = approval.Elicitor
 
 // heldCall is a Hold verdict's question: the elicitation request's id and the wait.
 type heldCall struct {

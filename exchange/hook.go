@@ -27,7 +27,7 @@ import (
 // Exchange be closed: a moving call marked sent then keeps its lease, as its outcome is
 // unknown).
 func (c *Core) AdmitCall(ctx context.Context, session string, params []byte) *Exchange {
-	c.tally.countLabel(stats.CountRequests, MethodToolsCall)
+	c.tally.CountLabel(stats.CountRequests, MethodToolsCall)
 	ex := &Exchange{core: c, start: time.Now(), Session: session, Method: MethodToolsCall,
 		clientID: []byte("0"), upstreamID: []byte("0")}
 	switch {

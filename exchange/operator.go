@@ -14,6 +14,6 @@ var ErrCacheOff = operator.ErrCacheOff
 
 // Operator returns the core's operator surface.
 func (c *Core) Operator() *Operator {
-	h := health.New(&c.health, c.events.publish, func() { c.notify("", ListChanged) })
-	return operator.New(h, c.cache, c.facts.Separator, c.events.publish)
+	h := health.New(&c.health, c.events.Publish, func() { c.notify("", ListChanged) })
+	return operator.New(h, c.cache, c.facts.Separator, c.events.Publish)
 }

@@ -20,11 +20,11 @@ func (c *Core) LeaseWait() time.Duration { return c.opts.LeaseWait }
 // admission because its channel stayed busy with other calls (err says why), and returns
 // the CallToolResult to answer: a retryable GATE_UNAVAILABLE denial.
 func (c *Core) RefuseBusy(tool, channel string, err error) []byte {
-	c.tally.count(stats.CountToolCalls)
-	c.tally.countLabel(stats.CountDenied, abi.DenyGateUnavailable)
+	c.tally.Count(stats.CountToolCalls)
+	c.tally.CountLabel(stats.CountDenied, abi.DenyGateUnavailable)
 	c.Fault(abi.FaultGateBusy, errBusy{err}, "tool", tool, "channel", channel)
-	if c.events.on && tool != "" {
-		c.events.publish(events.Event{Type: events.EventCallRefused, Tool: tool, Data: map[string]any{
+	if c.events.On && tool != "" {
+		c.events.Publish(events.Event{Type: events.EventCallRefused, Tool: tool, Data: map[string]any{
 			"code": abi.DenyGateUnavailable, "session": events.SessionDigest(channel)}})
 	}
 	details := jsonx.AppendString([]byte(`{"tool":`), tool)

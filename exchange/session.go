@@ -2,7 +2,6 @@ package exchange
 
 import (
 	"context"
-	"errors"
 
 	"github.com/stategate/stategate/abi"
 	"github.com/stategate/stategate/exchange/admission"
@@ -13,7 +12,7 @@ import (
 )
 
 // The core's side of the sessions the gateway issues (exchange/session): the records go
-// through the State (sessionRecords), a record that cannot be read or stored is a
+// through the State (session.OnState), a record that cannot be read or stored is a
 // session_store fault.
 
 // RepeatedHeader returns the name of an identity header that h repeats ("" for none):
@@ -32,7 +31,7 @@ func (c *Core) RepeatedHeader(h Headers) string {
 // those whose RepeatedHeader is not "".
 func (c *Core) CheckSession(ctx context.Context, method string, h Headers) session.Check {
 	if name := c.RepeatedHeader(h); name != "" {
-		c.tally.count(stats.CountRejected)
+		c.tally.Count(stats.CountRejected)
 		r := admission.RefuseRepeated(h, name)
 		return session.Check{Action: session.Reply, Status: r.Status, Body: jsonrpc.AppendError(nil, nil, r.Code, r.Text)}
 	}
@@ -41,7 +40,7 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) sessi
 		return session.Check{Action: session.AsIs}
 	}
 	if !sessionLive(ctx, c, id) {
-		c.tally.count(stats.CountRejected)
+		c.tally.Count(stats.CountRejected)
 		return session.Check{Action: session.Reply, ID: id, Status: 404, Body: jsonrpc.AppendError(nil, nil, session.CodeNotFound, session.NotFoundText)}
 	}
 	switch method {
@@ -59,7 +58,7 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) sessi
 // goes on as the session it names (its state is read through the same State, so a gated
 // call still fails closed).
 func sessionLive(ctx context.Context, c *Core, id string) bool {
-	live, err := session.Live(ctx, sessionRecords{c.state}, id)
+	live, err := session.Live(ctx, session.OnState{S: c.state}, id)
 	if err != nil {
 		c.Fault(abi.FaultSessionStore, driver.StoreError{Err: err}, "session", id)
 	}
@@ -85,30 +84,11 @@ func (ex *Exchange) AnswerSession(ctx context.Context, status int, upstreamSessi
 		return ""
 	}
 	c := ex.core
-	id, err := session.Issue(ctx, sessionRecords{c.state})
+	id, err := session.Issue(ctx, session.OnState{S: c.state})
 	if err != nil {
 		c.Fault(abi.FaultSessionStore, driver.StoreError{Err: err}, "session", id)
 		return ""
 	}
-	c.tally.count(stats.CountSessionsIssued)
+	c.tally.Count(stats.CountSessionsIssued)
 	return id
-}
-
-// sessionRecords is the State as session.Records.
-type sessionRecords struct{ s State }
-
-func (r sessionRecords) Load(ctx context.Context, key string) ([]byte, error) {
-	slots, err := r.s.Load(ctx, []string{key}, false)
-	if err != nil || len(slots) != 1 || !slots[0].Exists {
-		return nil, err
-	}
-	return slots[0].Value, nil
-}
-
-func (r sessionRecords) Create(ctx context.Context, owner, key string, value []byte) error {
-	err := r.s.Store(ctx, owner, key, value, Slot{}, nil)
-	if errors.Is(err, ErrConflict) {
-		err = errors.New("a record under the new id exists already")
-	}
-	return err
 }

@@ -51,7 +51,7 @@ const (
 // kept for the task (tasks.Leases) instead of being released when the exchange closes.
 func (ex Answer) taskCreated(ctx context.Context, id string) {
 	c := ex.core
-	c.tally.count(stats.CountTasksCreated)
+	c.tally.Count(stats.CountTasksCreated)
 	ex.health.due.Store(false) // counted when the task ends
 	key := tasks.Key(ex.principal, id)
 	rec := tasks.Record{Tool: ex.Tool, Input: string(ex.call.input) + "}", Moves: ex.call.moves, Purges: ex.cached.purges}
@@ -128,7 +128,7 @@ func (ex Answer) settleTask(ctx context.Context, id string, completed bool, msg 
 		task: true, answered: true,
 		call: callState{input: []byte(strings.TrimSuffix(rec.Input, "}")), moves: rec.Moves}}
 	if won {
-		c.tally.count(stats.CountTasksSettled)
+		c.tally.Count(stats.CountTasksSettled)
 		tex.settle = settleMove
 		tex.cached.purges = rec.Purges && completed
 		tex.call.lease = c.tasks.Take(key)

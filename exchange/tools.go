@@ -25,7 +25,7 @@ func (c *Core) initLists(prev *Core) {
 		Engine: &c.engine, State: c.state, Health: c.facts.Health, Principal: c.facts.Principal,
 		CASRetries: c.opts.CASRetries, ListHealth: c.health.List, Known: toollist.NewKnown(10000), Checker: newChecker(c),
 		Fault: func(f abi.Fault, err error, attrs ...any) { c.Fault(f, err, attrs...) },
-		Count: c.tally.countN,
+		Count: c.tally.CountN,
 	}
 	if prev != nil {
 		l.Listed, l.Seen, l.Params = prev.lists.Listed, prev.lists.Seen, prev.lists.Params
@@ -61,7 +61,7 @@ func (c *Core) EndSession(ctx context.Context, sid, principal string) {
 	var keys []string
 	if session.IsGateway(sid) {
 		keys = append(keys, session.RecordKey(sid))
-		c.tally.count(stats.CountSessionsEnded)
+		c.tally.Count(stats.CountSessionsEnded)
 	}
 	ex := &Exchange{Session: sid, principal: principal}
 	in := append(ex.appendScope(nil), toollist.EmptyProbe...)
@@ -149,7 +149,7 @@ func newChecker(c *Core) toollist.Checker {
 			if cr, ok := c.reporter.(ConfigReporter); ok {
 				cr.UnknownTool(t)
 			}
-			c.events.publish(events.Event{Type: events.EventConfigUnknownTool, Tool: t.Name, Data: map[string]any{"glob": t.Glob, "where": t.Where}})
+			c.events.Publish(events.Event{Type: events.EventConfigUnknownTool, Tool: t.Name, Data: map[string]any{"glob": t.Glob, "where": t.Where}})
 		},
 	}
 }

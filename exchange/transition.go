@@ -48,7 +48,7 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 			jsonrpc.MembersTo(driver.ParseOwned(out), transitionMembers, []*gjson.Result{&mm[0], &mm[1], &mm[2]})
 		} else {
 			if in == nil {
-				in = ex.transitionInput(success, outcome, code, st.StatesSize()+1)
+				in = writer{ex}.input(success, outcome, code, st.StatesSize()+1)
 			}
 			if st != nil {
 				out, m, err = c.engine.CallOwned(ctx, abi.FuncTransition, in, st, transitionMembers...)
@@ -62,15 +62,16 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 		}
 		ans := driver.ParseOwned(out) // the engine's answer: fresh, never written to
 		visible = visible || m[0].Type == gjson.True
-		lost := ex.storeWrites(ctx, st, ex.pendingWrites(m[1], written), written, failed)
+		w := writer{ex}
+		lost := w.store(ctx, st, w.pending(m[1], written), written, failed)
 		if len(lost) == 0 {
 			ex.transitioned(ans, failed)
 			if h := m[2]; h.Exists() && !failedHealth(failed) {
-				ex.health.visible = health.Changed(h, c.events.publish)
+				ex.health.visible = health.Changed(h, c.events.Publish)
 			}
 			return visible
 		}
-		c.tally.count(stats.CountCASConflicts)
+		c.tally.Count(stats.CountCASConflicts)
 		fresh, err := c.state.Load(ctx, lost, false)
 		if err != nil {
 			ex.fault(abi.FaultTransition, driver.StoreError{Err: err}, "tool", ex.Tool)
@@ -85,9 +86,13 @@ func (ex *Exchange) transition(ctx context.Context, success bool, outcome, code 
 // transitionMembers are the members of transition's answer the core reads.
 var transitionMembers = []string{"visibleChanged", "states", "health"}
 
-// transitionInput is the transition's input: the call's, with its outcome, and room for
+// writer is the transition's write side of an exchange: the engine's input for the
+// call's outcome, and the writes of its answer stored with compare-and-set.
+type writer struct{ *Exchange }
+
+// input is the transition's input: the call's, with its outcome, and room for
 // spare more bytes (the states, appended in place by callOwned).
-func (ex *Exchange) transitionInput(success bool, outcome, code string, spare int) []byte {
+func (ex writer) input(success bool, outcome, code string, spare int) []byte {
 	n := len(ex.call.input) + len(ex.structured) + len(outcome) + len(code) + 128 + spare
 	in := append(append(make([]byte, 0, n), ex.call.input...), `,"isError":`...)
 	if success {
@@ -114,10 +119,10 @@ func (ex *Exchange) transitionInput(success bool, outcome, code string, spare in
 	return in
 }
 
-// storeWrites stores writes with compare-and-set against st, marking each key written
+// store stores writes with compare-and-set against st, marking each key written
 // (and failed, when the store failed it: given up on, the others still move), and returns
 // the keys whose write lost a race.
-func (ex *Exchange) storeWrites(ctx context.Context, st *driver.Loaded, writes []write, written, failed map[string]bool) []string {
+func (ex writer) store(ctx context.Context, st *driver.Loaded, writes []write, written, failed map[string]bool) []string {
 	c := ex.core
 	var lost []string
 	for i, w := range writes {
@@ -135,7 +140,7 @@ func (ex *Exchange) storeWrites(ctx context.Context, st *driver.Loaded, writes [
 		switch err := c.state.Store(ctx, owner, w.key, w.value, st.Slot(w.key), lease); {
 		case err == nil:
 			written[w.key] = true
-			c.tally.count(stats.CountTransitions)
+			c.tally.Count(stats.CountTransitions)
 		case errors.Is(err, ErrConflict):
 			lost = append(lost, w.key)
 		default:
@@ -153,10 +158,10 @@ type write struct {
 	value []byte
 }
 
-// pendingWrites lists the snapshots of states not yet written, the keys a moving call
+// pending lists the snapshots of states not yet written, the keys a moving call
 // leases last: the write that releases the leases is the last one, and on a cluster it
 // can release only those sharing its key's slot, which a health key never does.
-func (ex *Exchange) pendingWrites(states gjson.Result, written map[string]bool) []write {
+func (ex writer) pending(states gjson.Result, written map[string]bool) []write {
 	var first, last []write
 	states.ForEach(func(k, v gjson.Result) bool {
 		if !written[k.Str] {
@@ -205,7 +210,7 @@ func (ex *Exchange) fault(f abi.Fault, err error, attrs ...any) {
 // was sent and never answered readably keeps its lease (abi.FaultOutcomeUnknown).
 func (ex *Exchange) MarkSent(sent bool) {
 	ex.sent = sent
-	if sent && ex.Tool != "" && ex.core.events.on {
+	if sent && ex.Tool != "" && ex.core.events.On {
 		ex.sentAt = time.Now()
 	}
 }

@@ -370,3 +370,20 @@ func parseAnswer(s string) Answer {
 	}
 	return Cancel
 }
+
+// Elicitor is the 2025-11-25 way of asking for a host that can hold a call
+// (*Elicit): the question (Asker), the client's answer taken and
+// delivered, the client's capability recorded. An interface, so that a host that cannot
+// hold a call (the Envoy filter, the exchange module) carries none of its code.
+type Elicitor interface {
+	Asker
+	Answer(ctx context.Context, msg []byte, principal, scope string) (status int, text string)
+	Record(ctx context.Context, session string) error
+	// Prepare readies c, a 2025-11-25 call, to be asked (c.Asker) or decided with the
+	// answer its host hands in ctx (c.Held).
+	Prepare(ctx context.Context, c *Call)
+	// Capable reads an initialize request's params: can the client answer a form?
+	Capable(params gjson.Result) bool
+	// Ours reports whether a JSON-RPC id is the gateway's own question's.
+	Ours(id gjson.Result) bool
+}

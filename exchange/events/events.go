@@ -158,3 +158,18 @@ func Transitioned(tool, session string, ans gjson.Result, failed map[string]bool
 		return true
 	})
 }
+
+// Stamping hands events to a Publisher, stamped with the time when they carry none; On is
+// false when no publisher was given: per-call events are then not built at all.
+type Stamping struct {
+	To Publisher
+	On bool
+}
+
+// Publish stamps e and hands it to the publisher.
+func (p Stamping) Publish(e Event) {
+	if e.Timestamp.IsZero() {
+		e.Timestamp = time.Now().UTC()
+	}
+	p.To.Publish(e)
+}

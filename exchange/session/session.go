@@ -26,6 +26,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"github.com/stategate/stategate/exchange/state"
 	"strconv"
 	"strings"
 	"time"
@@ -104,4 +106,26 @@ func Issue(ctx context.Context, r Records) (string, error) {
 	rec := strconv.AppendInt([]byte(`{"issuedMs":`), time.Now().UnixMilli(), 10)
 	rec = append(rec, '}')
 	return id, r.Create(context.WithoutCancel(ctx), id, RecordKey(id), rec)
+}
+
+// OnState is a state contract's store as Records: a record is one key, created once by
+// compare-and-set.
+type OnState struct{ S state.State }
+
+// Load implements Records.
+func (r OnState) Load(ctx context.Context, key string) ([]byte, error) {
+	slots, err := r.S.Load(ctx, []string{key}, false)
+	if err != nil || len(slots) != 1 || !slots[0].Exists {
+		return nil, err
+	}
+	return slots[0].Value, nil
+}
+
+// Create implements Records.
+func (r OnState) Create(ctx context.Context, owner, key string, value []byte) error {
+	err := r.S.Store(ctx, owner, key, value, state.Slot{}, nil)
+	if errors.Is(err, state.ErrConflict) {
+		err = errors.New("a record under the new id exists already")
+	}
+	return err
 }

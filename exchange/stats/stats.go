@@ -120,3 +120,35 @@ func DenialLabel(code string) string {
 	}
 	return code
 }
+
+// Counting is what a Tally tells as it counts (the exchange's Reporter).
+type Counting interface{ Count(Counter) }
+
+// Tally counts what the core did: into Stats, and told to Reporter as it moves.
+type Tally struct {
+	Stats    *Stats
+	Reporter Counting
+}
+
+// Count adds one to n and tells the reporter.
+func (t Tally) Count(n Counter) {
+	t.Stats.Add(n)
+	t.Reporter.Count(n)
+}
+
+// CountN adds n to a counter.
+func (t Tally) CountN(k Counter, n int) {
+	for range n {
+		t.Count(k)
+	}
+}
+
+// CountLabel counts n with a label the reporter may use (LabelReporter).
+func (t Tally) CountLabel(n Counter, label string) {
+	t.Stats.Add(n)
+	if lr, ok := t.Reporter.(LabelReporter); ok {
+		lr.CountLabel(n, label)
+		return
+	}
+	t.Reporter.Count(n)
+}
