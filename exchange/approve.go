@@ -9,6 +9,7 @@ import (
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/stats"
+	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
@@ -55,9 +56,17 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 	case approval.Pass:
 		if p := gjson.GetBytes(ex.Body, "params"); p.IsObject() {
 			if stripped, ok := approval.Strip(p); ok {
+				if out.Carried != "" { // a continuation's: the server's own requestState goes back
+					stripped = append(stripped[:len(stripped)-1], `,"requestState":`...)
+					if len(stripped) == len(`{,"requestState":`) {
+						stripped = append(stripped[:1], `"requestState":`...)
+					}
+					stripped = append(jsonx.AppendString(stripped, out.Carried), '}')
+				}
 				ex.Body = jsonrpc.Splice(ex.Body, p, stripped)
 			}
 		}
+		ex.call.cont = out.Cont // answer.go: a server that asks too
 		c.tally.count(stats.CountApprovalsGranted)
 		return true
 	case approval.Ask:
