@@ -119,6 +119,13 @@ func (s *mrtrServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.ran(tool)
 		answer(`{"resultType":"complete","content":[{"type":"text","text":"paid"}]}`)
+	case "stock.reserve": // unlisted: the approval tests' tool that asks after the gateway did
+		if !accepted("confirm") {
+			ask("confirm", "Reserve the last one?")
+			return
+		}
+		s.ran(tool)
+		answer(`{"resultType":"complete","content":[{"type":"text","text":"reserved"}]}`)
 	case "orders.ship":
 		s.ran(tool)
 		answer(`{"resultType":"complete","content":[{"type":"text","text":"shipped"}]}`)
