@@ -227,9 +227,6 @@ func TestApproval_serverAsksToo(t *testing.T) {
 		t.Errorf("round 2: the server saw the gateway's members: %s", sent)
 	}
 	server := srv.state(tool, json.RawMessage(`{"sku":"tea"}`))
-	if strings.Contains(cont, server) {
-		t.Logf("the continuation shows the server's state in its payload (base64url): %s", cont)
-	}
 	confirm := map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
 
 	refused := func(name string, c *mrtrClient, tl, state string, args map[string]any, extra map[string]string) {
