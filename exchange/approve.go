@@ -9,7 +9,6 @@ import (
 	"github.com/stategate/stategate/exchange/events"
 	"github.com/stategate/stategate/exchange/jsonrpc"
 	"github.com/stategate/stategate/exchange/stats"
-	"github.com/stategate/stategate/plugin/jsonx"
 	"github.com/tidwall/gjson"
 )
 
@@ -55,14 +54,7 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 	switch out.Verdict {
 	case approval.Pass:
 		if p := gjson.GetBytes(ex.Body, "params"); p.IsObject() {
-			if stripped, ok := approval.Strip(p); ok {
-				if out.Carried != "" { // a continuation's: the server's own requestState goes back
-					stripped = append(stripped[:len(stripped)-1], `,"requestState":`...)
-					if len(stripped) == len(`{,"requestState":`) {
-						stripped = append(stripped[:1], `"requestState":`...)
-					}
-					stripped = append(jsonx.AppendString(stripped, out.Carried), '}')
-				}
+			if stripped, ok := approval.Strip(p, out.Carried); ok { // a continuation's: the server's own state goes back
 				ex.Body = jsonrpc.Splice(ex.Body, p, stripped)
 			}
 		}

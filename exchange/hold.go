@@ -103,7 +103,7 @@ func (c callAdmission) holdForOperator(ctx context.Context, ex *Exchange, params
 		c.tally.count(stats.CountApprovalsGranted)
 		ex.call.held = time.Since(now) // taken off the call's timeout (admitted)
 		if p := gjson.GetBytes(ex.Body, "params"); p.IsObject() {
-			if stripped, ok := approval.Strip(p); ok { // no requestState of the gateway's goes on
+			if stripped, ok := approval.Strip(p, ""); ok { // no requestState of the gateway's goes on
 				ex.Body = jsonrpc.Splice(ex.Body, p, stripped)
 			}
 		}

@@ -271,8 +271,9 @@ func refusal(tool, code, text, why string) Outcome {
 // Strip returns the params of a call let through (params: the call's params object, raw)
 // without the gateway's requestState and its key in inputResponses (and without
 // inputResponses when nothing else is left in it): what the server sees is the call as if
-// no gateway had asked. ok is false when params is not an object.
-func Strip(params gjson.Result) (out []byte, ok bool) {
+// no gateway had asked. carried is the server's own requestState to send instead
+// (Outcome.Carried; "": none). ok is false when params is not an object.
+func Strip(params gjson.Result, carried string) (out []byte, ok bool) {
 	if !params.IsObject() {
 		return nil, false
 	}
@@ -316,6 +317,9 @@ func Strip(params gjson.Result) (out []byte, ok bool) {
 		member(k.Raw, v.Raw)
 		return true
 	})
+	if carried != "" {
+		member(`"requestState"`, string(jsonx.AppendString(nil, carried)))
+	}
 	return append(out, '}'), true
 }
 
