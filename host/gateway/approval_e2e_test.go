@@ -256,3 +256,67 @@ func TestApproval_serverAsksToo(t *testing.T) {
 	refused("replayed, same replica", b, tool, cont, args, nil)
 	refused("replayed, other replica", a, tool, cont, args, nil)
 }
+
+// TestApproval_serverAsksTwiceOrTooMuch: a server that asks twice after the yes gets each
+// of its states back through a continuation of the continuation, and the person is asked
+// once; a server's state over approval.MaxCarried passes to the client untouched, and the
+// retry carrying it is asked again by the gateway (nothing reaches the server).
+func TestApproval_serverAsksTwiceOrTooMuch(t *testing.T) {
+	srv, rec, cs := approvalGateways(t, 2)
+	a, b := cs[0], cs[1]
+	const tool = "stock.reserve"
+	call := func(c *mrtrClient, args map[string]any, state string, resp map[string]any) map[string]any {
+		t.Helper()
+		p := map[string]any{"name": tool, "arguments": args}
+		if state != "" {
+			p["requestState"], p["inputResponses"] = state, resp
+		}
+		_, r := c.call(p, nil)
+		return r
+	}
+	accept := func(key string) map[string]any {
+		return map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}
+	}
+	state := func(r map[string]any, prefix string) string {
+		t.Helper()
+		s, _ := r["requestState"].(string)
+		if r["resultType"] != "input_required" || !strings.HasPrefix(s, prefix) {
+			t.Fatalf("want input_required with a %q state: %s", prefix, mustJSON(r))
+		}
+		return s
+	}
+
+	twice := map[string]any{"sku": "tea", "twice": true}
+	s1 := state(call(a, twice, "", nil), approval.Prefix)
+	c1 := state(call(a, twice, s1, yesNo("accept", true)), approval.ContPrefix)
+	c2 := state(call(b, twice, c1, accept("confirm")), approval.ContPrefix)
+	rec.mu.Lock()
+	sent := string(rec.last)
+	rec.mu.Unlock()
+	if !strings.Contains(sent, `"requestState":"`+srv.state(tool, json.RawMessage(`{"sku":"tea","twice":true}`))+`"`) {
+		t.Errorf("round 3: the server got %s", sent)
+	}
+	if r := call(a, twice, c2, accept("again")); resultText(r) != "reserved\n" {
+		t.Fatalf("round 4: %s", mustJSON(r))
+	}
+	rec.mu.Lock()
+	sent = string(rec.last)
+	rec.mu.Unlock()
+	if !strings.Contains(sent, `"requestState":"`+srv.state(tool+"/2", json.RawMessage(`{"sku":"tea","twice":true}`))+`"`) {
+		t.Errorf("round 4: the server got %s", sent)
+	}
+	if r := call(a, twice, c1, accept("confirm")); deniedCode(r) != abi.DenyApprovalInvalid {
+		t.Errorf("the first continuation again: %s", mustJSON(r))
+	}
+
+	big := map[string]any{"sku": "tea", "big": true}
+	s1 = state(call(a, big, "", nil), approval.Prefix)
+	r := call(a, big, s1, yesNo("accept", true))
+	if s, _ := r["requestState"].(string); len(s) != 17<<10 || strings.Trim(s, "b") != "" {
+		t.Fatalf("a state over the bound was not passed untouched: %.200s", mustJSON(r))
+	}
+	before := srv.count(srv.hits, tool)
+	if s := state(call(b, big, r["requestState"].(string), accept("confirm")), approval.Prefix); s == "" || srv.count(srv.hits, tool) != before {
+		t.Errorf("the retry with the server's own state: server calls %d -> %d", before, srv.count(srv.hits, tool))
+	}
+}
