@@ -35,7 +35,9 @@ $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 # (RATIONALE.md, "The exchange in the module"). Budget 800,000 -> 810,000 B for issue 38
 # (803,476 B: answers a client could read otherwise withheld, task records by principal);
 # 810,000 -> 860,000 B for human approval (issue 41: exchange/approval, 23 KB, and the
-# engine's approvals, 5 KB) and the exchange's split into packages (about 5 KB).
+# engine's approvals, 5 KB) and the exchange's split into packages (about 5 KB);
+# 860,000 -> 862,000 B for a server that asks too (issue 41: the approval's continuation,
+# 2.2 KB).
 EXCHANGE_SRC := $(PLUGIN_SRC) $(shell find exchange -name '*.go' -not -name '*_test.go' -not -path 'exchange/exchangetest/*')
 build.exchange: $(BUILD)/stategate-exchange.wasm
 
@@ -46,7 +48,7 @@ $(BUILD)/stategate-exchange.wasm: $(EXCHANGE_SRC)
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate-exchange.tinygo.wasm ./exchange/module
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-exchange.tinygo.wasm -o $@
-	@scripts/check-size.sh $@ 860000
+	@scripts/check-size.sh $@ 862000
 
 # The http-wasm build: the engine and the exchange core behind http-wasm's handle_request
 # and handle_response (httpwasm/), for Traefik's and Dapr's http-wasm middleware. A command

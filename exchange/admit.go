@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/exchange/admission"
 	"github.com/stategate/stategate/exchange/answer"
+	"github.com/stategate/stategate/exchange/approval"
 	"github.com/stategate/stategate/exchange/cache"
 	"github.com/stategate/stategate/exchange/driver"
 	"github.com/stategate/stategate/exchange/jsonrpc"
@@ -99,6 +100,9 @@ type callState struct {
 	// its timeout. approved: an operator approved it (admitted again, it is not held again).
 	held     time.Duration
 	approved bool
+	// cont: the call goes on a person's yes (2026-07-28); an input_required answer's
+	// requestState becomes the gateway's continuation (answer.go, continued).
+	cont *approval.Continuation
 }
 
 // cacheState is a cacheable call's part in the response cache.

@@ -195,6 +195,9 @@ func (ex Answer) finishCall(ctx context.Context, msg []byte, root gjson.Result) 
 			ex.transition(ctx, false, health.Incomplete, "")
 		}
 		ex.health.due.Store(false)
+		if ex.call.cont != nil {
+			msg, root = ex.continued(msg, root)
+		}
 		if !ex.call.hold {
 			ex.releaseNow()
 		}
@@ -214,6 +217,23 @@ func (ex Answer) finishCall(ctx context.Context, msg []byte, root gjson.Result) 
 		}
 	}
 	return answer.WithDuration(out, ex.start), before
+}
+
+// continued rewrites the requestState of a server that answers a call forwarded on a
+// person's yes with input_required into the gateway's continuation, which carries the yes
+// and the server's state on to the client's retry (approval.Continuation). A state that
+// cannot be carried (over approval.MaxCarried) passes untouched: the retry is asked again.
+func (ex Answer) continued(msg []byte, root gjson.Result) ([]byte, gjson.Result) {
+	s := root.Get("result.requestState")
+	if s.Type != gjson.String {
+		return msg, root
+	}
+	w := ex.call.cont.Wrap(s.Str, time.Now())
+	if w == "" {
+		return msg, root
+	}
+	msg = jsonrpc.Splice(msg, s, jsonx.AppendString(nil, w))
+	return msg, gjson.ParseBytes(msg)
 }
 
 // moveWorkflows runs the call's transition (and its health outcome), releases its lease

@@ -54,10 +54,11 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 	switch out.Verdict {
 	case approval.Pass:
 		if p := gjson.GetBytes(ex.Body, "params"); p.IsObject() {
-			if stripped, ok := approval.Strip(p); ok {
+			if stripped, ok := approval.Strip(p, out.Carried); ok { // a continuation's: the server's own state goes back
 				ex.Body = jsonrpc.Splice(ex.Body, p, stripped)
 			}
 		}
+		ex.call.cont = out.Cont // answer.go: a server that asks too
 		c.tally.Count(stats.CountApprovalsGranted)
 		return true
 	case approval.Ask:

@@ -63,7 +63,7 @@ func (c callAdmission) holdForOperator(ctx context.Context, ex *Exchange, params
 	}
 	ex.call.held = end.Waited // taken off the call's timeout (admitted)
 	if p := gjson.GetBytes(ex.Body, "params"); p.IsObject() {
-		if stripped, ok := approval.Strip(p); ok { // no requestState of the gateway's goes on
+		if stripped, ok := approval.Strip(p, ""); ok { // no requestState of the gateway's goes on
 			ex.Body = jsonrpc.Splice(ex.Body, p, stripped)
 		}
 	}

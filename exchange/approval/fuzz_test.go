@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// FuzzReadState: Open never panics, and never accepts a state whose MAC does not verify:
+// FuzzReadState: Open (and OpenCont, for a continuation) never panics, and never accepts a state whose MAC does not verify:
 // whatever it accepts is byte for byte a state the key seals for what it returned.
 func FuzzReadState(f *testing.F) {
 	k := testKey("k1", 7)
@@ -21,8 +21,16 @@ func FuzzReadState(f *testing.F) {
 	f.Add("sg1.AQJrMQ.")
 	f.Add("sg2." + good[4:])
 	f.Add("")
+	cont := SealCont(&k, &b, "server-state")
+	f.Add(cont)
+	f.Add(strings.Replace(cont, "A", "B", 1))
+	f.Add("sgc1.")
 	f.Fuzz(func(t *testing.T, s string) {
-		st, err := Open([]Key{k}, s, now)
+		open, prefix := Open, Prefix
+		if strings.HasPrefix(s, ContPrefix) {
+			open, prefix = OpenCont, ContPrefix
+		}
+		st, err := open([]Key{k}, s, now)
 		if err != nil {
 			if st != nil {
 				t.Fatalf("Open(%q) returned a state with %v", s, err)
@@ -34,7 +42,7 @@ func FuzzReadState(f *testing.F) {
 		}
 		// Accepted: the MAC verified, so s must be exactly what Seal makes of its content.
 		dot := strings.LastIndexByte(s, '.')
-		if dot < 0 || !strings.HasPrefix(s, Prefix) {
+		if dot < 0 || !strings.HasPrefix(s, prefix) {
 			t.Fatalf("Open accepted %q", s)
 		}
 		mac, err := b64.DecodeString(s[dot+1:])

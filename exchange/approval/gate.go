@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,6 +97,33 @@ type Outcome struct {
 	Why     string        // Refuse: what was wrong, for the event and the log
 	ID      string        // AskStream: the elicitation request's id
 	Wait    time.Duration // AskStream: how long to wait for its answer
+	// Pass of a 2026-07-28 call: Carried is the server's requestState to forward in place
+	// of the gateway's (a continuation's; "": none), and Cont wraps the server's own in the
+	// answer when the server asks too.
+	Carried string
+	Cont    *Continuation
+}
+
+// Continuation turns the requestState of a server that answers a call let through on a
+// yes with input_required into the gateway's continuation (SealCont), bound as the yes was:
+// the client's retry carries the yes on, once, and the server gets its state back.
+type Continuation struct {
+	g   *Gate
+	k   *Key
+	b   Bind
+	ttl int64
+}
+
+// Wrap returns the continuation carrying the server's requestState s, "" when it cannot
+// be made (s empty or over MaxCarried, no randomness): pass the server's answer untouched,
+// and the retry is asked again.
+func (c *Continuation) Wrap(s string, now time.Time) string {
+	b := c.b
+	if c.g.Random(b.Nonce[:]) != nil {
+		return ""
+	}
+	b.Expiry = now.UnixMilli() + c.ttl
+	return SealCont(c.k, &b, s)
 }
 
 // maxArgShown bounds the arguments the form shows, in bytes.
@@ -127,18 +155,38 @@ func (g *Gate) Decide(ctx context.Context, n Need, c *Call) Outcome {
 		return c.Asker.Hold(ctx, g, n, c, &bind, keys)
 	}
 	s := c.RequestState
-	if s.Type != gjson.String || len(s.Str) < len(Prefix) || s.Str[:len(Prefix)] != Prefix {
+	cont := s.Type == gjson.String && strings.HasPrefix(s.Str, ContPrefix)
+	if !cont && (s.Type != gjson.String || !strings.HasPrefix(s.Str, Prefix)) {
 		return g.ask(n, c, &bind, keys)
 	}
 	const again = " Call it again without requestState to be asked."
-	st, err := Open(keys, s.Str, c.Now.UnixMilli())
+	open, answer := Open, Answer(0)
+	if cont {
+		open, answer = OpenCont, Accept // the yes was given: the server asked since
+	}
+	st, err := open(keys, s.Str, c.Now.UnixMilli())
 	if err == nil {
 		err = st.Match(&bind)
 	}
 	if err != nil {
 		return invalid(c, err, again)
 	}
-	return g.settle(ctx, c, st, ReadAnswer([]byte(c.InputResponses.Raw)), again)
+	if !cont {
+		answer = ReadAnswer([]byte(c.InputResponses.Raw))
+	}
+	out := g.settle(ctx, c, st, answer, again)
+	if out.Verdict == Pass {
+		out.Carried, out.Cont = st.Carried, &Continuation{g: g, k: &keys[0], b: bind, ttl: ttl(n)}
+	}
+	return out
+}
+
+// ttl is how long a question (and a continuation) is good for, in ms.
+func ttl(n Need) int64 {
+	if n.TimeoutMs <= 0 {
+		return 300_000
+	}
+	return n.TimeoutMs
 }
 
 // invalid refuses a call whose state err is wrong with: forged, expired, another call's.
@@ -180,11 +228,7 @@ func (g *Gate) ask(n Need, c *Call, b *Bind, keys []Key) Outcome {
 	if err := g.Random(b.Nonce[:]); err != nil {
 		return refusal(c.Tool, abi.DenyGateUnavailable, "Tool "+c.Tool+" needs a person's approval, and the gateway could not make the question: it was not run.", "random: "+err.Error())
 	}
-	ttl := n.TimeoutMs
-	if ttl <= 0 {
-		ttl = 300_000
-	}
-	b.Expiry = c.Now.UnixMilli() + ttl
+	b.Expiry = c.Now.UnixMilli() + ttl(n)
 	r := append([]byte(nil), `{"resultType":"input_required","inputRequests":`...)
 	r = append(r, Form(c.Tool, c.Args, n.Message, maxArgShown)...)
 	r = append(r, `,"requestState":`...)
@@ -227,8 +271,9 @@ func refusal(tool, code, text, why string) Outcome {
 // Strip returns the params of a call let through (params: the call's params object, raw)
 // without the gateway's requestState and its key in inputResponses (and without
 // inputResponses when nothing else is left in it): what the server sees is the call as if
-// no gateway had asked. ok is false when params is not an object.
-func Strip(params gjson.Result) (out []byte, ok bool) {
+// no gateway had asked. carried is the server's own requestState to send instead
+// (Outcome.Carried; "": none). ok is false when params is not an object.
+func Strip(params gjson.Result, carried string) (out []byte, ok bool) {
 	if !params.IsObject() {
 		return nil, false
 	}
@@ -272,6 +317,9 @@ func Strip(params gjson.Result) (out []byte, ok bool) {
 		member(k.Raw, v.Raw)
 		return true
 	})
+	if carried != "" {
+		member(`"requestState"`, string(jsonx.AppendString(nil, carried)))
+	}
 	return append(out, '}'), true
 }
 

@@ -17,6 +17,10 @@
 //     anything but the key id, and never panics.
 //   - Single use is the caller's: claim UsedKey(state) by compare-and-set against absent
 //     before forwarding; a lost race is a replay.
+//   - A continuation (SealCont) carries a server's own requestState on through the gateway
+//     when the server answers a call let through on a yes with input_required: "sgc1." and
+//     format 2, the same binding and layout followed by the server's state, so that neither
+//     can be taken for the other. The client sees the server's state in it (it saw it before).
 package approval
 
 import (
@@ -41,6 +45,11 @@ const (
 	tagLen   = 16
 	macLen   = sha256.Size
 	format   = 1
+
+	ContPrefix = "sgc1."
+	MaxCarried = 16 << 10 // bytes of a server's requestState a continuation carries
+	formatCont = 2
+	maxCont    = 23 << 10 // bytes of an encoded continuation: MaxCarried and the binding, in base64url
 )
 
 // Bind is what a yes is bound to: one call, by one caller, in one workflow state, until
@@ -63,8 +72,10 @@ type State struct {
 	Tool   string
 	Expiry int64
 	Nonce  [NonceLen]byte
-	tags   [4][tagLen]byte // arguments, principal, scope, workflow
-	key    *Key
+	// Carried is the server's requestState a continuation carries ("" in a yes's state).
+	Carried string
+	tags    [4][tagLen]byte // arguments, principal, scope, workflow
+	key     *Key
 }
 
 // Errors of Open and Match. Every error of Open wraps exactly one of ErrMalformed,
@@ -93,11 +104,24 @@ var b64 = base64.RawURLEncoding.Strict()
 // Seal returns the requestState binding b, signed with k. It returns "" when b cannot be
 // bound (a tool name over MaxTool, an unusable key): ask nobody, refuse the call.
 func Seal(k *Key, b *Bind) string {
+	return seal(k, b, Prefix, format, "")
+}
+
+// SealCont returns the continuation binding b and carrying the server's requestState
+// carried, signed with k: "" when carried is empty or over MaxCarried, or b cannot be bound.
+func SealCont(k *Key, b *Bind, carried string) string {
+	if carried == "" || len(carried) > MaxCarried {
+		return ""
+	}
+	return seal(k, b, ContPrefix, formatCont, carried)
+}
+
+func seal(k *Key, b *Bind, prefix string, f byte, carried string) string {
 	if !k.valid() || len(b.Tool) > MaxTool || b.Tool == "" {
 		return ""
 	}
-	p := make([]byte, 0, 2+len(k.ID)+8+NonceLen+2+len(b.Tool)+4*tagLen)
-	p = append(p, format, byte(len(k.ID)))
+	p := make([]byte, 0, 2+len(k.ID)+8+NonceLen+2+len(b.Tool)+4*tagLen+len(carried))
+	p = append(p, f, byte(len(k.ID)))
 	p = append(p, k.ID...)
 	p = binary.BigEndian.AppendUint64(p, uint64(b.Expiry))
 	p = append(p, b.Nonce[:]...)
@@ -106,8 +130,9 @@ func Seal(k *Key, b *Bind) string {
 	for _, t := range k.tags(b) {
 		p = append(p, t[:]...)
 	}
-	s := make([]byte, 0, MaxState)
-	s = append(s, Prefix...)
+	p = append(p, carried...)
+	s := make([]byte, 0, len(prefix)+b64.EncodedLen(len(p))+1+b64.EncodedLen(macLen))
+	s = append(s, prefix...)
 	s = b64.AppendEncode(s, p)
 	mac := k.mac(s)
 	s = append(s, '.')
@@ -118,20 +143,30 @@ func Seal(k *Key, b *Bind) string {
 // Open verifies s with the key it names among keys and returns what it binds. now is
 // unix ms; a state is good until its expiry, exclusive.
 func Open(keys []Key, s string, now int64) (*State, error) {
-	if len(s) > MaxState {
-		return nil, malformed("over " + strconv.Itoa(MaxState) + " bytes")
+	return open(keys, s, now, Prefix, format, MaxState)
+}
+
+// OpenCont verifies the continuation s as Open does a state; the state it returns
+// carries the server's requestState (Carried).
+func OpenCont(keys []Key, s string, now int64) (*State, error) {
+	return open(keys, s, now, ContPrefix, formatCont, maxCont)
+}
+
+func open(keys []Key, s string, now int64, prefix string, f byte, max int) (*State, error) {
+	if len(s) > max {
+		return nil, malformed("over " + strconv.Itoa(max) + " bytes")
 	}
-	if !strings.HasPrefix(s, Prefix) {
+	if !strings.HasPrefix(s, prefix) {
 		if i := strings.IndexByte(s, '.'); i > 0 && i < 8 && strings.HasPrefix(s, "sg") {
 			return nil, malformed("unknown version " + strconv.Quote(s[:i]))
 		}
 		return nil, malformed("not a stategate state")
 	}
 	dot := strings.LastIndexByte(s, '.')
-	if dot < len(Prefix) {
+	if dot < len(prefix) {
 		return nil, malformed("no signature")
 	}
-	payload, err := b64.DecodeString(s[len(Prefix):dot])
+	payload, err := b64.DecodeString(s[len(prefix):dot])
 	if err != nil {
 		return nil, malformed("payload is not base64url")
 	}
@@ -140,7 +175,7 @@ func Open(keys []Key, s string, now int64) (*State, error) {
 		return nil, malformed("signature is not a base64url HMAC-SHA256")
 	}
 	// The key id, the one thing read before the MAC is checked.
-	if len(payload) < 2 || payload[0] != format || len(payload) < 2+int(payload[1]) {
+	if len(payload) < 2 || payload[0] != f || len(payload) < 2+int(payload[1]) {
 		return nil, malformed("payload header")
 	}
 	id := string(payload[2 : 2+int(payload[1])])
@@ -165,10 +200,11 @@ func Open(keys []Key, s string, now int64) (*State, error) {
 	rest = rest[8+NonceLen:]
 	n := int(binary.BigEndian.Uint16(rest))
 	rest = rest[2:]
-	if n == 0 || n > MaxTool || len(rest) != n+4*tagLen {
+	if n == 0 || n > MaxTool || len(rest) < n+4*tagLen || (len(rest) > n+4*tagLen) != (f == formatCont) {
 		return nil, malformed("payload length")
 	}
 	st.Tool = string(rest[:n])
+	st.Carried = string(rest[n+4*tagLen:])
 	rest = rest[n:]
 	for i := range st.tags {
 		copy(st.tags[i][:], rest[i*tagLen:])

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stategate/stategate/abi"
 )
@@ -376,5 +377,89 @@ func TestScopeOf(t *testing.T) {
 	}
 	if ScopeOf([]string{"Bearer a"}, nil) != ScopeOf([]string{"Bearer a"}, nil) {
 		t.Error("ScopeOf is not deterministic")
+	}
+}
+
+// TestSealCont: a continuation binds as the yes does and carries the server's state back
+// byte for byte; it is never taken for a yes, nor a yes for it; a server's state over
+// MaxCarried (or none) is not carried; any change to it is refused.
+func TestSealCont(t *testing.T) {
+	k := testKey("k1", 7)
+	b := testBind(t)
+	carried := `opaque "state" \ with ünicode ` + strings.Repeat("x", 100)
+	c := SealCont(&k, &b, carried)
+	if !strings.HasPrefix(c, ContPrefix) {
+		t.Fatalf("SealCont = %q", c)
+	}
+	st, err := OpenCont([]Key{k}, c, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Carried != carried || st.Tool != b.Tool || st.Nonce != b.Nonce || st.Expiry != b.Expiry {
+		t.Fatalf("OpenCont = %+v", st)
+	}
+	if err := st.Match(&b); err != nil {
+		t.Fatalf("Match: %v", err)
+	}
+	other := b
+	other.Principal = "mallory"
+	if err := st.Match(&other); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("Match of another principal: %v", err)
+	}
+	// Neither kind is taken for the other, even with the prefix swapped.
+	yes := Seal(&k, &b)
+	if _, err := Open([]Key{k}, c, now); err == nil {
+		t.Error("Open accepted a continuation")
+	}
+	if _, err := OpenCont([]Key{k}, yes, now); err == nil {
+		t.Error("OpenCont accepted a yes")
+	}
+	if _, err := OpenCont([]Key{k}, ContPrefix+yes[len(Prefix):], now); err == nil {
+		t.Errorf("OpenCont of a yes's payload under the continuation's prefix: %v", err)
+	}
+	if _, err := Open([]Key{k}, Prefix+c[len(ContPrefix):], now); err == nil {
+		t.Errorf("Open of a continuation's payload under the yes's prefix: %v", err)
+	}
+	if _, err := OpenCont([]Key{k}, c, b.Expiry); !errors.Is(err, ErrExpired) {
+		t.Errorf("expired: %v", err)
+	}
+	if _, err := OpenCont([]Key{testKey("k1", 8)}, c, now); !errors.Is(err, ErrForged) {
+		t.Errorf("another key: %v", err)
+	}
+	if _, err := OpenCont([]Key{k}, c[:len(c)-1]+"A", now); err == nil {
+		t.Error("a tampered MAC was accepted")
+	}
+	// The bound: MaxCarried is carried, one byte more (or nothing) is not.
+	big := strings.Repeat("s", MaxCarried)
+	b.Tool = strings.Repeat("t", MaxTool)
+	c = SealCont(&k, &b, big)
+	if c == "" || len(c) > maxCont {
+		t.Fatalf("SealCont of MaxCarried bytes: %d bytes (bound %d)", len(c), maxCont)
+	}
+	if st, err := OpenCont([]Key{k}, c, now); err != nil || st.Carried != big {
+		t.Fatalf("OpenCont of MaxCarried bytes: %v", err)
+	}
+	if SealCont(&k, &b, big+"s") != "" || SealCont(&k, &b, "") != "" {
+		t.Error("SealCont carried a state over MaxCarried, or none")
+	}
+	if _, err := OpenCont([]Key{k}, c+strings.Repeat("A", maxCont), now); !errors.Is(err, ErrMalformed) {
+		t.Errorf("over maxCont: %v", err)
+	}
+}
+
+// TestContinuation_wrap: Wrap seals with a fresh nonce and its own expiry each time.
+func TestContinuation_wrap(t *testing.T) {
+	k := testKey("k1", 7)
+	g := &Gate{Random: counter()}
+	c := &Continuation{g: g, k: &k, b: testBind(t), ttl: 1000}
+	at := time.UnixMilli(now)
+	w1, w2 := c.Wrap("S", at), c.Wrap("S", at)
+	s1, err1 := OpenCont([]Key{k}, w1, now)
+	s2, err2 := OpenCont([]Key{k}, w2, now)
+	if err1 != nil || err2 != nil || s1.Nonce == s2.Nonce || s1.Expiry != now+1000 || UsedKey(s1) == UsedKey(s2) {
+		t.Fatalf("Wrap: %v %v %+v %+v", err1, err2, s1, s2)
+	}
+	if c.Wrap(strings.Repeat("s", MaxCarried+1), at) != "" {
+		t.Error("Wrap of a state over MaxCarried")
 	}
 }

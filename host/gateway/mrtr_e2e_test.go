@@ -119,6 +119,23 @@ func (s *mrtrServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.ran(tool)
 		answer(`{"resultType":"complete","content":[{"type":"text","text":"paid"}]}`)
+	case "stock.reserve": // unlisted: the approval tests' tool that asks after the gateway did
+		args := string(req.Params.Arguments)
+		if !accepted("confirm") && !(strings.Contains(args, "twice") && req.Params.RequestState == s.state(tool+"/2", req.Params.Arguments)) {
+			if strings.Contains(args, "big") { // a requestState over what the gateway carries
+				answer(`{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"mode":"form","message":"Reserve?","requestedSchema":{"type":"object"}}}},"requestState":"` + strings.Repeat("b", 17<<10) + `"}`)
+				return
+			}
+			ask("confirm", "Reserve the last one?")
+			return
+		}
+		if strings.Contains(args, "twice") && req.Params.RequestState != s.state(tool+"/2", req.Params.Arguments) {
+			// Asks a second time, with another state.
+			answer(`{"resultType":"input_required","inputRequests":{"again":{"method":"elicitation/create","params":{"mode":"form","message":"Sure?","requestedSchema":{"type":"object"}}}},"requestState":"` + s.state(tool+"/2", req.Params.Arguments) + `"}`)
+			return
+		}
+		s.ran(tool)
+		answer(`{"resultType":"complete","content":[{"type":"text","text":"reserved"}]}`)
 	case "orders.ship":
 		s.ran(tool)
 		answer(`{"resultType":"complete","content":[{"type":"text","text":"shipped"}]}`)
