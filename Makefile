@@ -37,7 +37,9 @@ $(BUILD)/stategate.wasm: $(PLUGIN_SRC)
 # 810,000 -> 860,000 B for human approval (issue 41: exchange/approval, 23 KB, and the
 # engine's approvals, 5 KB) and the exchange's split into packages (about 5 KB);
 # 860,000 -> 862,000 B for a server that asks too (issue 41: the approval's continuation,
-# 2.2 KB).
+# 2.2 KB); 862,000 -> 864,000 B for the services structs that took tool health, the
+# operator's hold, the tally and event stamping out of the root package (issue 39: 1.3 KB;
+# 862,181 B then).
 EXCHANGE_SRC := $(PLUGIN_SRC) $(shell find exchange -name '*.go' -not -name '*_test.go' -not -path 'exchange/exchangetest/*')
 build.exchange: $(BUILD)/stategate-exchange.wasm
 
@@ -48,7 +50,7 @@ $(BUILD)/stategate-exchange.wasm: $(EXCHANGE_SRC)
 	@TINYGO=$$(scripts/install-tinygo.sh) && PATH="$$(dirname $$($(GO) env GOROOT)/bin/go):$$PATH" \
 		GOFLAGS=-modfile=$(BUILD)/tinygo.mod $$TINYGO build $(TINYGO_FLAGS) -o $(BUILD)/stategate-exchange.tinygo.wasm ./exchange/module
 	wasm-opt -Oz $(WASM_FEATURES) $(BUILD)/stategate-exchange.tinygo.wasm -o $@
-	@scripts/check-size.sh $@ 862000
+	@scripts/check-size.sh $@ 864000
 
 # The http-wasm build: the engine and the exchange core behind http-wasm's handle_request
 # and handle_response (httpwasm/), for Traefik's and Dapr's http-wasm middleware. A command
