@@ -83,11 +83,10 @@ func (c callAdmission) approve(ctx context.Context, ex *Exchange, params jsonrpc
 func (c callAdmission) refuseApproval(ex *Exchange, out approval.Outcome) {
 	c.tally.CountLabel(stats.CountDenied, stats.DenialLabel(out.Code))
 	ex.releaseNow()
-	result := out.Result
-	if result == nil {
-		result = []byte(`{"content":[{"type":"text","text":"This call needs a person's approval, which this gateway cannot ask for: it was not run."}],"isError":true,"_meta":{"dev.stategate/error":{"code":"` + out.Code + `","retryable":false}}}`)
+	if out.Result == nil {
+		out = approval.HeldRefusal(ex.Tool, out.Code, "This call needs a person's approval, which this gateway cannot ask for: it was not run.", "")
 	}
-	ex.answerLocal(result)
+	ex.answerLocal(out.Result)
 	ex.called(events.OutcomeDenied)
 	ex.refused(out.Code, gjson.Result{})
 }

@@ -258,14 +258,9 @@ func (g *Gate) load(ctx context.Context) ([]Key, error) {
 
 // refusal is a Refuse outcome: an error result with code in _meta, as the engine's denials.
 func refusal(tool, code, text, why string) Outcome {
-	r := append([]byte(nil), `{"content":[{"type":"text","text":`...)
-	r = jsonx.AppendString(r, text)
-	r = append(r, `}],"isError":true,"_meta":{"dev.stategate/error":{"code":`...)
-	r = jsonx.AppendString(r, code)
-	r = append(r, `,"retryable":false,"details":{"tool":`...)
-	r = jsonx.AppendString(r, tool)
-	r = append(r, `}}}}`...)
-	return Outcome{Verdict: Refuse, Result: r, Code: code, Why: why}
+	o := HeldRefusal(tool, code, text, "")
+	o.Why = why
+	return o
 }
 
 // Strip returns the params of a call let through (params: the call's params object, raw)

@@ -96,8 +96,8 @@ func HoldForOperator(ctx context.Context, h Holder, c HeldCall, o Observer) Held
 	return HeldEnd{Refusal: HeldRefusal(c.Tool, abi.DenyApprovalRequired, "The call was closed before an operator decided: tool "+c.Tool+" was not run.", p.ID)}
 }
 
-// HeldRefusal is the error result of a held call that does not go (code, text), naming
-// the held call (id, "" for none) in its details.
+// HeldRefusal is the error result of a call refused for its approval (code, text), as
+// the engine's denials, naming the held call (id, "" for none) in its details.
 func HeldRefusal(tool, code, text, id string) Outcome {
 	r := append([]byte(nil), `{"content":[{"type":"text","text":`...)
 	r = jsonx.AppendString(r, text)
