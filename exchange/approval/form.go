@@ -31,14 +31,7 @@ func Params(tool string, args []byte, message string, maxArg int) []byte {
 	if maxArg < 64 {
 		maxArg = 64
 	}
-	shown := args
-	if v := gjson.ParseBytes(args); len(args) == 0 || v.Type == gjson.Null {
-		shown = []byte("{}")
-	} else if jsonx.Validate(args, abi.MaxDepth) == nil {
-		if c, err := jsonx.AppendCanonical(nil, v); err == nil {
-			shown = c
-		}
-	}
+	shown := shownArgs(args)
 	text := make([]byte, 0, len(message)+MaxToolShown+maxArg+64)
 	text = append(text, termsafe.String(message)...)
 	text = append(text, "\n\nTool: "...)
@@ -51,6 +44,19 @@ func Params(tool string, args []byte, message string, maxArg int) []byte {
 	dst = jsonx.AppendString(dst, string(text))
 	dst = append(dst, `,"requestedSchema":{"type":"object","properties":{"`+Field+`":{"type":"boolean","title":"Approve this call","description":"Run the tool with exactly these arguments, once.","default":false}},"required":["`+Field+`"]}}`...)
 	return dst
+}
+
+// shownArgs is a call's arguments as a person sees them: canonical JSON where they have
+// one, {} for none (the text is escaped and cut where it is shown).
+func shownArgs(args []byte) []byte {
+	if v := gjson.ParseBytes(args); len(args) == 0 || v.Type == gjson.Null {
+		return []byte("{}")
+	} else if jsonx.Validate(args, abi.MaxDepth) == nil {
+		if c, err := jsonx.AppendCanonical(nil, v); err == nil {
+			return c
+		}
+	}
+	return args
 }
 
 // Form returns the value of an input_required result's inputRequests:

@@ -127,14 +127,7 @@ func ValidID(id string) bool {
 // shown as an operator must see them (escaped, cut), the message escaped. deadline is
 // the Unix ms after which it expires; session a digest of the caller's session.
 func Preview(tool, principal, session string, args []byte, message string, deadline int64) Pending {
-	shown := args
-	if v := gjson.ParseBytes(args); len(args) == 0 || v.Type == gjson.Null {
-		shown = []byte("{}")
-	} else if jsonx.Validate(args, abi.MaxDepth) == nil {
-		if c, err := jsonx.AppendCanonical(nil, v); err == nil {
-			shown = c
-		}
-	}
+	shown := shownArgs(args)
 	return Pending{
 		Tool:      tool,
 		ToolShown: string(appendCut(nil, termsafe.String(tool), MaxToolShown)),
