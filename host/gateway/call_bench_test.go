@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stategate/stategate/host/demo"
 	"github.com/stategate/stategate/host/gateway"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/wasmrt"
@@ -24,19 +25,25 @@ import (
 //
 //	go test ./host/gateway -run '^$' -bench GatewayCall -benchmem
 func BenchmarkGatewayCall(b *testing.B) {
-	for _, row := range []struct{ name, body string }{
-		{"ungated", ungatedCallBody},
-		{"gated_memory", gatedCallBody},
+	for _, row := range []struct {
+		name, body string
+		config     []byte
+	}{
+		{"ungated", ungatedCallBody, pathsConfig},
+		{"gated_memory", gatedCallBody, pathsConfig},
+		// the demo's configuration (limits, a Cache-Control default, a workflow the call is
+		// not in): the decorating row of the peers benchmark (testharness/peers)
+		{"decorating", ungatedCallBody, demo.Config()},
 	} {
 		b.Run(row.name, func(b *testing.B) {
 			ctx := context.Background()
-			pool, err := wasmrt.NewPool(ctx, pluginRuntime(b), pathsConfig, wasmrt.PoolOptions{Size: 4})
+			pool, err := wasmrt.NewPool(ctx, pluginRuntime(b), row.config, wasmrt.PoolOptions{Size: 4})
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { pool.Close(ctx) })
 			up, _ := url.Parse("http://upstream.test/mcp")
-			g, err := gateway.New(gateway.Options{Upstream: up, Plugin: pool, Config: pathsConfig,
+			g, err := gateway.New(gateway.Options{Upstream: up, Plugin: pool, Config: row.config,
 				Store: store.NewMemory(store.Options{}), Transport: handlerTransport{newChangingList(10, true)}})
 			if err != nil {
 				b.Fatal(err)

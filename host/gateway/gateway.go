@@ -33,6 +33,7 @@ import (
 	"github.com/stategate/stategate/exchange/oauth"
 	"github.com/stategate/stategate/exchange/stats"
 	"github.com/stategate/stategate/exchange/toollist"
+	"github.com/stategate/stategate/host/gateway/upstream"
 	"github.com/stategate/stategate/host/store"
 	"github.com/stategate/stategate/host/wasmrt"
 	"github.com/tidwall/gjson"
@@ -52,7 +53,7 @@ type Options struct {
 	MaxBodyBytes int               // request and buffered response cap (default 16 MiB)
 	BodyTimeout  time.Duration     // how long a request body may take to arrive (default 30 s)
 	LeaseWait    time.Duration     // how long a moving call waits for another's lease (default 5 s)
-	Transport    http.RoundTripper // default: a keep-alive transport sized for a gateway
+	Transport    http.RoundTripper // default: upstream.Inline (http://), over a keep-alive net/http transport sized for a gateway
 	// Publisher receives the exchange core's events (nil: none are published).
 	Publisher events.Publisher
 	// NewCache makes the response cache when the configuration has a cache section
@@ -121,12 +122,13 @@ func New(opts Options) (*Gateway, error) {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if opts.Transport == nil {
-		opts.Transport = &http.Transport{
+		// http:// on the calling goroutine; https (and any Upgrade) through net/http
+		opts.Transport = &upstream.Inline{Fallback: &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:        512,
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
-		}
+		}}
 	}
 	g := &Gateway{
 		opts:    opts,

@@ -11,6 +11,10 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,6 +33,9 @@ const (
 	childEnv    = "STATEGATE_PEERS_CHILD"
 	upstreamEnv = "STATEGATE_PEERS_UPSTREAM"
 	wasmEnv     = "STATEGATE_PEERS_WASM"
+	// profileEnv names a directory where each child of this package writes a CPU profile
+	// of its whole life (ROLE.cpu.pprof), for `go tool pprof`.
+	profileEnv = "STATEGATE_PEERS_CPUPROFILE"
 )
 
 // extraTools is how many tools the upstream has besides the demo's 14: 83 in all, the
@@ -99,8 +106,19 @@ func serveChild(role string) {
 	// rounds (without IdleTimeout, ReadHeaderTimeout would close them after 10 s).
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Minute}
 	go srv.Serve(ln)
+	if dir := os.Getenv(profileEnv); dir != "" {
+		if f, err := os.Create(filepath.Join(dir, role+".cpu.pprof")); err == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	fmt.Printf("http://%s/mcp\n", ln.Addr())
-	bufio.NewReader(os.Stdin).ReadString('\n') // EOF when the parent ends
+	end := make(chan struct{}, 2)
+	go func() { bufio.NewReader(os.Stdin).ReadString('\n'); end <- struct{}{} }() // EOF when the parent ends
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() { <-term; end <- struct{}{} }() // or when it ends the process group
+	<-end
 }
 
 func childHandler(role string) (http.Handler, error) {

@@ -1,6 +1,8 @@
-// Package upstream puts MCP servers that do not speak Streamable HTTP behind the gateway's
-// one seam to its upstream, an http.RoundTripper: a stdio server started as a child
-// process (Command) or a server of the 2024-11-05 HTTP+SSE transport (LegacySSE). Sessions
+// Package upstream holds the gateway's transports to its upstream, behind its one seam, an
+// http.RoundTripper: Inline (inline.go), the default for a Streamable HTTP server at an
+// http:// URL, and Sessions, which puts MCP servers that do not speak Streamable HTTP there:
+// a stdio server started as a child process (Command) or a server of the 2024-11-05
+// HTTP+SSE transport (LegacySSE). Sessions
 // answers the gateway as a stateful Streamable HTTP server would, so everything the
 // gateway does (the exchange core, SSE rewriting, list_changed, health, the cache) runs
 // unchanged in front of them: this package only carries messages.

@@ -1,0 +1,337 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Inline is the gateway's default transport to an http:// upstream: an http.RoundTripper
+// that runs each exchange on the goroutine that asks for it. RoundTrip writes the request
+// and reads the response's head itself, and whoever reads the body reads it from the
+// connection. net/http's Transport instead hands every request to a writing goroutine and
+// every response from a reading goroutine per connection: two goroutine wake-ups per call
+// that, on a machine whose cores sleep when idle, cost more than the gateway's own work
+// (RATIONALE.md, "The upstream transport"). The wire format is net/http's own
+// (http.Request.Write, http.ReadResponse); only the connections are kept here.
+// Requests Inline does not carry (https, an Upgrade) go to Fallback.
+//
+// # Notes
+//
+//   - A connection is kept for the next request once its response has been read to the
+//     end, unless either side said Connection: close; a body closed before its end, a read
+//     or write error, or the request's context ending (which interrupts the connection's
+//     reads and writes at once) closes it.
+//   - Before a kept connection is used again it is checked, without blocking, for the
+//     server having closed it (or sent bytes nobody asked for); such a connection is
+//     dropped and another taken. A request whose bytes never reached the connection is
+//     sent again on a new one, as net/http's Transport does; a request that was sent is
+//     never sent twice, except an idempotent one (GET, HEAD, OPTIONS, TRACE) that got no
+//     byte of an answer.
+//   - Nothing is added to the request: no Accept-Encoding (net/http's Transport asks for
+//     gzip and unpacks it), so the upstream answers what the client's own headers ask for.
+//   - Informational answers (1xx but 101) are read past.
+type Inline struct {
+	// Fallback carries what Inline does not (default: a net/http Transport).
+	Fallback http.RoundTripper
+	// DialContext opens connections (default: a net.Dialer with a 10 s timeout and 30 s
+	// keep-alive).
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxIdlePerHost bounds the idle connections kept per host (default 256).
+	MaxIdlePerHost int
+	// IdleTimeout drops a connection idle for longer (default 90 s).
+	IdleTimeout time.Duration
+
+	mu   sync.Mutex
+	idle map[string][]*inlineConn // by host:port, the most recently used last
+}
+
+// inlineConn is one kept connection.
+type inlineConn struct {
+	addr  string // the host:port it was dialled for: its key among the kept
+	c     net.Conn
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	cw    *countingWriter
+	since time.Time // idle since
+}
+
+type countingWriter struct {
+	c net.Conn
+	n int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.c.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+// aLongTimeAgo is a deadline that has passed: setting it makes blocked reads and writes
+// return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// RoundTrip implements http.RoundTripper.
+func (t *Inline) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" || upgrades(req.Header) {
+		return t.fallback().RoundTrip(req)
+	}
+	addr := req.URL.Host
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(strings.Trim(addr, "[]"), "80")
+	}
+	ctx := req.Context()
+	for attempt := 0; ; attempt++ {
+		c, reused, err := t.conn(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		resp, retry, err := t.exchange(ctx, c, req, reused && attempt == 0)
+		if err == nil {
+			return resp, nil
+		}
+		if !retry {
+			return nil, err
+		}
+		if req.Body != nil && req.Body != http.NoBody {
+			if req.GetBody == nil {
+				return nil, err
+			}
+			body, gerr := req.GetBody()
+			if gerr != nil {
+				return nil, err
+			}
+			req = req.Clone(ctx)
+			req.Body = body
+		}
+	}
+}
+
+// exchange sends req on c and reads the answer's head. retry: the request may be sent
+// again on another connection (c was kept from before, may: the server closed it, and
+// either nothing of req reached it or req is idempotent and nothing came back).
+func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request, mayRetry bool) (_ *http.Response, retry bool, _ error) {
+	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(aLongTimeAgo) })
+	fail := func(err error, retry bool) (*http.Response, bool, error) {
+		stop()
+		c.c.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, false, fmt.Errorf("upstream: %w", cerr)
+		}
+		return nil, retry, err
+	}
+	c.cw.n = 0
+	if err := req.Write(c.bw); err != nil {
+		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
+	}
+	for {
+		resp, err := http.ReadResponse(c.br, req)
+		if err != nil {
+			nothingBack := c.br.Buffered() == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
+			return fail(err, mayRetry && nothingBack && idempotent(req.Method))
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			continue
+		}
+		keep := !resp.Close && !req.Close && resp.ProtoAtLeast(1, 1) && resp.StatusCode != http.StatusSwitchingProtocols
+		b := &inlineBody{t: t, c: c, rc: resp.Body, stop: stop, keep: keep}
+		if resp.Body == http.NoBody || req.Method == http.MethodHead {
+			b.finish(true)
+			resp.Body = http.NoBody
+			return resp, false, nil
+		}
+		resp.Body = b
+		return resp, false, nil
+	}
+}
+
+// inlineBody is a response's body: read to its end, it gives its connection back.
+type inlineBody struct {
+	t    *Inline
+	c    *inlineConn
+	rc   io.ReadCloser
+	stop func() bool
+	keep bool
+
+	mu      sync.Mutex // held by Read and finish
+	done    bool
+	closing atomic.Bool // Close was called: the connection is not kept
+}
+
+func (b *inlineBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return 0, errors.New("upstream: read on a closed response body")
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		b.finish(true)
+	case err != nil:
+		b.finish(false)
+	}
+	return n, err
+}
+
+// Close ends the body; a Read blocked on the connection returns at once. (Should that Read
+// have just given the connection back, the deadline Close sets makes the next request on it
+// fail before writing a byte, and that request is sent again on a new connection.)
+func (b *inlineBody) Close() error {
+	b.closing.Store(true)
+	if !b.mu.TryLock() {
+		b.c.c.SetDeadline(aLongTimeAgo)
+		b.mu.Lock()
+	}
+	defer b.mu.Unlock()
+	if !b.done {
+		b.finish(false) // not read to its end: the connection is not at a message's start
+	}
+	return nil
+}
+
+// finish ends the body's use of its connection: kept (whole: the body was read to its end,
+// and neither side asked to close) or closed.
+func (b *inlineBody) finish(whole bool) {
+	b.done = true
+	// stop is false when the context's callback has run (or is running): the connection's
+	// deadline is then in the past, and it is closed.
+	if b.stop() && whole && b.keep && !b.closing.Load() {
+		b.t.put(b.c)
+		return
+	}
+	b.c.c.Close()
+}
+
+// conn is a kept connection to addr that is still open, or a new one.
+func (t *Inline) conn(ctx context.Context, addr string) (_ *inlineConn, reused bool, _ error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		list := t.idle[addr]
+		if len(list) == 0 {
+			t.mu.Unlock()
+			break
+		}
+		c := list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[addr] = list[:len(list)-1]
+		t.mu.Unlock()
+		if now.Sub(c.since) > t.idleTimeout() || !stillOpen(c.c) {
+			c.c.Close()
+			continue
+		}
+		return c, true, nil
+	}
+	dial := t.DialContext
+	if dial == nil {
+		dial = defaultDialer.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, false, err
+	}
+	cw := &countingWriter{c: nc}
+	return &inlineConn{addr: addr, c: nc, br: bufio.NewReaderSize(nc, 32<<10), bw: bufio.NewWriterSize(cw, 8<<10), cw: cw}, false, nil
+}
+
+var defaultDialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+
+// put keeps c for the next request to its host, within MaxIdlePerHost.
+func (t *Inline) put(c *inlineConn) {
+	if c.br.Buffered() > 0 { // bytes past the answer: not at a message's start
+		c.c.Close()
+		return
+	}
+	c.since = time.Now()
+	addr := c.addr
+	max := t.MaxIdlePerHost
+	if max <= 0 {
+		max = 256
+	}
+	t.mu.Lock()
+	if t.idle == nil {
+		t.idle = map[string][]*inlineConn{}
+	}
+	if len(t.idle[addr]) >= max {
+		t.mu.Unlock()
+		c.c.Close()
+		return
+	}
+	t.idle[addr] = append(t.idle[addr], c)
+	t.mu.Unlock()
+}
+
+// CloseIdleConnections closes the kept connections (and the fallback's).
+func (t *Inline) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, c := range list {
+			c.c.Close()
+		}
+	}
+	if ci, ok := t.fallback().(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+var defaultFallback = &http.Transport{
+	DialContext:         defaultDialer.DialContext,
+	MaxIdleConns:        512,
+	MaxIdleConnsPerHost: 256,
+	IdleConnTimeout:     90 * time.Second,
+	ForceAttemptHTTP2:   true,
+}
+
+func (t *Inline) fallback() http.RoundTripper {
+	if t.Fallback != nil {
+		return t.Fallback
+	}
+	return defaultFallback
+}
+
+func (t *Inline) idleTimeout() time.Duration {
+	if t.IdleTimeout > 0 {
+		return t.IdleTimeout
+	}
+	return 90 * time.Second
+}
+
+// upgrades says the request asks to switch protocols (a WebSocket): net/http's Transport
+// hands such a connection over whole.
+func upgrades(h http.Header) bool {
+	return h.Get("Upgrade") != "" || strings.Contains(strings.ToLower(strings.Join(h.Values("Connection"), ",")), "upgrade")
+}
+
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// sentOrNot is a write error; NotSent says whether no byte of the request reached the
+// connection (the gateway then knows the upstream never acted on it).
+type sentOrNot struct {
+	err     error
+	notSent bool
+}
+
+func (e sentOrNot) Error() string { return e.err.Error() }
+func (e sentOrNot) Unwrap() error { return e.err }
+func (e sentOrNot) NotSent() bool { return e.notSent }
