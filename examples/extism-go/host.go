@@ -34,9 +34,10 @@ type Host struct {
 	plugin *extism.Plugin
 	stdio  *stdio // the module's stdin and stdout, for its stdio entry; nil: the named exports
 
-	state   sync.Mutex
-	store   map[string]string
-	streams sync.Map // session -> *stream
+	state     sync.Mutex
+	store     map[string]string
+	streamsMu sync.Mutex
+	streams   map[string]map[chan []byte]bool // session -> its standing streams' channels
 }
 
 // Options configure a Host.
@@ -469,21 +470,27 @@ func (h *Host) drain(cancel func(), id int, resp *http.Response, chunks chan chu
 	}
 }
 
-// A standing stream of a gateway session: events the module addresses to it.
-type stream struct {
-	mu   sync.Mutex
-	subs map[chan []byte]bool
-}
-
-// subscribe registers a standing stream of session: notifications come on ch until leave.
+// subscribe registers a standing stream of session: notifications come on ch until leave,
+// which forgets the session once its last stream has left.
 func (h *Host) subscribe(session string) (ch chan []byte, leave func()) {
-	v, _ := h.streams.LoadOrStore(session, &stream{subs: map[chan []byte]bool{}})
-	s := v.(*stream)
 	ch = make(chan []byte, 64)
-	s.mu.Lock()
-	s.subs[ch] = true
-	s.mu.Unlock()
-	return ch, func() { s.mu.Lock(); delete(s.subs, ch); s.mu.Unlock() }
+	h.streamsMu.Lock()
+	defer h.streamsMu.Unlock()
+	if h.streams == nil {
+		h.streams = map[string]map[chan []byte]bool{}
+	}
+	if h.streams[session] == nil {
+		h.streams[session] = map[chan []byte]bool{}
+	}
+	h.streams[session][ch] = true
+	return ch, func() {
+		h.streamsMu.Lock()
+		defer h.streamsMu.Unlock()
+		delete(h.streams[session], ch)
+		if len(h.streams[session]) == 0 {
+			delete(h.streams, session)
+		}
+	}
 }
 
 func (h *Host) stream(w http.ResponseWriter, r *http.Request, session string) {
@@ -509,21 +516,19 @@ func (h *Host) notify(m map[string]json.RawMessage) {
 	if json.Unmarshal(m["notify"], &ns) != nil {
 		return
 	}
+	h.streamsMu.Lock()
+	defer h.streamsMu.Unlock()
 	for _, n := range ns {
-		h.streams.Range(func(k, v any) bool {
-			if n.To != nil && k != *n.To || n.Except != nil && k == *n.Except {
-				return true
+		for session, subs := range h.streams {
+			if n.To != nil && session != *n.To || n.Except != nil && session == *n.Except {
+				continue
 			}
-			s := v.(*stream)
-			s.mu.Lock()
-			for ch := range s.subs {
+			for ch := range subs {
 				select {
 				case ch <- []byte(n.Event):
 				default:
 				}
 			}
-			s.mu.Unlock()
-			return true
-		})
+		}
 	}
 }

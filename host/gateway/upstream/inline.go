@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -60,9 +59,32 @@ type inlineConn struct {
 	c     net.Conn
 	br    *bufio.Reader
 	bw    *bufio.Writer
+	cr    *limitedReader
 	cw    *countingWriter
 	since time.Time // idle since
 }
+
+// limitedReader reads the connection for its bufio.Reader, at most limit bytes more.
+type limitedReader struct {
+	c     net.Conn
+	limit int64
+}
+
+const noLimit = int64(^uint64(0) >> 1)
+
+func (r *limitedReader) Read(p []byte) (int, error) {
+	if r.limit <= 0 {
+		return 0, errHeadTooLarge
+	}
+	if int64(len(p)) > r.limit {
+		p = p[:r.limit]
+	}
+	n, err := r.c.Read(p)
+	r.limit -= int64(n)
+	return n, err
+}
+
+var errHeadTooLarge = errors.New("upstream: answer head too large")
 
 type countingWriter struct {
 	c net.Conn
@@ -74,6 +96,14 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	w.n += int64(n)
 	return n, err
 }
+
+// maxRetries bounds how many times a request goes again after a kept connection failed
+// it (each time on another connection).
+const maxRetries = 4
+
+// maxHead bounds a response's head (status line and headers): an upstream that sends more
+// fails its request instead of filling the gateway's memory (net/http's Transport: 10 MB).
+const maxHead = 1 << 20
 
 // aLongTimeAgo is a deadline that has passed: setting it makes blocked reads and writes
 // return at once.
@@ -94,7 +124,9 @@ func (t *Inline) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		resp, retry, err := t.exchange(ctx, c, req, reused && attempt == 0)
+		// Sent again only from a kept connection (a new one failing is the server's answer),
+		// and a bounded number of times.
+		resp, retry, err := t.exchange(ctx, c, req, reused && attempt < maxRetries)
 		if err == nil {
 			return resp, nil
 		}
@@ -129,6 +161,7 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 		return nil, retry, err
 	}
 	c.cw.n = 0
+	c.cr.limit = maxHead + int64(c.br.Buffered())
 	if err := req.Write(c.bw); err != nil {
 		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
 	}
@@ -137,6 +170,9 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 	}
 	for {
 		resp, err := http.ReadResponse(c.br, req)
+		if err != nil && c.cr.limit <= 0 {
+			err = fmt.Errorf("upstream: the answer's head is over %d bytes", maxHead)
+		}
 		if err != nil {
 			nothingBack := c.br.Buffered() == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
 			return fail(err, mayRetry && nothingBack && idempotent(req.Method))
@@ -144,6 +180,7 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			continue
 		}
+		c.cr.limit = noLimit
 		keep := !resp.Close && !req.Close && resp.ProtoAtLeast(1, 1) && resp.StatusCode != http.StatusSwitchingProtocols
 		b := &inlineBody{t: t, c: c, rc: resp.Body, stop: stop, keep: keep}
 		if resp.Body == http.NoBody || req.Method == http.MethodHead {
@@ -164,20 +201,28 @@ type inlineBody struct {
 	stop func() bool
 	keep bool
 
-	mu      sync.Mutex // held by Read and finish
-	done    bool
-	closing atomic.Bool // Close was called: the connection is not kept
+	mu   sync.Mutex // held by Read and Close: one reader of rc at a time
+	eof  bool
+	done bool
+
+	own      sync.Mutex // held briefly by finish and Close: who may touch the connection
+	released bool       // the connection is kept or closed: no longer the body's
+	closing  bool       // Close was called: the connection is not kept
 }
 
 func (b *inlineBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.done {
+	switch {
+	case b.eof:
+		return 0, io.EOF
+	case b.done:
 		return 0, errors.New("upstream: read on a closed response body")
 	}
 	n, err := b.rc.Read(p)
 	switch {
 	case err == io.EOF:
+		b.eof = true
 		b.finish(true)
 	case err != nil:
 		b.finish(false)
@@ -185,15 +230,15 @@ func (b *inlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close ends the body; a Read blocked on the connection returns at once. (Should that Read
-// have just given the connection back, the deadline Close sets makes the next request on it
-// fail before writing a byte, and that request is sent again on a new connection.)
+// Close ends the body; a Read blocked on the connection returns at once.
 func (b *inlineBody) Close() error {
-	b.closing.Store(true)
-	if !b.mu.TryLock() {
-		b.c.c.SetDeadline(aLongTimeAgo)
-		b.mu.Lock()
+	b.own.Lock()
+	b.closing = true
+	if !b.released {
+		b.c.c.SetDeadline(aLongTimeAgo) // a blocked Read returns; the connection is not kept
 	}
+	b.own.Unlock()
+	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.done {
 		b.finish(false) // not read to its end: the connection is not at a message's start
@@ -205,9 +250,13 @@ func (b *inlineBody) Close() error {
 // and neither side asked to close) or closed.
 func (b *inlineBody) finish(whole bool) {
 	b.done = true
+	b.own.Lock()
 	// stop is false when the context's callback has run (or is running): the connection's
-	// deadline is then in the past, and it is closed.
-	if b.stop() && whole && b.keep && !b.closing.Load() {
+	// deadline is then in the past.
+	keep := b.stop() && whole && b.keep && !b.closing
+	b.released = true
+	b.own.Unlock()
+	if keep {
 		b.t.put(b.c)
 		return
 	}
@@ -242,8 +291,8 @@ func (t *Inline) conn(ctx context.Context, addr string) (_ *inlineConn, reused b
 	if err != nil {
 		return nil, false, err
 	}
-	cw := &countingWriter{c: nc}
-	return &inlineConn{addr: addr, c: nc, br: bufio.NewReaderSize(nc, 32<<10), bw: bufio.NewWriterSize(cw, 8<<10), cw: cw}, false, nil
+	cw, cr := &countingWriter{c: nc}, &limitedReader{c: nc, limit: noLimit}
+	return &inlineConn{addr: addr, c: nc, br: bufio.NewReaderSize(cr, 32<<10), bw: bufio.NewWriterSize(cw, 8<<10), cr: cr, cw: cw}, false, nil
 }
 
 var defaultDialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}

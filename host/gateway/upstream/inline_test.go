@@ -395,3 +395,54 @@ func idleCount(t *Inline) int {
 	}
 	return n
 }
+
+// An answer whose head never ends fails its request at maxHead instead of filling memory.
+func TestInline_anEndlessHeadFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 4096)
+		c.Read(buf)
+		c.Write([]byte("HTTP/1.1 200 OK\r\n"))
+		line := []byte("X-Filler: " + strings.Repeat("f", 1000) + "\r\n")
+		for i := 0; i < 4<<10; i++ { // 4 MB of headers, never ended
+			if _, err := c.Write(line); err != nil {
+				return
+			}
+		}
+	}()
+	tr := &Inline{}
+	_, err = post(t, tr, context.Background(), "http://"+ln.Addr().String()+"/mcp", "x")
+	if err == nil || !strings.Contains(err.Error(), "head is over") {
+		t.Fatalf("an endless head: %v, want the head limit's error", err)
+	}
+}
+
+// A body read to its end answers io.EOF again, as net/http's do; a closed one an error.
+func TestInline_readsAfterTheEnd(t *testing.T) {
+	s := newCountingServer(t, echo)
+	tr := &Inline{}
+	defer tr.CloseIdleConnections()
+	resp, err := post(t, tr, context.Background(), s.URL, "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "abc" {
+		t.Fatalf("%q %v", b, err)
+	}
+	if n, err := resp.Body.Read(make([]byte, 8)); n != 0 || err != io.EOF {
+		t.Fatalf("a read after the end: %d %v, want 0 EOF", n, err)
+	}
+	resp.Body.Close()
+	if n := idleCount(tr); n != 1 {
+		t.Fatalf("%d kept after a body read to its end and closed, want 1", n)
+	}
+}
