@@ -160,7 +160,7 @@ func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 		if id := e.ID; id.Type == gjson.String || id.Type == gjson.Number {
 			ex.clientID = []byte(id.Raw)
 		}
-		if !sessionLive(ctx, c, ex.Session) {
+		if !sessionLive(ctx, c, ex.Session, ex.principal) {
 			return ex.reject(404, session.CodeNotFound, session.NotFoundText)
 		}
 		ex.own = true

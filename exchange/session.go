@@ -39,7 +39,11 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) sessi
 	if !session.IsGateway(id) {
 		return session.Check{Action: session.AsIs}
 	}
-	if !sessionLive(ctx, c, id) {
+	var principal string
+	if c.facts.Principal != "" {
+		principal = h.Get(c.facts.Principal)
+	}
+	if !sessionLive(ctx, c, id, principal) {
 		c.tally.Count(stats.CountRejected)
 		return session.Check{Action: session.Reply, ID: id, Status: 404, Body: jsonrpc.AppendError(nil, nil, session.CodeNotFound, session.NotFoundText)}
 	}
@@ -53,12 +57,12 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) sessi
 	return session.Check{Action: session.Own, ID: id}
 }
 
-// sessionLive reports whether gateway session id has its record (reading it refreshes the
-// store's idle TTL). A record that cannot be read is a session_store fault: the request
+// sessionLive reports whether gateway session id has its record and is principal's
+// (reading it refreshes the store's idle TTL). A record that cannot be read is a session_store fault: the request
 // goes on as the session it names (its state is read through the same State, so a gated
 // call still fails closed).
-func sessionLive(ctx context.Context, c *Core, id string) bool {
-	live, err := session.Live(ctx, session.OnState{S: c.state}, id)
+func sessionLive(ctx context.Context, c *Core, id, principal string) bool {
+	live, err := session.Live(ctx, session.OnState{S: c.state}, id, principal)
 	if err != nil {
 		c.Fault(abi.FaultSessionStore, driver.StoreError{Err: err}, "session", id)
 	}
@@ -84,7 +88,7 @@ func (ex *Exchange) AnswerSession(ctx context.Context, status int, upstreamSessi
 		return ""
 	}
 	c := ex.core
-	id, err := session.Issue(ctx, session.OnState{S: c.state})
+	id, err := session.Issue(ctx, session.OnState{S: c.state}, ex.principal)
 	if err != nil {
 		c.Fault(abi.FaultSessionStore, driver.StoreError{Err: err}, "session", id)
 		return ""

@@ -14,6 +14,11 @@
 //     prefix is the gateway's, and it is live while its record exists. The id itself is
 //     not trusted: an unknown, forged, expired or ended one is answered 404 (the MCP answer
 //     to an unknown session: the client initializes again), and the upstream is not called.
+//   - A session is the principal's that opened it (the principal header's value; "" when
+//     none is configured or sent): its record names that principal, and under any other
+//     the id is answered as an unknown one is, 404, so another principal holding the id can
+//     neither end the session, nor read its standing stream, nor act in it. Records from
+//     before this (no principal in them) are any principal's.
 //   - Every request that presents the id reads the record, which refreshes the store's
 //     idle TTL: a session lives until the store's idle TTL passes without a request. Ending
 //     it (DELETE) forgets its state and its record together; replicas that share the store
@@ -23,11 +28,13 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"github.com/stategate/stategate/exchange/state"
+	"github.com/stategate/stategate/plugin/jsonx"
 	"strconv"
 	"strings"
 	"time"
@@ -84,9 +91,10 @@ type Records interface {
 	Create(ctx context.Context, session, key string, value []byte) error
 }
 
-// Live reports whether gateway session id has its record; err is the store's, when it
-// cannot be read (the caller decides: the exchange goes on as the session it names).
-func Live(ctx context.Context, r Records, id string) (bool, error) {
+// Live reports whether gateway session id has its record and is principal's; err is the
+// store's, when it cannot be read (the caller decides: the exchange goes on as the session
+// it names).
+func Live(ctx context.Context, r Records, id, principal string) (bool, error) {
 	if len(id) > len(Prefix)+base64.RawURLEncoding.EncodedLen(idBytes) {
 		return false, nil // longer than any id the gateway issues: never stored, never looked up
 	}
@@ -94,18 +102,28 @@ func Live(ctx context.Context, r Records, id string) (bool, error) {
 	if err != nil {
 		return true, err
 	}
+	if i := bytes.Index(v, []byte(principalMember)); i >= 0 {
+		return bytes.Equal(v[i:], appendPrincipal(nil, principal)), nil
+	}
 	return len(v) > 0, nil
 }
 
-// Issue makes a gateway session and stores its record; it returns the id, and the store's
-// error when the record could not be stored (then the id must not be used).
-func Issue(ctx context.Context, r Records) (string, error) {
+// principalMember names the principal in a record, its last member.
+const principalMember = `,"principal":`
+
+func appendPrincipal(dst []byte, principal string) []byte {
+	dst = jsonx.AppendString(append(dst, principalMember...), principal)
+	return append(dst, '}')
+}
+
+// Issue makes a gateway session of principal and stores its record; it returns the id,
+// and the store's error when the record could not be stored (then the id must not be used).
+func Issue(ctx context.Context, r Records, principal string) (string, error) {
 	b := make([]byte, idBytes)
 	_, _ = rand.Read(b) // never fails (crypto/rand: Go 1.24 on)
 	id := Prefix + base64.RawURLEncoding.EncodeToString(b)
 	rec := strconv.AppendInt([]byte(`{"issuedMs":`), time.Now().UnixMilli(), 10)
-	rec = append(rec, '}')
-	return id, r.Create(context.WithoutCancel(ctx), id, RecordKey(id), rec)
+	return id, r.Create(context.WithoutCancel(ctx), id, RecordKey(id), appendPrincipal(rec, principal))
 }
 
 // OnState is a state contract's store as Records: a record is one key, created once by
