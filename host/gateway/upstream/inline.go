@@ -87,13 +87,15 @@ func (r *limitedReader) Read(p []byte) (int, error) {
 var errHeadTooLarge = errors.New("upstream: answer head too large")
 
 type countingWriter struct {
-	c net.Conn
-	n int64
+	c   net.Conn
+	n   int64
+	err error // the connection's last write error
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
 	n, err := w.c.Write(p)
 	w.n += int64(n)
+	w.err = err
 	return n, err
 }
 
@@ -160,12 +162,30 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 		}
 		return nil, retry, err
 	}
-	c.cw.n = 0
+	c.cw.n, c.cw.err = 0, nil
 	c.cr.limit = maxHead + int64(c.br.Buffered())
-	if err := req.Write(c.bw); err != nil {
-		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
 	}
-	if err := c.bw.Flush(); err != nil {
+	if err != nil {
+		var ne net.Error
+		if c.cw.n > 0 && c.cw.err != nil && !(errors.As(c.cw.err, &ne) && ne.Timeout()) && ctx.Err() == nil {
+			// The connection failed (not the request's body): the server may have answered
+			// before it read the whole request (a 413, a 401) and closed. Its answer, if it
+			// came, is the request's (net/http's Transport reads answers while it writes).
+			if resp, rerr := http.ReadResponse(c.br, req); rerr == nil && (resp.StatusCode < 100 || resp.StatusCode >= 200) {
+				c.cr.limit = noLimit
+				b := &inlineBody{t: t, c: c, rc: resp.Body, stop: stop, keep: false}
+				if resp.Body == http.NoBody || req.Method == http.MethodHead {
+					b.finish(false)
+					resp.Body = http.NoBody
+				} else {
+					resp.Body = b
+				}
+				return resp, false, nil
+			}
+		}
 		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
 	}
 	for {

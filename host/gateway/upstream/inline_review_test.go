@@ -158,3 +158,44 @@ func TestInline_anEarlyAnswerToALargeBody(t *testing.T) {
 }
 
 var _ = errors.New
+
+// A request body that fails to read fails its request at once (the connection did not
+// fail: no answer is waited for).
+type failingBody struct{ n int }
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, errors.New("client went away")
+	}
+	if len(p) > b.n {
+		p = p[:b.n]
+	}
+	for i := range p {
+		p[i] = 'b'
+	}
+	b.n -= len(p)
+	return len(p), nil
+}
+
+func TestInline_aFailingRequestBodyFailsAtOnce(t *testing.T) {
+	s := newCountingServer(t, echo)
+	tr := &Inline{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, s.URL, io.NopCloser(&failingBody{n: 1 << 20}))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a failing request body answered no error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a failing request body hung its request")
+	}
+}
