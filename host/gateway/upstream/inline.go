@@ -122,8 +122,15 @@ func (t *Inline) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	for attempt := 0; ; attempt++ {
+		// A request whose context has ended is not sent (the write would race the
+		// context's interruption, and the server would act on a call nobody waits for).
+		if cerr := ctx.Err(); cerr != nil {
+			closeBody(req)
+			return nil, fmt.Errorf("upstream: %w", cerr)
+		}
 		c, reused, err := t.conn(ctx, addr)
 		if err != nil {
+			closeBody(req) // RoundTrip closes the body, even on errors
 			return nil, err
 		}
 		// Sent again only from a kept connection (a new one failing is the server's answer),
@@ -188,13 +195,14 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 		}
 		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
 	}
+	before := c.cr.limit // what has been read from the connection since: c.cr.limit's fall
 	for {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil && c.cr.limit <= 0 {
 			err = fmt.Errorf("upstream: the answer's head is over %d bytes", maxHead)
 		}
 		if err != nil {
-			nothingBack := c.br.Buffered() == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
+			nothingBack := c.cr.limit == before && c.br.Buffered() == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
 			return fail(err, mayRetry && nothingBack && idempotent(req.Method))
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -384,6 +392,12 @@ func (t *Inline) idleTimeout() time.Duration {
 // hands such a connection over whole.
 func upgrades(h http.Header) bool {
 	return h.Get("Upgrade") != "" || strings.Contains(strings.ToLower(strings.Join(h.Values("Connection"), ",")), "upgrade")
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
 }
 
 func idempotent(method string) bool {
