@@ -49,8 +49,9 @@ type Inline struct {
 	// IdleTimeout drops a connection idle for longer (default 90 s).
 	IdleTimeout time.Duration
 
-	mu   sync.Mutex
-	idle map[string][]*inlineConn // by host:port, the most recently used last
+	mu      sync.Mutex
+	idle    map[string][]*inlineConn // by host:port, the most recently used last
+	janitor *time.Timer              // closes connections idle past IdleTimeout; set while any are kept
 }
 
 // inlineConn is one kept connection.
@@ -347,7 +348,48 @@ func (t *Inline) put(c *inlineConn) {
 		return
 	}
 	t.idle[addr] = append(t.idle[addr], c)
+	if t.janitor == nil {
+		t.janitor = time.AfterFunc(t.idleTimeout(), t.closeExpired)
+	}
 	t.mu.Unlock()
+}
+
+// closeExpired closes the connections idle past IdleTimeout (a connection under newer ones
+// would otherwise stay open, its descriptor held, for as long as the newer ones serve),
+// and runs again when the next one will be.
+func (t *Inline) closeExpired() {
+	timeout, now := t.idleTimeout(), time.Now()
+	var expired []*inlineConn
+	next := time.Duration(-1)
+	t.mu.Lock()
+	for addr, list := range t.idle {
+		kept := list[:0]
+		for _, c := range list {
+			if d := timeout - now.Sub(c.since); d > 0 {
+				kept = append(kept, c)
+				if next < 0 || d < next {
+					next = d
+				}
+			} else {
+				expired = append(expired, c)
+			}
+		}
+		clear(list[len(kept):])
+		if len(kept) == 0 {
+			delete(t.idle, addr)
+		} else {
+			t.idle[addr] = kept
+		}
+	}
+	if next >= 0 {
+		t.janitor.Reset(next)
+	} else {
+		t.janitor = nil
+	}
+	t.mu.Unlock()
+	for _, c := range expired {
+		c.c.Close()
+	}
 }
 
 // CloseIdleConnections closes the kept connections (and the fallback's).

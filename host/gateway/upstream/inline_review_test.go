@@ -128,6 +128,11 @@ func TestInline_connectionsIdlePastTheTimeoutAreClosed(t *testing.T) {
 	if n := idleCount(tr); n > 1 {
 		t.Fatalf("%d connections kept, 2 of them idle for 300 ms past a 100 ms IdleTimeout", n)
 	}
+	// And with no request at all.
+	time.Sleep(250 * time.Millisecond)
+	if n := idleCount(tr); n != 0 {
+		t.Fatalf("%d connections kept 250 ms after the last request, IdleTimeout 100 ms", n)
+	}
 }
 
 // An answer the server gives before it read the request's body (413, 401) reaches the
