@@ -210,7 +210,7 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 			continue
 		}
 		c.cr.limit = noLimit
-		keep := !resp.Close && !req.Close && resp.ProtoAtLeast(1, 1) && resp.StatusCode != http.StatusSwitchingProtocols
+		keep := !resp.Close && !req.Close && !saysClose(req.Header) && resp.ProtoAtLeast(1, 1) && resp.StatusCode != http.StatusSwitchingProtocols
 		b := &inlineBody{t: t, c: c, rc: resp.Body, stop: stop, keep: keep}
 		if resp.Body == http.NoBody || req.Method == http.MethodHead {
 			b.finish(true)
@@ -434,6 +434,19 @@ func (t *Inline) idleTimeout() time.Duration {
 // hands such a connection over whole.
 func upgrades(h http.Header) bool {
 	return h.Get("Upgrade") != "" || strings.Contains(strings.ToLower(strings.Join(h.Values("Connection"), ",")), "upgrade")
+}
+
+// saysClose says the header's Connection asks to close the connection after this exchange
+// (net/http's Request.wantsClose).
+func saysClose(h http.Header) bool {
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "close") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func closeBody(req *http.Request) {

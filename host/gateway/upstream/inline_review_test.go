@@ -1,8 +1,11 @@
 package upstream
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -202,5 +205,182 @@ func TestInline_aFailingRequestBodyFailsAtOnce(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a failing request body hung its request")
+	}
+}
+
+// rawServer answers each connection with handle, on a listener of its own.
+func rawServer(t *testing.T, handle func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go handle(c)
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// readRequest reads one request (head and body) from br.
+func readRequest(br *bufio.Reader) (*http.Request, error) {
+	r, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, r.Body)
+	return r, nil
+}
+
+// A request that says Connection: close in its header (not only req.Close) is not kept
+// after its answer, as net/http's Transport does (Request.wantsClose): the server closes
+// it, and the next request would be sent on a dying connection.
+func TestInline_aRequestHeaderConnectionCloseIsNotKept(t *testing.T) {
+	url := rawServer(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			r, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+			if strings.EqualFold(r.Header.Get("Connection"), "close") {
+				time.Sleep(50 * time.Millisecond) // closes a little later, as it asked
+				return
+			}
+		}
+	})
+	tr := &Inline{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
+	req.Header.Set("Connection", "close")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if n := idleCount(tr); n != 0 {
+		t.Fatalf("%d kept after a request that said Connection: close, want 0", n)
+	}
+}
+
+// Trailers are read, and the connection is kept after a chunked body with them.
+func TestInline_trailers(t *testing.T) {
+	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		w.Write([]byte("part one "))
+		w.(http.Flusher).Flush()
+		w.Write([]byte("part two"))
+		w.Header().Set("X-Sum", "42")
+	})
+	tr := &Inline{}
+	defer tr.CloseIdleConnections()
+	for i := 0; i < 2; i++ {
+		resp, err := post(t, tr, context.Background(), s.URL, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, resp); got != "part one part two" || resp.Trailer.Get("X-Sum") != "42" {
+			t.Fatalf("%q trailer %v", got, resp.Trailer)
+		}
+	}
+	if n := s.conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1", n)
+	}
+}
+
+// An HTTP/1.0 answer and an answer without a length are read to EOF and not kept.
+func TestInline_answersReadToEOF(t *testing.T) {
+	for _, head := range []string{"HTTP/1.0 200 OK\r\n\r\n", "HTTP/1.1 200 OK\r\n\r\n", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 5\r\n\r\n"} {
+		url := rawServer(t, func(c net.Conn) {
+			defer c.Close()
+			if _, err := readRequest(bufio.NewReader(c)); err != nil {
+				return
+			}
+			c.Write([]byte(head + "hello"))
+		})
+		tr := &Inline{}
+		resp, err := post(t, tr, context.Background(), url, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, resp); got != "hello" {
+			t.Fatalf("%q: %q", head, got)
+		}
+		if n := idleCount(tr); n != 0 {
+			t.Fatalf("%q: %d kept", head, n)
+		}
+		tr.CloseIdleConnections()
+	}
+}
+
+// The context ending while the request is written (the server reads nothing) or while
+// the answer's head is awaited interrupts at once.
+func TestInline_cancelMidWriteAndMidHead(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	url := rawServer(t, func(c net.Conn) {
+		defer c.Close()
+		<-block // reads nothing, answers nothing
+	})
+	for _, size := range []int{10, 64 << 20} {
+		tr := &Inline{}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		start := time.Now()
+		_, err := post(t, tr, ctx, url, strings.Repeat("b", size))
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("body %d: %v, want the context's error", size, err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("body %d: took %v", size, d)
+		}
+	}
+}
+
+// Closing bodies at random points while they are read never leaves a connection kept in
+// the middle of an answer: every later answer is whole and its own.
+func TestInline_closeRacingReadKeepsOnlyWholeAnswers(t *testing.T) {
+	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if string(b) == "big" {
+			for i := 0; i < 64; i++ {
+				w.Write(bytes.Repeat([]byte{'z'}, 4<<10))
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.Write(b)
+	})
+	tr := &Inline{}
+	defer tr.CloseIdleConnections()
+	for i := 0; i < 60; i++ {
+		resp, err := post(t, tr, context.Background(), s.URL, "big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, resp.Body)
+			close(done)
+		}()
+		time.Sleep(time.Duration(i%6) * 300 * time.Microsecond)
+		resp.Body.Close()
+		<-done
+		want := fmt.Sprintf("small %d", i)
+		resp, err = post(t, tr, context.Background(), s.URL, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, resp); got != want {
+			t.Fatalf("round %d: %q, want %q", i, got, want)
+		}
 	}
 }
