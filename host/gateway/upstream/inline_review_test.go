@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -381,6 +383,58 @@ func TestInline_closeRacingReadKeepsOnlyWholeAnswers(t *testing.T) {
 		}
 		if got := readAll(t, resp); got != want {
 			t.Fatalf("round %d: %q, want %q", i, got, want)
+		}
+	}
+}
+
+// A request body that goes on after the answer's head came (full duplex: a streamed
+// upload the server answers as it reads) works with net/http's Transport; Inline writes
+// the whole body before it reads a byte of the answer, so the two wait on each other.
+// Known, not fixed (it needs a writing goroutine for bodies not in memory): run with
+// INLINE_KNOWN=1.
+func TestInline_fullDuplexBody(t *testing.T) {
+	if os.Getenv("INLINE_KNOWN") == "" {
+		t.Skip("known limitation; INLINE_KNOWN=1 runs it")
+	}
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		w.Write([]byte("head "))
+		w.(http.Flusher).Flush()
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}))
+	s.Start()
+	defer s.Close()
+	for _, rt := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{{"net/http", &http.Transport{}}, {"Inline", &Inline{}}} {
+		pr, pw := io.Pipe()
+		req, _ := http.NewRequest(http.MethodPost, s.URL, pr)
+		go pw.Write([]byte("one "))
+		type result struct {
+			resp *http.Response
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			resp, err := rt.rt.RoundTrip(req)
+			done <- result{resp, err}
+		}()
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Errorf("%s: %v", rt.name, r.err)
+				continue
+			}
+			pw.Write([]byte("two"))
+			pw.Close()
+			if got := readAll(t, r.resp); got != "head one two" {
+				t.Errorf("%s: %q", rt.name, got)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("%s: no answer's head in 2 s while the body is still open", rt.name)
+			pw.CloseWithError(errors.New("test over"))
 		}
 	}
 }
