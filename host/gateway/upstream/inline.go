@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync"
 	"time"
@@ -207,6 +209,13 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 			return fail(err, mayRetry && nothingBack && idempotent(req.Method))
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			// Given to the trace as net/http's Transport does: httputil.ReverseProxy
+			// forwards it to its client from there (103 Early Hints).
+			if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.Got1xxResponse != nil {
+				if err := trace.Got1xxResponse(resp.StatusCode, textproto.MIMEHeader(resp.Header)); err != nil {
+					return fail(err, false)
+				}
+			}
 			continue
 		}
 		c.cr.limit = noLimit

@@ -10,6 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/http/httputil"
+	"net/textproto"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -437,4 +441,62 @@ func TestInline_fullDuplexBody(t *testing.T) {
 			pw.CloseWithError(errors.New("test over"))
 		}
 	}
+}
+
+// An informational answer reaches the request's httptrace.Got1xxResponse, as net/http's
+// Transport gives it: httputil.ReverseProxy (the gateway's plain proxy) forwards 1xx
+// answers (103 Early Hints) to its client through it.
+func TestInline_informationalAnswersReachTheTrace(t *testing.T) {
+	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Write([]byte("final"))
+	})
+	for _, rt := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{{"net/http", &http.Transport{}}, {"Inline", &Inline{}}} {
+		var got []string
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				got = append(got, fmt.Sprint(code, " ", h.Get("Link")))
+				return nil
+			},
+		})
+		resp, err := post(t, rt.rt, ctx, s.URL, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if strings.Join(got, ",") != "103 </style.css>; rel=preload" {
+			t.Errorf("%s: Got1xxResponse saw %q", rt.name, got)
+		}
+	}
+	// Through a ReverseProxy, the client sees the 103.
+	proxy := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(mustParse(t, s.URL)) },
+		Transport: &Inline{},
+	})
+	defer proxy.Close()
+	var hints int
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, _ textproto.MIMEHeader) error { hints++; return nil },
+	})
+	resp, err := post(t, &http.Transport{}, ctx, proxy.URL, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if hints != 1 {
+		t.Errorf("through a ReverseProxy over Inline the client got %d 103s, want 1", hints)
+	}
+}
+
+func mustParse(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
