@@ -15,6 +15,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -530,5 +531,89 @@ func TestInline_anEarlyAnswerFromAServerThatStopsReading(t *testing.T) {
 			continue
 		}
 		resp.Body.Close()
+	}
+}
+
+// Exchanges that end every way (whole, closed early, cancelled, dropped by the server,
+// refused) leave no goroutine behind once their connections are closed.
+func TestInline_noGoroutineLeftBehind(t *testing.T) {
+	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/drop":
+			c, _, _ := http.NewResponseController(w).Hijack()
+			c.Close()
+		case "/slow":
+			w.Write([]byte("a"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Second):
+			}
+		default:
+			w.Write(bytes.Repeat([]byte("a"), 100<<10))
+		}
+	})
+	tr := &Inline{}
+	run := func() {
+		for i := 0; i < 20; i++ {
+			for _, path := range []string{"/", "/drop", "/slow"} {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				resp, err := post(t, tr, ctx, s.URL+path, "x")
+				if err == nil {
+					if i%2 == 0 {
+						io.Copy(io.Discard, resp.Body)
+					}
+					resp.Body.Close()
+				}
+				cancel()
+			}
+		}
+	}
+	run() // warms up the server's goroutines and the test's
+	tr.CloseIdleConnections()
+	s.CloseClientConnections()
+	time.Sleep(100 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	run()
+	tr.CloseIdleConnections()
+	s.CloseClientConnections()
+	deadline := time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after, %d before", n, before)
+	}
+}
+
+// A kept connection on which the server sent bytes nobody asked for is not used: the next
+// answer is its own.
+func TestInline_unsolicitedBytesDropTheConnection(t *testing.T) {
+	var conns atomic.Int64
+	url := rawServer(t, func(c net.Conn) {
+		defer c.Close()
+		n := conns.Add(1)
+		br := bufio.NewReader(c)
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			body := fmt.Sprint("conn ", n)
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			time.Sleep(10 * time.Millisecond)
+			c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"))
+		}
+	})
+	tr := &Inline{}
+	defer tr.CloseIdleConnections()
+	for i := 1; i <= 3; i++ {
+		resp, err := post(t, tr, context.Background(), url, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := readAll(t, resp), fmt.Sprint("conn ", i); got != want {
+			t.Fatalf("answer %d: %q, want %q", i, got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
