@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync"
 	"time"
@@ -49,8 +51,9 @@ type Inline struct {
 	// IdleTimeout drops a connection idle for longer (default 90 s).
 	IdleTimeout time.Duration
 
-	mu   sync.Mutex
-	idle map[string][]*inlineConn // by host:port, the most recently used last
+	mu      sync.Mutex
+	idle    map[string][]*inlineConn // by host:port, the most recently used last
+	janitor *time.Timer              // closes connections idle past IdleTimeout; set while any are kept
 }
 
 // inlineConn is one kept connection.
@@ -87,13 +90,15 @@ func (r *limitedReader) Read(p []byte) (int, error) {
 var errHeadTooLarge = errors.New("upstream: answer head too large")
 
 type countingWriter struct {
-	c net.Conn
-	n int64
+	c   net.Conn
+	n   int64
+	err error // the connection's last write error
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
 	n, err := w.c.Write(p)
 	w.n += int64(n)
+	w.err = err
 	return n, err
 }
 
@@ -120,8 +125,15 @@ func (t *Inline) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	for attempt := 0; ; attempt++ {
+		// A request whose context has ended is not sent (the write would race the
+		// context's interruption, and the server would act on a call nobody waits for).
+		if cerr := ctx.Err(); cerr != nil {
+			closeBody(req)
+			return nil, fmt.Errorf("upstream: %w", cerr)
+		}
 		c, reused, err := t.conn(ctx, addr)
 		if err != nil {
+			closeBody(req) // RoundTrip closes the body, even on errors
 			return nil, err
 		}
 		// Sent again only from a kept connection (a new one failing is the server's answer),
@@ -160,28 +172,54 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 		}
 		return nil, retry, err
 	}
-	c.cw.n = 0
+	c.cw.n, c.cw.err = 0, nil
 	c.cr.limit = maxHead + int64(c.br.Buffered())
-	if err := req.Write(c.bw); err != nil {
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		var ne net.Error
+		if c.cw.n > 0 && c.cw.err != nil && !(errors.As(c.cw.err, &ne) && ne.Timeout()) && ctx.Err() == nil {
+			// The connection failed (not the request's body): the server may have answered
+			// before it read the whole request (a 413, a 401) and closed. Its answer, if it
+			// came, is the request's (net/http's Transport reads answers while it writes).
+			if resp, rerr := http.ReadResponse(c.br, req); rerr == nil && (resp.StatusCode < 100 || resp.StatusCode >= 200) {
+				c.cr.limit = noLimit
+				b := &inlineBody{t: t, c: c, rc: resp.Body, stop: stop, keep: false}
+				if resp.Body == http.NoBody || req.Method == http.MethodHead {
+					b.finish(false)
+					resp.Body = http.NoBody
+				} else {
+					resp.Body = b
+				}
+				return resp, false, nil
+			}
+		}
 		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
 	}
-	if err := c.bw.Flush(); err != nil {
-		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
-	}
+	before := c.cr.limit // what has been read from the connection since: c.cr.limit's fall
 	for {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil && c.cr.limit <= 0 {
 			err = fmt.Errorf("upstream: the answer's head is over %d bytes", maxHead)
 		}
 		if err != nil {
-			nothingBack := c.br.Buffered() == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
+			nothingBack := c.cr.limit == before && c.br.Buffered() == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
 			return fail(err, mayRetry && nothingBack && idempotent(req.Method))
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			// Given to the trace as net/http's Transport does: httputil.ReverseProxy
+			// forwards it to its client from there (103 Early Hints).
+			if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.Got1xxResponse != nil {
+				if err := trace.Got1xxResponse(resp.StatusCode, textproto.MIMEHeader(resp.Header)); err != nil {
+					return fail(err, false)
+				}
+			}
 			continue
 		}
 		c.cr.limit = noLimit
-		keep := !resp.Close && !req.Close && resp.ProtoAtLeast(1, 1) && resp.StatusCode != http.StatusSwitchingProtocols
+		keep := !resp.Close && !req.Close && !saysClose(req.Header) && resp.ProtoAtLeast(1, 1) && resp.StatusCode != http.StatusSwitchingProtocols
 		b := &inlineBody{t: t, c: c, rc: resp.Body, stop: stop, keep: keep}
 		if resp.Body == http.NoBody || req.Method == http.MethodHead {
 			b.finish(true)
@@ -319,7 +357,48 @@ func (t *Inline) put(c *inlineConn) {
 		return
 	}
 	t.idle[addr] = append(t.idle[addr], c)
+	if t.janitor == nil {
+		t.janitor = time.AfterFunc(t.idleTimeout(), t.closeExpired)
+	}
 	t.mu.Unlock()
+}
+
+// closeExpired closes the connections idle past IdleTimeout (a connection under newer ones
+// would otherwise stay open, its descriptor held, for as long as the newer ones serve),
+// and runs again when the next one will be.
+func (t *Inline) closeExpired() {
+	timeout, now := t.idleTimeout(), time.Now()
+	var expired []*inlineConn
+	next := time.Duration(-1)
+	t.mu.Lock()
+	for addr, list := range t.idle {
+		kept := list[:0]
+		for _, c := range list {
+			if d := timeout - now.Sub(c.since); d > 0 {
+				kept = append(kept, c)
+				if next < 0 || d < next {
+					next = d
+				}
+			} else {
+				expired = append(expired, c)
+			}
+		}
+		clear(list[len(kept):])
+		if len(kept) == 0 {
+			delete(t.idle, addr)
+		} else {
+			t.idle[addr] = kept
+		}
+	}
+	if next >= 0 {
+		t.janitor.Reset(next)
+	} else {
+		t.janitor = nil
+	}
+	t.mu.Unlock()
+	for _, c := range expired {
+		c.c.Close()
+	}
 }
 
 // CloseIdleConnections closes the kept connections (and the fallback's).
@@ -364,6 +443,25 @@ func (t *Inline) idleTimeout() time.Duration {
 // hands such a connection over whole.
 func upgrades(h http.Header) bool {
 	return h.Get("Upgrade") != "" || strings.Contains(strings.ToLower(strings.Join(h.Values("Connection"), ",")), "upgrade")
+}
+
+// saysClose says the header's Connection asks to close the connection after this exchange
+// (net/http's Request.wantsClose).
+func saysClose(h http.Header) bool {
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "close") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
 }
 
 func idempotent(method string) bool {
