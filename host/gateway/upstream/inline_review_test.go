@@ -396,10 +396,10 @@ func TestInline_closeRacingReadKeepsOnlyWholeAnswers(t *testing.T) {
 // upload the server answers as it reads) works with net/http's Transport; Inline writes
 // the whole body before it reads a byte of the answer, so the two wait on each other.
 // Known, not fixed (it needs a writing goroutine for bodies not in memory): run with
-// INLINE_KNOWN=1.
+// STATEGATE_INLINE_KNOWN=1.
 func TestInline_fullDuplexBody(t *testing.T) {
-	if os.Getenv("INLINE_KNOWN") == "" {
-		t.Skip("known limitation; INLINE_KNOWN=1 runs it")
+	if os.Getenv("STATEGATE_INLINE_KNOWN") == "" {
+		t.Skip("known limitation; STATEGATE_INLINE_KNOWN=1 runs it")
 	}
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).EnableFullDuplex()
@@ -505,10 +505,10 @@ func mustParse(t *testing.T, s string) *url.URL {
 // A server that answers before it read the request's body, then neither reads nor closes:
 // net/http's Transport hands the answer over; Inline waits in its write until the context
 // ends. Known, not fixed (it needs the answer read while the body is written): run with
-// INLINE_KNOWN=1.
+// STATEGATE_INLINE_KNOWN=1.
 func TestInline_anEarlyAnswerFromAServerThatStopsReading(t *testing.T) {
-	if os.Getenv("INLINE_KNOWN") == "" {
-		t.Skip("known limitation; INLINE_KNOWN=1 runs it")
+	if os.Getenv("STATEGATE_INLINE_KNOWN") == "" {
+		t.Skip("known limitation; STATEGATE_INLINE_KNOWN=1 runs it")
 	}
 	url := rawServer(t, func(c net.Conn) {
 		defer c.Close()
