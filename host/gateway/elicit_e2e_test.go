@@ -353,15 +353,18 @@ func TestElicit25_neverAround(t *testing.T) {
 		by    *client25
 		id    any
 		extra map[string]string
+		want  int
 	}{
-		{"forged id", c, forged, nil},
-		{"prefix alone", c, approval.IDPrefix + "x", nil},
-		{"another session", other, id, nil},
-		{"another principal", c, id, map[string]string{"X-Auth-Subject": "mallory"}},
-		{"another credential", c, id, map[string]string{"Authorization": "Bearer other"}},
+		{"forged id", c, forged, nil, http.StatusBadRequest},
+		{"prefix alone", c, approval.IDPrefix + "x", nil, http.StatusBadRequest},
+		{"another session", other, id, nil, http.StatusBadRequest},
+		// the gateway session is alice's: under mallory its id is unknown (404), before the
+		// answer is read
+		{"another principal", c, id, map[string]string{"X-Auth-Subject": "mallory"}, http.StatusNotFound},
+		{"another credential", c, id, map[string]string{"Authorization": "Bearer other"}, http.StatusBadRequest},
 	} {
-		if got := tc.by.answer(tc.id, "result", accepted, tc.extra); got != http.StatusBadRequest {
-			t.Errorf("%s: the answer got %d, want 400", tc.name, got)
+		if got := tc.by.answer(tc.id, "result", accepted, tc.extra); got != tc.want {
+			t.Errorf("%s: the answer got %d, want %d", tc.name, got, tc.want)
 		}
 	}
 	// A batch holding the answer (a protocol version that has batches).
