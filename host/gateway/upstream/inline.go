@@ -199,14 +199,17 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
 	}
 	before := c.cr.limit // what has been read from the connection since: c.cr.limit's fall
-	for {
+	for informational := 0; ; informational++ {
+		if informational > max1xx {
+			return fail(fmt.Errorf("upstream: more than %d informational (1xx) answers", max1xx), false)
+		}
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil && c.cr.limit <= 0 {
 			err = fmt.Errorf("upstream: the answer's head is over %d bytes", maxHead)
 		}
 		if err != nil {
 			nothingBack := c.cr.limit == before && c.br.Buffered() == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err))
-			return fail(err, mayRetry && nothingBack && idempotent(req.Method))
+			return fail(err, mayRetry && nothingBack && idempotent(req))
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			// Given to the trace as net/http's Transport does: httputil.ReverseProxy
@@ -464,13 +467,21 @@ func closeBody(req *http.Request) {
 	}
 }
 
-func idempotent(method string) bool {
-	switch method {
+// idempotent says req may be sent twice (net/http's Request.isReplayable, but for the
+// body, which RoundTrip checks): its method is, or it carries an idempotency key.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
 		return true
 	}
-	return false
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
 }
+
+// max1xx is how many informational answers a request may get before its final one (net/http's
+// Transport allows five).
+const max1xx = 5
 
 // sentOrNot is a write error; NotSent says whether no byte of the request reached the
 // connection (the gateway then knows the upstream never acted on it).

@@ -446,3 +446,72 @@ func TestInline_readsAfterTheEnd(t *testing.T) {
 		t.Fatalf("%d kept after a body read to its end and closed, want 1", n)
 	}
 }
+
+// A POST with an Idempotency-Key that a kept connection dropped with no answer is sent again
+// once, as net/http sends it (its key makes a second delivery safe for the server).
+func TestInline_anIdempotencyKeyMakesAPostReplayable(t *testing.T) {
+	var drop atomic.Bool
+	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		if drop.Load() {
+			c, _, _ := http.NewResponseController(w).Hijack()
+			c.Close()
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	tr := &Inline{}
+	defer tr.CloseIdleConnections()
+	resp, err := post(t, tr, context.Background(), s.URL, "warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	drop.Store(true)
+	before := s.requests.Load()
+	req, _ := http.NewRequest(http.MethodPost, s.URL, strings.NewReader("keyed"))
+	req.Header.Set("Idempotency-Key", "k1")
+	if _, err := tr.RoundTrip(req); err == nil {
+		t.Fatal("a POST the server always drops answered no error")
+	}
+	if n := s.requests.Load() - before; n != 2 {
+		t.Fatalf("the keyed POST reached the server %d times, want 2 (sent again once)", n)
+	}
+}
+
+// At most five informational answers come before the final one, as with net/http.
+func TestInline_informationalAnswersAreBounded(t *testing.T) {
+	for _, c := range []struct {
+		hints int
+		ok    bool
+	}{{5, true}, {6, false}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			conn.Read(make([]byte, 4096))
+			for i := 0; i < c.hints; i++ {
+				conn.Write([]byte("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"))
+			}
+			conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+		}()
+		tr := &Inline{}
+		resp, err := post(t, tr, context.Background(), "http://"+ln.Addr().String()+"/mcp", "x")
+		if c.ok != (err == nil) {
+			t.Errorf("%d informational answers: err %v, want ok %v", c.hints, err, c.ok)
+		}
+		if err == nil {
+			if got := readAll(t, resp); got != "ok" {
+				t.Errorf("%d informational answers: final answer %q", c.hints, got)
+			}
+		}
+		tr.CloseIdleConnections()
+		ln.Close()
+	}
+}
