@@ -141,9 +141,7 @@ func (c *Core) Admit(ctx context.Context, h Headers, body []byte) *Exchange {
 func (c *Core) admit(ctx context.Context, h Headers, body []byte) *Exchange {
 	ex := &Exchange{core: c, start: time.Now(), Session: h.Get(hdrSession), version: h.Get(hdrVersion),
 		acceptsSSE: strings.Contains(h.Get(hdrAccept), "text/event-stream")}
-	if c.facts.Principal != "" {
-		ex.principal = h.Get(c.facts.Principal)
-	}
+	ex.principal = c.principalOf(h)
 	in := intake{ex}
 	if in.refuseHeaders(h) {
 		return ex

@@ -167,6 +167,14 @@ func New(opts Options) *Core {
 // PrincipalHeader is the request header naming the principal ("" for none).
 func (c *Core) PrincipalHeader() string { return c.facts.Principal }
 
+// principalOf is the principal h names ("" when no principal header is configured).
+func (c *Core) principalOf(h Headers) string {
+	if c.facts.Principal == "" {
+		return ""
+	}
+	return h.Get(c.facts.Principal)
+}
+
 // CredentialHeaders names the request headers that, with Authorization, make up a
 // caller's credentials: the principal header ("" for none) and cache.varyHeaders. The
 // response cache keys by them; a host keeps anything it holds for a caller (an upstream

@@ -39,11 +39,7 @@ func (c *Core) CheckSession(ctx context.Context, method string, h Headers) sessi
 	if !session.IsGateway(id) {
 		return session.Check{Action: session.AsIs}
 	}
-	var principal string
-	if c.facts.Principal != "" {
-		principal = h.Get(c.facts.Principal)
-	}
-	if !sessionLive(ctx, c, id, principal) {
+	if !sessionLive(ctx, c, id, c.principalOf(h)) {
 		c.tally.Count(stats.CountRejected)
 		return session.Check{Action: session.Reply, ID: id, Status: 404, Body: jsonrpc.AppendError(nil, nil, session.CodeNotFound, session.NotFoundText)}
 	}

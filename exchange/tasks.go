@@ -201,10 +201,7 @@ func (ex Answer) rewriteTask(ctx context.Context, msg []byte, result gjson.Resul
 // notifications/tasks/status that ends a task settles it. h are the headers of the request
 // whose stream carried it. The message itself passes unchanged.
 func (c *Core) Observe(ctx context.Context, h Headers, msg []byte) {
-	ex := &Exchange{core: c, Session: h.Get(hdrSession), version: h.Get(hdrVersion)}
-	if c.facts.Principal != "" {
-		ex.principal = h.Get(c.facts.Principal)
-	}
+	ex := &Exchange{core: c, Session: h.Get(hdrSession), version: h.Get(hdrVersion), principal: c.principalOf(h)}
 	ex.Answer().Observe(ctx, msg)
 }
 

@@ -82,11 +82,7 @@ func (c *Core) EndSession(ctx context.Context, sid, principal string) {
 
 // EndSessionFor is EndSession for a request's headers (DELETE).
 func (c *Core) EndSessionFor(ctx context.Context, h Headers) {
-	p := ""
-	if c.facts.Principal != "" {
-		p = h.Get(c.facts.Principal)
-	}
-	c.EndSession(ctx, h.Get(hdrSession), p)
+	c.EndSession(ctx, h.Get(hdrSession), c.principalOf(h))
 }
 
 // readList returns the reader for the result of a tools/list answer s, for the
