@@ -11,7 +11,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -122,13 +121,9 @@ func New(opts Options) (*Gateway, error) {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if opts.Transport == nil {
-		// http:// on the calling goroutine; https (and any Upgrade) through net/http
-		opts.Transport = &upstream.Inline{Fallback: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        512,
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-		}}
+		// http:// on the calling goroutine; https (and any Upgrade) through its net/http
+		// fallback
+		opts.Transport = &upstream.Inline{}
 	}
 	g := &Gateway{
 		opts:    opts,

@@ -185,15 +185,7 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 			// before it read the whole request (a 413, a 401) and closed. Its answer, if it
 			// came, is the request's (net/http's Transport reads answers while it writes).
 			if resp, rerr := http.ReadResponse(c.br, req); rerr == nil && (resp.StatusCode < 100 || resp.StatusCode >= 200) {
-				c.cr.limit = noLimit
-				b := &inlineBody{t: t, c: c, rc: resp.Body, stop: stop, keep: false}
-				if resp.Body == http.NoBody || req.Method == http.MethodHead {
-					b.finish(false)
-					resp.Body = http.NoBody
-				} else {
-					resp.Body = b
-				}
-				return resp, false, nil
+				return t.answered(c, req, resp, stop, false), false, nil
 			}
 		}
 		return fail(sentOrNot{err, c.cw.n == 0}, mayRetry && c.cw.n == 0)
@@ -221,17 +213,24 @@ func (t *Inline) exchange(ctx context.Context, c *inlineConn, req *http.Request,
 			}
 			continue
 		}
-		c.cr.limit = noLimit
-		keep := !resp.Close && !req.Close && !saysClose(req.Header) && resp.ProtoAtLeast(1, 1) && resp.StatusCode != http.StatusSwitchingProtocols
-		b := &inlineBody{t: t, c: c, rc: resp.Body, stop: stop, keep: keep}
-		if resp.Body == http.NoBody || req.Method == http.MethodHead {
-			b.finish(true)
-			resp.Body = http.NoBody
-			return resp, false, nil
-		}
-		resp.Body = b
-		return resp, false, nil
+		keep := !resp.Close && !req.Close && !connectionHas(req.Header, "close") && resp.ProtoAtLeast(1, 1) && resp.StatusCode != http.StatusSwitchingProtocols
+		return t.answered(c, req, resp, stop, keep), false, nil
 	}
+}
+
+// answered gives resp, the final answer read on c, its body: one that gives the connection
+// back once read to its end (when keep), or none, the connection given back (or closed) at
+// once.
+func (t *Inline) answered(c *inlineConn, req *http.Request, resp *http.Response, stop func() bool, keep bool) *http.Response {
+	c.cr.limit = noLimit
+	b := &inlineBody{t: t, c: c, rc: resp.Body, stop: stop, keep: keep}
+	if resp.Body == http.NoBody || req.Method == http.MethodHead {
+		b.finish(true)
+		resp.Body = http.NoBody
+		return resp
+	}
+	resp.Body = b
+	return resp
 }
 
 // inlineBody is a response's body: read to its end, it gives its connection back.
@@ -420,12 +419,14 @@ func (t *Inline) CloseIdleConnections() {
 	}
 }
 
+// defaultFallback is a keep-alive transport sized for a gateway. Like any net/http
+// Transport given its own DialContext, it speaks HTTP/1.1 over TLS too (HTTP/2 is not
+// attempted).
 var defaultFallback = &http.Transport{
 	DialContext:         defaultDialer.DialContext,
 	MaxIdleConns:        512,
 	MaxIdleConnsPerHost: 256,
 	IdleConnTimeout:     90 * time.Second,
-	ForceAttemptHTTP2:   true,
 }
 
 func (t *Inline) fallback() http.RoundTripper {
@@ -445,15 +446,15 @@ func (t *Inline) idleTimeout() time.Duration {
 // upgrades says the request asks to switch protocols (a WebSocket): net/http's Transport
 // hands such a connection over whole.
 func upgrades(h http.Header) bool {
-	return h.Get("Upgrade") != "" || strings.Contains(strings.ToLower(strings.Join(h.Values("Connection"), ",")), "upgrade")
+	return h.Get("Upgrade") != "" || connectionHas(h, "upgrade")
 }
 
-// saysClose says the header's Connection asks to close the connection after this exchange
-// (net/http's Request.wantsClose).
-func saysClose(h http.Header) bool {
+// connectionHas says the header's Connection lists token (case aside), as net/http reads it
+// (Request.wantsClose, a protocol switch).
+func connectionHas(h http.Header, token string) bool {
 	for _, v := range h["Connection"] {
 		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "close") {
+			if strings.EqualFold(strings.TrimSpace(tok), token) {
 				return true
 			}
 		}

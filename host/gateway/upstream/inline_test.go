@@ -105,23 +105,10 @@ func TestInline_aConnectionTheServerClosedIsNotUsed(t *testing.T) {
 // A POST the server read and then dropped without answering reached the server: it is
 // not sent again (the server may have acted on it); an idempotent GET is.
 func TestInline_aSentPostIsNeverSentTwice(t *testing.T) {
-	var drop atomic.Bool
-	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
-		io.ReadAll(r.Body)
-		if drop.Load() {
-			c, _, _ := http.NewResponseController(w).Hijack()
-			c.Close()
-			return
-		}
-		w.Write([]byte("ok"))
-	})
+	s, drop := droppingServer(t)
 	tr := &Inline{}
 	defer tr.CloseIdleConnections()
-	resp, err := post(t, tr, context.Background(), s.URL, "warm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp)
+	keepOne(t, tr, s.URL)
 	drop.Store(true)
 	before := s.requests.Load()
 	if _, err := post(t, tr, context.Background(), s.URL, "once"); err == nil {
@@ -133,11 +120,7 @@ func TestInline_aSentPostIsNeverSentTwice(t *testing.T) {
 
 	// A GET on a kept connection that the server drops with no answer is sent again once.
 	drop.Store(false)
-	resp, err = post(t, tr, context.Background(), s.URL, "warm again")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp)
+	keepOne(t, tr, s.URL)
 	drop.Store(true)
 	before = s.requests.Load()
 	req, _ := http.NewRequest(http.MethodGet, s.URL, nil)
@@ -382,6 +365,32 @@ func TestInline_concurrent(t *testing.T) {
 	}
 }
 
+// droppingServer answers "ok", or, once drop is set, reads a request and closes its
+// connection without answering.
+func droppingServer(t *testing.T) (*countingServer, *atomic.Bool) {
+	drop := &atomic.Bool{}
+	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		if drop.Load() {
+			c, _, _ := http.NewResponseController(w).Hijack()
+			c.Close()
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	return s, drop
+}
+
+// keepOne makes a request to url whose answer is read whole, so that tr keeps a connection.
+func keepOne(t *testing.T, tr *Inline, url string) {
+	t.Helper()
+	resp, err := post(t, tr, context.Background(), url, "warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -450,23 +459,10 @@ func TestInline_readsAfterTheEnd(t *testing.T) {
 // A POST with an Idempotency-Key that a kept connection dropped with no answer is sent again
 // once, as net/http sends it (its key makes a second delivery safe for the server).
 func TestInline_anIdempotencyKeyMakesAPostReplayable(t *testing.T) {
-	var drop atomic.Bool
-	s := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
-		io.ReadAll(r.Body)
-		if drop.Load() {
-			c, _, _ := http.NewResponseController(w).Hijack()
-			c.Close()
-			return
-		}
-		w.Write([]byte("ok"))
-	})
+	s, drop := droppingServer(t)
 	tr := &Inline{}
 	defer tr.CloseIdleConnections()
-	resp, err := post(t, tr, context.Background(), s.URL, "warm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp)
+	keepOne(t, tr, s.URL)
 	drop.Store(true)
 	before := s.requests.Load()
 	req, _ := http.NewRequest(http.MethodPost, s.URL, strings.NewReader("keyed"))
